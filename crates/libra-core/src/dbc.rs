@@ -1,0 +1,1 @@
+//! Deadline/budget-constrained planners for the broker (Nimrod/G section 17.4).
