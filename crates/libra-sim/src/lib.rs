@@ -1,1 +1,6 @@
-//! libra-sim
+//! Libra's discrete-event simulator: replays workloads (SWF traces, the Libra and Libra+$ workload
+//! models, explicit job lists) through the very same `libra-core` policies that run in the server.
+
+pub mod workload;
+
+pub use workload::SimJob;
