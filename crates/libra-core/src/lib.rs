@@ -4,7 +4,17 @@
 //! The same policy values run in the simulator (`libra-sim`) and in the server
 //! (`libra-server`).
 
+pub mod cluster;
 pub mod dbc;
+pub mod job;
+pub mod metrics;
 pub mod money;
+pub mod policy;
+pub mod pricing;
+pub mod share;
 
+pub use cluster::{Cluster, NodeIdx, NodeSpec};
+pub use job::JobSpec;
 pub use money::Money;
+pub use policy::{build_policy, Decision, Policy, RejectReason, Suggestion, POLICY_NAMES};
+pub use pricing::PricingParams;

@@ -11,15 +11,15 @@ pub const CENTS_PER_CREDIT: i64 = 100;
 
 /// An amount of money in cents. Signed so that ledger deltas can be expressed; balances and
 /// budgets are validated to be non-negative where they enter.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Money(pub i64);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MoneyError {
-    #[error("'{0}' is not an amount: expected a number of credits with at most two decimals, e.g. 500 or 12.50")]
+    #[error(
+        "'{0}' is not an amount: expected a number of credits with at most two decimals, e.g. 500 or 12.50"
+    )]
     Syntax(String),
     #[error("'{0}' is too large: at most {max} credits are accepted", max = i64::MAX / CENTS_PER_CREDIT / 1000)]
     TooLarge(String),
@@ -124,18 +124,10 @@ impl FromStr for Money {
         if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) || frac.len() > 2 {
             return Err(MoneyError::Syntax(s.to_string()));
         }
-        let whole: i64 = if int.is_empty() {
-            0
-        } else {
-            int.parse()
-                .map_err(|_| MoneyError::TooLarge(s.to_string()))?
-        };
-        let mut cents_frac: i64 = if frac.is_empty() {
-            0
-        } else {
-            frac.parse()
-                .map_err(|_| MoneyError::Syntax(s.to_string()))?
-        };
+        let whole: i64 =
+            if int.is_empty() { 0 } else { int.parse().map_err(|_| MoneyError::TooLarge(s.to_string()))? };
+        let mut cents_frac: i64 =
+            if frac.is_empty() { 0 } else { frac.parse().map_err(|_| MoneyError::Syntax(s.to_string()))? };
         if frac.len() == 1 {
             cents_frac *= 10;
         }

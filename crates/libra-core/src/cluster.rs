@@ -1,0 +1,356 @@
+//! The cluster as the policies see it: nodes with their capacity, and the jobs committed to each
+//! (estimate, deadline, progress). The simulator and the server each keep one and update it;
+//! the policies only read it. No clock: every query takes `now`.
+
+use crate::job::JobSpec;
+use crate::share::required_share;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+pub type NodeIdx = usize;
+
+/// Shares are compared with capacity with this slack, so that a job whose share fills a node
+/// exactly is not refused over a rounding error.
+pub const SHARE_EPS: f64 = 1e-9;
+
+/// What a node offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeSpec {
+    pub name: String,
+    /// CPU capacity in processors (0.5 = half a core). One job uses at most one processor.
+    pub cpus: f64,
+    #[serde(default)]
+    pub mem_mb: u64,
+    #[serde(default)]
+    pub disk_mb: u64,
+    /// PBase_j: base price per CPU-second.
+    pub price_base: f64,
+}
+
+impl NodeSpec {
+    /// A one-processor node with no memory or disk limits to speak of.
+    pub fn uniprocessor(name: impl Into<String>, price_base: f64) -> Self {
+        NodeSpec { name: name.into(), cpus: 1.0, mem_mb: u64::MAX / 4, disk_mb: u64::MAX / 4, price_base }
+    }
+
+    /// The most one job can get on this node.
+    pub fn per_job_cap(&self) -> f64 {
+        self.cpus.min(1.0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub spec: NodeSpec,
+    pub up: bool,
+    slots: Vec<usize>,
+    mem_used: u64,
+    disk_used: u64,
+}
+
+impl Node {
+    pub fn job_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Whether the node is up and has the memory and disk a job asks for, next to what is
+    /// already committed.
+    pub fn has_resources(&self, mem_mb: u64, disk_mb: u64) -> bool {
+        self.up
+            && self.spec.cpus > 0.0
+            && self.spec.mem_mb.saturating_sub(self.mem_used) >= mem_mb
+            && self.spec.disk_mb.saturating_sub(self.disk_used) >= disk_mb
+    }
+}
+
+/// A job committed to one or more nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Commitment {
+    pub job: u64,
+    pub estimate: f64,
+    pub deadline_abs: f64,
+    /// When the commitment was made (the job started or was admitted).
+    pub start: f64,
+    /// The share the job was admitted with; what it holds once it overruns its estimate.
+    pub admitted_share: f64,
+    /// CPU-seconds done as of `as_of` (the slowest node's, for a parallel job).
+    pub cpu_done: f64,
+    pub as_of: f64,
+    /// Assumed progress rate since `as_of` (CPU-seconds per second). The simulator knows it; the
+    /// server reports 0 between measurements, which over-states the requirement (safe side).
+    pub rate: f64,
+    pub nodes: Vec<NodeIdx>,
+    pub mem_mb: u64,
+    pub disk_mb: u64,
+}
+
+impl Commitment {
+    pub fn cpu_at(&self, now: f64) -> f64 {
+        self.cpu_done + self.rate * (now - self.as_of).max(0.0)
+    }
+
+    pub fn remaining_estimate(&self, now: f64) -> f64 {
+        (self.estimate - self.cpu_at(now)).max(0.0)
+    }
+
+    /// Algorithm 2 at `now`, capped at `cap`.
+    pub fn required_share(&self, now: f64, cap: f64) -> f64 {
+        required_share(self.estimate, self.cpu_at(now), self.deadline_abs, now, self.admitted_share, cap)
+    }
+
+    /// When a space-shared node expects this job to end: its start plus its estimate, or now if
+    /// it has overrun.
+    pub fn expected_end(&self, now: f64) -> f64 {
+        (self.start + self.estimate).max(now)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("job {0} is already committed")]
+    Duplicate(u64),
+    #[error("node {0} does not exist")]
+    NoSuchNode(NodeIdx),
+    #[error("job {0} is not committed")]
+    NoSuchJob(u64),
+}
+
+/// Nodes and their commitments.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    nodes: Vec<Node>,
+    slots: Vec<Option<Commitment>>,
+    free_slots: Vec<usize>,
+    index: HashMap<u64, usize>,
+}
+
+impl Cluster {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `n` identical uniprocessor nodes, as in the papers' simulations.
+    pub fn homogeneous(n: usize, price_base: f64) -> Self {
+        let mut c = Cluster::new();
+        for i in 0..n {
+            c.add_node(NodeSpec::uniprocessor(format!("n{i}"), price_base));
+        }
+        c
+    }
+
+    pub fn add_node(&mut self, spec: NodeSpec) -> NodeIdx {
+        self.nodes.push(Node { spec, up: true, slots: Vec::new(), mem_used: 0, disk_used: 0 });
+        self.nodes.len() - 1
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn node(&self, i: NodeIdx) -> &Node {
+        &self.nodes[i]
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeIdx, &Node)> {
+        self.nodes.iter().enumerate()
+    }
+
+    pub fn set_up(&mut self, i: NodeIdx, up: bool) {
+        if let Some(n) = self.nodes.get_mut(i) {
+            n.up = up;
+        }
+    }
+
+    pub fn set_price_base(&mut self, i: NodeIdx, price: f64) {
+        if let Some(n) = self.nodes.get_mut(i) {
+            n.spec.price_base = price;
+        }
+    }
+
+    pub fn job_count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Records an accepted job on its nodes. `now` is when the commitment starts.
+    pub fn commit(
+        &mut self,
+        job: u64,
+        estimate: f64,
+        deadline_abs: f64,
+        nodes: &[NodeIdx],
+        now: f64,
+    ) -> Result<(), ClusterError> {
+        self.commit_with(job, estimate, deadline_abs, nodes, now, 0, 0)
+    }
+
+    /// Records an accepted job with its specification (memory and disk are reserved too).
+    pub fn commit_spec(
+        &mut self,
+        job: u64,
+        spec: &JobSpec,
+        submit: f64,
+        nodes: &[NodeIdx],
+        now: f64,
+    ) -> Result<(), ClusterError> {
+        self.commit_with(
+            job,
+            spec.estimate(),
+            submit + spec.deadline(),
+            nodes,
+            now,
+            spec.resources.mem_mb,
+            spec.resources.disk_mb,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn commit_with(
+        &mut self,
+        job: u64,
+        estimate: f64,
+        deadline_abs: f64,
+        nodes: &[NodeIdx],
+        now: f64,
+        mem_mb: u64,
+        disk_mb: u64,
+    ) -> Result<(), ClusterError> {
+        if self.index.contains_key(&job) {
+            return Err(ClusterError::Duplicate(job));
+        }
+        if let Some(&bad) = nodes.iter().find(|&&n| n >= self.nodes.len()) {
+            return Err(ClusterError::NoSuchNode(bad));
+        }
+        let cap = nodes.iter().map(|&n| self.nodes[n].spec.per_job_cap()).fold(1.0, f64::min);
+        let admitted_share = required_share(estimate, 0.0, deadline_abs, now, cap, cap);
+        let c = Commitment {
+            job,
+            estimate,
+            deadline_abs,
+            start: now,
+            admitted_share,
+            cpu_done: 0.0,
+            as_of: now,
+            rate: 0.0,
+            nodes: nodes.to_vec(),
+            mem_mb,
+            disk_mb,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s] = Some(c);
+                s
+            }
+            None => {
+                self.slots.push(Some(c));
+                self.slots.len() - 1
+            }
+        };
+        for &n in nodes {
+            let node = &mut self.nodes[n];
+            node.slots.push(slot);
+            node.mem_used = node.mem_used.saturating_add(mem_mb);
+            node.disk_used = node.disk_used.saturating_add(disk_mb);
+        }
+        self.index.insert(job, slot);
+        Ok(())
+    }
+
+    /// Sets a job's progress: `cpu_done` CPU-seconds as of `now`, progressing at `rate` from now on.
+    pub fn set_progress(&mut self, job: u64, cpu_done: f64, rate: f64, now: f64) -> Result<(), ClusterError> {
+        let slot = *self.index.get(&job).ok_or(ClusterError::NoSuchJob(job))?;
+        if let Some(c) = self.slots[slot].as_mut() {
+            c.cpu_done = cpu_done;
+            c.rate = rate;
+            c.as_of = now;
+        }
+        Ok(())
+    }
+
+    /// A measurement from a node agent: CPU-seconds done so far; no rate is assumed.
+    pub fn report_progress(&mut self, job: u64, cpu_done: f64, now: f64) -> Result<(), ClusterError> {
+        self.set_progress(job, cpu_done, 0.0, now)
+    }
+
+    /// Removes a job's commitment (finished, cancelled, lost) and returns it.
+    pub fn release(&mut self, job: u64) -> Option<Commitment> {
+        let slot = self.index.remove(&job)?;
+        let c = self.slots[slot].take()?;
+        for &n in &c.nodes {
+            let node = &mut self.nodes[n];
+            if let Some(pos) = node.slots.iter().position(|&s| s == slot) {
+                node.slots.swap_remove(pos);
+            }
+            node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
+            node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
+        }
+        self.free_slots.push(slot);
+        Some(c)
+    }
+
+    pub fn commitment(&self, job: u64) -> Option<&Commitment> {
+        self.index.get(&job).and_then(|&s| self.slots[s].as_ref())
+    }
+
+    /// The jobs committed to node `i`.
+    pub fn node_jobs(&self, i: NodeIdx) -> impl Iterator<Item = &Commitment> {
+        self.nodes[i].slots.iter().filter_map(move |&s| self.slots[s].as_ref())
+    }
+
+    /// All commitments.
+    pub fn commitments(&self) -> impl Iterator<Item = &Commitment> {
+        self.slots.iter().filter_map(|s| s.as_ref())
+    }
+
+    /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).
+    pub fn node_load(&self, i: NodeIdx, now: f64) -> f64 {
+        let cap = self.nodes[i].spec.per_job_cap();
+        self.node_jobs(i).map(|c| c.required_share(now, cap)).sum()
+    }
+
+    pub fn required_share(&self, job: u64, now: f64) -> Option<f64> {
+        let c = self.commitment(job)?;
+        let cap = c.nodes.iter().map(|&n| self.nodes[n].spec.per_job_cap()).fold(1.0, f64::min);
+        Some(c.required_share(now, cap))
+    }
+
+    /// Up nodes with nothing committed (space-shared allocation).
+    pub fn idle_nodes(&self) -> impl Iterator<Item = NodeIdx> + '_ {
+        self.nodes.iter().enumerate().filter(|(_, n)| n.up && n.slots.is_empty()).map(|(i, _)| i)
+    }
+
+    pub fn up_count(&self) -> usize {
+        self.nodes.iter().filter(|n| n.up).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_progress_release() {
+        let mut c = Cluster::homogeneous(2, 1.0);
+        c.commit(7, 100.0, 400.0, &[0, 1], 0.0).unwrap();
+        assert!((c.node_load(0, 0.0) - 0.25).abs() < 1e-12);
+        assert_eq!(c.commit(7, 1.0, 2.0, &[0], 0.0), Err(ClusterError::Duplicate(7)));
+        assert_eq!(c.commit(8, 1.0, 2.0, &[5], 0.0), Err(ClusterError::NoSuchNode(5)));
+        // Ran at full speed for 50 s: 50 left over 350 s.
+        c.set_progress(7, 50.0, 1.0, 50.0).unwrap();
+        assert!((c.node_load(1, 50.0) - 50.0 / 350.0).abs() < 1e-12);
+        // The assumed rate carries on: at t=100, 0 left.
+        assert!(c.required_share(7, 100.0).unwrap() - 0.25 < 1e-12); // overrun: falls back to admitted share
+        let gone = c.release(7).unwrap();
+        assert_eq!(gone.nodes, vec![0, 1]);
+        assert_eq!(c.node_load(0, 0.0), 0.0);
+        assert!(c.node(0).is_idle());
+        assert_eq!(c.idle_nodes().count(), 2);
+        // The slot is reused.
+        c.commit(9, 10.0, 20.0, &[1], 0.0).unwrap();
+        assert_eq!(c.job_count(), 1);
+        assert_eq!(c.idle_nodes().collect::<Vec<_>>(), vec![0]);
+    }
+}

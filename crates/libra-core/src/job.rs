@@ -1,0 +1,188 @@
+//! The user-level job submission specification of Libra+$ (section IV): a job is a list of
+//! segments, here the four basic ones: details, resource requirements, QoS constraints and QoS
+//! optimisation. Validation returns a typed error that names the field and the accepted range.
+
+use crate::Money;
+use serde::{Deserialize, Serialize};
+
+/// The longest estimate or deadline accepted: one year. Anything longer is a typo, not a job.
+pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+/// The most processors one job may ask for.
+pub const MAX_PROCS: u32 = 1_000_000;
+/// The largest budget accepted, in credits (guards against overflowing sums in the ledger).
+pub const MAX_BUDGET_CREDITS: i64 = 1_000_000_000_000;
+
+/// JobDetails: what the cluster should know about the job itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobDetails {
+    /// Runtime estimate RE in CPU-seconds on one dedicated processor.
+    pub estimate: f64,
+    /// Optional length in million instructions (informational).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length_mi: Option<f64>,
+}
+
+/// ResourceRequirements: what a node must offer to run the job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceRequirements {
+    /// Processors (nodes) the job runs on at once; each gets the same share.
+    pub procs: u32,
+    /// Memory per processor, MiB (0 = no requirement).
+    #[serde(default)]
+    pub mem_mb: u64,
+    /// Local disk per processor, MiB (0 = no requirement).
+    #[serde(default)]
+    pub disk_mb: u64,
+}
+
+/// QoSConstraints: what must hold for the user to be satisfied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QosConstraints {
+    /// Deadline D, seconds after submission.
+    pub deadline: f64,
+    /// Budget B: the most the user will pay.
+    pub budget: Money,
+}
+
+/// QoSOptimisation: what the user would like minimised within the constraints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QosOptimisation {
+    /// Finish as early as possible within the budget.
+    FinishTime,
+    /// Pay as little as possible within the deadline.
+    #[default]
+    Cost,
+}
+
+/// A job's submission specification: `job_i([JobDetails][ResourceRequirements][QoSConstraints][QoSOptimization])`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub details: JobDetails,
+    pub resources: ResourceRequirements,
+    pub qos: QosConstraints,
+    #[serde(default)]
+    pub optimise: QosOptimisation,
+}
+
+/// A field of the specification that failed validation, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    #[error("estimate: {0} is not accepted: give a runtime estimate in seconds, greater than 0 and at most {MAX_SECONDS} (one year)")]
+    Estimate(f64),
+    #[error("deadline: {0} is not accepted: give a deadline in seconds after submission, greater than 0 and at most {MAX_SECONDS} (one year)")]
+    Deadline(f64),
+    #[error("deadline: {deadline} s is shorter than the estimate {estimate} s: no scheduler can finish the job in time; give a deadline of at least {estimate} s")]
+    DeadlineBeforeEstimate { deadline: f64, estimate: f64 },
+    #[error(
+        "budget: {0} is not accepted: give a budget of at least 0 and at most {MAX_BUDGET_CREDITS} credits"
+    )]
+    Budget(Money),
+    #[error("procs: {0} is not accepted: give between 1 and {MAX_PROCS} processors")]
+    Procs(u32),
+    #[error("length_mi: {0} is not accepted: give a positive number of million instructions")]
+    Length(f64),
+}
+
+impl JobSpec {
+    /// A sequential job with the given estimate, relative deadline and budget.
+    pub fn simple(estimate: f64, deadline: f64, budget: Money) -> Self {
+        JobSpec {
+            details: JobDetails { estimate, length_mi: None },
+            resources: ResourceRequirements { procs: 1, mem_mb: 0, disk_mb: 0 },
+            qos: QosConstraints { deadline, budget },
+            optimise: QosOptimisation::Cost,
+        }
+    }
+
+    pub fn with_procs(mut self, procs: u32) -> Self {
+        self.resources.procs = procs;
+        self
+    }
+
+    pub fn estimate(&self) -> f64 {
+        self.details.estimate
+    }
+
+    pub fn deadline(&self) -> f64 {
+        self.qos.deadline
+    }
+
+    pub fn budget(&self) -> Money {
+        self.qos.budget
+    }
+
+    pub fn procs(&self) -> u32 {
+        self.resources.procs
+    }
+
+    /// Checks a user's submission. Trace replays bypass this (a trace may hold zero-length jobs),
+    /// so policies must also cope with degenerate values without panicking.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let e = self.details.estimate;
+        if !e.is_finite() || e <= 0.0 || e > MAX_SECONDS {
+            return Err(SpecError::Estimate(e));
+        }
+        let d = self.qos.deadline;
+        if !d.is_finite() || d <= 0.0 || d > MAX_SECONDS {
+            return Err(SpecError::Deadline(d));
+        }
+        if d < e {
+            return Err(SpecError::DeadlineBeforeEstimate { deadline: d, estimate: e });
+        }
+        let b = self.qos.budget;
+        if b.is_negative() || b > Money::from_credits(MAX_BUDGET_CREDITS) {
+            return Err(SpecError::Budget(b));
+        }
+        let p = self.resources.procs;
+        if p == 0 || p > MAX_PROCS {
+            return Err(SpecError::Procs(p));
+        }
+        if let Some(l) = self.details.length_mi {
+            if !l.is_finite() || l <= 0.0 {
+                return Err(SpecError::Length(l));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_spec_passes() {
+        assert_eq!(JobSpec::simple(600.0, 3600.0, Money::from_credits(500)).validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let ok = JobSpec::simple(600.0, 3600.0, Money::from_credits(500));
+        let mut s = ok.clone();
+        s.details.estimate = -1.0;
+        assert!(s.validate().unwrap_err().to_string().starts_with("estimate:"));
+        let mut s = ok.clone();
+        s.qos.deadline = f64::NAN;
+        assert!(s.validate().unwrap_err().to_string().starts_with("deadline:"));
+        let mut s = ok.clone();
+        s.qos.deadline = 60.0;
+        assert!(matches!(s.validate(), Err(SpecError::DeadlineBeforeEstimate { .. })));
+        let mut s = ok.clone();
+        s.qos.budget = Money(-1);
+        assert!(s.validate().unwrap_err().to_string().starts_with("budget:"));
+        let mut s = ok.clone();
+        s.resources.procs = 0;
+        assert!(s.validate().unwrap_err().to_string().starts_with("procs:"));
+        let mut s = ok;
+        s.details.estimate = 1e12;
+        assert!(matches!(s.validate(), Err(SpecError::Estimate(_))));
+    }
+
+    #[test]
+    fn spec_round_trips_through_json() {
+        let s = JobSpec::simple(1.5, 10.0, Money(123)).with_procs(4);
+        let j = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<JobSpec>(&j).unwrap(), s);
+    }
+}

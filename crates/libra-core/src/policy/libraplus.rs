@@ -1,0 +1,154 @@
+//! Libra+$ (Yeo and Buyya), Algorithm 1: resource check, deadline check (the proportional-share
+//! test), best fit by RESFree ascending, budget check with the price
+//! `P_ij = alpha*PBase_j + beta*PUtil_ij`; the job's cost is the highest among its nodes.
+
+use super::suggest::earliest_deadline;
+use super::{new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
+use crate::cluster::{Cluster, NodeIdx, SHARE_EPS};
+use crate::job::JobSpec;
+use crate::money::Money;
+use crate::pricing::{libraplus_rate, putil, PricingParams};
+
+#[derive(Debug, Clone)]
+pub struct LibraPlus {
+    pub pricing: PricingParams,
+}
+
+/// A node that passed the deadline check, with its free processor time over the job's window
+/// and the job's cost there.
+#[derive(Debug, Clone, Copy)]
+struct Priced {
+    node: NodeIdx,
+    res_free: f64,
+    cost: Option<Money>,
+}
+
+impl LibraPlus {
+    pub fn new(pricing: PricingParams) -> Self {
+        LibraPlus { pricing }
+    }
+
+    /// Eq. (6): `RESFree_ij = RESMax_j - sum_k RE_k - RE_i` over the window `[now, now + D]`,
+    /// where `RESMax_j` is the node's processor time in the window and `RE_k` is what job `k`
+    /// still needs from the node inside the window at its required share (a job that has
+    /// overrun its estimate holds its admitted share through the whole window).
+    pub fn res_free(cluster: &Cluster, j: NodeIdx, estimate: f64, deadline: f64, now: f64) -> (f64, f64) {
+        let node = cluster.node(j);
+        let res_max = node.spec.cpus * deadline.max(0.0);
+        let cap = node.spec.per_job_cap();
+        let committed: f64 = cluster
+            .node_jobs(j)
+            .map(|c| {
+                let req = c.required_share(now, cap);
+                let rem = c.remaining_estimate(now);
+                if rem > 0.0 && c.deadline_abs > now {
+                    rem.min(req * deadline)
+                } else {
+                    req * deadline
+                }
+            })
+            .sum();
+        (res_max, res_max - committed - estimate.max(0.0))
+    }
+
+    /// The deadline check (lines 9-16) and pricing of every node that passes, sorted by
+    /// RESFree ascending (line 17).
+    fn priced_nodes(
+        &self,
+        spec_estimate: f64,
+        deadline: f64,
+        res: &[NodeIdx],
+        cluster: &Cluster,
+        now: f64,
+    ) -> Vec<Priced> {
+        let share = new_job_share(spec_estimate, deadline);
+        let mut out: Vec<Priced> = res
+            .iter()
+            .filter_map(|&j| {
+                let nspec = &cluster.node(j).spec;
+                if share > nspec.per_job_cap() + SHARE_EPS
+                    || cluster.node_load(j, now) + share > nspec.cpus + SHARE_EPS
+                {
+                    return None;
+                }
+                let (res_max, res_free) = Self::res_free(cluster, j, spec_estimate, deadline, now);
+                let rate = libraplus_rate(
+                    &self.pricing,
+                    nspec.price_base,
+                    putil(res_max, res_free, nspec.price_base),
+                );
+                let cost = if spec_estimate <= 0.0 {
+                    Some(Money::ZERO)
+                } else {
+                    Money::from_credits_f64_ceil(spec_estimate * rate)
+                };
+                Some(Priced { node: j, res_free, cost })
+            })
+            .collect();
+        out.sort_by(|a, b| a.res_free.total_cmp(&b.res_free).then(a.node.cmp(&b.node)));
+        out
+    }
+
+    /// The least budget with which `procs` nodes of `priced` are within budget.
+    fn min_budget(priced: &[Priced], procs: usize) -> Option<Money> {
+        let mut costs: Vec<Money> = priced.iter().filter_map(|p| p.cost).collect();
+        if costs.len() < procs || procs == 0 {
+            return None;
+        }
+        costs.sort();
+        Some(costs[procs - 1])
+    }
+
+    fn suggestion(&self, spec: &JobSpec, cluster: &Cluster, res: &[NodeIdx], now: f64) -> Option<Suggestion> {
+        let procs = spec.procs() as usize;
+        let d = earliest_deadline(cluster, res, procs, spec.estimate(), spec.deadline(), now)?;
+        let priced = self.priced_nodes(spec.estimate(), d, res, cluster, now);
+        Some(Suggestion { deadline: d, budget: Self::min_budget(&priced, procs)? })
+    }
+}
+
+impl Policy for LibraPlus {
+    fn name(&self) -> &'static str {
+        "libra+$"
+    }
+
+    fn decide(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
+        let procs = spec.procs() as usize;
+        // Lines 1-8: enough nodes with the resources.
+        let res = nodes_with_resources(spec, cluster);
+        if procs == 0 || res.len() < procs {
+            return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
+        }
+        // Lines 9-17: nodes that can finish the job by its deadline, best fit first.
+        let priced = self.priced_nodes(spec.estimate(), spec.deadline(), &res, cluster, now);
+        if priced.len() < procs {
+            return Decision::Reject {
+                reason: RejectReason::Deadline,
+                suggestion: self.suggestion(spec, cluster, &res, now),
+            };
+        }
+        // Lines 18-29: the first PROC nodes within budget; the cost is the highest among them.
+        let mut nodes = Vec::with_capacity(procs);
+        let mut cost = Money::ZERO;
+        for p in &priced {
+            if let Some(c) = p.cost.filter(|c| *c <= spec.budget()) {
+                nodes.push(p.node);
+                if nodes.len() == 1 || c > cost {
+                    cost = c;
+                }
+            }
+            if nodes.len() == procs {
+                break;
+            }
+        }
+        if nodes.len() < procs {
+            // Lines 30-31. The deadline is fine: suggest the budget that would do at it.
+            return Decision::Reject {
+                reason: RejectReason::Budget,
+                suggestion: Self::min_budget(&priced, procs)
+                    .map(|budget| Suggestion { deadline: spec.deadline(), budget }),
+            };
+        }
+        Decision::Accept { nodes, share: new_job_share(spec.estimate(), spec.deadline()), cost }
+    }
+}

@@ -1,0 +1,175 @@
+//! Admission and allocation policies behind one trait. A policy is a pure value: it reads the
+//! cluster and returns a decision; the caller (simulator or server) applies it.
+//!
+//! Time-shared policies (Libra, Libra+$) decide at submission and start the job at once with a
+//! share on each of its nodes. Space-shared policies (FIFO, the EASY backfilling family) answer
+//! `Queue` at submission and pick jobs to start, or drop, in `dispatch`.
+
+mod backfill;
+mod libra;
+mod libraplus;
+mod suggest;
+
+pub use backfill::{Backfill, BackfillOrder, Fifo};
+pub use libra::Libra;
+pub use libraplus::LibraPlus;
+
+use crate::cluster::{Cluster, NodeIdx};
+use crate::job::JobSpec;
+use crate::money::Money;
+use crate::pricing::PricingParams;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why a job was turned away (Algorithm 1's three messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RejectReason {
+    /// Not enough nodes with the processors, memory or disk asked for.
+    Resources,
+    /// No set of nodes can finish the job by its deadline.
+    Deadline,
+    /// Nodes could finish it in time, but not within the budget.
+    Budget,
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RejectReason::Resources => "resources",
+            RejectReason::Deadline => "deadline",
+            RejectReason::Budget => "budget",
+        })
+    }
+}
+
+/// SRS 3.1.5.4: what the user could ask for instead, that would be accepted right now: the
+/// earliest deadline (never earlier than the one asked for) and the budget needed at it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Suggestion {
+    /// Seconds after submission.
+    pub deadline: f64,
+    pub budget: Money,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum Decision {
+    /// Run now on `nodes`, each giving the job at least `share` of a CPU; charge `cost` if the
+    /// deadline is met (`cost <= budget` always).
+    Accept {
+        nodes: Vec<NodeIdx>,
+        share: f64,
+        cost: Money,
+    },
+    Reject {
+        reason: RejectReason,
+        suggestion: Option<Suggestion>,
+    },
+    /// Space-shared policies: the job waits in the queue; no promise is made yet.
+    Queue,
+}
+
+impl Decision {
+    pub fn is_accept(&self) -> bool {
+        matches!(self, Decision::Accept { .. })
+    }
+}
+
+/// A waiting job, as a space-shared policy sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    pub job: u64,
+    pub submit: f64,
+    pub estimate: f64,
+    pub procs: u32,
+    pub deadline_abs: f64,
+}
+
+/// What a space-shared policy does with the queue at one scheduling pass.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dispatch {
+    /// Start the job now on these nodes; it pays `cost` if it meets its deadline.
+    Start { job: u64, nodes: Vec<NodeIdx>, cost: Money },
+    /// Drop the job: it can no longer meet its deadline (counts as rejected).
+    Drop { job: u64 },
+}
+
+pub trait Policy: Send + Sync {
+    /// The policy's name as used on the command line.
+    fn name(&self) -> &'static str;
+
+    /// Admission at submission time. Pure: calling it without acting on the answer is a quote.
+    fn decide(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision;
+
+    /// Space-shared policies: one scheduling pass over the waiting queue.
+    fn dispatch(&self, _queue: &[Queued], _cluster: &Cluster, _now: f64) -> Vec<Dispatch> {
+        Vec::new()
+    }
+
+    /// Whether a node runs one job at a time (true) or time-shares by proportional shares.
+    fn space_shared(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("policy: '{0}' is not a policy; accepted: {list}", list = POLICY_NAMES.join(", "))]
+    Unknown(String),
+    #[error("pricing: {field} = {value} is not accepted: {accepted}")]
+    Pricing { field: &'static str, value: f64, accepted: &'static str },
+}
+
+/// Every policy name `build_policy` accepts.
+pub const POLICY_NAMES: &[&str] = &["libra", "libra+$", "fifo", "fcfs-bf", "sjf-bf", "edf-bf"];
+
+/// Checks pricing coefficients: finite and non-negative.
+pub fn validate_pricing(p: &PricingParams) -> Result<(), PolicyError> {
+    for (field, value) in
+        [("alpha", p.alpha), ("beta", p.beta), ("libra_gamma", p.libra_gamma), ("libra_delta", p.libra_delta)]
+    {
+        if !(0.0..=1e9).contains(&value) {
+            return Err(PolicyError::Pricing { field, value, accepted: "a number from 0 to 1e9" });
+        }
+    }
+    Ok(())
+}
+
+/// Builds a policy by name. `libraplus` and `libra-plus` are accepted for `libra+$` (a `$` is
+/// awkward in shells).
+pub fn build_policy(name: &str, pricing: PricingParams) -> Result<Box<dyn Policy>, PolicyError> {
+    validate_pricing(&pricing)?;
+    Ok(match name.to_ascii_lowercase().as_str() {
+        "libra" => Box::new(Libra::new(pricing)),
+        "libra+$" | "libraplus" | "libra-plus" | "libra+" => Box::new(LibraPlus::new(pricing)),
+        "fifo" => Box::new(Fifo),
+        "fcfs-bf" => Box::new(Backfill::new(BackfillOrder::Fcfs)),
+        "sjf-bf" => Box::new(Backfill::new(BackfillOrder::Sjf)),
+        "edf-bf" => Box::new(Backfill::new(BackfillOrder::Edf)),
+        _ => return Err(PolicyError::Unknown(name.to_string())),
+    })
+}
+
+/// The procs-many nodes that pass the resource check (up, enough memory and disk).
+pub(crate) fn nodes_with_resources(spec: &JobSpec, cluster: &Cluster) -> Vec<NodeIdx> {
+    cluster
+        .nodes()
+        .filter(|(_, n)| n.has_resources(spec.resources.mem_mb, spec.resources.disk_mb))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The share a new job needs on a node: `E / D`, with a zero-length job needing nothing.
+pub(crate) fn new_job_share(estimate: f64, deadline: f64) -> f64 {
+    if estimate <= 0.0 {
+        0.0
+    } else if deadline > 0.0 {
+        estimate / deadline
+    } else {
+        f64::INFINITY
+    }
+}
+
+#[cfg(test)]
+mod tests;
