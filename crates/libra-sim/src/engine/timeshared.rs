@@ -1,0 +1,205 @@
+//! Time-shared nodes: every job on a node holds a weight (its required share, set by job
+//! control) and the node's CPU is divided in proportion to the weights, so spare CPU goes to the
+//! jobs present (work-conserving). A parallel job advances at the rate of its slowest node.
+//!
+//! Job control (Algorithm 2) runs on a node at every event that touches it: the weights of its
+//! jobs are reset to `(E - cpu) / (D - wall)`. Each node keeps its own weights, as each node
+//! agent keeps its own control groups, so an event on one node changes the rates of the jobs on
+//! that node only.
+
+use super::events::EventQueue;
+use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
+use crate::workload::SimJob;
+use libra_core::policy::{Decision, Policy};
+use libra_core::{Cluster, NodeIdx};
+
+const COMPLETION: u8 = 0;
+
+#[derive(Debug, Clone)]
+struct Active {
+    /// Actual CPU-seconds done as of `as_of`.
+    done: f64,
+    as_of: f64,
+    rate: f64,
+    /// The weight this job holds on each of its nodes.
+    weights: Vec<(NodeIdx, f64)>,
+    version: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct NodeSim {
+    jobs: Vec<usize>,
+    weight_sum: f64,
+}
+
+struct State<'a> {
+    jobs: &'a [SimJob],
+    cluster: Cluster,
+    active: Vec<Option<Active>>,
+    nodes: Vec<NodeSim>,
+    queue: EventQueue,
+    /// Marks a job as already collected in the current event (the event number).
+    mark: Vec<u64>,
+    event_no: u64,
+}
+
+pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (Vec<JobRecord>, u64) {
+    let mut records: Vec<JobRecord> = jobs.iter().map(blank_record).collect();
+    let mut st = State {
+        jobs,
+        cluster: Cluster::homogeneous(cfg.nodes, cfg.price_base),
+        active: vec![None; jobs.len()],
+        nodes: vec![NodeSim::default(); cfg.nodes],
+        queue: EventQueue::default(),
+        mark: vec![0; jobs.len()],
+        event_no: 0,
+    };
+    let mut next_arrival = 0usize;
+    let mut events = 0u64;
+    loop {
+        let completion = st.queue.peek_time();
+        let arrival = jobs.get(next_arrival).map(|j| j.submit);
+        let take_completion = match (completion, arrival) {
+            (None, None) => break,
+            (Some(c), Some(a)) => c <= a,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+        };
+        events += 1;
+        st.event_no += 1;
+        if take_completion {
+            let Some(ev) = st.queue.pop() else { break };
+            let current = st.active[ev.job].as_ref().is_some_and(|a| a.version == ev.version);
+            if current {
+                st.complete(ev.job, ev.time, &mut records[ev.job]);
+            }
+        } else {
+            let i = next_arrival;
+            next_arrival += 1;
+            st.arrive(i, policy, &mut records[i]);
+        }
+    }
+    (records, events)
+}
+
+impl State<'_> {
+    fn arrive(&mut self, i: usize, policy: &dyn Policy, rec: &mut JobRecord) {
+        let job = &self.jobs[i];
+        let now = job.submit;
+        match policy.decide(&spec_of(job), &self.cluster, now) {
+            Decision::Accept { nodes, cost, .. } => {
+                rec.verdict = Verdict::Accepted;
+                rec.outcome.accepted = true;
+                rec.outcome.start = Some(now);
+                rec.outcome.cost = cost;
+                rec.nodes = nodes.clone();
+                if job.runtime <= 0.0 {
+                    rec.outcome.finish = Some(now);
+                    return;
+                }
+                if self.cluster.commit(i as u64, job.estimate, now + job.deadline, &nodes, now).is_err() {
+                    // Only a policy bug can get here (a node that does not exist, or a job
+                    // committed twice); count the job as rejected rather than crash a sweep.
+                    rec.verdict = Verdict::Rejected(libra_core::RejectReason::Resources);
+                    rec.outcome.accepted = false;
+                    return;
+                }
+                self.active[i] = Some(Active {
+                    done: 0.0,
+                    as_of: now,
+                    rate: 0.0,
+                    weights: nodes.iter().map(|&n| (n, 0.0)).collect(),
+                    version: 0,
+                });
+                for &n in &nodes {
+                    self.nodes[n].jobs.push(i);
+                }
+                self.job_control(&nodes, now);
+            }
+            Decision::Reject { reason, .. } => rec.verdict = Verdict::Rejected(reason),
+            Decision::Queue => {
+                // A time-shared run never queues; a policy that does belongs to the other model.
+                rec.verdict = Verdict::Rejected(libra_core::RejectReason::Resources);
+            }
+        }
+    }
+
+    fn complete(&mut self, i: usize, now: f64, rec: &mut JobRecord) {
+        let Some(a) = self.active[i].take() else { return };
+        rec.outcome.finish = Some(now);
+        let nodes: Vec<NodeIdx> = a.weights.iter().map(|&(n, _)| n).collect();
+        for &n in &nodes {
+            let list = &mut self.nodes[n].jobs;
+            if let Some(p) = list.iter().position(|&k| k == i) {
+                list.swap_remove(p);
+            }
+        }
+        self.cluster.release(i as u64);
+        self.job_control(&nodes, now);
+    }
+
+    /// Algorithm 2 on each of `touched`, then new rates and completion times for every job on
+    /// them.
+    fn job_control(&mut self, touched: &[NodeIdx], now: f64) {
+        let mut affected = Vec::new();
+        for &n in touched {
+            for &k in &self.nodes[n].jobs {
+                if self.mark[k] != self.event_no {
+                    self.mark[k] = self.event_no;
+                    affected.push(k);
+                }
+            }
+        }
+        // Bring progress up to now at the old rates before anything changes.
+        for &k in &affected {
+            if let Some(a) = self.active[k].as_mut() {
+                a.done += a.rate * (now - a.as_of);
+                a.as_of = now;
+            }
+        }
+        for &n in touched {
+            let mut sum = 0.0;
+            for idx in 0..self.nodes[n].jobs.len() {
+                let k = self.nodes[n].jobs[idx];
+                let w = self.cluster.required_share(k as u64, now).unwrap_or(0.0);
+                if let Some(a) = self.active[k].as_mut() {
+                    if let Some(slot) = a.weights.iter_mut().find(|(m, _)| *m == n) {
+                        slot.1 = w;
+                    }
+                }
+                sum += w;
+            }
+            self.nodes[n].weight_sum = sum;
+        }
+        for k in affected {
+            self.reschedule(k, now);
+        }
+    }
+
+    fn reschedule(&mut self, k: usize, now: f64) {
+        let Some(a) = self.active[k].as_ref() else { return };
+        let rate = a
+            .weights
+            .iter()
+            .map(|&(n, w)| {
+                let node = &self.nodes[n];
+                if node.weight_sum > 1e-12 {
+                    (w / node.weight_sum).min(1.0)
+                } else {
+                    1.0 / node.jobs.len().max(1) as f64
+                }
+            })
+            .fold(f64::INFINITY, f64::min);
+        let rate = if rate.is_finite() { rate } else { 0.0 };
+        let done = a.done;
+        let Some(a) = self.active[k].as_mut() else { return };
+        a.rate = rate;
+        a.version += 1;
+        let version = a.version;
+        let _ = self.cluster.set_progress(k as u64, done, rate, now);
+        if rate > 0.0 {
+            let left = (self.jobs[k].runtime - done).max(0.0);
+            self.queue.push(now + left / rate, COMPLETION, k, version);
+        }
+    }
+}
