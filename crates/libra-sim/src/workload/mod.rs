@@ -2,6 +2,16 @@
 //! an explicit CSV job list, the synthetic benchmark trace) produces a `Vec<SimJob>` sorted by
 //! submit time.
 
+pub mod jobs_csv;
+pub mod libra_batches;
+pub mod libraplus;
+pub mod synthetic;
+
+pub use jobs_csv::{read_jobs_csv, write_jobs_csv, JobsCsvError};
+pub use libra_batches::LibraBatch;
+pub use libraplus::{LibraPlusModel, ModelError};
+pub use synthetic::SyntheticConfig;
+
 use libra_core::Money;
 use serde::{Deserialize, Serialize};
 
