@@ -1,1 +1,4 @@
-//! libra-broker
+//! The broker: parameter sweeps under a deadline and a budget across priced resources
+//! (Nimrod/G, seed 004). Plan language, persistent task-farming engine, resources, experiments.
+
+pub mod plan;
