@@ -104,7 +104,6 @@ fn libraplus_classes_follow_table_one() {
     let sd = mean(relaxed.iter().map(|j| (j.deadline / j.runtime - m).powi(2))).sqrt();
     assert!((sd - SD_OVER_MEAN * 8.0).abs() < 0.1, "sd {sd}");
     assert!(jobs.iter().all(|j| j.deadline > 0.0 && j.budget > Money::ZERO));
-    // Budgets are whole cents rounded up from factor * R * PBase.
     for j in &jobs {
         assert_eq!(j.estimate, j.runtime);
         assert_eq!(j.submit, (j.id - 1) as f64 * 30.0);
