@@ -2,6 +2,7 @@
 //! models, explicit job lists) through the very same `libra-core` policies that run in the server.
 
 pub mod engine;
+pub mod experiment;
 pub mod plot;
 pub mod report;
 pub mod swf;

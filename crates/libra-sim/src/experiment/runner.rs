@@ -1,0 +1,35 @@
+//! Runs many simulations in parallel (rayon) with an optional progress callback.
+
+use crate::engine::{simulate, ClusterConfig, SimResult};
+use crate::workload::SimJob;
+use libra_core::policy::{build_policy, PolicyError};
+use libra_core::PricingParams;
+use rayon::prelude::*;
+use std::sync::Arc;
+
+/// One simulation to run: a workload, a policy by name, pricing, the cluster.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub workload: Arc<Vec<SimJob>>,
+    pub policy: String,
+    pub pricing: PricingParams,
+    pub cluster: ClusterConfig,
+}
+
+/// Runs every spec, in parallel, returning results in the order of `specs`. `tick` is called
+/// once per finished run (from worker threads).
+pub fn run_all(specs: &[RunSpec], tick: &(dyn Fn() + Sync)) -> Result<Vec<SimResult>, PolicyError> {
+    // Fail on a bad policy name before spending any time.
+    for s in specs {
+        build_policy(&s.policy, s.pricing)?;
+    }
+    specs
+        .par_iter()
+        .map(|s| {
+            let policy = build_policy(&s.policy, s.pricing)?;
+            let r = simulate(&s.workload, policy.as_ref(), s.cluster);
+            tick();
+            Ok(r)
+        })
+        .collect()
+}

@@ -1,0 +1,137 @@
+//! `libra sim experiment NAME`: the named reproductions.
+
+use super::load::{read_trace, trace_path, ModelArgs, PricingArgs};
+use anyhow::Context;
+use clap::Args;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use indicatif::{ProgressBar, ProgressStyle};
+use libra_sim::engine::ClusterConfig;
+use libra_sim::experiment::{libraplus, table1, Point, EXPERIMENTS};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+#[command(after_help = experiments_help())]
+pub struct ExperimentArgs {
+    /// The experiment to run (see the list below), or "list".
+    pub name: String,
+    /// SWF trace for the Libra+$ studies. Default: the SDSC SP2 trace in ../shared/traces.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Nodes. Default: the trace header's MaxNodes (128 for SDSC SP2).
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// Directory for the CSV, JSON, Markdown and SVG outputs. Default: results/NAME.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Random draws per cell of libra-table1 (the batches are random).
+    #[arg(long, default_value_t = 20)]
+    pub seeds: usize,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub pricing: PricingArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn experiments_help() -> String {
+    let mut s = String::from("Experiments:\n");
+    for (name, what) in EXPERIMENTS {
+        s.push_str(&format!("  {name:<16} {what}\n"));
+    }
+    s
+}
+
+fn progress(total: usize, name: &str) -> ProgressBar {
+    let pb = ProgressBar::new(total as u64);
+    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs ({elapsed})") {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(name.to_string());
+    pb
+}
+
+pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
+    if a.name == "list" {
+        print!("{}", experiments_help());
+        return Ok(());
+    }
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&a.name));
+    if a.name == "libra-table1" {
+        anyhow::ensure!(
+            a.seeds > 0 && a.seeds <= 10_000,
+            "seeds: {} is not accepted: give 1 to 10000",
+            a.seeds
+        );
+        let pb = progress(table1::run_count(a.seeds), &a.name);
+        let cells = table1::run(a.seeds, a.model.seed, a.pricing.params(), &|| pb.inc(1))?;
+        pb.finish_and_clear();
+        return super::output::table1(&out, &cells, a.json);
+    }
+    let Some(study) = libraplus::study(&a.name) else {
+        anyhow::bail!(
+            "experiment: '{}' is not an experiment; accepted: {}",
+            a.name,
+            EXPERIMENTS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        );
+    };
+    let path = trace_path(a.trace.clone())?;
+    let (records, max_nodes) = read_trace(&path, a.model.mode())?;
+    let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
+    let pb = progress(libraplus::run_count(&study), &a.name);
+    let points = libraplus::run_study(
+        &study,
+        &records,
+        &a.model.model(),
+        a.pricing.params(),
+        ClusterConfig { nodes, price_base: a.pricing.price_base },
+        &|| pb.inc(1),
+    )?;
+    pb.finish_and_clear();
+    super::output::study(&out, &study, &points, a.json, &path)
+}
+
+/// Prints a study's points as a table: one row per x, one column pair per series.
+pub fn study_table(study: &libraplus::Study, points: &[Point]) -> Table {
+    let mut series: Vec<String> = Vec::new();
+    for p in points {
+        if !series.contains(&p.series()) {
+            series.push(p.series());
+        }
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec![study.x_label.to_string()];
+    for s in &series {
+        header.push(format!("{s}\nQoS"));
+        header.push(format!("{s}\nprofit"));
+    }
+    t.set_header(header);
+    for &x in &study.xs {
+        let mut row = vec![format!("{x}")];
+        for s in &series {
+            match points.iter().find(|p| p.x == x && &p.series() == s) {
+                Some(p) => {
+                    row.push(format!("{:.1}%", 100.0 * p.qos_satisfaction));
+                    row.push(format!("{:.1}%", 100.0 * p.profitability));
+                }
+                None => {
+                    row.push("-".into());
+                    row.push("-".into());
+                }
+            }
+        }
+        t.add_row(row);
+    }
+    t
+}
+
+pub fn points_json(points: &[Point]) -> serde_json::Value {
+    json!({ "points": points })
+}
+
+pub fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create output directory {}", dir.display()))
+}

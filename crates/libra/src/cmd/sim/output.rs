@@ -1,0 +1,177 @@
+//! Writing an experiment's results: a table or JSON on stdout, and CSV, JSON, Markdown and SVG
+//! files in the output directory.
+
+use super::experiment::{ensure_dir, points_json, study_table};
+use anyhow::Context;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use libra_sim::experiment::libraplus::Study;
+use libra_sim::experiment::table1::Cell;
+use libra_sim::experiment::Point;
+use serde_json::json;
+use std::path::Path;
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn markdown(headers: &[String], rows: &[Vec<String>]) -> String {
+    let mut s = format!("| {} |\n|{}\n", headers.join(" | "), " --- |".repeat(headers.len()));
+    for r in rows {
+        s.push_str(&format!("| {} |\n", r.join(" | ")));
+    }
+    s
+}
+
+fn csv_text(headers: &[String], rows: &[Vec<String>]) -> anyhow::Result<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(headers)?;
+    for r in rows {
+        w.write_record(r)?;
+    }
+    Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)?)
+}
+
+pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
+    let headers: Vec<String> =
+        ["jobs", "nodes", "FIFO in time", "Libra in time", "paper FIFO", "paper Libra", "Libra wins (draws)"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    let rows: Vec<Vec<String>> = cells
+        .iter()
+        .map(|c| {
+            vec![
+                c.jobs.to_string(),
+                c.nodes.to_string(),
+                format!("{:.1}", c.fifo_completed),
+                format!("{:.1}", c.libra_completed),
+                c.paper_fifo_completed.to_string(),
+                c.paper_libra_completed.to_string(),
+                format!("{}/{}", c.libra_wins, c.seeds),
+            ]
+        })
+        .collect();
+    let value = json!({ "cells": cells });
+    ensure_dir(out)?;
+    write(&out.join("libra-table1.json"), &serde_json::to_string_pretty(&value)?)?;
+    write(&out.join("libra-table1.csv"), &csv_text(&headers, &rows)?)?;
+    write(&out.join("libra-table1.md"), &markdown(&headers, &rows))?;
+    let series: Vec<(String, Vec<(f64, f64)>)> = vec![
+        ("FIFO".into(), cells.iter().enumerate().map(|(i, c)| (i as f64 + 1.0, c.fifo_completed)).collect()),
+        (
+            "Libra".into(),
+            cells.iter().enumerate().map(|(i, c)| (i as f64 + 1.0, c.libra_completed)).collect(),
+        ),
+        (
+            "paper FIFO".into(),
+            cells.iter().enumerate().map(|(i, c)| (i as f64 + 1.0, c.paper_fifo_completed as f64)).collect(),
+        ),
+        (
+            "paper Libra".into(),
+            cells.iter().enumerate().map(|(i, c)| (i as f64 + 1.0, c.paper_libra_completed as f64)).collect(),
+        ),
+    ];
+    libra_sim::plot::line_chart(
+        &out.join("libra-table1.svg"),
+        "Libra Table 1: jobs completed in time (cells 1-4: 100/10, 100/20, 200/10, 200/20)",
+        "cell",
+        "jobs completed in time",
+        &series,
+    )?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(headers);
+        for r in rows {
+            t.add_row(r);
+        }
+        println!("{t}");
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
+pub fn study(out: &Path, study: &Study, points: &[Point], as_json: bool, trace: &Path) -> anyhow::Result<()> {
+    let headers: Vec<String> = [
+        "study",
+        "x",
+        "policy",
+        "beta",
+        "qos_satisfaction",
+        "profitability",
+        "accepted",
+        "completed_in_time",
+        "mean_wait",
+        "mean_bounded_slowdown",
+        "utilisation",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.study.clone(),
+                format!("{}", p.x),
+                p.policy.clone(),
+                format!("{}", p.beta),
+                format!("{:.4}", p.qos_satisfaction),
+                format!("{:.4}", p.profitability),
+                p.accepted.to_string(),
+                p.completed_in_time.to_string(),
+                format!("{:.1}", p.mean_wait),
+                format!("{:.3}", p.mean_bounded_slowdown),
+                format!("{:.4}", p.utilisation),
+            ]
+        })
+        .collect();
+    let value = points_json(points);
+    let table = study_table(study, points);
+    ensure_dir(out)?;
+    let base = study.name;
+    write(&out.join(format!("{base}.json")), &serde_json::to_string_pretty(&value)?)?;
+    write(&out.join(format!("{base}.csv")), &csv_text(&headers, &rows)?)?;
+    let md = format!(
+        "# {base}\n\nTrace: `{}`. QoS = Job QoS Satisfaction (eq. 7), profit = Cluster Profitability (eq. 8).\n\n```\n{table}\n```\n",
+        trace.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default()
+    );
+    write(&out.join(format!("{base}.md")), &md)?;
+    let mut series_names: Vec<String> = Vec::new();
+    for p in points {
+        if !series_names.contains(&p.series()) {
+            series_names.push(p.series());
+        }
+    }
+    for (metric, label) in [("qos", "Job QoS Satisfaction (%)"), ("profit", "Cluster Profitability (%)")] {
+        let series: Vec<(String, Vec<(f64, f64)>)> = series_names
+            .iter()
+            .map(|s| {
+                let pts = points
+                    .iter()
+                    .filter(|p| &p.series() == s)
+                    .map(|p| {
+                        (p.x, 100.0 * if metric == "qos" { p.qos_satisfaction } else { p.profitability })
+                    })
+                    .collect();
+                (s.clone(), pts)
+            })
+            .collect();
+        libra_sim::plot::line_chart(
+            &out.join(format!("{base}-{metric}.svg")),
+            &format!("{base}: {label}"),
+            study.x_label,
+            label,
+            &series,
+        )?;
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!("{table}");
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}

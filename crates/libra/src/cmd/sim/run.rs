@@ -1,0 +1,192 @@
+//! `libra sim run`: one workload, one policy or all, a metrics table (or JSON).
+
+use super::load::{read_trace, trace_path, ModelArgs, PricingArgs};
+use anyhow::Context;
+use clap::Args;
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use libra_core::policy::POLICY_NAMES;
+use libra_sim::engine::{ClusterConfig, SimResult, Verdict};
+use libra_sim::experiment::runner::{run_all, RunSpec};
+use libra_sim::workload::{jobs_csv, libra_batches::LibraBatch, libraplus, SimJob};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// SWF trace (plain or .gz) to replay with the Libra+$ QoS model. Default: the SDSC SP2
+    /// trace in ../shared/traces.
+    #[arg(long, conflicts_with_all = ["jobs", "batch"])]
+    pub trace: Option<PathBuf>,
+    /// CSV job list with every job's QoS: id,submit,runtime,estimate,procs,deadline,budget,user
+    /// (deadline in seconds after submit, budget in credits).
+    #[arg(long, conflicts_with = "batch")]
+    pub jobs: Option<PathBuf>,
+    /// One of the Libra paper's batches: 1 (100 jobs) or 2 (200 jobs).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub batch: Option<u8>,
+    /// Policy: libra, libra+$ (or libraplus), fifo, fcfs-bf, sjf-bf, edf-bf, or "all".
+    #[arg(long, default_value = "all")]
+    pub policy: String,
+    /// Nodes in the cluster. Default: the trace header's MaxNodes, else 128 (10 for --batch).
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub pricing: PricingArgs,
+    /// Add every job's decision (accepted or why not, nodes, cost, finish) to the output.
+    #[arg(long)]
+    pub decisions: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    let (workload, header_nodes, source) = load_workload(&a)?;
+    let nodes = a.nodes.or(header_nodes).unwrap_or(if a.batch.is_some() { 10 } else { 128 });
+    anyhow::ensure!(nodes > 0 && nodes <= 10_000_000, "nodes: {nodes} is not accepted: give 1 to 10,000,000");
+    anyhow::ensure!(
+        a.pricing.price_base.is_finite() && a.pricing.price_base >= 0.0,
+        "price-base: {} is not accepted: give a non-negative number",
+        a.pricing.price_base
+    );
+    let policies: Vec<String> = if a.policy == "all" {
+        POLICY_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        vec![a.policy.clone()]
+    };
+    let workload = Arc::new(workload);
+    let specs: Vec<RunSpec> = policies
+        .iter()
+        .map(|p| RunSpec {
+            workload: workload.clone(),
+            policy: p.clone(),
+            pricing: a.pricing.params(),
+            cluster: ClusterConfig { nodes, price_base: a.pricing.price_base },
+        })
+        .collect();
+    let results = run_all(&specs, &|| {})?;
+    if a.json {
+        let runs: Vec<_> = results.iter().map(|r| result_json(r, &workload, a.decisions)).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"workload": source, "jobs": workload.len(), "nodes": nodes, "runs": runs})
+            )?
+        );
+        return Ok(());
+    }
+    println!("{source}: {} jobs on {nodes} nodes", workload.len());
+    println!("{}", metrics_table(&results));
+    if a.decisions {
+        for r in &results {
+            println!("\n{} decisions:", r.policy);
+            println!("{}", decisions_table(r, &workload));
+        }
+    }
+    Ok(())
+}
+
+fn load_workload(a: &RunArgs) -> anyhow::Result<(Vec<SimJob>, Option<usize>, String)> {
+    if let Some(b) = a.batch {
+        let batch = if b == 1 { LibraBatch::batch1() } else { LibraBatch::batch2() };
+        return Ok((batch.generate(a.model.seed), None, format!("Libra batch {b} (seed {})", a.model.seed)));
+    }
+    if let Some(path) = &a.jobs {
+        let jobs =
+            jobs_csv::read_jobs_csv(path).with_context(|| format!("in job list {}", path.display()))?;
+        return Ok((jobs, None, path.display().to_string()));
+    }
+    let path = trace_path(a.trace.clone())?;
+    let (records, max_nodes) = read_trace(&path, a.model.mode())?;
+    let jobs = libraplus::generate(&records, &a.model.model())?;
+    let nodes = max_nodes.and_then(|n| usize::try_from(n).ok()).filter(|n| *n > 0);
+    Ok((jobs, nodes, path.display().to_string()))
+}
+
+pub fn metrics_table(results: &[SimResult]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "policy",
+        "accepted",
+        "in time",
+        "QoS satisfaction",
+        "profitability",
+        "revenue",
+        "mean wait (s)",
+        "bounded slowdown",
+        "utilisation",
+    ]);
+    for r in results {
+        let m = &r.metrics;
+        t.add_row(vec![
+            r.policy.clone(),
+            format!("{}/{}", m.accepted, m.jobs),
+            m.completed_in_time.to_string(),
+            format!("{:.1}%", 100.0 * m.qos_satisfaction),
+            format!("{:.1}%", 100.0 * m.profitability),
+            m.revenue.to_string(),
+            format!("{:.0}", m.mean_wait),
+            format!("{:.2}", m.mean_bounded_slowdown),
+            format!("{:.1}%", 100.0 * m.utilisation),
+        ]);
+    }
+    t
+}
+
+fn verdict_text(v: &Verdict) -> String {
+    match v {
+        Verdict::Accepted => "accepted".into(),
+        Verdict::Rejected(r) => format!("rejected: {r}"),
+        Verdict::Dropped => "dropped: deadline".into(),
+    }
+}
+
+fn decisions_table(r: &SimResult, jobs: &[SimJob]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec!["job", "decision", "nodes", "cost", "budget", "finish", "deadline", "met"]);
+    for (rec, job) in r.records.iter().zip(jobs) {
+        let o = &rec.outcome;
+        t.add_row(vec![
+            job.id.to_string(),
+            verdict_text(&rec.verdict),
+            rec.nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","),
+            if o.accepted { o.cost.to_string() } else { "-".into() },
+            o.budget.to_string(),
+            o.finish.map_or("-".into(), |f| format!("{f:.1}")),
+            format!("{:.1}", o.deadline_abs),
+            if o.qos_satisfied() { "yes".into() } else { "no".into() },
+        ]);
+    }
+    t
+}
+
+fn result_json(r: &SimResult, jobs: &[SimJob], decisions: bool) -> serde_json::Value {
+    let mut v = json!({"policy": r.policy, "metrics": r.metrics, "events": r.events});
+    if decisions {
+        let d: Vec<_> = r
+            .records
+            .iter()
+            .zip(jobs)
+            .map(|(rec, job)| {
+                json!({
+                    "id": job.id,
+                    "decision": verdict_text(&rec.verdict),
+                    "nodes": rec.nodes,
+                    "cost": rec.outcome.accepted.then(|| rec.outcome.cost.to_string()),
+                    "budget": rec.outcome.budget.to_string(),
+                    "start": rec.outcome.start,
+                    "finish": rec.outcome.finish,
+                    "deadline": rec.outcome.deadline_abs,
+                    "qos_satisfied": rec.outcome.qos_satisfied(),
+                })
+            })
+            .collect();
+        v["decisions"] = json!(d);
+    }
+    v
+}
