@@ -216,3 +216,22 @@ fn header_from_lines_matches_reader() {
     // An indented line after a blank comment line belongs to no label.
     assert_eq!(h.fields.last().map(|f| f.0.as_str()), Some(""));
 }
+
+#[test]
+fn truncated_gzip_and_missing_files_are_errors() {
+    let body = text(&[GOOD.trim_end(); 400]);
+    let t = read_swf_from(body.as_bytes(), ReadMode::Strict).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("t.swf.gz");
+    write_swf(&p, &t.header, &t.records).unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    for mode in [ReadMode::Strict, ReadMode::Lenient] {
+        match read_swf(&p, mode) {
+            Err(SwfError::Read { line, .. }) => assert!(line >= 1),
+            other => panic!("expected a read error, got {other:?}"),
+        }
+    }
+    let e = read_swf(dir.path().join("absent.swf"), ReadMode::Strict).unwrap_err();
+    assert!(matches!(e, SwfError::Open { .. }) && e.to_string().contains("absent.swf"));
+}

@@ -217,10 +217,10 @@ pub fn from_trace(
     model: &LibraPlusModel,
 ) -> Result<Vec<SimJob>, ModelError> {
     model.validate()?;
-    let reader = SwfReader::open(path, mode)?;
+    let mut reader = SwfReader::open(path, mode)?;
     let keep = model.last_n.unwrap_or(usize::MAX);
     let mut window: VecDeque<SwfRecord> = VecDeque::with_capacity(keep.min(1 << 16));
-    for r in reader {
+    for r in reader.by_ref() {
         if keep == 0 {
             break;
         }
@@ -228,6 +228,13 @@ pub fn from_trace(
             window.pop_front();
         }
         window.push_back(r?);
+    }
+    if reader.skipped_count() > 0 {
+        let first: Vec<u64> = reader.skipped().iter().take(5).map(|e| e.line).collect();
+        tracing::warn!(
+            skipped = reader.skipped_count(),
+            "lenient SWF read skipped malformed lines (first at lines {first:?})"
+        );
     }
     generate(window.make_contiguous(), model)
 }
