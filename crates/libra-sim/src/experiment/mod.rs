@@ -27,9 +27,10 @@ pub struct Point {
 }
 
 impl Point {
-    /// The label a plot's legend shows: Libra+$ runs are told apart by beta.
+    /// The label a plot's legend shows: Libra+$ runs are told apart by beta, except in the
+    /// beta study, where beta is the x axis.
     pub fn series(&self) -> String {
-        if self.policy == "libra+$" {
+        if self.policy == "libra+$" && self.study != "beta" {
             format!("libra+$ beta={}", self.beta)
         } else {
             self.policy.clone()
