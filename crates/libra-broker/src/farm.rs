@@ -1,0 +1,211 @@
+//! The scheduler at the heart of the task-farming engine: what each resource is doing, what it
+//! has shown it can do (calibration), what has been spent and held, and, at each event, how
+//! many jobs to start where. No clock and no I/O: the real engine and the virtual-time
+//! experiments drive the same value.
+
+use crate::resources::ResourceConfig;
+use libra_core::dbc::{self, Algorithm, Plan, PlanInput, ResourceState};
+use libra_core::Money;
+
+/// One attempt running on a resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Running {
+    pub attempt: i64,
+    pub job: i64,
+    pub started: f64,
+    /// What the budget holds for it until it ends.
+    pub hold: Money,
+    /// Price per CPU-second agreed when it started.
+    pub price: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct FarmResource {
+    pub cfg: ResourceConfig,
+    /// Expected wall seconds per job before calibration (Libra's planners only).
+    pub prior_secs: Option<f64>,
+    pub running: Vec<Running>,
+    /// Successful jobs measured so far, and their total wall and CPU seconds.
+    pub done: u64,
+    pub wall_sum: f64,
+    pub cpu_sum: f64,
+    pub failed: u64,
+    pub spent: Money,
+    /// False while the resource does not answer: it gets nothing until it returns.
+    pub available: bool,
+}
+
+impl FarmResource {
+    pub fn new(cfg: ResourceConfig, prior_secs: Option<f64>) -> Self {
+        FarmResource {
+            cfg,
+            prior_secs,
+            running: Vec::new(),
+            done: 0,
+            wall_sum: 0.0,
+            cpu_sum: 0.0,
+            failed: 0,
+            spent: Money::ZERO,
+            available: true,
+        }
+    }
+
+    /// Measured wall seconds per job, else the prior.
+    pub fn secs_per_job(&self, use_prior: bool) -> Option<f64> {
+        if self.done > 0 {
+            Some((self.wall_sum / self.done as f64).max(1e-6))
+        } else if use_prior {
+            self.prior_secs
+        } else {
+            None
+        }
+    }
+
+    /// Measured CPU seconds per job, else the prior wall time, else `fallback`.
+    pub fn cpu_per_job(&self, fallback: f64) -> f64 {
+        if self.done > 0 {
+            self.cpu_sum / self.done as f64
+        } else {
+            self.prior_secs.unwrap_or(fallback)
+        }
+    }
+
+    pub fn free_slots(&self) -> usize {
+        (self.cfg.slots as usize).saturating_sub(self.running.len())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Farm {
+    pub resources: Vec<FarmResource>,
+    pub algorithm: Algorithm,
+    /// Absolute time of the deadline on the driver's clock.
+    pub deadline: f64,
+    pub budget: Money,
+    pub spent: Money,
+    /// CPU seconds per job assumed for costing a resource nothing is known about.
+    pub fallback_secs: f64,
+}
+
+/// What to do now: jobs to start per resource, and the plan they came from.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub start: Vec<usize>,
+    pub plan: Plan,
+}
+
+fn money_for(price: f64, cpu: f64) -> Money {
+    Money::from_credits_f64_ceil(price * cpu.max(0.0)).unwrap_or(Money::from_cents(i64::MAX / 4))
+}
+
+impl Farm {
+    pub fn held(&self) -> Money {
+        self.resources.iter().flat_map(|r| &r.running).map(|x| x.hold).sum()
+    }
+
+    pub fn running(&self) -> usize {
+        self.resources.iter().map(|r| r.running.len()).sum()
+    }
+
+    /// Budget not spent and not held for running jobs.
+    pub fn budget_left(&self) -> Money {
+        Money::from_cents((self.budget.cents() - self.spent.cents() - self.held().cents()).max(0))
+    }
+
+    /// The planning problem at `now` for `pending` jobs not yet started.
+    pub fn input(&self, now: f64, pending: u64) -> PlanInput {
+        let use_prior = !self.algorithm.is_nimrod();
+        let time_left = self.deadline - now;
+        let resources = self
+            .resources
+            .iter()
+            .map(|r| {
+                let spj = r.secs_per_job(use_prior);
+                let mut slots: Vec<f64> = r
+                    .running
+                    .iter()
+                    .map(|x| match spj {
+                        // A job running past its expected end is expected to end any moment.
+                        Some(s) => (x.started + s - now).max(0.0),
+                        None => time_left.max(0.0),
+                    })
+                    .collect();
+                slots.resize(r.cfg.slots.max(r.running.len() as u32) as usize, 0.0);
+                // Only free slots may be idle: a slot whose job overran is busy a moment more.
+                for (k, s) in slots.iter_mut().enumerate() {
+                    if k < r.running.len() && *s <= 0.0 {
+                        *s = 1e-3;
+                    }
+                }
+                ResourceState {
+                    slot_free_in: slots,
+                    secs_per_job: spj,
+                    cost_per_job: money_for(r.cfg.price_at(now), r.cpu_per_job(self.fallback_secs)),
+                    available: r.available,
+                }
+            })
+            .collect();
+        PlanInput { resources, jobs_left: pending, time_left, budget_left: self.budget_left() }
+    }
+
+    /// Re-plans at `now` and says how many jobs to start on each resource now. Never starts a
+    /// job whose hold would take spending plus holds above the budget.
+    pub fn decide(&self, now: f64, pending: u64) -> Decision {
+        let input = self.input(now, pending);
+        let plan = dbc::plan(self.algorithm, &input);
+        let mut room = input.budget_left.cents();
+        let mut start = vec![0usize; self.resources.len()];
+        for (i, r) in self.resources.iter().enumerate() {
+            let want = (plan.jobs[i] as usize).min(r.free_slots());
+            let c = input.resources[i].cost_per_job.cents();
+            for _ in 0..want {
+                if c > room {
+                    break;
+                }
+                room -= c;
+                start[i] += 1;
+            }
+        }
+        Decision { start, plan }
+    }
+
+    /// Records a start on resource `r`; returns the hold placed on the budget.
+    pub fn start(&mut self, r: usize, attempt: i64, job: i64, now: f64) -> Money {
+        let res = &self.resources[r];
+        let price = res.cfg.price_at(now);
+        let hold = money_for(price, res.cpu_per_job(self.fallback_secs));
+        self.resources[r].running.push(Running { attempt, job, started: now, hold, price });
+        hold
+    }
+
+    /// Records the end of an attempt and returns what is paid for it: price times CPU used,
+    /// rounded up, but never more than the budget has left once the other holds are kept.
+    pub fn finish(
+        &mut self,
+        r: usize,
+        attempt: i64,
+        wall: f64,
+        cpu: f64,
+        ok: bool,
+    ) -> Option<(Running, Money)> {
+        let pos = self.resources[r].running.iter().position(|x| x.attempt == attempt)?;
+        let run = self.resources[r].running.remove(pos);
+        let others = self.held();
+        let room = Money::from_cents((self.budget.cents() - self.spent.cents() - others.cents()).max(0));
+        let charge = money_for(run.price, cpu).min(room);
+        if charge < money_for(run.price, cpu) {
+            tracing::warn!(resource = %self.resources[r].cfg.name, "job cost more than the budget had left; paid only what was left");
+        }
+        self.spent = self.spent + charge;
+        let res = &mut self.resources[r];
+        res.spent = res.spent + charge;
+        if ok {
+            res.done += 1;
+            res.wall_sum += wall.max(0.0);
+            res.cpu_sum += cpu.max(0.0);
+        } else {
+            res.failed += 1;
+        }
+        Some((run, charge))
+    }
+}

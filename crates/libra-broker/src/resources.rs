@@ -1,0 +1,258 @@
+//! The resources file (TOML): what each resource is, how many jobs it runs at once, what it
+//! charges and how to reach it.
+//!
+//! ```toml
+//! [[resource]]
+//! name = "laptop"
+//! kind = "local"          # local | testqueue | libra
+//! slots = 2
+//! price = 1.5             # credits per CPU-second (off-peak price when a peak is given)
+//! job_secs = 60           # optional: expected wall seconds per job before calibration
+//! utc_offset = "+10:00"   # the resource's own time zone, for the peak window
+//! peak = { start = "09:00", end = "18:00", price = 20 }
+//!
+//! [[resource]]
+//! name = "q1"
+//! kind = "testqueue"
+//! wall = 90               # seconds per job
+//! cpu = 90                # CPU seconds reported per job (default: wall)
+//! time_scale = 0.01       # real runs sleep wall * time_scale
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResourcesError {
+    #[error("cannot read the resources file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("resources file: {0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("resource '{name}': {field} {problem}")]
+    Field { name: String, field: &'static str, problem: String },
+    #[error("resources file: no [[resource]] entries; at least one is needed")]
+    Empty,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Local,
+    Testqueue,
+    Libra,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Peak {
+    /// "HH:MM" in the resource's own time zone.
+    pub start: String,
+    pub end: String,
+    /// Credits per CPU-second inside the window.
+    pub price: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceConfig {
+    pub name: String,
+    pub kind: Kind,
+    #[serde(default = "one")]
+    pub slots: u32,
+    /// Credits per CPU-second.
+    #[serde(default)]
+    pub price: f64,
+    #[serde(default)]
+    pub job_secs: Option<f64>,
+    #[serde(default)]
+    pub utc_offset: Option<String>,
+    #[serde(default)]
+    pub peak: Option<Peak>,
+    /// testqueue: wall seconds per job.
+    #[serde(default)]
+    pub wall: Option<f64>,
+    /// testqueue: CPU seconds per job (default: wall).
+    #[serde(default)]
+    pub cpu: Option<f64>,
+    /// testqueue: real seconds slept per simulated second.
+    #[serde(default)]
+    pub time_scale: Option<f64>,
+    /// libra: the cluster's API address.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    resource: Vec<ResourceConfig>,
+}
+
+pub fn load(path: &Path) -> Result<Vec<ResourceConfig>, ResourcesError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ResourcesError::Read { path: path.display().to_string(), source })?;
+    parse(&text)
+}
+
+pub fn parse(text: &str) -> Result<Vec<ResourceConfig>, ResourcesError> {
+    let f: File = toml::from_str(text)?;
+    if f.resource.is_empty() {
+        return Err(ResourcesError::Empty);
+    }
+    for (i, r) in f.resource.iter().enumerate() {
+        r.validate()?;
+        if f.resource[..i].iter().any(|q| q.name == r.name) {
+            return Err(r.bad("name", "is used twice: names must be unique"));
+        }
+    }
+    Ok(f.resource)
+}
+
+/// Minutes past midnight from "HH:MM".
+fn hhmm(s: &str) -> Option<i64> {
+    let (h, m) = s.split_once(':')?;
+    let (h, m) = (h.parse::<i64>().ok()?, m.parse::<i64>().ok()?);
+    ((0..24).contains(&h) && (0..60).contains(&m)).then_some(h * 60 + m)
+}
+
+/// Seconds east of UTC from "+10:00" / "-05:30" / "Z".
+fn offset(s: &str) -> Option<i64> {
+    if s == "Z" || s == "UTC" {
+        return Some(0);
+    }
+    let (sign, rest) = match s.as_bytes().first()? {
+        b'+' => (1, &s[1..]),
+        b'-' => (-1, &s[1..]),
+        _ => return None,
+    };
+    Some(sign * hhmm(rest)? * 60)
+}
+
+impl ResourceConfig {
+    fn bad(&self, field: &'static str, problem: &str) -> ResourcesError {
+        ResourcesError::Field { name: self.name.clone(), field, problem: problem.to_string() }
+    }
+
+    pub fn validate(&self) -> Result<(), ResourcesError> {
+        let pos = |v: Option<f64>| v.is_none_or(|x| x.is_finite() && x > 0.0);
+        if self.name.trim().is_empty() {
+            return Err(self.bad("name", "must not be empty"));
+        }
+        if self.slots == 0 || self.slots > 100_000 {
+            return Err(self.bad("slots", "must be between 1 and 100000"));
+        }
+        if !self.price.is_finite() || self.price < 0.0 {
+            return Err(self.bad("price", "must be a non-negative number of credits per CPU-second"));
+        }
+        if !pos(self.job_secs) {
+            return Err(self.bad("job_secs", "must be a positive number of seconds"));
+        }
+        if let Some(o) = &self.utc_offset {
+            if offset(o).is_none() {
+                return Err(self.bad("utc_offset", "must look like +10:00, -05:30 or Z"));
+            }
+        }
+        if let Some(p) = &self.peak {
+            if hhmm(&p.start).is_none() || hhmm(&p.end).is_none() {
+                return Err(self.bad("peak", "start and end must be HH:MM (00:00 to 23:59)"));
+            }
+            if !p.price.is_finite() || p.price < 0.0 {
+                return Err(self.bad("peak", "price must be a non-negative number"));
+            }
+        }
+        match self.kind {
+            Kind::Testqueue => {
+                if self.wall.is_none() || !pos(self.wall) {
+                    return Err(self.bad("wall", "is required for a testqueue: positive seconds per job"));
+                }
+                if !pos(self.cpu) && self.cpu != Some(0.0) {
+                    return Err(self.bad("cpu", "must be non-negative seconds"));
+                }
+                if !pos(self.time_scale) {
+                    return Err(self.bad("time_scale", "must be positive"));
+                }
+            }
+            Kind::Libra => {
+                if self.url.is_none() {
+                    return Err(
+                        self.bad("url", "is required for a libra resource (the cluster's API address)")
+                    );
+                }
+            }
+            Kind::Local => {}
+        }
+        Ok(())
+    }
+
+    /// Price per CPU-second at `unix` seconds: the peak price inside the peak window of the
+    /// resource's own day, the base price outside it (Table 17.5).
+    pub fn price_at(&self, unix: f64) -> f64 {
+        let Some(p) = &self.peak else { return self.price };
+        let off = self.utc_offset.as_deref().and_then(offset).unwrap_or(0);
+        let (Some(a), Some(b)) = (hhmm(&p.start), hhmm(&p.end)) else { return self.price };
+        let minute = ((unix as i64 + off).rem_euclid(86_400)) / 60;
+        let inside = if a <= b { minute >= a && minute < b } else { minute >= a || minute < b };
+        if inside {
+            p.price
+        } else {
+            self.price
+        }
+    }
+
+    /// Expected wall seconds per job before calibration: the testqueue's own length, the
+    /// declared `job_secs`, or the run's estimate.
+    pub fn prior_secs(&self, estimate: Option<f64>) -> Option<f64> {
+        match self.kind {
+            Kind::Testqueue => self.job_secs.or(self.wall),
+            _ => self.job_secs.or(estimate),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kinds_and_peak_prices() {
+        let r = parse(
+            r#"
+[[resource]]
+name = "monash"
+kind = "local"
+slots = 4
+price = 5
+utc_offset = "+10:00"
+peak = { start = "09:00", end = "18:00", price = 20 }
+
+[[resource]]
+name = "q"
+kind = "testqueue"
+wall = 90
+time_scale = 0.001
+"#,
+        )
+        .unwrap();
+        assert_eq!(r.len(), 2);
+        // 00:00 UTC is 10:00 in Melbourne: peak.
+        assert_eq!(r[0].price_at(0.0), 20.0);
+        // 12:00 UTC is 22:00 there: off-peak.
+        assert_eq!(r[0].price_at(12.0 * 3600.0), 5.0);
+        assert_eq!(r[1].prior_secs(None), Some(90.0));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let e = parse("[[resource]]\nname = \"q\"\nkind = \"testqueue\"\n").unwrap_err();
+        assert!(e.to_string().contains("'q': wall"), "{e}");
+        let e = parse("[[resource]]\nname = \"a\"\nkind = \"local\"\nslots = 0\n").unwrap_err();
+        assert!(e.to_string().contains("slots"), "{e}");
+        let e = parse("[[resource]]\nname = \"a\"\nkind = \"slurm\"\n").unwrap_err();
+        assert!(e.to_string().contains("kind") || e.to_string().contains("variant"), "{e}");
+        assert!(matches!(parse(""), Err(ResourcesError::Empty)));
+    }
+}
