@@ -169,6 +169,12 @@ impl Farm {
         Decision { start, plan }
     }
 
+    /// What one more job on resource `r` is expected to cost at `now`.
+    pub fn job_cost(&self, r: usize, now: f64) -> Money {
+        let res = &self.resources[r];
+        money_for(res.cfg.price_at(now), res.cpu_per_job(self.fallback_secs))
+    }
+
     /// Records a start on resource `r`; returns the hold placed on the budget.
     pub fn start(&mut self, r: usize, attempt: i64, job: i64, now: f64) -> Money {
         let res = &self.resources[r];

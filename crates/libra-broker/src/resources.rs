@@ -207,7 +207,7 @@ impl ResourceConfig {
     /// declared `job_secs`, or the run's estimate.
     pub fn prior_secs(&self, estimate: Option<f64>) -> Option<f64> {
         match self.kind {
-            Kind::Testqueue => self.job_secs.or(self.wall),
+            Kind::Testqueue => self.job_secs.or(self.wall.map(|w| w * self.time_scale.unwrap_or(1.0))),
             _ => self.job_secs.or(estimate),
         }
     }

@@ -1,0 +1,255 @@
+//! The `local` resource: real processes on this machine, each attempt in its own directory,
+//! files staged in and out as the plan's task says.
+
+use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
+use crate::plan::{substitute, Command, ExecKind, FileRef, Loc, Plan, Step, Stream, Vars};
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+pub struct Local {
+    name: String,
+    plan: Arc<Plan>,
+    root: PathBuf,
+    pids: Arc<Mutex<HashSet<i32>>>,
+    node_started: bool,
+}
+
+impl Local {
+    pub fn new(name: String, plan: Arc<Plan>, root: PathBuf) -> Self {
+        Local { name, plan, root, pids: Arc::new(Mutex::new(HashSet::new())), node_started: false }
+    }
+}
+
+impl ResourceAdapter for Local {
+    fn start(&mut self, l: Launch, done: Sender<Outcome>) -> Result<(), AdapterError> {
+        let err = |msg: String| AdapterError::Start { resource: self.name.clone(), msg };
+        std::fs::create_dir_all(&l.dir)
+            .map_err(|e| err(format!("cannot create {}: {e}", l.dir.display())))?;
+        if !self.node_started && !self.plan.nodestart.is_empty() {
+            // The node-start task runs once, before the first job, beside the job directories.
+            let dir = l.dir.parent().unwrap_or(&l.dir).join(format!("nodestart-{}", self.name));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+            let (ok, code, msg) = run_steps(&self.plan.nodestart, &self.root, &dir, &l.vars, &self.pids);
+            if !ok {
+                return Err(err(format!("nodestart failed (exit {code:?}): {}", msg.0)));
+            }
+            self.node_started = true;
+        }
+        let (plan, root, pids) = (self.plan.clone(), self.root.clone(), self.pids.clone());
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let (ok, exit_code, message) = run_steps(&plan.main, &root, &l.dir, &l.vars, &pids);
+            let o = Outcome {
+                attempt: l.attempt,
+                resource: l.resource,
+                ok,
+                exit_code,
+                wall: t0.elapsed().as_secs_f64(),
+                cpu: message.1,
+                message: message.0,
+                rejected: false,
+            };
+            write_marker(&l.dir, &o);
+            let _ = done.send(o);
+        });
+        Ok(())
+    }
+
+    fn cancel_all(&mut self) {
+        if let Ok(p) = self.pids.lock() {
+            for &pid in p.iter() {
+                // SAFETY: sending a signal to a child this adapter started and has not reaped.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+        }
+    }
+}
+
+fn resolve(f: &FileRef, root: &Path, node: &Path, vars: &Vars) -> Result<PathBuf, String> {
+    let p = subst(&f.path, vars)?;
+    Ok(match f.loc {
+        Loc::Root => root.join(p),
+        Loc::Node => node.join(p),
+    })
+}
+
+fn subst(text: &str, vars: &Vars) -> Result<String, String> {
+    substitute(text, &|n| vars.get(n).cloned()).map_err(|(_, n)| format!("unknown variable ${n}"))
+}
+
+/// Runs a task's steps in `node`. Returns (ok, last exit code, (message, CPU seconds)).
+fn run_steps(
+    steps: &[Step],
+    root: &Path,
+    node: &Path,
+    vars: &Vars,
+    pids: &Mutex<HashSet<i32>>,
+) -> (bool, Option<i32>, (String, f64)) {
+    let mut ignore = false;
+    let mut out_target: Option<(Option<PathBuf>, bool)> = None;
+    let mut err_target: Option<(Option<PathBuf>, bool)> = None;
+    let mut cpu = 0.0;
+    let mut last_code = Some(0);
+    for s in steps {
+        let r: Result<(), String> = match &s.command {
+            Command::OnError { ignore: i } => {
+                ignore = *i;
+                Ok(())
+            }
+            Command::Redirect { stream, append, target } => {
+                let t = match target {
+                    Some(f) => match subst(f, vars) {
+                        Ok(p) => Some(node.join(p)),
+                        Err(e) => return (false, None, (e, cpu)),
+                    },
+                    None => None,
+                };
+                match stream {
+                    Stream::Stdout => out_target = Some((t, *append)),
+                    Stream::Stderr => err_target = Some((t, *append)),
+                }
+                Ok(())
+            }
+            Command::Copy { from, to } => (|| {
+                let a = resolve(from, root, node, vars)?;
+                let b = resolve(to, root, node, vars)?;
+                if let Some(parent) = b.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| format!("copy: {}: {e}", parent.display()))?;
+                }
+                std::fs::copy(&a, &b)
+                    .map(|_| ())
+                    .map_err(|e| format!("copy {} to {}: {e}", a.display(), b.display()))
+            })(),
+            Command::Substitute { input, output } => (|| {
+                let a = node.join(subst(input, vars)?);
+                let b = node.join(subst(output, vars)?);
+                let text =
+                    std::fs::read_to_string(&a).map_err(|e| format!("substitute {}: {e}", a.display()))?;
+                let out = subst(&text, vars)?;
+                std::fs::write(&b, out).map_err(|e| format!("substitute {}: {e}", b.display()))
+            })(),
+            Command::Exec { kind, args } => {
+                match exec(*kind, args, node, vars, &out_target, &err_target, pids) {
+                    Ok((code, c)) => {
+                        cpu += c;
+                        last_code = code;
+                        if code == Some(0) {
+                            Ok(())
+                        } else {
+                            Err(format!(
+                                "line {}: exited with {}",
+                                s.line,
+                                code.map_or("a signal".to_string(), |c| c.to_string())
+                            ))
+                        }
+                    }
+                    Err(e) => {
+                        last_code = None;
+                        Err(e)
+                    }
+                }
+            }
+        };
+        if let Err(e) = r {
+            if !ignore {
+                return (false, last_code, (e, cpu));
+            }
+        }
+    }
+    (true, last_code, (String::new(), cpu))
+}
+
+fn open_out(node: &Path, target: &Option<(Option<PathBuf>, bool)>, default: &str) -> Result<Stdio, String> {
+    let (path, append) = match target {
+        Some((None, _)) => return Ok(Stdio::null()),
+        Some((Some(p), a)) => (p.clone(), *a),
+        // The job's own stdout/stderr files gather the output of all its commands.
+        None => (node.join(default), true),
+    };
+    let f: File = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Stdio::from(f))
+}
+
+/// Runs one command and returns its exit code (None if killed by a signal) and CPU seconds.
+fn exec(
+    kind: ExecKind,
+    args: &[String],
+    node: &Path,
+    vars: &Vars,
+    out: &Option<(Option<PathBuf>, bool)>,
+    err: &Option<(Option<PathBuf>, bool)>,
+    pids: &Mutex<HashSet<i32>>,
+) -> Result<(Option<i32>, f64), String> {
+    let words: Vec<String> = args.iter().map(|a| subst(a, vars)).collect::<Result<_, _>>()?;
+    let mut cmd = match kind {
+        ExecKind::Shexec => {
+            let mut c = std::process::Command::new("/bin/sh");
+            c.arg("-c").arg(words.join(" "));
+            c
+        }
+        ExecKind::Lexec => {
+            let prog = words.first().ok_or("lexec: no program")?;
+            // Not searched on PATH: a bare name means a file in the job's directory.
+            let p = if prog.contains('/') { PathBuf::from(prog) } else { node.join(prog) };
+            let mut c = std::process::Command::new(p);
+            c.args(&words[1..]);
+            c
+        }
+        ExecKind::Exec | ExecKind::Lpexec => {
+            let prog = words.first().ok_or("exec: no program")?;
+            let mut c = std::process::Command::new(prog);
+            c.args(&words[1..]);
+            c
+        }
+    };
+    cmd.current_dir(node)
+        .stdin(Stdio::null())
+        .stdout(open_out(node, out, "stdout")?)
+        .stderr(open_out(node, err, "stderr")?);
+    let child = cmd.spawn().map_err(|e| format!("cannot run {:?}: {e}", words.first()))?;
+    let pid = child.id() as i32;
+    if let Ok(mut p) = pids.lock() {
+        p.insert(pid);
+    }
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value for the kernel to overwrite.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // wait4 rather than Child::wait: it also returns the child's CPU time, which is what
+    // the resource charges for.
+    let r = loop {
+        // SAFETY: waiting on our own child with valid pointers to locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break r;
+    };
+    if let Ok(mut p) = pids.lock() {
+        p.remove(&pid);
+    }
+    drop(child);
+    if r != pid {
+        return Err(format!("waiting for {:?}: {}", words.first(), std::io::Error::last_os_error()));
+    }
+    let cpu = ru.ru_utime.tv_sec as f64
+        + ru.ru_utime.tv_usec as f64 * 1e-6
+        + ru.ru_stime.tv_sec as f64
+        + ru.ru_stime.tv_usec as f64 * 1e-6;
+    let code = if libc::WIFEXITED(status) { Some(libc::WEXITSTATUS(status)) } else { None };
+    Ok((code, cpu))
+}

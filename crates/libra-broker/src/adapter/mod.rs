@@ -1,0 +1,104 @@
+//! Resource adapters: how the engine hands a job to a kind of resource and hears back.
+//!
+//! Every adapter writes the outcome of an attempt into the attempt's directory (the marker
+//! file) before it reports it, so that a broker killed in between finds the result on resume
+//! instead of running the job again.
+//!
+//! The `libra` kind (a Libra cluster through its HTTP API) plugs in here: `start` submits with
+//! the job's estimate, the deadline and its budget share, and a rejection comes back as an
+//! `Outcome` with `rejected = true`, which the engine treats as the resource being unavailable.
+
+pub mod local;
+pub mod testqueue;
+
+use crate::plan::{Plan, Vars};
+use crate::resources::{Kind, ResourceConfig};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+/// One attempt to hand to a resource.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub attempt: i64,
+    pub resource: usize,
+    /// The attempt's own directory: the job's working directory, stdout, stderr, marker.
+    pub dir: PathBuf,
+    pub vars: Vars,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub attempt: i64,
+    pub resource: usize,
+    pub ok: bool,
+    pub exit_code: Option<i32>,
+    pub wall: f64,
+    pub cpu: f64,
+    pub message: String,
+    /// The resource refused the job (it stops getting jobs until it answers again).
+    pub rejected: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("resource '{resource}': {msg}")]
+    Start { resource: String, msg: String },
+    #[error("resource '{resource}': kind {kind} is not available in this build: {why}")]
+    Unsupported { resource: String, kind: &'static str, why: &'static str },
+}
+
+pub trait ResourceAdapter: Send {
+    /// Starts the attempt without blocking; its outcome arrives on `done`.
+    fn start(&mut self, launch: Launch, done: Sender<Outcome>) -> Result<(), AdapterError>;
+    /// Stops every attempt still running (cancel).
+    fn cancel_all(&mut self);
+}
+
+pub const MARKER: &str = ".libra-outcome";
+
+/// Writes the marker: `ok exit_code wall cpu`.
+pub fn write_marker(dir: &Path, o: &Outcome) {
+    let code = o.exit_code.map_or("-".to_string(), |c| c.to_string());
+    let text = format!("{} {} {} {}\n", u8::from(o.ok), code, o.wall, o.cpu);
+    if let Err(e) = std::fs::write(dir.join(MARKER), text) {
+        tracing::warn!(dir = %dir.display(), "cannot write the outcome marker: {e}");
+    }
+}
+
+/// Reads the marker an attempt left, if it finished.
+pub fn read_marker(dir: &Path, attempt: i64, resource: usize) -> Option<Outcome> {
+    let text = std::fs::read_to_string(dir.join(MARKER)).ok()?;
+    let mut it = text.split_whitespace();
+    let ok = it.next()? == "1";
+    let exit_code = it.next()?.parse::<i32>().ok();
+    let wall = it.next()?.parse::<f64>().ok()?;
+    let cpu = it.next()?.parse::<f64>().ok()?;
+    Some(Outcome {
+        attempt,
+        resource,
+        ok,
+        exit_code,
+        wall,
+        cpu,
+        message: "recovered from the job's record".into(),
+        rejected: false,
+    })
+}
+
+/// Builds the adapter for one resource of an experiment.
+pub fn build(
+    cfg: &ResourceConfig,
+    plan: Arc<Plan>,
+    root: PathBuf,
+) -> Result<Box<dyn ResourceAdapter>, AdapterError> {
+    match cfg.kind {
+        Kind::Local => Ok(Box::new(local::Local::new(cfg.name.clone(), plan, root))),
+        Kind::Testqueue => Ok(Box::new(testqueue::TestQueue::new(cfg))),
+        Kind::Libra => Err(AdapterError::Unsupported {
+            resource: cfg.name.clone(),
+            kind: "libra",
+            why: "the Libra cluster API client is not built yet (see crates/libra-broker/REPRODUCING.md)",
+        }),
+    }
+}

@@ -1,0 +1,576 @@
+//! The broker's own database: every experiment, job, attempt, resource and payment, in SQLite
+//! (WAL mode) so that another process can watch and steer, and a killed broker resumes.
+
+use crate::plan::JobParams;
+use crate::resources::ResourceConfig;
+use libra_core::Money;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("broker database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("broker database: stored {what} is unreadable: {detail}")]
+    Corrupt { what: &'static str, detail: String },
+    #[error("no experiment {0} in the broker database (see `libra sweep status`)")]
+    NoExperiment(i64),
+}
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS experiments (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    plan_text TEXT NOT NULL,
+    root_dir TEXT NOT NULL,
+    work_dir TEXT NOT NULL,
+    algorithm TEXT NOT NULL,
+    deadline REAL NOT NULL,
+    budget_cents INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    max_retries INTEGER NOT NULL,
+    estimate_secs REAL,
+    created REAL NOT NULL,
+    finished REAL,
+    engine_pid INTEGER,
+    heartbeat REAL
+);
+CREATE TABLE IF NOT EXISTS resources (
+    id INTEGER PRIMARY KEY,
+    exp_id INTEGER NOT NULL REFERENCES experiments(id),
+    pos INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    config TEXT NOT NULL,
+    available INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY,
+    exp_id INTEGER NOT NULL REFERENCES experiments(id),
+    idx INTEGER NOT NULL,
+    params TEXT NOT NULL,
+    state TEXT NOT NULL,
+    failures INTEGER NOT NULL DEFAULT 0,
+    avoid_pos INTEGER,
+    last_attempt INTEGER
+);
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(exp_id, state);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY,
+    job_id INTEGER NOT NULL REFERENCES jobs(id),
+    exp_id INTEGER NOT NULL,
+    pos INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    started REAL NOT NULL,
+    ended REAL,
+    exit_code INTEGER,
+    wall REAL,
+    cpu REAL,
+    price REAL NOT NULL,
+    hold_cents INTEGER NOT NULL,
+    charged_cents INTEGER,
+    dir TEXT NOT NULL,
+    message TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_by_state ON attempts(exp_id, state);
+CREATE TABLE IF NOT EXISTS payments (
+    id INTEGER PRIMARY KEY,
+    exp_id INTEGER NOT NULL,
+    pos INTEGER NOT NULL,
+    attempt_id INTEGER NOT NULL,
+    price REAL NOT NULL,
+    cpu REAL NOT NULL,
+    amount_cents INTEGER NOT NULL,
+    at REAL NOT NULL
+);
+"#;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Experiment {
+    pub id: i64,
+    pub name: String,
+    pub plan_text: String,
+    pub root_dir: String,
+    pub work_dir: String,
+    pub algorithm: String,
+    /// Unix seconds.
+    pub deadline: f64,
+    pub budget: Money,
+    /// running, paused, cancelled, done, stalled
+    pub state: String,
+    pub max_retries: u32,
+    pub estimate_secs: Option<f64>,
+    pub created: f64,
+    pub finished: Option<f64>,
+    pub engine_pid: Option<i64>,
+    pub heartbeat: Option<f64>,
+}
+
+pub struct NewExperiment<'a> {
+    pub name: &'a str,
+    pub plan_text: &'a str,
+    pub root_dir: &'a str,
+    pub work_dir: &'a str,
+    pub algorithm: &'a str,
+    pub deadline: f64,
+    pub budget: Money,
+    pub max_retries: u32,
+    pub estimate_secs: Option<f64>,
+    pub now: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct AttemptRow {
+    pub id: i64,
+    pub job_id: i64,
+    pub pos: usize,
+    pub started: f64,
+    pub price: f64,
+    pub hold: Money,
+    pub dir: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobResult {
+    pub index: u64,
+    pub params: serde_json::Value,
+    pub state: String,
+    pub resource: Option<String>,
+    pub attempts: u32,
+    pub exit_code: Option<i32>,
+    pub wall: Option<f64>,
+    pub cost: Money,
+    pub output: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ResourceSummary {
+    pub name: String,
+    pub done: u64,
+    pub failed: u64,
+    pub running: u64,
+    pub spent: Money,
+    pub wall_sum: f64,
+    pub cpu_sum: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    pub pending: u64,
+    pub running: u64,
+    pub done: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
+pub struct Store {
+    pub conn: Connection,
+}
+
+fn row_experiment(r: &rusqlite::Row) -> rusqlite::Result<Experiment> {
+    Ok(Experiment {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        plan_text: r.get(2)?,
+        root_dir: r.get(3)?,
+        work_dir: r.get(4)?,
+        algorithm: r.get(5)?,
+        deadline: r.get(6)?,
+        budget: Money::from_cents(r.get(7)?),
+        state: r.get(8)?,
+        max_retries: r.get(9)?,
+        estimate_secs: r.get(10)?,
+        created: r.get(11)?,
+        finished: r.get(12)?,
+        engine_pid: r.get(13)?,
+        heartbeat: r.get(14)?,
+    })
+}
+
+const EXP_COLS: &str = "id, name, plan_text, root_dir, work_dir, algorithm, deadline, budget_cents, state, max_retries, estimate_secs, created, finished, engine_pid, heartbeat";
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open(path)?;
+        // WAL lets status and steering read and write while the engine runs; NORMAL
+        // synchronisation keeps every commit across a crash of the process (not of the
+        // machine's power), which is what `kill -9` then `resume` needs.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store { conn })
+    }
+
+    pub fn begin(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(())
+    }
+
+    pub fn commit(&self) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT")?;
+        Ok(())
+    }
+
+    pub fn create_experiment(
+        &mut self,
+        e: &NewExperiment,
+        resources: &[ResourceConfig],
+        jobs: &JobParams,
+    ) -> Result<i64, StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO experiments (name, plan_text, root_dir, work_dir, algorithm, deadline, budget_cents, state, max_retries, estimate_secs, created) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, ?10)",
+            params![e.name, e.plan_text, e.root_dir, e.work_dir, e.algorithm, e.deadline, e.budget.cents(), e.max_retries, e.estimate_secs, e.now],
+        )?;
+        let id = tx.last_insert_rowid();
+        for (pos, r) in resources.iter().enumerate() {
+            let cfg = serde_json::to_string(r)
+                .map_err(|err| StoreError::Corrupt { what: "resource", detail: err.to_string() })?;
+            tx.execute(
+                "INSERT INTO resources (exp_id, pos, name, config) VALUES (?1, ?2, ?3, ?4)",
+                params![id, pos as i64, r.name, cfg],
+            )?;
+        }
+        {
+            let mut ins =
+                tx.prepare("INSERT INTO jobs (exp_id, idx, params, state) VALUES (?1, ?2, ?3, 'pending')")?;
+            for i in 0..jobs.total {
+                let map: serde_json::Map<String, serde_json::Value> =
+                    jobs.job(i).into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect();
+                ins.execute(params![id, i as i64, serde_json::Value::Object(map).to_string()])?;
+            }
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
+    pub fn experiment(&self, id: i64) -> Result<Experiment, StoreError> {
+        self.conn
+            .query_row(&format!("SELECT {EXP_COLS} FROM experiments WHERE id = ?1"), [id], row_experiment)
+            .optional()?
+            .ok_or(StoreError::NoExperiment(id))
+    }
+
+    pub fn experiments(&self) -> Result<Vec<Experiment>, StoreError> {
+        let mut st = self.conn.prepare(&format!("SELECT {EXP_COLS} FROM experiments ORDER BY id"))?;
+        let rows = st.query_map([], row_experiment)?.collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    pub fn resources(&self, exp: i64) -> Result<Vec<ResourceConfig>, StoreError> {
+        let mut st = self.conn.prepare("SELECT config FROM resources WHERE exp_id = ?1 ORDER BY pos")?;
+        let rows: Vec<String> = st.query_map([exp], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        rows.iter()
+            .map(|s| {
+                serde_json::from_str(s)
+                    .map_err(|e| StoreError::Corrupt { what: "resource", detail: e.to_string() })
+            })
+            .collect()
+    }
+
+    pub fn set_deadline(&self, exp: i64, deadline: f64) -> Result<(), StoreError> {
+        self.experiment(exp)?;
+        self.conn.execute("UPDATE experiments SET deadline = ?2 WHERE id = ?1", params![exp, deadline])?;
+        Ok(())
+    }
+
+    pub fn set_budget(&self, exp: i64, budget: Money) -> Result<(), StoreError> {
+        self.experiment(exp)?;
+        self.conn.execute(
+            "UPDATE experiments SET budget_cents = ?2 WHERE id = ?1",
+            params![exp, budget.cents()],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_state(&self, exp: i64, state: &str, now: Option<f64>) -> Result<(), StoreError> {
+        self.experiment(exp)?;
+        self.conn.execute(
+            "UPDATE experiments SET state = ?2, finished = ?3 WHERE id = ?1",
+            params![exp, state, now],
+        )?;
+        Ok(())
+    }
+
+    /// Marks this process as the experiment's engine.
+    pub fn claim(&self, exp: i64, pid: u32, now: f64) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE experiments SET engine_pid = ?2, heartbeat = ?3 WHERE id = ?1",
+            params![exp, pid, now],
+        )?;
+        Ok(())
+    }
+
+    pub fn heartbeat(&self, exp: i64, now: f64) -> Result<(), StoreError> {
+        self.conn.execute("UPDATE experiments SET heartbeat = ?2 WHERE id = ?1", params![exp, now])?;
+        Ok(())
+    }
+
+    pub fn release(&self, exp: i64) -> Result<(), StoreError> {
+        self.conn.execute("UPDATE experiments SET engine_pid = NULL WHERE id = ?1", params![exp])?;
+        Ok(())
+    }
+
+    /// Pending jobs: (job id, resource position to avoid after a failure there).
+    pub fn pending(&self, exp: i64) -> Result<Vec<(i64, Option<usize>)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, avoid_pos FROM jobs WHERE exp_id = ?1 AND state = 'pending' ORDER BY idx")?;
+        let rows = st
+            .query_map([exp], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?.map(|p| p as usize))))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    pub fn running_attempts(&self, exp: i64) -> Result<Vec<AttemptRow>, StoreError> {
+        let mut st = self.conn.prepare(
+            "SELECT id, job_id, pos, started, price, hold_cents, dir FROM attempts WHERE exp_id = ?1 AND state = 'running'",
+        )?;
+        let rows = st
+            .query_map([exp], |r| {
+                Ok(AttemptRow {
+                    id: r.get(0)?,
+                    job_id: r.get(1)?,
+                    pos: r.get::<_, i64>(2)? as usize,
+                    started: r.get(3)?,
+                    price: r.get(4)?,
+                    hold: Money::from_cents(r.get(5)?),
+                    dir: r.get(6)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Per resource position: successful jobs, failures, and what they measured and cost.
+    pub fn per_resource(&self, exp: i64) -> Result<Vec<ResourceSummary>, StoreError> {
+        let names: Vec<String> = self.resources(exp)?.into_iter().map(|r| r.name).collect();
+        let mut out: Vec<ResourceSummary> =
+            names.into_iter().map(|name| ResourceSummary { name, ..Default::default() }).collect();
+        let mut st = self.conn.prepare(
+            "SELECT pos, state, COUNT(*), COALESCE(SUM(wall), 0), COALESCE(SUM(cpu), 0), COALESCE(SUM(charged_cents), 0) FROM attempts WHERE exp_id = ?1 GROUP BY pos, state",
+        )?;
+        let rows = st.query_map([exp], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as usize,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)? as u64,
+                r.get::<_, f64>(3)?,
+                r.get::<_, f64>(4)?,
+                r.get::<_, i64>(5)?,
+            ))
+        })?;
+        for row in rows {
+            let (pos, state, n, wall, cpu, cents) = row?;
+            let Some(s) = out.get_mut(pos) else { continue };
+            s.spent = s.spent + Money::from_cents(cents);
+            match state.as_str() {
+                "done" => {
+                    s.done += n;
+                    s.wall_sum += wall;
+                    s.cpu_sum += cpu;
+                }
+                "failed" => s.failed += n,
+                "running" => s.running += n,
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn counts(&self, exp: i64) -> Result<Counts, StoreError> {
+        let mut c = Counts::default();
+        let mut st =
+            self.conn.prepare("SELECT state, COUNT(*) FROM jobs WHERE exp_id = ?1 GROUP BY state")?;
+        for row in st.query_map([exp], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))? {
+            let (s, n) = row?;
+            match s.as_str() {
+                "pending" => c.pending = n,
+                "running" => c.running = n,
+                "done" => c.done = n,
+                "failed" => c.failed = n,
+                _ => c.cancelled += n,
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn spent(&self, exp: i64) -> Result<Money, StoreError> {
+        let cents: i64 = self.conn.query_row(
+            "SELECT COALESCE(SUM(amount_cents), 0) FROM payments WHERE exp_id = ?1",
+            [exp],
+            |r| r.get(0),
+        )?;
+        Ok(Money::from_cents(cents))
+    }
+
+    pub fn held(&self, exp: i64) -> Result<Money, StoreError> {
+        let cents: i64 = self.conn.query_row(
+            "SELECT COALESCE(SUM(hold_cents), 0) FROM attempts WHERE exp_id = ?1 AND state = 'running'",
+            [exp],
+            |r| r.get(0),
+        )?;
+        Ok(Money::from_cents(cents))
+    }
+
+    pub fn job(&self, job_id: i64) -> Result<(u64, String), StoreError> {
+        Ok(self.conn.query_row("SELECT idx, params FROM jobs WHERE id = ?1", [job_id], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
+        })?)
+    }
+
+    /// Records a start; `dir_for` names the attempt's directory from its id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_attempt(
+        &self,
+        exp: i64,
+        job_id: i64,
+        pos: usize,
+        now: f64,
+        price: f64,
+        hold: Money,
+        dir_for: &dyn Fn(i64) -> String,
+    ) -> Result<(i64, String), StoreError> {
+        let mut st = self.conn.prepare_cached(
+            "INSERT INTO attempts (job_id, exp_id, pos, state, started, price, hold_cents, dir) VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, '')",
+        )?;
+        st.execute(params![job_id, exp, pos as i64, now, price, hold.cents()])?;
+        let id = self.conn.last_insert_rowid();
+        let dir = dir_for(id);
+        let mut d = self.conn.prepare_cached("UPDATE attempts SET dir = ?2 WHERE id = ?1")?;
+        d.execute(params![id, dir])?;
+        let mut up =
+            self.conn.prepare_cached("UPDATE jobs SET state = 'running', last_attempt = ?2 WHERE id = ?1")?;
+        up.execute(params![job_id, id])?;
+        Ok((id, dir))
+    }
+
+    pub fn set_work_dir(&self, exp: i64, dir: &str) -> Result<(), StoreError> {
+        self.conn.execute("UPDATE experiments SET work_dir = ?2 WHERE id = ?1", params![exp, dir])?;
+        Ok(())
+    }
+
+    /// Records an attempt's end and its payment; the job becomes done, failed, or pending again
+    /// (to be retried elsewhere) while it has retries left.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish_attempt(
+        &self,
+        exp: i64,
+        a: &AttemptRow,
+        ok: bool,
+        exit_code: Option<i32>,
+        wall: f64,
+        cpu: f64,
+        charge: Money,
+        message: &str,
+        now: f64,
+        max_retries: u32,
+    ) -> Result<&'static str, StoreError> {
+        let mut st = self.conn.prepare_cached(
+            "UPDATE attempts SET state = ?2, ended = ?3, exit_code = ?4, wall = ?5, cpu = ?6, charged_cents = ?7, message = ?8 WHERE id = ?1",
+        )?;
+        st.execute(params![
+            a.id,
+            if ok { "done" } else { "failed" },
+            now,
+            exit_code,
+            wall,
+            cpu,
+            charge.cents(),
+            message
+        ])?;
+        if charge.cents() > 0 {
+            let mut pay = self.conn.prepare_cached(
+                "INSERT INTO payments (exp_id, pos, attempt_id, price, cpu, amount_cents, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            pay.execute(params![exp, a.pos as i64, a.id, a.price, cpu, charge.cents(), now])?;
+        }
+        let state = if ok {
+            "done"
+        } else {
+            let failures: i64 =
+                self.conn.query_row("SELECT failures FROM jobs WHERE id = ?1", [a.job_id], |r| r.get(0))?;
+            if failures as u32 + 1 > max_retries {
+                "failed"
+            } else {
+                "pending"
+            }
+        };
+        let mut up = self.conn.prepare_cached(
+            "UPDATE jobs SET state = ?2, failures = failures + ?3, avoid_pos = CASE WHEN ?3 = 1 THEN ?4 ELSE avoid_pos END WHERE id = ?1",
+        )?;
+        up.execute(params![a.job_id, state, i64::from(!ok), a.pos as i64])?;
+        Ok(state)
+    }
+
+    /// An attempt whose outcome is unknown (the broker died, the job left no record): the job
+    /// goes back to pending, without counting as a failure.
+    pub fn lose_attempt(&self, a: &AttemptRow, now: f64) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE attempts SET state = 'lost', ended = ?2, charged_cents = 0 WHERE id = ?1",
+            params![a.id, now],
+        )?;
+        self.conn
+            .execute("UPDATE jobs SET state = 'pending' WHERE id = ?1 AND state = 'running'", [a.job_id])?;
+        Ok(())
+    }
+
+    pub fn cancel_pending(&self, exp: i64) -> Result<(), StoreError> {
+        self.conn
+            .execute("UPDATE jobs SET state = 'cancelled' WHERE exp_id = ?1 AND state = 'pending'", [exp])?;
+        Ok(())
+    }
+
+    /// `rerun --failed`: failed jobs become pending with a fresh retry count.
+    pub fn rerun_failed(&self, exp: i64) -> Result<usize, StoreError> {
+        self.experiment(exp)?;
+        let n = self.conn.execute(
+            "UPDATE jobs SET state = 'pending', failures = 0 WHERE exp_id = ?1 AND state = 'failed'",
+            [exp],
+        )?;
+        self.conn
+            .execute("UPDATE jobs SET state = 'pending' WHERE exp_id = ?1 AND state = 'cancelled'", [exp])
+            .map(|_| ())?;
+        Ok(n)
+    }
+
+    pub fn results(&self, exp: i64) -> Result<Vec<JobResult>, StoreError> {
+        let names: Vec<String> = self.resources(exp)?.into_iter().map(|r| r.name).collect();
+        let mut st = self.conn.prepare(
+            "SELECT j.idx, j.params, j.state, a.pos, (SELECT COUNT(*) FROM attempts x WHERE x.job_id = j.id), a.exit_code, a.wall,
+                    (SELECT COALESCE(SUM(charged_cents), 0) FROM attempts y WHERE y.job_id = j.id), a.dir
+             FROM jobs j LEFT JOIN attempts a ON a.id = j.last_attempt WHERE j.exp_id = ?1 ORDER BY j.idx",
+        )?;
+        let rows = st.query_map([exp], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, Option<i32>>(5)?,
+                r.get::<_, Option<f64>>(6)?,
+                r.get::<_, i64>(7)?,
+                r.get::<_, Option<String>>(8)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (idx, params, state, pos, attempts, exit_code, wall, cents, dir) = row?;
+            out.push(JobResult {
+                index: idx as u64,
+                params: serde_json::from_str(&params)
+                    .map_err(|e| StoreError::Corrupt { what: "job parameters", detail: e.to_string() })?,
+                state,
+                resource: pos.and_then(|p| names.get(p as usize).cloned()),
+                attempts: attempts as u32,
+                exit_code,
+                wall,
+                cost: Money::from_cents(cents),
+                output: dir,
+            });
+        }
+        Ok(out)
+    }
+}

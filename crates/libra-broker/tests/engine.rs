@@ -1,0 +1,131 @@
+mod common;
+
+use common::setup;
+use libra_broker::engine::{self, EngineOptions};
+use libra_broker::store::Store;
+use libra_core::dbc::Algorithm;
+use libra_core::Money;
+
+const TWO_LOCAL: &str = r#"
+[[resource]]
+name = "a"
+kind = "local"
+slots = 2
+price = 1
+
+[[resource]]
+name = "b"
+kind = "local"
+slots = 1
+price = 2
+"#;
+
+#[test]
+fn local_jobs_run_stage_files_and_are_recorded() {
+    let plan = r#"
+parameter x integer range from 1 to 6 step 1
+task main
+    shexec "echo value-$x > out.txt; echo to-stderr 1>&2"
+    copy node:out.txt results/out.$jobname
+endtask
+"#;
+    let s = setup(plan, TWO_LOCAL, Algorithm::Time, 1000, 0);
+    let state = engine::run(&s.db, s.exp, EngineOptions::default()).unwrap();
+    assert_eq!(state, "done");
+    let store = Store::open(&s.db).unwrap();
+    let results = store.results(s.exp).unwrap();
+    assert_eq!(results.len(), 6);
+    for r in &results {
+        assert_eq!(r.state, "done");
+        let x = r.params["x"].as_str().unwrap();
+        let out = std::fs::read_to_string(s.dir.path().join(format!("results/out.{}", r.index + 1))).unwrap();
+        assert_eq!(out.trim(), format!("value-{x}"));
+        let dir = std::path::PathBuf::from(r.output.as_ref().unwrap());
+        assert_eq!(std::fs::read_to_string(dir.join("stderr")).unwrap().trim(), "to-stderr");
+    }
+    assert!(store.spent(s.exp).unwrap() <= Money::from_credits(1000));
+}
+
+#[test]
+fn failed_jobs_retry_on_another_resource_then_rerun_failed() {
+    let plan = r#"
+parameter x integer range from 1 to 4 step 1
+task main
+    shexec "test $x -ne 3"
+endtask
+"#;
+    let s = setup(plan, TWO_LOCAL, Algorithm::Time, 1000, 1);
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "done");
+    let store = Store::open(&s.db).unwrap();
+    let c = store.counts(s.exp).unwrap();
+    assert_eq!((c.done, c.failed), (3, 1));
+    let r = store.results(s.exp).unwrap();
+    let failed = r.iter().find(|r| r.state == "failed").unwrap();
+    assert_eq!(failed.params["x"], "3");
+    assert_eq!(failed.attempts, 2);
+    // The two attempts ran on different resources.
+    let n: i64 = store
+        .conn
+        .query_row(
+            "SELECT COUNT(DISTINCT pos) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.idx = 2",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(store.rerun_failed(s.exp).unwrap(), 1);
+    assert_eq!(store.counts(s.exp).unwrap().pending, 1);
+}
+
+#[test]
+fn never_spends_above_the_budget() {
+    // Each job costs 200 * 0.01 s = 2 credits on the test queue; 7 credits buy 3 jobs.
+    let res = r#"
+[[resource]]
+name = "q"
+kind = "testqueue"
+slots = 2
+price = 200
+wall = 1
+time_scale = 0.01
+"#;
+    let plan = "parameter x integer range from 1 to 10 step 1\ntask main\nexec true\nendtask\n";
+    for alg in [Algorithm::Cost, Algorithm::Time, Algorithm::NimrodTime, Algorithm::NimrodCost] {
+        let s = setup(plan, res, alg, 7, 0);
+        let state = engine::run(&s.db, s.exp, EngineOptions::default()).unwrap();
+        let store = Store::open(&s.db).unwrap();
+        let spent = store.spent(s.exp).unwrap();
+        assert!(spent <= Money::from_credits(7), "{alg}: spent {spent}");
+        assert_eq!(state, "stalled", "{alg}");
+        // Libra's planners buy as many jobs as the budget allows; the seed's time heuristic
+        // stops once a job costs more than the budget per job left (as published).
+        if !alg.is_nimrod() {
+            assert_eq!(store.counts(s.exp).unwrap().done, 3, "{alg}");
+        }
+    }
+}
+
+#[test]
+fn cancel_from_another_connection_stops_the_sweep() {
+    let res = r#"
+[[resource]]
+name = "q"
+kind = "testqueue"
+slots = 1
+price = 0
+wall = 1
+time_scale = 0.05
+"#;
+    let plan = "parameter x integer range from 1 to 200 step 1\ntask main\nexec true\nendtask\n";
+    let s = setup(plan, res, Algorithm::Time, 100, 0);
+    let db = s.db.clone();
+    let exp = s.exp;
+    let steer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        Store::open(&db).unwrap().set_state(exp, "cancelled", None).unwrap();
+    });
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "cancelled");
+    steer.join().unwrap();
+    let c = Store::open(&s.db).unwrap().counts(s.exp).unwrap();
+    assert!(c.done < 200 && c.cancelled > 0, "{c:?}");
+}
