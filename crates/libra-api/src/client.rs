@@ -1,0 +1,165 @@
+//! A blocking JSON client over loopback HTTP.
+
+use crate::types::*;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error status and a message.
+    #[error("{message} (HTTP {status})")]
+    Status { status: u16, message: String },
+    #[error("cannot reach the Libra server at {url}: {source}")]
+    Transport { url: String, source: Box<ureq::Transport> },
+    #[error("the server's answer could not be read: {0}")]
+    Body(#[from] std::io::Error),
+}
+
+impl ClientError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A client for one server, with an optional bearer token (a user's API token or a node's join
+/// token).
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    pub fn new(base: &str, token: Option<String>) -> Self {
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(Duration::from_secs(5))
+            .timeout(Duration::from_secs(120))
+            .build();
+        Client { base: base.trim_end_matches('/').to_string(), token, agent }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: &str, path: &str) -> ureq::Request {
+        let r = self.agent.request(method, &format!("{}{}", self.base, path));
+        match &self.token {
+            Some(t) => r.set("Authorization", &format!("Bearer {t}")),
+            None => r,
+        }
+    }
+
+    fn finish<T: DeserializeOwned>(&self, r: Result<ureq::Response, ureq::Error>) -> Result<T, ClientError> {
+        match r {
+            Ok(resp) => Ok(resp.into_json()?),
+            Err(ureq::Error::Status(status, resp)) => {
+                let text = resp.into_string().unwrap_or_default();
+                let message = serde_json::from_str::<ErrorBody>(&text).map(|b| b.error).unwrap_or(text);
+                Err(ClientError::Status { status, message })
+            }
+            Err(ureq::Error::Transport(t)) => {
+                Err(ClientError::Transport { url: self.base.clone(), source: Box::new(t) })
+            }
+        }
+    }
+
+    pub fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.finish(self.request("GET", path).call())
+    }
+
+    pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, ClientError> {
+        self.finish(self.request("POST", path).send_json(body))
+    }
+
+    pub fn login(&self, user: &str, password: &str) -> Result<LoginResponse, ClientError> {
+        self.post("/api/login", &LoginRequest { user: user.into(), password: password.into() })
+    }
+
+    pub fn submit(&self, req: &SubmitRequest) -> Result<JobInfo, ClientError> {
+        self.post("/api/jobs", req)
+    }
+
+    pub fn quote(&self, req: &QuoteRequest) -> Result<QuoteResponse, ClientError> {
+        self.post("/api/quote", req)
+    }
+
+    pub fn job(&self, id: u64) -> Result<JobInfo, ClientError> {
+        self.get(&format!("/api/jobs/{id}"))
+    }
+
+    /// The caller's jobs (`all` = everyone's, administrators only).
+    pub fn jobs(&self, all: bool) -> Result<Vec<JobInfo>, ClientError> {
+        self.get(if all { "/api/jobs?all=true" } else { "/api/jobs" })
+    }
+
+    pub fn cancel(&self, id: u64) -> Result<JobInfo, ClientError> {
+        self.post(&format!("/api/jobs/{id}/cancel"), &())
+    }
+
+    pub fn output(&self, id: u64) -> Result<JobOutput, ClientError> {
+        self.get(&format!("/api/jobs/{id}/output"))
+    }
+
+    pub fn balance(&self) -> Result<Balance, ClientError> {
+        self.get("/api/balance")
+    }
+
+    pub fn ledger(&self) -> Result<Vec<LedgerEntry>, ClientError> {
+        self.get("/api/ledger")
+    }
+
+    pub fn nodes(&self) -> Result<Vec<NodeInfo>, ClientError> {
+        self.get("/api/admin/nodes")
+    }
+
+    pub fn usage(&self) -> Result<Vec<UsageRow>, ClientError> {
+        self.get("/api/admin/usage")
+    }
+
+    pub fn pricing(&self) -> Result<PricingInfo, ClientError> {
+        self.get("/api/admin/pricing")
+    }
+
+    pub fn set_pricing(&self, p: &SetPricing) -> Result<PricingInfo, ClientError> {
+        self.post("/api/admin/pricing", p)
+    }
+
+    pub fn policy(&self) -> Result<PolicyInfo, ClientError> {
+        self.get("/api/admin/policy")
+    }
+
+    pub fn set_policy(&self, name: &str) -> Result<PolicyInfo, ClientError> {
+        self.post("/api/admin/policy", &SetPolicy { policy: name.into() })
+    }
+
+    /// `action` is `suspend` or `resume`.
+    pub fn admin_job(&self, id: u64, action: &str) -> Result<JobInfo, ClientError> {
+        self.post(&format!("/api/admin/jobs/{id}/{action}"), &())
+    }
+
+    pub fn user_add(&self, u: &UserAdd) -> Result<UserInfo, ClientError> {
+        self.post("/api/admin/users", u)
+    }
+
+    pub fn users(&self) -> Result<Vec<UserInfo>, ClientError> {
+        self.get("/api/admin/users")
+    }
+
+    pub fn credit(&self, user: &str, amount: libra_core::Money) -> Result<Balance, ClientError> {
+        self.post("/api/admin/credit", &CreditRequest { user: user.into(), amount })
+    }
+
+    pub fn register(&self, r: &RegisterRequest) -> Result<RegisterResponse, ClientError> {
+        self.post("/api/node/register", r)
+    }
+
+    pub fn sync(&self, r: &SyncRequest) -> Result<SyncResponse, ClientError> {
+        self.post("/api/node/sync", r)
+    }
+}

@@ -1,0 +1,377 @@
+//! Request and response bodies. Money is `libra_core::Money` (integer cents on the wire); times
+//! are Unix seconds (f64); durations are seconds.
+
+use libra_core::job::JobSpec;
+use libra_core::policy::Suggestion;
+use libra_core::{Money, PricingParams};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A job's state. Slurm's names where Slurm has one, plus REJECTED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    /// Accepted (a promise and a hold), not yet started on its node.
+    Pending,
+    Running,
+    /// Stopped by an administrator; resumes on `libra admin resume`.
+    Suspended,
+    /// Finished successfully by its deadline: the hold was captured.
+    Completed,
+    /// Exited with an error, or lost with its node: the hold was released.
+    Failed,
+    Cancelled,
+    /// Finished after its deadline: the hold was released.
+    Deadline,
+    /// Not admitted: the reason and a suggestion were returned.
+    Rejected,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 8] = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Deadline,
+        JobState::Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Suspended => "SUSPENDED",
+            JobState::Completed => "COMPLETED",
+            JobState::Failed => "FAILED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Deadline => "DEADLINE",
+            JobState::Rejected => "REJECTED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|st| st.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// Holds a promise on a node (and money on hold).
+    pub fn is_active(self) -> bool {
+        matches!(self, JobState::Pending | JobState::Running | JobState::Suspended)
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body of every error response.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginRequest {
+    pub user: String,
+    pub password: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoginResponse {
+    pub token: String,
+    pub user: String,
+    pub admin: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    pub spec: JobSpec,
+    /// The program and its arguments, run on the node in the job's own working directory.
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuoteRequest {
+    pub spec: JobSpec,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodePrice {
+    pub node: String,
+    pub up: bool,
+    /// Base price (PBase) per CPU-second.
+    pub price_base: f64,
+    /// The current price per CPU-second for the quoted job's window (Libra+$ eq. 3), or the base
+    /// price for policies that do not price by utilisation.
+    pub price_now: f64,
+    pub load: f64,
+    pub cpus: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuoteResponse {
+    pub policy: String,
+    pub accepted: bool,
+    pub cost: Option<Money>,
+    pub nodes: Vec<String>,
+    pub share: Option<f64>,
+    pub reason: Option<String>,
+    pub suggestion: Option<Suggestion>,
+    pub prices: Vec<NodePrice>,
+}
+
+/// Everything known about one job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub id: u64,
+    pub user: String,
+    pub name: Option<String>,
+    pub state: JobState,
+    pub command: Vec<String>,
+    pub estimate: f64,
+    pub procs: u32,
+    /// Deadline as seconds after submission.
+    pub deadline: f64,
+    pub budget: Money,
+    pub submit_time: f64,
+    pub deadline_at: f64,
+    pub start_time: Option<f64>,
+    pub end_time: Option<f64>,
+    pub nodes: Vec<String>,
+    /// CPUs per node the job was admitted with.
+    pub share: f64,
+    /// The quoted cost placed on hold at admission.
+    pub cost: Money,
+    /// What was finally charged (captured); zero until settled.
+    pub charged: Money,
+    pub cpu_seconds: f64,
+    pub exit_code: Option<i32>,
+    /// Why the job was rejected, failed or cancelled.
+    pub reason: Option<String>,
+    pub suggestion: Option<Suggestion>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobOutput {
+    pub id: u64,
+    pub state: JobState,
+    pub stdout: String,
+    pub stderr: String,
+    /// True when the node kept only the end of a long output.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Balance {
+    pub user: String,
+    /// What can be held for new jobs.
+    pub available: Money,
+    /// Held for accepted jobs that have not settled.
+    pub held: Money,
+    /// Charged so far, in total.
+    pub charged: Money,
+    pub deposited: Money,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerKind {
+    Deposit,
+    Hold,
+    Charge,
+    Release,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub id: u64,
+    pub user: String,
+    pub job: Option<u64>,
+    pub kind: LedgerKind,
+    pub amount: Money,
+    pub time: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub up: bool,
+    pub cpus: f64,
+    /// Sum of the shares its jobs need now (Algorithm 2), in CPUs.
+    pub load: f64,
+    pub jobs: Vec<NodeJobShare>,
+    /// How the node enforces shares: cgroup-v2, cgroup-v1, stride or none.
+    pub mechanism: String,
+    pub price_base: f64,
+    pub last_seen: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeJobShare {
+    pub job: u64,
+    pub share: f64,
+    pub cpu_seconds: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UsageRow {
+    /// The period (a UTC day, `YYYY-MM-DD`), or "all".
+    pub period: String,
+    pub user: String,
+    pub jobs: u64,
+    pub completed: u64,
+    pub cpu_hours: f64,
+    pub revenue: Money,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PricingInfo {
+    pub params: PricingParams,
+    pub nodes: Vec<NodePrice>,
+}
+
+/// Changes to pricing; absent fields are left alone. `node` with `price_base` sets one node's
+/// PBase; `price_base` without `node` sets every node's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SetPricing {
+    pub alpha: Option<f64>,
+    pub beta: Option<f64>,
+    pub libra_gamma: Option<f64>,
+    pub libra_delta: Option<f64>,
+    pub node: Option<String>,
+    pub price_base: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicyInfo {
+    pub policy: String,
+    pub available: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetPolicy {
+    pub policy: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UserAdd {
+    pub name: String,
+    pub password: String,
+    #[serde(default)]
+    pub admin: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UserInfo {
+    pub name: String,
+    pub admin: bool,
+    pub available: Money,
+    pub held: Money,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreditRequest {
+    pub user: String,
+    /// Positive deposits; negative withdraws (never below zero available).
+    pub amount: Money,
+}
+
+// ---- node agent <-> server ----
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RegisterRequest {
+    pub name: String,
+    pub cpus: f64,
+    #[serde(default)]
+    pub mem_mb: u64,
+    pub mechanism: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RegisterResponse {
+    pub name: String,
+    /// Job-control period the server asks for, seconds.
+    pub period: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunningReport {
+    pub job: u64,
+    pub cpu_seconds: f64,
+    pub suspended: bool,
+    /// The share the node currently gives the job (CPUs).
+    pub share: f64,
+    pub start_time: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExitReport {
+    pub job: u64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub cpu_seconds: f64,
+    pub start_time: f64,
+    pub end_time: f64,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+    /// Set when the node could not start the job at all.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SyncRequest {
+    pub name: String,
+    pub mechanism: String,
+    pub running: Vec<RunningReport>,
+    pub exited: Vec<ExitReport>,
+    /// How long the server may hold the request open when it has nothing to say (long poll).
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StartJob {
+    pub job: u64,
+    pub command: Vec<String>,
+    pub estimate: f64,
+    pub submit_time: f64,
+    pub deadline_at: f64,
+    /// The admitted share (CPUs).
+    pub share: f64,
+    pub suspended: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SyncResponse {
+    pub start: Vec<StartJob>,
+    pub kill: Vec<u64>,
+    pub suspend: Vec<u64>,
+    pub resume: Vec<u64>,
+    /// Exit reports the server has durably recorded: the node may forget them.
+    pub ack: Vec<u64>,
+    /// The node is not registered (the server lost it or never knew it): register again.
+    #[serde(default)]
+    pub reregister: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_by_name() {
+        for s in JobState::ALL {
+            assert_eq!(JobState::parse(s.as_str()), Some(s));
+            let j = serde_json::to_string(&s).unwrap();
+            assert_eq!(j, format!("\"{}\"", s.as_str()));
+        }
+        assert_eq!(JobState::parse("nope"), None);
+    }
+}
