@@ -44,8 +44,38 @@ pub struct Node {
     pub spec: NodeSpec,
     pub up: bool,
     slots: Vec<usize>,
+    /// A compact copy of each committed job's progress, kept beside the node so that admission,
+    /// which reads every node, walks contiguous memory. Same order as `slots`.
+    entries: Vec<NodeEntry>,
     mem_used: u64,
     disk_used: u64,
+}
+
+/// What a node needs to know about one of its jobs to compute its share.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeEntry {
+    pub job: u64,
+    pub estimate: f64,
+    pub deadline_abs: f64,
+    pub admitted_share: f64,
+    pub cpu_done: f64,
+    pub as_of: f64,
+    pub rate: f64,
+}
+
+impl NodeEntry {
+    pub fn cpu_at(&self, now: f64) -> f64 {
+        self.cpu_done + self.rate * (now - self.as_of).max(0.0)
+    }
+
+    pub fn remaining_estimate(&self, now: f64) -> f64 {
+        (self.estimate - self.cpu_at(now)).max(0.0)
+    }
+
+    /// Algorithm 2 at `now`, capped at `cap`.
+    pub fn required_share(&self, now: f64, cap: f64) -> f64 {
+        required_share(self.estimate, self.cpu_at(now), self.deadline_abs, now, self.admitted_share, cap)
+    }
 }
 
 impl Node {
@@ -86,6 +116,8 @@ pub struct Commitment {
     pub nodes: Vec<NodeIdx>,
     pub mem_mb: u64,
     pub disk_mb: u64,
+    /// The most the job can get on its most limited node.
+    pub cap: f64,
 }
 
 impl Commitment {
@@ -143,7 +175,14 @@ impl Cluster {
     }
 
     pub fn add_node(&mut self, spec: NodeSpec) -> NodeIdx {
-        self.nodes.push(Node { spec, up: true, slots: Vec::new(), mem_used: 0, disk_used: 0 });
+        self.nodes.push(Node {
+            spec,
+            up: true,
+            slots: Vec::new(),
+            entries: Vec::new(),
+            mem_used: 0,
+            disk_used: 0,
+        });
         self.nodes.len() - 1
     }
 
@@ -238,6 +277,7 @@ impl Cluster {
             nodes: nodes.to_vec(),
             mem_mb,
             disk_mb,
+            cap,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -249,9 +289,12 @@ impl Cluster {
                 self.slots.len() - 1
             }
         };
+        let entry =
+            NodeEntry { job, estimate, deadline_abs, admitted_share, cpu_done: 0.0, as_of: now, rate: 0.0 };
         for &n in nodes {
             let node = &mut self.nodes[n];
             node.slots.push(slot);
+            node.entries.push(entry);
             node.mem_used = node.mem_used.saturating_add(mem_mb);
             node.disk_used = node.disk_used.saturating_add(disk_mb);
         }
@@ -266,6 +309,15 @@ impl Cluster {
             c.cpu_done = cpu_done;
             c.rate = rate;
             c.as_of = now;
+            for &n in &c.nodes {
+                let node = &mut self.nodes[n];
+                if let Some(pos) = node.slots.iter().position(|&s| s == slot) {
+                    let e = &mut node.entries[pos];
+                    e.cpu_done = cpu_done;
+                    e.rate = rate;
+                    e.as_of = now;
+                }
+            }
         }
         Ok(())
     }
@@ -283,6 +335,7 @@ impl Cluster {
             let node = &mut self.nodes[n];
             if let Some(pos) = node.slots.iter().position(|&s| s == slot) {
                 node.slots.swap_remove(pos);
+                node.entries.swap_remove(pos);
             }
             node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
             node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
@@ -300,6 +353,11 @@ impl Cluster {
         self.nodes[i].slots.iter().filter_map(move |&s| self.slots[s].as_ref())
     }
 
+    /// The compact progress records of the jobs on node `i` (the fast path for admission).
+    pub fn node_entries(&self, i: NodeIdx) -> &[NodeEntry] {
+        &self.nodes[i].entries
+    }
+
     /// All commitments.
     pub fn commitments(&self) -> impl Iterator<Item = &Commitment> {
         self.slots.iter().filter_map(|s| s.as_ref())
@@ -308,13 +366,12 @@ impl Cluster {
     /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).
     pub fn node_load(&self, i: NodeIdx, now: f64) -> f64 {
         let cap = self.nodes[i].spec.per_job_cap();
-        self.node_jobs(i).map(|c| c.required_share(now, cap)).sum()
+        self.nodes[i].entries.iter().map(|e| e.required_share(now, cap)).sum()
     }
 
     pub fn required_share(&self, job: u64, now: f64) -> Option<f64> {
         let c = self.commitment(job)?;
-        let cap = c.nodes.iter().map(|&n| self.nodes[n].spec.per_job_cap()).fold(1.0, f64::min);
-        Some(c.required_share(now, cap))
+        Some(c.required_share(now, c.cap))
     }
 
     /// Up nodes with nothing committed (space-shared allocation).

@@ -33,26 +33,33 @@ impl LibraPlus {
     /// still needs from the node inside the window at its required share (a job that has
     /// overrun its estimate holds its admitted share through the whole window).
     pub fn res_free(cluster: &Cluster, j: NodeIdx, estimate: f64, deadline: f64, now: f64) -> (f64, f64) {
+        let (_, res_max, res_free) = Self::load_and_res_free(cluster, j, estimate, deadline, now);
+        (res_max, res_free)
+    }
+
+    /// One pass over a node's jobs: its load (sum of required shares) and eq. (6).
+    fn load_and_res_free(
+        cluster: &Cluster,
+        j: NodeIdx,
+        estimate: f64,
+        deadline: f64,
+        now: f64,
+    ) -> (f64, f64, f64) {
         let node = cluster.node(j);
         let res_max = node.spec.cpus * deadline.max(0.0);
         let cap = node.spec.per_job_cap();
-        let committed: f64 = cluster
-            .node_jobs(j)
-            .map(|c| {
-                let req = c.required_share(now, cap);
-                let rem = c.remaining_estimate(now);
-                if rem > 0.0 && c.deadline_abs > now {
-                    rem.min(req * deadline)
-                } else {
-                    req * deadline
-                }
-            })
-            .sum();
-        (res_max, res_max - committed - estimate.max(0.0))
+        let (mut load, mut committed) = (0.0, 0.0);
+        for c in cluster.node_entries(j) {
+            let req = c.required_share(now, cap);
+            let rem = c.remaining_estimate(now);
+            load += req;
+            committed +=
+                if rem > 0.0 && c.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
+        }
+        (load, res_max, res_max - committed - estimate.max(0.0))
     }
 
-    /// The deadline check (lines 9-16) and pricing of every node that passes, sorted by
-    /// RESFree ascending (line 17).
+    /// The deadline check (lines 9-16) and the price of every node that passes (unsorted).
     fn priced_nodes(
         &self,
         spec_estimate: f64,
@@ -62,16 +69,17 @@ impl LibraPlus {
         now: f64,
     ) -> Vec<Priced> {
         let share = new_job_share(spec_estimate, deadline);
-        let mut out: Vec<Priced> = res
-            .iter()
+        res.iter()
             .filter_map(|&j| {
                 let nspec = &cluster.node(j).spec;
-                if share > nspec.per_job_cap() + SHARE_EPS
-                    || cluster.node_load(j, now) + share > nspec.cpus + SHARE_EPS
-                {
+                if share > nspec.per_job_cap() + SHARE_EPS {
                     return None;
                 }
-                let (res_max, res_free) = Self::res_free(cluster, j, spec_estimate, deadline, now);
+                let (load, res_max, res_free) =
+                    Self::load_and_res_free(cluster, j, spec_estimate, deadline, now);
+                if load + share > nspec.cpus + SHARE_EPS {
+                    return None;
+                }
                 let rate = libraplus_rate(
                     &self.pricing,
                     nspec.price_base,
@@ -84,9 +92,7 @@ impl LibraPlus {
                 };
                 Some(Priced { node: j, res_free, cost })
             })
-            .collect();
-        out.sort_by(|a, b| a.res_free.total_cmp(&b.res_free).then(a.node.cmp(&b.node)));
-        out
+            .collect()
     }
 
     /// The least budget with which `procs` nodes of `priced` are within budget.
@@ -127,21 +133,14 @@ impl Policy for LibraPlus {
                 suggestion: self.suggestion(spec, cluster, &res, now),
             };
         }
-        // Lines 18-29: the first PROC nodes within budget; the cost is the highest among them.
-        let mut nodes = Vec::with_capacity(procs);
-        let mut cost = Money::ZERO;
-        for p in &priced {
-            if let Some(c) = p.cost.filter(|c| *c <= spec.budget()) {
-                nodes.push(p.node);
-                if nodes.len() == 1 || c > cost {
-                    cost = c;
-                }
-            }
-            if nodes.len() == procs {
-                break;
-            }
-        }
-        if nodes.len() < procs {
+        // Lines 17-29: sorted by RESFree ascending (best fit), the first PROC nodes within
+        // budget; the cost is the highest among them. Taking the PROC smallest RESFree among the
+        // nodes within budget is the same set, found by selection instead of a full sort.
+        let mut within: Vec<(f64, NodeIdx, Money)> = priced
+            .iter()
+            .filter_map(|p| p.cost.filter(|c| *c <= spec.budget()).map(|c| (p.res_free, p.node, c)))
+            .collect();
+        if within.len() < procs {
             // Lines 30-31. The deadline is fine: suggest the budget that would do at it.
             return Decision::Reject {
                 reason: RejectReason::Budget,
@@ -149,6 +148,15 @@ impl Policy for LibraPlus {
                     .map(|budget| Suggestion { deadline: spec.deadline(), budget }),
             };
         }
+        let by_fit =
+            |a: &(f64, NodeIdx, Money), b: &(f64, NodeIdx, Money)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        if within.len() > procs {
+            within.select_nth_unstable_by(procs - 1, by_fit);
+            within.truncate(procs);
+        }
+        within.sort_by(by_fit);
+        let cost = within.iter().map(|w| w.2).max().unwrap_or(Money::ZERO);
+        let nodes = within.into_iter().map(|w| w.1).collect();
         Decision::Accept { nodes, share: new_job_share(spec.estimate(), spec.deadline()), cost }
     }
 }

@@ -7,13 +7,11 @@
 //! agent keeps its own control groups, so an event on one node changes the rates of the jobs on
 //! that node only.
 
-use super::events::EventQueue;
+use super::events::IndexedHeap;
 use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Policy};
 use libra_core::{Cluster, NodeIdx};
-
-const COMPLETION: u8 = 0;
 
 #[derive(Debug, Clone)]
 struct Active {
@@ -21,15 +19,20 @@ struct Active {
     done: f64,
     as_of: f64,
     rate: f64,
-    /// The weight this job holds on each of its nodes.
-    weights: Vec<(NodeIdx, f64)>,
-    version: u64,
+    nodes: Vec<NodeIdx>,
 }
 
 #[derive(Debug, Clone, Default)]
 struct NodeSim {
-    jobs: Vec<usize>,
+    /// The jobs on the node and the weight each holds here.
+    jobs: Vec<(usize, f64)>,
     weight_sum: f64,
+}
+
+impl NodeSim {
+    fn weight_of(&self, job: usize) -> f64 {
+        self.jobs.iter().find(|(k, _)| *k == job).map_or(0.0, |(_, w)| *w)
+    }
 }
 
 struct State<'a> {
@@ -37,9 +40,11 @@ struct State<'a> {
     cluster: Cluster,
     active: Vec<Option<Active>>,
     nodes: Vec<NodeSim>,
-    queue: EventQueue,
+    queue: IndexedHeap,
     /// Marks a job as already collected in the current event (the event number).
     mark: Vec<u64>,
+    /// Each affected job's new weight, computed once per event.
+    scratch: Vec<f64>,
     event_no: u64,
 }
 
@@ -50,29 +55,28 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
         cluster: Cluster::homogeneous(cfg.nodes, cfg.price_base),
         active: vec![None; jobs.len()],
         nodes: vec![NodeSim::default(); cfg.nodes],
-        queue: EventQueue::default(),
+        queue: IndexedHeap::with_jobs(jobs.len()),
         mark: vec![0; jobs.len()],
+        scratch: vec![0.0; jobs.len()],
         event_no: 0,
     };
     let mut next_arrival = 0usize;
     let mut events = 0u64;
     loop {
-        let completion = st.queue.peek_time();
+        let completion = st.queue.peek();
         let arrival = jobs.get(next_arrival).map(|j| j.submit);
         let take_completion = match (completion, arrival) {
             (None, None) => break,
-            (Some(c), Some(a)) => c <= a,
+            (Some((c, _)), Some(a)) => c <= a,
             (Some(_), None) => true,
             (None, Some(_)) => false,
         };
         events += 1;
         st.event_no += 1;
         if take_completion {
-            let Some(ev) = st.queue.pop() else { break };
-            let current = st.active[ev.job].as_ref().is_some_and(|a| a.version == ev.version);
-            if current {
-                st.complete(ev.job, ev.time, &mut records[ev.job]);
-            }
+            let Some((time, job)) = completion else { break };
+            st.queue.remove(job);
+            st.complete(job, time, &mut records[job]);
         } else {
             let i = next_arrival;
             next_arrival += 1;
@@ -104,15 +108,9 @@ impl State<'_> {
                     rec.outcome.accepted = false;
                     return;
                 }
-                self.active[i] = Some(Active {
-                    done: 0.0,
-                    as_of: now,
-                    rate: 0.0,
-                    weights: nodes.iter().map(|&n| (n, 0.0)).collect(),
-                    version: 0,
-                });
+                self.active[i] = Some(Active { done: 0.0, as_of: now, rate: 0.0, nodes: nodes.clone() });
                 for &n in &nodes {
-                    self.nodes[n].jobs.push(i);
+                    self.nodes[n].jobs.push((i, 0.0));
                 }
                 self.job_control(&nodes, now);
             }
@@ -127,10 +125,10 @@ impl State<'_> {
     fn complete(&mut self, i: usize, now: f64, rec: &mut JobRecord) {
         let Some(a) = self.active[i].take() else { return };
         rec.outcome.finish = Some(now);
-        let nodes: Vec<NodeIdx> = a.weights.iter().map(|&(n, _)| n).collect();
+        let nodes = a.nodes;
         for &n in &nodes {
             let list = &mut self.nodes[n].jobs;
-            if let Some(p) = list.iter().position(|&k| k == i) {
+            if let Some(p) = list.iter().position(|&(k, _)| k == i) {
                 list.swap_remove(p);
             }
         }
@@ -143,33 +141,30 @@ impl State<'_> {
     fn job_control(&mut self, touched: &[NodeIdx], now: f64) {
         let mut affected = Vec::new();
         for &n in touched {
-            for &k in &self.nodes[n].jobs {
+            for &(k, _) in &self.nodes[n].jobs {
                 if self.mark[k] != self.event_no {
                     self.mark[k] = self.event_no;
                     affected.push(k);
                 }
             }
         }
-        // Bring progress up to now at the old rates before anything changes.
+        // Bring progress up to now at the old rates before anything changes, then compute each
+        // job's required share once (it is the same on every node of the job).
         for &k in &affected {
             if let Some(a) = self.active[k].as_mut() {
                 a.done += a.rate * (now - a.as_of);
                 a.as_of = now;
             }
+            self.scratch[k] = self.cluster.required_share(k as u64, now).unwrap_or(0.0);
         }
         for &n in touched {
+            let node = &mut self.nodes[n];
             let mut sum = 0.0;
-            for idx in 0..self.nodes[n].jobs.len() {
-                let k = self.nodes[n].jobs[idx];
-                let w = self.cluster.required_share(k as u64, now).unwrap_or(0.0);
-                if let Some(a) = self.active[k].as_mut() {
-                    if let Some(slot) = a.weights.iter_mut().find(|(m, _)| *m == n) {
-                        slot.1 = w;
-                    }
-                }
-                sum += w;
+            for (k, w) in node.jobs.iter_mut() {
+                *w = self.scratch[*k];
+                sum += *w;
             }
-            self.nodes[n].weight_sum = sum;
+            node.weight_sum = sum;
         }
         for k in affected {
             self.reschedule(k, now);
@@ -179,12 +174,12 @@ impl State<'_> {
     fn reschedule(&mut self, k: usize, now: f64) {
         let Some(a) = self.active[k].as_ref() else { return };
         let rate = a
-            .weights
+            .nodes
             .iter()
-            .map(|&(n, w)| {
+            .map(|&n| {
                 let node = &self.nodes[n];
                 if node.weight_sum > 1e-12 {
-                    (w / node.weight_sum).min(1.0)
+                    (node.weight_of(k) / node.weight_sum).min(1.0)
                 } else {
                     1.0 / node.jobs.len().max(1) as f64
                 }
@@ -194,12 +189,12 @@ impl State<'_> {
         let done = a.done;
         let Some(a) = self.active[k].as_mut() else { return };
         a.rate = rate;
-        a.version += 1;
-        let version = a.version;
         let _ = self.cluster.set_progress(k as u64, done, rate, now);
         if rate > 0.0 {
             let left = (self.jobs[k].runtime - done).max(0.0);
-            self.queue.push(now + left / rate, COMPLETION, k, version);
+            self.queue.set(k, now + left / rate);
+        } else {
+            self.queue.remove(k);
         }
     }
 }
