@@ -2,6 +2,7 @@
 //! (Nimrod/G, seed 004). Plan language, persistent task-farming engine, resources, experiments.
 
 pub mod adapter;
+pub mod bench;
 pub mod create;
 pub mod engine;
 pub mod experiment;
@@ -9,3 +10,7 @@ pub mod farm;
 pub mod plan;
 pub mod resources;
 pub mod store;
+
+/// Re-exported so the `libra` binary prints tables and progress the same way.
+pub use comfy_table;
+pub use indicatif;

@@ -37,7 +37,8 @@ endtask
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let done_at_kill: Vec<u64> = store.results(s.exp).unwrap().into_iter().filter(|r| r.state == "done").map(|r| r.index).collect();
+    let done_at_kill: Vec<u64> =
+        store.results(s.exp).unwrap().into_iter().filter(|r| r.state == "done").map(|r| r.index).collect();
     assert!(done_at_kill.len() >= 5 && done_at_kill.len() < 16, "{done_at_kill:?}");
     // Let the orphaned children of the killed engine end before resuming.
     std::thread::sleep(Duration::from_millis(400));
@@ -52,7 +53,12 @@ endtask
         *starts.entry(l.trim().parse().unwrap()).or_default() += 1;
     }
     for idx in &done_at_kill {
-        assert_eq!(starts.get(&(idx + 1)), Some(&1), "job {} finished before the kill and ran again", idx + 1);
+        assert_eq!(
+            starts.get(&(idx + 1)),
+            Some(&1),
+            "job {} finished before the kill and ran again",
+            idx + 1
+        );
     }
     for x in 1..=16 {
         let out = std::fs::read_to_string(s.dir.path().join(format!("results/out.{x}"))).unwrap();

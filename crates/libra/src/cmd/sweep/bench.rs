@@ -1,0 +1,56 @@
+//! `libra sweep bench`
+
+use super::output::{print_json, table};
+use anyhow::Context;
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// How many `true` jobs.
+    #[arg(long, default_value_t = 10_000)]
+    pub jobs: u64,
+    /// Local slots (and xargs -P).
+    #[arg(long, default_value_t = 2)]
+    pub slots: u32,
+    /// Skip the xargs comparison.
+    #[arg(long)]
+    pub no_xargs: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: BenchArgs) -> anyhow::Result<()> {
+    if a.jobs == 0 || a.slots == 0 {
+        anyhow::bail!("--jobs and --slots must be at least 1");
+    }
+    let scratch = std::env::temp_dir().join(format!("libra-sweep-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
+    let report = libra_broker::bench::run(&scratch, a.jobs, a.slots, !a.no_xargs);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let report = report?;
+    if a.json {
+        return print_json(&report);
+    }
+    let mut t = table(&["runner", "jobs", "seconds", "jobs/s", "slot-ms per job"]);
+    for r in std::iter::once(&report.engine).chain(report.xargs.iter()) {
+        t.add_row(vec![
+            r.name.clone(),
+            r.jobs.to_string(),
+            format!("{:.2}", r.seconds),
+            format!("{:.0}", r.jobs_per_sec),
+            format!("{:.3}", r.per_job_ms),
+        ]);
+    }
+    println!("{t}");
+    if let (Some(x), Some(ratio)) = (&report.xargs, report.ratio) {
+        println!(
+            "engine/xargs rate: {:.0}% · engine overhead per job beyond xargs: {:.3} ms of slot time · database {:.1} MiB for {} jobs",
+            ratio * 100.0,
+            report.engine.per_job_ms - x.per_job_ms,
+            report.db_bytes as f64 / 1048576.0,
+            report.done
+        );
+    }
+    Ok(())
+}

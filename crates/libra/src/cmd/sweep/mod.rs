@@ -1,0 +1,70 @@
+//! `libra sweep`: the broker front end. One module per subcommand.
+
+mod bench;
+mod check;
+mod experiment;
+mod output;
+mod results;
+mod run;
+mod status;
+mod steer;
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+/// Run parameter sweeps (Nimrod/G plan files) across priced resources under a deadline and a
+/// budget, and watch or steer them from any shell.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// The broker database (default: the user's data directory, libra/broker.db).
+    #[arg(long, global = true, env = "LIBRA_BROKER_DB")]
+    pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: SweepCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SweepCommand {
+    /// Validate a plan file and show how many jobs it makes and the first few.
+    Check(check::CheckArgs),
+    /// Start a sweep: plan, resources, deadline, budget, what to optimise.
+    Run(run::RunArgs),
+    /// Resume a sweep after a crash, or unpause it (runs the engine here if none is alive).
+    Resume(steer::ExpArgs),
+    /// Progress of one sweep (or a list of all): jobs per resource, money spent and held.
+    Status(status::StatusArgs),
+    /// Each job's parameters, state, resource, cost and output directory.
+    Results(results::ResultsArgs),
+    /// Run the failed jobs of a sweep again.
+    Rerun(run::RerunArgs),
+    /// Move a sweep's deadline (a duration from now: 90m, 2h, 3600s).
+    SetDeadline(steer::DeadlineArgs),
+    /// Change a sweep's budget (credits, e.g. 396000 or 12.50).
+    SetBudget(steer::BudgetArgs),
+    /// Stop starting new jobs (running ones finish).
+    Pause(steer::ExpArgs),
+    /// Stop the sweep: running jobs are killed, pending ones cancelled.
+    Cancel(steer::ExpArgs),
+    /// Reproduce the seed's experiments on virtual time (table17.4, table17.6).
+    Experiment(experiment::ExperimentArgs),
+    /// Trivial jobs through the engine and the local resource, beside xargs -P.
+    Bench(bench::BenchArgs),
+}
+
+pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    let db = args.db.unwrap_or_else(libra_broker::create::default_db);
+    match args.command {
+        SweepCommand::Check(a) => check::run(a),
+        SweepCommand::Run(a) => run::run(&db, a),
+        SweepCommand::Resume(a) => steer::resume(&db, a),
+        SweepCommand::Status(a) => status::run(&db, a),
+        SweepCommand::Results(a) => results::run(&db, a),
+        SweepCommand::Rerun(a) => run::rerun(&db, a),
+        SweepCommand::SetDeadline(a) => steer::set_deadline(&db, a),
+        SweepCommand::SetBudget(a) => steer::set_budget(&db, a),
+        SweepCommand::Pause(a) => steer::pause(&db, a),
+        SweepCommand::Cancel(a) => steer::cancel(&db, a),
+        SweepCommand::Experiment(a) => experiment::run(a),
+        SweepCommand::Bench(a) => bench::run(a),
+    }
+}

@@ -1,0 +1,141 @@
+//! `libra sweep run` and `libra sweep rerun --failed`.
+
+use super::output::{is_terminal, open, parse_duration};
+use super::status;
+use anyhow::{bail, Context};
+use clap::Args;
+use libra_broker::create::{create, load_resources, SweepSpec};
+use libra_broker::engine::{self, now_unix, EngineOptions, Progress};
+use libra_broker::indicatif::{ProgressBar, ProgressStyle};
+use libra_core::dbc::Algorithm;
+use libra_core::Money;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plan file (Nimrod/G syntax).
+    pub plan: PathBuf,
+    /// The resources file (TOML, one [[resource]] per resource).
+    #[arg(long, short)]
+    pub resources: PathBuf,
+    /// When every job must be done, from now: 3600, 90m, 2h.
+    #[arg(long, value_parser = parse_duration)]
+    pub deadline: f64,
+    /// The most the sweep may spend, in credits (e.g. 396000 or 12.50).
+    #[arg(long)]
+    pub budget: Money,
+    /// What to optimise: cost, time, conservative, cost-time, or the seed's nimrod-cost,
+    /// nimrod-time, nimrod-conservative.
+    #[arg(long, alias = "optimize", default_value = "cost")]
+    pub optimise: Algorithm,
+    /// How many times a failed job is retried (on another resource when there is one).
+    #[arg(long, default_value_t = 2)]
+    pub max_retries: u32,
+    /// Expected wall time of one job before calibration has measured it (e.g. 5m).
+    #[arg(long, value_parser = parse_duration)]
+    pub estimate: Option<f64>,
+    /// Seed for `random` parameters.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Only create the sweep and print its id; start it with `libra sweep resume ID`.
+    #[arg(long)]
+    pub detach: bool,
+    /// Host the sweep on a Libra server instead of this process (not built yet).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RerunArgs {
+    /// The experiment id.
+    pub exp: i64,
+    /// Run the failed (and cancelled) jobs again.
+    #[arg(long, required = true)]
+    pub failed: bool,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
+    if let Some(url) = &a.server {
+        bail!("--server {url}: hosting sweeps on a Libra server is not built yet; run without --server (the sweep's database can be watched and steered from any shell)");
+    }
+    let resources = load_resources(&a.resources)?;
+    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let now = now_unix();
+    let exp = create(
+        db,
+        &SweepSpec {
+            plan_path: &a.plan,
+            resources,
+            algorithm: a.optimise,
+            deadline: now + a.deadline,
+            budget: a.budget,
+            max_retries: a.max_retries,
+            estimate_secs: a.estimate,
+            seed: a.seed,
+            now,
+        },
+    )?;
+    if !a.json {
+        eprintln!("experiment {exp} created (database {})", db.display());
+    }
+    if a.detach {
+        if a.json {
+            super::output::print_json(&serde_json::json!({ "experiment": exp }))?;
+        } else {
+            println!("{exp}");
+        }
+        return Ok(());
+    }
+    drive(db, exp, a.json)
+}
+
+/// Runs the engine here with a progress bar on a terminal, then prints the status.
+pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
+    let mut opts = EngineOptions::default();
+    if !json && is_terminal() {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} jobs  {msg}  [{elapsed_precise}]")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        opts.on_progress = Some(Box::new(move |p: &Progress| {
+            bar.set_length(p.total);
+            bar.set_position(p.counts.done + p.counts.failed);
+            bar.set_message(format!(
+                "running {} · failed {} · spent {} · held {}",
+                p.counts.running, p.counts.failed, p.spent, p.held
+            ));
+            if p.state != "running" && p.state != "paused" {
+                bar.finish();
+            }
+        }));
+    }
+    let state = engine::run(db, exp, opts)?;
+    tracing::info!(exp, state, "sweep ended");
+    status::print(&open(db)?, exp, json)
+}
+
+pub fn rerun(db: &Path, a: RerunArgs) -> anyhow::Result<()> {
+    let store = open(db)?;
+    let n = store.rerun_failed(a.exp)?;
+    if n == 0 && store.counts(a.exp)?.pending == 0 {
+        if !a.json {
+            println!("experiment {}: no failed jobs", a.exp);
+        }
+        return status::print(&store, a.exp, a.json);
+    }
+    store.set_state(a.exp, "running", None)?;
+    if !a.json {
+        eprintln!("experiment {}: {n} failed jobs to run again", a.exp);
+    }
+    drop(store);
+    drive(db, a.exp, a.json)
+}

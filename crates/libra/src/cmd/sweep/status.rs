@@ -1,0 +1,141 @@
+//! `libra sweep status [EXP] [--watch]`
+
+use super::output::{open, print_json, table};
+use clap::Args;
+use libra_broker::engine::{live_engine, now_unix};
+use libra_broker::store::Store;
+use std::path::Path;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The experiment id; without it, every experiment in the database is listed.
+    pub exp: Option<i64>,
+    /// Redraw every second until the sweep ends.
+    #[arg(long)]
+    pub watch: bool,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(db: &Path, a: StatusArgs) -> anyhow::Result<()> {
+    let store = open(db)?;
+    let Some(exp) = a.exp else {
+        return list(&store, a.json);
+    };
+    if !a.watch {
+        return print(&store, exp, a.json);
+    }
+    loop {
+        if !a.json {
+            print!("\x1b[2J\x1b[H");
+        }
+        print(&store, exp, a.json)?;
+        let e = store.experiment(exp)?;
+        if e.state != "running" && e.state != "paused" {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+fn list(store: &Store, json: bool) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for e in store.experiments()? {
+        let c = store.counts(e.id)?;
+        rows.push(serde_json::json!({
+            "id": e.id, "name": e.name, "state": e.state, "algorithm": e.algorithm,
+            "done": c.done, "failed": c.failed, "total": c.pending + c.running + c.done + c.failed + c.cancelled,
+            "spent": store.spent(e.id)?.to_string(), "budget": e.budget.to_string(),
+        }));
+    }
+    if json {
+        return print_json(&serde_json::json!({ "experiments": rows }));
+    }
+    let mut t = table(&["id", "name", "state", "optimise", "done", "failed", "total", "spent", "budget"]);
+    for r in &rows {
+        t.add_row(["id", "name", "state", "algorithm", "done", "failed", "total", "spent", "budget"].map(
+            |k| match &r[k] {
+                serde_json::Value::String(s) => s.clone(),
+                v => v.to_string(),
+            },
+        ));
+    }
+    println!("{t}");
+    Ok(())
+}
+
+/// Prints one experiment's status.
+pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
+    let e = store.experiment(exp)?;
+    let c = store.counts(exp)?;
+    let spent = store.spent(exp)?;
+    let held = store.held(exp)?;
+    let per = store.per_resource(exp)?;
+    let configs = store.resources(exp)?;
+    let now = now_unix();
+    let total = c.pending + c.running + c.done + c.failed + c.cancelled;
+    let elapsed = (e.finished.unwrap_or(now) - e.created).max(0.0);
+    // Projected finish from the pace so far: simple, and honest about what it is.
+    let projected = (c.done > 0 && c.pending + c.running > 0)
+        .then(|| elapsed / c.done as f64 * (c.pending + c.running) as f64);
+    let engine = live_engine(&e, now).map(|(pid, _)| pid);
+    if json {
+        return print_json(&serde_json::json!({
+            "id": e.id, "name": e.name, "state": e.state, "algorithm": e.algorithm,
+            "jobs": { "total": total, "done": c.done, "failed": c.failed, "running": c.running, "pending": c.pending, "cancelled": c.cancelled },
+            "spent": spent, "held": held, "budget": e.budget,
+            "deadline_in_s": e.deadline - now, "elapsed_s": elapsed, "projected_finish_in_s": projected,
+            "engine_pid": engine, "work_dir": e.work_dir,
+            "resources": per.iter().zip(&configs).map(|(p, cfg)| serde_json::json!({
+                "name": p.name, "kind": cfg.kind, "slots": cfg.slots, "price": cfg.price_at(now),
+                "done": p.done, "failed": p.failed, "running": p.running, "spent": p.spent,
+                "secs_per_job": (p.done > 0).then(|| p.wall_sum / p.done as f64),
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    println!(
+        "experiment {} ({}): {} · optimise {} · {}/{} done, {} failed, {} running, {} pending{}",
+        e.id,
+        e.name,
+        e.state,
+        e.algorithm,
+        c.done,
+        total,
+        c.failed,
+        c.running,
+        c.pending,
+        if c.cancelled > 0 { format!(", {} cancelled", c.cancelled) } else { String::new() }
+    );
+    println!(
+        "money: spent {} + held {} of budget {} · deadline {} · elapsed {:.0} s{}{}",
+        spent,
+        held,
+        e.budget,
+        if e.deadline >= now {
+            format!("in {:.0} s", e.deadline - now)
+        } else {
+            format!("passed {:.0} s ago", now - e.deadline)
+        },
+        elapsed,
+        projected.map_or(String::new(), |p| format!(" · projected finish in {p:.0} s")),
+        engine.map_or(String::new(), |p| format!(" · engine pid {p}")),
+    );
+    let mut t =
+        table(&["resource", "kind", "slots", "price/cpu-s", "done", "failed", "running", "spent", "s/job"]);
+    for (p, cfg) in per.iter().zip(&configs) {
+        t.add_row(vec![
+            p.name.clone(),
+            format!("{:?}", cfg.kind).to_lowercase(),
+            cfg.slots.to_string(),
+            format!("{}", cfg.price_at(now)),
+            p.done.to_string(),
+            p.failed.to_string(),
+            p.running.to_string(),
+            p.spent.to_string(),
+            if p.done > 0 { format!("{:.3}", p.wall_sum / p.done as f64) } else { "-".into() },
+        ]);
+    }
+    println!("{t}");
+    Ok(())
+}
