@@ -1,1 +1,84 @@
-//! libra-server
+//! `libra server`: the manager of a running Libra cluster. HTTP API (JSON), admission and
+//! pricing through `libra-core`'s policies over an in-memory view of the cluster, an SQLite store
+//! (WAL) holding users, tokens, nodes, jobs and the append-only credit ledger.
+
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod ledger;
+mod nodes;
+pub mod openapi;
+pub mod routes;
+pub mod sched;
+pub mod store;
+
+pub use app::App;
+pub use config::Config;
+pub use error::{ApiError, ServerError};
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Creates the `admin` account on an empty store. Returns the password when one was generated.
+pub fn bootstrap_admin(app: &App) -> Result<Option<String>, ServerError> {
+    let g = app.lock();
+    let users: i64 = g.db.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
+    if users > 0 {
+        return Ok(None);
+    }
+    let (password, generated) = match &app.config.admin_password {
+        Some(p) => (p.clone(), false),
+        None => (auth::new_token()[..16].to_string(), true),
+    };
+    let hash = auth::hash_password(&password).map_err(|e| ServerError::Invalid(e.to_string()))?;
+    g.db.execute("INSERT INTO users(name, pw_hash, admin) VALUES ('admin', ?1, 1)", rusqlite::params![hash])?;
+    Ok(generated.then_some(password))
+}
+
+/// Serves until `shutdown` resolves. The watchdog marks silent nodes down once a second.
+pub async fn serve(
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
+    let watchdog = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tick.tick().await;
+                let r = app.lock().check_nodes(app::now());
+                match r {
+                    Ok(()) => {}
+                    Err(e) => tracing::error!("node watchdog: {e}"),
+                }
+                app.work.notify_waiters();
+            }
+        })
+    };
+    let r = axum::serve(listener, routes::router(app)).with_graceful_shutdown(shutdown).await;
+    watchdog.abort();
+    r.map_err(ServerError::Io)
+}
+
+/// Opens the store, binds and serves on a runtime of its own (the `libra server` command).
+pub fn run(config: Config) -> Result<(), ServerError> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let addr = config.listen.clone();
+        let app = Arc::new(App::open(config)?);
+        if let Some(pw) = bootstrap_admin(&app)? {
+            eprintln!("created the administrator account: user admin, password {pw}");
+        }
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| ServerError::Listen { addr: addr.clone(), source: e })?;
+        eprintln!("libra server listening on http://{}", listener.local_addr()?);
+        serve(app, listener, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+    })
+}

@@ -1,0 +1,187 @@
+//! The manager's state: the store, the in-memory cluster view the policies read, and the node
+//! agents' last reports. One mutex guards all of it: a decision and its durable record happen
+//! together, so no two submissions can be promised the same capacity.
+
+use crate::config::Config;
+use crate::error::{ApiError, ServerError};
+use crate::store;
+use libra_api::NodeJobShare;
+use libra_core::job::{JobDetails, QosConstraints, QosOptimisation, ResourceRequirements};
+use libra_core::{build_policy, Cluster, JobSpec, Money, NodeIdx, NodeSpec, Policy, PricingParams};
+use rusqlite::{params, Connection};
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::sync::Notify;
+
+pub struct App {
+    pub config: Config,
+    inner: Mutex<Inner>,
+    /// Woken when there is new work for node agents (a submission, a cancel, a suspend).
+    pub work: Notify,
+}
+
+pub struct NodeRt {
+    pub idx: NodeIdx,
+    pub mechanism: String,
+    pub last_seen: f64,
+    pub shares: Vec<NodeJobShare>,
+}
+
+pub struct Inner {
+    pub db: Connection,
+    pub cluster: Cluster,
+    pub policy: Box<dyn Policy>,
+    pub pricing: PricingParams,
+    pub nodes: HashMap<String, NodeRt>,
+    pub node_timeout: f64,
+}
+
+pub fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+impl App {
+    pub fn open(config: Config) -> Result<App, ServerError> {
+        config.validate()?;
+        if let Some(dir) = config.db.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let db = store::open(&config.db, config.sync_full)
+            .map_err(|e| ServerError::Store { path: config.db.display().to_string(), source: e })?;
+        let inner = Inner::load(db, &config, now())?;
+        Ok(App { config, inner: Mutex::new(inner), work: Notify::new() })
+    }
+
+    /// The state, even if a panicking request poisoned the lock: every change is a committed
+    /// transaction or nothing, so the state behind a poisoned lock is still consistent.
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+pub fn spec_of(estimate: f64, deadline: f64, budget: Money, procs: u32, mem_mb: u64) -> JobSpec {
+    JobSpec {
+        details: JobDetails { estimate, length_mi: None },
+        resources: ResourceRequirements { procs, mem_mb, disk_mb: 0 },
+        qos: QosConstraints { deadline, budget },
+        optimise: QosOptimisation::Cost,
+    }
+}
+
+impl Inner {
+    /// Rebuilds the in-memory view from the store: nodes (given one timeout of grace to report
+    /// again), the policy and prices last set, and the commitments of every accepted job.
+    fn load(db: Connection, config: &Config, now: f64) -> Result<Inner, ServerError> {
+        let policy_name = store::setting(&db, "policy")?.unwrap_or_else(|| config.policy.clone());
+        let pricing = match store::setting(&db, "pricing")? {
+            Some(p) => serde_json::from_str(&p).unwrap_or(config.pricing),
+            None => config.pricing,
+        };
+        let policy = build_policy(&policy_name, pricing).map_err(|e| ServerError::Invalid(e.to_string()))?;
+        let mut cluster = Cluster::new();
+        let mut nodes = HashMap::new();
+        {
+            let mut st =
+                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base FROM nodes ORDER BY rowid")?;
+            let rows = st.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, f64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, f64>(4)?,
+                ))
+            })?;
+            for row in rows {
+                let (name, cpus, mem, mechanism, price_base) = row?;
+                let idx = cluster.add_node(NodeSpec {
+                    name: name.clone(),
+                    cpus,
+                    mem_mb: mem.max(0) as u64,
+                    disk_mb: u64::MAX / 4,
+                    price_base,
+                });
+                nodes.insert(name, NodeRt { idx, mechanism, last_seen: now, shares: Vec::new() });
+            }
+        }
+        let mut st = db.prepare(
+            "SELECT id, estimate, deadline, budget, procs, mem_mb, submit_time, \
+             (SELECT group_concat(node, ',') FROM job_nodes n WHERE n.job = jobs.id), \
+             (SELECT MIN(cpu_seconds) FROM job_nodes n WHERE n.job = jobs.id) \
+             FROM jobs WHERE state IN ('PENDING','RUNNING','SUSPENDED')",
+        )?;
+        let active: Vec<(u64, JobSpec, f64, String, f64)> = st
+            .query_map([], |r| {
+                let spec = spec_of(
+                    r.get(1)?,
+                    r.get(2)?,
+                    Money(r.get(3)?),
+                    r.get(4)?,
+                    r.get::<_, i64>(5)?.max(0) as u64,
+                );
+                Ok((
+                    r.get::<_, i64>(0)? as u64,
+                    spec,
+                    r.get(6)?,
+                    r.get::<_, Option<String>>(7)?.unwrap_or_default(),
+                    r.get::<_, Option<f64>>(8)?.unwrap_or(0.0),
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        drop(st);
+        for (id, spec, submit, node_names, cpu) in active {
+            let idxs: Vec<NodeIdx> =
+                node_names.split(',').filter_map(|n| nodes.get(n).map(|r| r.idx)).collect();
+            if cluster.commit_spec(id, &spec, submit, &idxs, submit).is_ok() {
+                let _ = cluster.report_progress(id, cpu, now);
+            }
+        }
+        Ok(Inner { db, cluster, policy, pricing, nodes, node_timeout: config.node_timeout })
+    }
+
+    pub fn node_name(&self, i: NodeIdx) -> String {
+        self.cluster.node(i).spec.name.clone()
+    }
+
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    pub fn set_policy(&mut self, name: &str, pricing: PricingParams) -> Result<(), ApiError> {
+        let p = build_policy(name, pricing).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let tx = self.db.transaction()?;
+        store::set_setting(&tx, "policy", p.name())?;
+        store::set_setting(&tx, "pricing", &serde_json::to_string(&pricing)?)?;
+        tx.commit()?;
+        self.policy = p;
+        self.pricing = pricing;
+        Ok(())
+    }
+
+    pub fn set_price_base(&mut self, node: Option<&str>, price: f64) -> Result<(), ApiError> {
+        if !(0.0..1e9).contains(&price) {
+            return Err(ApiError::BadRequest(format!(
+                "price_base: {price} is not accepted: give a price from 0 to 1e9 per CPU-second"
+            )));
+        }
+        let targets: Vec<(String, NodeIdx)> = match node {
+            Some(n) => {
+                let rt = self.nodes.get(n).ok_or_else(|| {
+                    ApiError::NotFound(format!("node: '{n}' is not a node of this cluster"))
+                })?;
+                vec![(n.to_string(), rt.idx)]
+            }
+            None => self.nodes.iter().map(|(n, r)| (n.clone(), r.idx)).collect(),
+        };
+        let tx = self.db.transaction()?;
+        for (name, _) in &targets {
+            tx.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![name, price])?;
+        }
+        tx.commit()?;
+        for (_, idx) in targets {
+            self.cluster.set_price_base(idx, price);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! The server's configuration: a TOML file, every setting overridable by a command-line flag
+//! (the `libra server` command merges the two: flag beats file beats default).
+
+use crate::error::ServerError;
+use libra_core::PricingParams;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on (loopback by default: there is no TLS).
+    pub listen: String,
+    /// The SQLite file (WAL mode).
+    pub db: PathBuf,
+    /// The token node agents present to join the cluster.
+    pub join_token: String,
+    /// Password for the `admin` account created when the store has no users.
+    pub admin_password: Option<String>,
+    /// Admission policy: libra, libra+$ (and the space-shared baselines, simulator only for now).
+    pub policy: String,
+    pub pricing: PricingParams,
+    /// PBase per CPU-second given to nodes when they first join.
+    pub default_price_base: f64,
+    /// Seconds without a word from a node agent before it is marked down and its jobs lost.
+    pub node_timeout: f64,
+    /// Job-control period the node agents are asked to use, seconds.
+    pub period: f64,
+    /// fsync every commit (`FULL`) or only at WAL checkpoints (`NORMAL`: survives a crash of the
+    /// server process, may lose the last commits on a power cut).
+    pub sync_full: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:7878".into(),
+            db: PathBuf::from("libra.db"),
+            join_token: String::new(),
+            admin_password: None,
+            policy: "libra+$".into(),
+            pricing: PricingParams::default(),
+            default_price_base: 1.0,
+            node_timeout: 15.0,
+            period: 2.0,
+            sync_full: true,
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ServerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ServerError::Config { path: path.display().to_string(), msg: e.to_string() })?;
+        toml::from_str(&text)
+            .map_err(|e| ServerError::Config { path: path.display().to_string(), msg: e.to_string() })
+    }
+
+    pub fn validate(&self) -> Result<(), ServerError> {
+        if self.join_token.len() < 8 {
+            return Err(ServerError::Invalid(
+                "join_token: give a cluster join token of at least 8 characters (--join-token or join_token in the file)".into(),
+            ));
+        }
+        if !(self.node_timeout > 0.0 && self.node_timeout < 86_400.0) {
+            return Err(ServerError::Invalid(format!(
+                "node_timeout: {} is not accepted: give seconds between 0 and 86400",
+                self.node_timeout
+            )));
+        }
+        if !(self.period >= 0.05 && self.period <= 3600.0) {
+            return Err(ServerError::Invalid(format!(
+                "period: {} is not accepted: give seconds between 0.05 and 3600",
+                self.period
+            )));
+        }
+        if !(self.default_price_base >= 0.0 && self.default_price_base < 1e9) {
+            return Err(ServerError::Invalid(format!(
+                "default_price_base: {} is not accepted: give a price from 0 to 1e9",
+                self.default_price_base
+            )));
+        }
+        libra_core::build_policy(&self.policy, self.pricing)
+            .map_err(|e| ServerError::Invalid(e.to_string()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_fields_override_defaults_and_unknown_fields_are_refused() {
+        let c: Config = toml::from_str("policy = \"libra\"\nnode_timeout = 3.5\n[pricing]\nalpha = 2.0\nbeta = 0.5\nlibra_gamma = 1.0\nlibra_delta = 1.0\n").unwrap();
+        assert_eq!(c.policy, "libra");
+        assert_eq!(c.node_timeout, 3.5);
+        assert_eq!(c.pricing.alpha, 2.0);
+        assert_eq!(c.listen, Config::default().listen);
+        assert!(toml::from_str::<Config>("nonsense = 1").is_err());
+        let mut c = Config { join_token: "short".into(), ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().starts_with("join_token"));
+        c.join_token = "long enough".into();
+        c.validate().unwrap();
+        c.policy = "nope".into();
+        assert!(c.validate().is_err());
+    }
+}

@@ -1,0 +1,70 @@
+//! Errors: `ApiError` is what a request gets back (a status and a message naming the problem);
+//! `ServerError` is what stops the server from starting.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use libra_api::ErrorBody;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<rusqlite::Error> for ApiError {
+    fn from(e: rusqlite::Error) -> Self {
+        tracing::error!("store: {e}");
+        ApiError::Internal(format!("store: {e}"))
+    }
+}
+
+impl From<serde_json::Error> for ApiError {
+    fn from(e: serde_json::Error) -> Self {
+        ApiError::Internal(format!("encoding: {e}"))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, Json(ErrorBody { error: self.to_string() })).into_response()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("store {path}: {source}")]
+    Store { path: String, source: rusqlite::Error },
+    #[error("configuration {path}: {msg}")]
+    Config { path: String, msg: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<rusqlite::Error> for ServerError {
+    fn from(e: rusqlite::Error) -> Self {
+        ServerError::Store { path: String::new(), source: e }
+    }
+}

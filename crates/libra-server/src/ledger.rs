@@ -1,0 +1,161 @@
+//! The credit ledger: append-only integer entries (deposit, hold, charge, release), the quote ->
+//! lien -> charge -> refund cycle. Balances are sums over the entries, never stored numbers:
+//!
+//! - available = deposits - holds + releases
+//! - held      = holds - charges - releases
+//!
+//! Invariants kept here (and property-tested): available never goes below zero (a hold or a
+//! withdrawal that would take it there is refused); a job's charge plus its release equal its
+//! hold exactly, and the hold never exceeds the job's budget, so no one is charged above it.
+
+use libra_api::{Balance, LedgerEntry, LedgerKind};
+use libra_core::Money;
+use rusqlite::{params, Connection, OptionalExtension};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerError {
+    #[error("credit: {user} has {available} available, the job needs {needed} on hold; ask an administrator for credit or lower the budget")]
+    Insufficient { user: String, available: Money, needed: Money },
+    #[error("amount: {0} is not accepted: the hold must be between 0 and the job's budget {1}")]
+    AboveBudget(Money, Money),
+    #[error("amount: a withdrawal of {amount} would take {user}'s available credit {available} below zero")]
+    Overdraw { user: String, amount: Money, available: Money },
+    #[error("job {0} has no open hold")]
+    NoHold(u64),
+    #[error("store: {0}")]
+    Store(String),
+}
+
+impl From<rusqlite::Error> for LedgerError {
+    fn from(e: rusqlite::Error) -> Self {
+        LedgerError::Store(e.to_string())
+    }
+}
+
+fn kind_str(k: LedgerKind) -> &'static str {
+    match k {
+        LedgerKind::Deposit => "deposit",
+        LedgerKind::Hold => "hold",
+        LedgerKind::Charge => "charge",
+        LedgerKind::Release => "release",
+    }
+}
+
+fn append(
+    conn: &Connection,
+    user: i64,
+    job: Option<u64>,
+    kind: LedgerKind,
+    amount: Money,
+    now: f64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached("INSERT INTO ledger(user_id, job, kind, amount, time) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![user, job.map(|j| j as i64), kind_str(kind), amount.0, now])?;
+    Ok(())
+}
+
+pub fn balance(conn: &Connection, user: i64) -> rusqlite::Result<Balance> {
+    let (name, dep, hold, charge, release): (String, i64, i64, i64, i64) = conn
+        .prepare_cached(
+            "SELECT u.name,
+                COALESCE(SUM(CASE l.kind WHEN 'deposit' THEN l.amount END), 0),
+                COALESCE(SUM(CASE l.kind WHEN 'hold' THEN l.amount END), 0),
+                COALESCE(SUM(CASE l.kind WHEN 'charge' THEN l.amount END), 0),
+                COALESCE(SUM(CASE l.kind WHEN 'release' THEN l.amount END), 0)
+             FROM users u LEFT JOIN ledger l ON l.user_id = u.id WHERE u.id = ?1 GROUP BY u.id",
+        )?
+        .query_row(params![user], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
+    Ok(Balance {
+        user: name,
+        available: Money(dep - hold + release),
+        held: Money(hold - charge - release),
+        charged: Money(charge),
+        deposited: Money(dep),
+    })
+}
+
+/// A deposit (positive) or a withdrawal (negative) by an administrator.
+pub fn deposit(conn: &Connection, user: i64, amount: Money, now: f64) -> Result<Balance, LedgerError> {
+    let b = balance(conn, user)?;
+    if (b.available + amount).is_negative() {
+        return Err(LedgerError::Overdraw { user: b.user, amount, available: b.available });
+    }
+    append(conn, user, None, LedgerKind::Deposit, amount, now)?;
+    Ok(balance(conn, user)?)
+}
+
+/// The lien placed when a job is accepted.
+pub fn hold(
+    conn: &Connection,
+    user: i64,
+    job: u64,
+    amount: Money,
+    budget: Money,
+    now: f64,
+) -> Result<(), LedgerError> {
+    if amount.is_negative() || amount > budget {
+        return Err(LedgerError::AboveBudget(amount, budget));
+    }
+    let b = balance(conn, user)?;
+    if b.available < amount {
+        return Err(LedgerError::Insufficient { user: b.user, available: b.available, needed: amount });
+    }
+    append(conn, user, Some(job), LedgerKind::Hold, amount, now).map_err(LedgerError::from)
+}
+
+/// What is still on hold for a job (its hold minus what was charged or released).
+pub fn open_hold(conn: &Connection, job: u64) -> rusqlite::Result<Option<(i64, Money)>> {
+    conn.prepare_cached(
+        "SELECT user_id, SUM(CASE kind WHEN 'hold' THEN amount ELSE -amount END) FROM ledger \
+         WHERE job = ?1 GROUP BY user_id",
+    )?
+    .query_row(params![job as i64], |r| Ok((r.get(0)?, Money(r.get(1)?))))
+    .optional()
+}
+
+/// Settles a job's hold: `charge` (clamped to what is held) is captured and the rest released.
+/// Returns what was charged. Settling a job twice does nothing the second time.
+pub fn settle(conn: &Connection, job: u64, charge: Money, now: f64) -> Result<Money, LedgerError> {
+    let Some((user, held)) = open_hold(conn, job)? else {
+        return Ok(Money::ZERO);
+    };
+    if held.0 <= 0 {
+        return Ok(Money::ZERO);
+    }
+    let charge = Money(charge.0.clamp(0, held.0));
+    if charge.0 > 0 {
+        append(conn, user, Some(job), LedgerKind::Charge, charge, now)?;
+    }
+    let rest = held - charge;
+    if rest.0 > 0 {
+        append(conn, user, Some(job), LedgerKind::Release, rest, now)?;
+    }
+    Ok(charge)
+}
+
+pub fn entries(conn: &Connection, user: Option<i64>, limit: u32) -> rusqlite::Result<Vec<LedgerEntry>> {
+    let mut st = conn.prepare_cached(
+        "SELECT l.id, u.name, l.job, l.kind, l.amount, l.time FROM ledger l JOIN users u ON u.id = l.user_id \
+         WHERE (?1 IS NULL OR l.user_id = ?1) ORDER BY l.id DESC LIMIT ?2",
+    )?;
+    let rows = st.query_map(params![user, limit], |r| {
+        let kind: String = r.get(3)?;
+        Ok(LedgerEntry {
+            id: r.get::<_, i64>(0)? as u64,
+            user: r.get(1)?,
+            job: r.get::<_, Option<i64>>(2)?.map(|j| j as u64),
+            kind: match kind.as_str() {
+                "deposit" => LedgerKind::Deposit,
+                "hold" => LedgerKind::Hold,
+                "charge" => LedgerKind::Charge,
+                _ => LedgerKind::Release,
+            },
+            amount: Money(r.get(4)?),
+            time: r.get(5)?,
+        })
+    })?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! The OpenAPI 3.0 document served at `/api/openapi.json`, built from one table of the routes
+//! (kept beside the router so the two are changed together).
+
+use axum::Json;
+use serde_json::{json, Map, Value};
+
+/// (method, path, summary, request body type, response type, who may call)
+const ROUTES: &[(&str, &str, &str, Option<&str>, &str, &str)] = &[
+    (
+        "post",
+        "/api/login",
+        "Exchange a user name and password for an API token",
+        Some("LoginRequest"),
+        "LoginResponse",
+        "anyone",
+    ),
+    (
+        "post",
+        "/api/jobs",
+        "Submit a job: accepted (hold placed) or rejected with a reason and a suggestion",
+        Some("SubmitRequest"),
+        "JobInfo",
+        "user",
+    ),
+    (
+        "get",
+        "/api/jobs",
+        "The caller's jobs (?all=true: everyone's, administrators only)",
+        None,
+        "JobInfo[]",
+        "user",
+    ),
+    (
+        "post",
+        "/api/quote",
+        "What a job would cost now, and the price per CPU-second per node, without submitting",
+        Some("QuoteRequest"),
+        "QuoteResponse",
+        "user",
+    ),
+    ("get", "/api/jobs/{id}", "One job (own jobs only unless administrator)", None, "JobInfo", "user"),
+    (
+        "post",
+        "/api/jobs/{id}/cancel",
+        "Cancel a job (own jobs only unless administrator)",
+        None,
+        "JobInfo",
+        "user",
+    ),
+    ("get", "/api/jobs/{id}/output", "The job's captured stdout and stderr", None, "JobOutput", "user"),
+    ("get", "/api/balance", "The caller's credit: available, held, charged", None, "Balance", "user"),
+    ("get", "/api/ledger", "The caller's ledger entries, newest first", None, "LedgerEntry[]", "user"),
+    (
+        "get",
+        "/api/admin/nodes",
+        "Nodes: state, load, shares, enforcement mechanism",
+        None,
+        "NodeInfo[]",
+        "admin",
+    ),
+    (
+        "get",
+        "/api/admin/usage",
+        "Jobs, CPU hours and revenue per user and per day",
+        None,
+        "UsageRow[]",
+        "admin",
+    ),
+    ("get", "/api/admin/pricing", "Pricing parameters and per-node prices", None, "PricingInfo", "admin"),
+    (
+        "post",
+        "/api/admin/pricing",
+        "Change alpha, beta, and PBase per node",
+        Some("SetPricing"),
+        "PricingInfo",
+        "admin",
+    ),
+    ("get", "/api/admin/policy", "The admission policy in force", None, "PolicyInfo", "admin"),
+    ("post", "/api/admin/policy", "Change the admission policy", Some("SetPolicy"), "PolicyInfo", "admin"),
+    ("post", "/api/admin/jobs/{id}/{action}", "Suspend, resume or cancel any job", None, "JobInfo", "admin"),
+    ("get", "/api/admin/users", "Users and their credit", None, "UserInfo[]", "admin"),
+    ("post", "/api/admin/users", "Add a user", Some("UserAdd"), "UserInfo", "admin"),
+    ("post", "/api/admin/credit", "Deposit (or withdraw) credit", Some("CreditRequest"), "Balance", "admin"),
+    (
+        "post",
+        "/api/node/register",
+        "A node agent joins: capacity and enforcement mechanism",
+        Some("RegisterRequest"),
+        "RegisterResponse",
+        "node (join token)",
+    ),
+    (
+        "post",
+        "/api/node/sync",
+        "A node agent's report (running, exited) answered with commands; long poll",
+        Some("SyncRequest"),
+        "SyncResponse",
+        "node (join token)",
+    ),
+];
+
+fn schema_ref(t: &str) -> Value {
+    match t.strip_suffix("[]") {
+        Some(inner) => json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{inner}")}}),
+        None => json!({"$ref": format!("#/components/schemas/{t}")}),
+    }
+}
+
+pub fn build() -> Value {
+    let mut paths = Map::new();
+    let mut schemas = Map::new();
+    for (method, path, summary, body, resp, who) in ROUTES {
+        let mut op = json!({
+            "summary": summary,
+            "description": format!("Caller: {who}. Errors: 400 bad input (names the field), 401 not logged in, 403 not allowed, 404, 409."),
+            "responses": {
+                "200": {"description": "OK", "content": {"application/json": {"schema": schema_ref(resp)}}},
+                "default": {"description": "Error", "content": {"application/json": {"schema": schema_ref("ErrorBody")}}}
+            }
+        });
+        if let Some(b) = body {
+            op["requestBody"] =
+                json!({"required": true, "content": {"application/json": {"schema": schema_ref(b)}}});
+            schemas.insert(b.to_string(), json!({"type": "object"}));
+        }
+        let params: Vec<Value> = path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        if !params.is_empty() {
+            op["parameters"] = Value::Array(params);
+        }
+        if *who != "anyone" {
+            op["security"] = json!([{"bearer": []}]);
+        }
+        schemas.insert(resp.trim_end_matches("[]").to_string(), json!({"type": "object"}));
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        entry[*method] = op;
+    }
+    schemas.insert(
+        "ErrorBody".into(),
+        json!({"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}),
+    );
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Libra cluster API", "version": env!("CARGO_PKG_VERSION"),
+                 "description": "Economy-driven admission, pricing and accounting. Money is integer cents; times are Unix seconds; durations are seconds."},
+        "paths": paths,
+        "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
+    })
+}
+
+pub async fn document() -> Json<Value> {
+    Json(build())
+}

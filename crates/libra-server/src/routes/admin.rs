@@ -1,0 +1,191 @@
+//! Administrator endpoints: every one refuses a non-administrator with 403.
+
+use super::Body;
+use crate::app::{now, App};
+use crate::auth::{self, caller};
+use crate::error::ApiError;
+use crate::ledger;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use libra_api::*;
+use libra_core::{Money, POLICY_NAMES};
+use rusqlite::params;
+use std::sync::Arc;
+
+type Res<T> = Result<Json<T>, ApiError>;
+
+pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<NodeInfo>> {
+    let g = app.lock();
+    caller(&g.db, &headers)?.require_admin("list the nodes")?;
+    let t = now();
+    let mut v: Vec<NodeInfo> = g
+        .nodes
+        .iter()
+        .map(|(name, rt)| {
+            let n = g.cluster.node(rt.idx);
+            NodeInfo {
+                name: name.clone(),
+                up: n.up,
+                cpus: n.spec.cpus,
+                load: g.cluster.node_load(rt.idx, t),
+                jobs: rt.shares.clone(),
+                mechanism: rt.mechanism.clone(),
+                price_base: n.spec.price_base,
+                last_seen: rt.last_seen,
+            }
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Json(v))
+}
+
+pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UsageRow>> {
+    let g = app.lock();
+    caller(&g.db, &headers)?.require_admin("see the cluster's usage")?;
+    let mut st = g.db.prepare(
+        "SELECT date(j.submit_time, 'unixepoch'), u.name, COUNT(*), SUM(j.state = 'COMPLETED'), \
+         SUM(j.cpu_seconds) / 3600.0, SUM(j.charged) FROM jobs j JOIN users u ON u.id = j.user_id \
+         GROUP BY 1, 2 ORDER BY 1, 2",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(UsageRow {
+            period: r.get(0)?,
+            user: r.get(1)?,
+            jobs: r.get::<_, i64>(2)? as u64,
+            completed: r.get::<_, i64>(3)? as u64,
+            cpu_hours: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+            revenue: Money(r.get::<_, Option<i64>>(5)?.unwrap_or(0)),
+        })
+    })?;
+    Ok(Json(rows.collect::<Result<_, _>>()?))
+}
+
+pub async fn pricing(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PricingInfo> {
+    let g = app.lock();
+    caller(&g.db, &headers)?.require_admin("see the pricing parameters")?;
+    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, now()) }))
+}
+
+pub async fn set_pricing(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(p): Body<SetPricing>,
+) -> Res<PricingInfo> {
+    let mut g = app.lock();
+    caller(&g.db, &headers)?.require_admin("change prices")?;
+    let mut params = g.pricing;
+    params.alpha = p.alpha.unwrap_or(params.alpha);
+    params.beta = p.beta.unwrap_or(params.beta);
+    params.libra_gamma = p.libra_gamma.unwrap_or(params.libra_gamma);
+    params.libra_delta = p.libra_delta.unwrap_or(params.libra_delta);
+    let name = g.policy_name();
+    g.set_policy(name, params)?;
+    if let Some(pb) = p.price_base {
+        g.set_price_base(p.node.as_deref(), pb)?;
+    } else if p.node.is_some() {
+        return Err(ApiError::BadRequest("price_base: give the new base price for the node".into()));
+    }
+    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, now()) }))
+}
+
+fn policy_info(name: &str) -> PolicyInfo {
+    PolicyInfo { policy: name.into(), available: POLICY_NAMES.iter().map(|s| s.to_string()).collect() }
+}
+
+pub async fn policy(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PolicyInfo> {
+    let g = app.lock();
+    caller(&g.db, &headers)?.require_admin("see the policy")?;
+    Ok(Json(policy_info(g.policy_name())))
+}
+
+pub async fn set_policy(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(p): Body<SetPolicy>,
+) -> Res<PolicyInfo> {
+    let mut g = app.lock();
+    caller(&g.db, &headers)?.require_admin("change the policy")?;
+    let pricing = g.pricing;
+    g.set_policy(&p.policy, pricing)?;
+    Ok(Json(policy_info(g.policy_name())))
+}
+
+pub async fn job_action(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(u64, String)>,
+) -> Res<JobInfo> {
+    let job = {
+        let mut g = app.lock();
+        let who = caller(&g.db, &headers)?;
+        who.require_admin(&format!("{action} jobs"))?;
+        match action.as_str() {
+            "suspend" => g.suspend_resume(id, true)?,
+            "resume" => g.suspend_resume(id, false)?,
+            "cancel" => g.cancel(&who, id, now())?,
+            _ => {
+                return Err(ApiError::NotFound(format!(
+                    "action: '{action}' is not one of suspend, resume, cancel"
+                )))
+            }
+        }
+    };
+    app.work.notify_waiters();
+    Ok(Json(job))
+}
+
+pub async fn users(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UserInfo>> {
+    let g = app.lock();
+    caller(&g.db, &headers)?.require_admin("list users")?;
+    let ids: Vec<(i64, bool)> =
+        g.db.prepare("SELECT id, admin FROM users ORDER BY name")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+    let mut v = Vec::new();
+    for (id, admin) in ids {
+        let b = ledger::balance(&g.db, id)?;
+        v.push(UserInfo { name: b.user, admin, available: b.available, held: b.held });
+    }
+    Ok(Json(v))
+}
+
+pub async fn user_add(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(u): Body<UserAdd>,
+) -> Res<UserInfo> {
+    {
+        let g = app.lock();
+        caller(&g.db, &headers)?.require_admin("add users")?;
+    }
+    auth::valid_user_name(&u.name)?;
+    if u.password.len() < 4 {
+        return Err(ApiError::BadRequest("password: give at least 4 characters".into()));
+    }
+    let pw = u.password.clone();
+    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&pw))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let g = app.lock();
+    if auth::user_id(&g.db, &u.name)?.is_some() {
+        return Err(ApiError::Conflict(format!("name: user '{}' already exists", u.name)));
+    }
+    g.db.execute(
+        "INSERT INTO users(name, pw_hash, admin) VALUES (?1, ?2, ?3)",
+        params![u.name, hash, u.admin],
+    )?;
+    Ok(Json(UserInfo { name: u.name, admin: u.admin, available: Money::ZERO, held: Money::ZERO }))
+}
+
+pub async fn credit(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(c): Body<CreditRequest>,
+) -> Res<Balance> {
+    let g = app.lock();
+    caller(&g.db, &headers)?.require_admin("change credit")?;
+    let (id, _) = auth::user_id(&g.db, &c.user)?
+        .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
+    ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))
+}

@@ -1,0 +1,51 @@
+//! The HTTP API. `router` returns the whole tree; the web portal (later) nests beside `/api`.
+
+mod admin;
+mod node;
+mod user;
+
+use crate::app::App;
+use crate::error::ApiError;
+use axum::extract::{FromRequest, Request};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+/// A JSON body whose decoding errors come back as 400 with the field that is wrong.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(e) => Err(ApiError::BadRequest(format!("request body: {}", e.body_text()))),
+        }
+    }
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/api/openapi.json", get(crate::openapi::document))
+        .route("/api/health", get(|| async { "ok" }))
+        .route("/api/login", post(user::login))
+        .route("/api/jobs", post(user::submit).get(user::list))
+        .route("/api/quote", post(user::quote))
+        .route("/api/jobs/{id}", get(user::job))
+        .route("/api/jobs/{id}/cancel", post(user::cancel))
+        .route("/api/jobs/{id}/output", get(user::output))
+        .route("/api/balance", get(user::balance))
+        .route("/api/ledger", get(user::ledger))
+        .route("/api/admin/nodes", get(admin::nodes))
+        .route("/api/admin/usage", get(admin::usage))
+        .route("/api/admin/pricing", get(admin::pricing).post(admin::set_pricing))
+        .route("/api/admin/policy", get(admin::policy).post(admin::set_policy))
+        .route("/api/admin/jobs/{id}/{action}", post(admin::job_action))
+        .route("/api/admin/users", get(admin::users).post(admin::user_add))
+        .route("/api/admin/credit", post(admin::credit))
+        .route("/api/node/register", post(node::register))
+        .route("/api/node/sync", post(node::sync))
+        .with_state(app)
+}

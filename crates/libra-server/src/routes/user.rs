@@ -1,0 +1,130 @@
+//! What every user can do, each on their own jobs and money only.
+
+use super::Body;
+use crate::app::{now, App};
+use crate::auth::{self, caller};
+use crate::error::ApiError;
+use crate::{ledger, store};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use libra_api::*;
+use rusqlite::params;
+use serde::Deserialize;
+use std::sync::Arc;
+
+type Res<T> = Result<Json<T>, ApiError>;
+
+pub async fn login(State(app): State<Arc<App>>, Body(req): Body<LoginRequest>) -> Res<LoginResponse> {
+    let found = {
+        let g = app.lock();
+        g.db.query_row("SELECT id, pw_hash, admin FROM users WHERE name = ?1", params![req.user], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?))
+        })
+        .ok()
+    };
+    let refused = || ApiError::Unauthorized("login refused: unknown user or wrong password".into());
+    let (id, hash, admin) = found.ok_or_else(refused)?;
+    // Argon2 is slow on purpose: verify off the async workers and outside the lock.
+    let password = req.password.clone();
+    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    if !ok {
+        return Err(refused());
+    }
+    let token = auth::new_token();
+    app.lock().db.execute(
+        "INSERT INTO tokens(hash, user_id, created) VALUES (?1, ?2, ?3)",
+        params![auth::token_digest(&token), id, now()],
+    )?;
+    Ok(Json(LoginResponse { token, user: req.user, admin }))
+}
+
+pub async fn submit(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(req): Body<SubmitRequest>,
+) -> Res<JobInfo> {
+    let job = {
+        let mut g = app.lock();
+        let who = caller(&g.db, &headers)?;
+        g.submit(&who, &req, now())?
+    };
+    if job.state == JobState::Pending {
+        app.work.notify_waiters();
+    }
+    Ok(Json(job))
+}
+
+pub async fn quote(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(req): Body<QuoteRequest>,
+) -> Res<QuoteResponse> {
+    let g = app.lock();
+    caller(&g.db, &headers)?;
+    Ok(Json(g.quote(&req.spec, now())?))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    all: bool,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+pub async fn list(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Res<Vec<JobInfo>> {
+    let g = app.lock();
+    let who = caller(&g.db, &headers)?;
+    if q.all {
+        who.require_admin("list everyone's jobs")?;
+    }
+    let limit = q.limit.unwrap_or(1000).min(100_000);
+    Ok(Json(store::jobs(&g.db, if q.all { None } else { Some(who.id) }, limit)?))
+}
+
+pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
+    let g = app.lock();
+    let who = caller(&g.db, &headers)?;
+    Ok(Json(g.owned_job(&who, id)?))
+}
+
+pub async fn cancel(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
+    let job = {
+        let mut g = app.lock();
+        let who = caller(&g.db, &headers)?;
+        g.cancel(&who, id, now())?
+    };
+    app.work.notify_waiters();
+    Ok(Json(job))
+}
+
+pub async fn output(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobOutput> {
+    let g = app.lock();
+    let who = caller(&g.db, &headers)?;
+    let job = g.owned_job(&who, id)?;
+    let (stdout, stderr, truncated) = g.db.query_row(
+        "SELECT COALESCE(stdout, ''), COALESCE(stderr, ''), truncated FROM jobs WHERE id = ?1",
+        params![id as i64],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
+    Ok(Json(JobOutput { id, state: job.state, stdout, stderr, truncated }))
+}
+
+pub async fn balance(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Balance> {
+    let g = app.lock();
+    let who = caller(&g.db, &headers)?;
+    Ok(Json(ledger::balance(&g.db, who.id)?))
+}
+
+pub async fn ledger(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<LedgerEntry>> {
+    let g = app.lock();
+    let who = caller(&g.db, &headers)?;
+    Ok(Json(ledger::entries(&g.db, Some(who.id), 10_000)?))
+}

@@ -1,0 +1,271 @@
+//! Admission and settlement: submit (validate, decide, then store the job and its hold in one
+//! transaction), quote (the same decision, not recorded), cancel, suspend, resume, and settling
+//! a job when it ends.
+//!
+//! Cancellation, as charged: a job cancelled by its owner before it starts costs nothing; after
+//! it has started, the owner pays for the CPU it used, pro rata to the estimate
+//! (`cost * min(1, cpu / estimate)`, rounded down), and the rest of the hold is released. A job
+//! cancelled by an administrator costs nothing.
+
+use crate::app::Inner;
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::{ledger, store};
+use libra_api::{JobInfo, JobState, NodePrice, QuoteResponse, SubmitRequest};
+use libra_core::policy::LibraPlus;
+use libra_core::pricing::{libraplus_rate, putil};
+use libra_core::{Decision, JobSpec, Money};
+use rusqlite::params;
+
+pub const MAX_COMMAND_ARGS: usize = 4096;
+
+fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
+    req.spec.validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    if req.command.is_empty() || req.command[0].is_empty() {
+        return Err(ApiError::BadRequest(
+            "command: give the program to run and its arguments (after `--`, or in a job script)".into(),
+        ));
+    }
+    if req.command.len() > MAX_COMMAND_ARGS {
+        return Err(ApiError::BadRequest(format!(
+            "command: at most {MAX_COMMAND_ARGS} arguments are accepted"
+        )));
+    }
+    if req.command.iter().any(|a| a.contains('\0')) {
+        return Err(ApiError::BadRequest("command: arguments may not contain NUL bytes".into()));
+    }
+    Ok(())
+}
+
+impl Inner {
+    pub fn submit(&mut self, caller: &Caller, req: &SubmitRequest, now: f64) -> Result<JobInfo, ApiError> {
+        check_request(req)?;
+        let spec = &req.spec;
+        let decision = self.policy.decide(spec, &self.cluster, now);
+        let (state, nodes, share, cost, mut reason, suggestion) = match decision {
+            Decision::Accept { nodes, share, cost } => (JobState::Pending, nodes, share, cost, None, None),
+            Decision::Reject { reason, suggestion } => {
+                let why = match reason {
+                    libra_core::RejectReason::Resources => "resources: not enough nodes are up with the processors and memory asked for",
+                    libra_core::RejectReason::Deadline => "deadline: the nodes cannot finish the job by its deadline without breaking earlier promises",
+                    libra_core::RejectReason::Budget => "budget: the job costs more than its budget at the current prices",
+                };
+                (JobState::Rejected, Vec::new(), 0.0, Money::ZERO, Some(why.to_string()), suggestion)
+            }
+            Decision::Queue => (
+                JobState::Rejected,
+                Vec::new(),
+                0.0,
+                Money::ZERO,
+                Some(format!("policy: {} queues jobs without a promise; the running cluster supports the time-shared policies (libra, libra+$) only", self.policy.name())),
+                None,
+            ),
+        };
+        let node_names: Vec<String> = nodes.iter().map(|&i| self.node_name(i)).collect();
+        let deadline_at = now + spec.deadline();
+        let tx = self.db.transaction()?;
+        let mut state = state;
+        tx.prepare_cached(
+            "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        )?
+        .execute(params![
+            caller.id,
+            req.name,
+            state.as_str(),
+            serde_json::to_string(&req.command)?,
+            spec.estimate(),
+            spec.procs(),
+            spec.resources.mem_mb as i64,
+            spec.deadline(),
+            spec.budget().0,
+            now,
+            deadline_at,
+            share,
+            cost.0,
+            reason,
+            suggestion.map(|s| serde_json::to_string(&s)).transpose()?,
+        ])?;
+        let id = tx.last_insert_rowid() as u64;
+        if state == JobState::Pending {
+            match ledger::hold(&tx, caller.id, id, cost, spec.budget(), now) {
+                Ok(()) => {
+                    let mut ins = tx.prepare_cached("INSERT INTO job_nodes(job, node) VALUES (?1, ?2)")?;
+                    for n in &node_names {
+                        ins.execute(params![id as i64, n])?;
+                    }
+                }
+                Err(e) => {
+                    state = JobState::Rejected;
+                    reason = Some(e.to_string());
+                    tx.execute(
+                        "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0 WHERE id = ?1",
+                        params![id as i64, reason],
+                    )?;
+                }
+            }
+        }
+        tx.commit()?;
+        if state == JobState::Pending {
+            // The store has the job; the view must too, or the next decision would over-promise.
+            if let Err(e) = self.cluster.commit_spec(id, spec, now, &nodes, now) {
+                tracing::error!("job {id}: cluster view refused the commitment: {e}");
+            }
+        }
+        tracing::info!(job = id, user = %caller.name, state = %state, "submitted");
+        store::job(&self.db, id)?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))
+    }
+
+    pub fn quote(&self, spec: &JobSpec, now: f64) -> Result<QuoteResponse, ApiError> {
+        spec.validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let decision = self.policy.decide(spec, &self.cluster, now);
+        let mut q = QuoteResponse {
+            policy: self.policy.name().into(),
+            accepted: false,
+            cost: None,
+            nodes: Vec::new(),
+            share: None,
+            reason: None,
+            suggestion: None,
+            prices: self.node_prices(Some(spec), now),
+        };
+        match decision {
+            Decision::Accept { nodes, share, cost } => {
+                q.accepted = true;
+                q.cost = Some(cost);
+                q.nodes = nodes.iter().map(|&i| self.node_name(i)).collect();
+                q.share = Some(share);
+            }
+            Decision::Reject { reason, suggestion } => {
+                q.reason = Some(reason.to_string());
+                q.suggestion = suggestion;
+            }
+            Decision::Queue => q.reason = Some("queue".into()),
+        }
+        Ok(q)
+    }
+
+    /// Price per CPU-second on every node: for Libra+$ the utilisation price for a job of this
+    /// estimate and deadline (or a one-CPU-second job due in a minute when none is given).
+    pub fn node_prices(&self, spec: Option<&JobSpec>, now: f64) -> Vec<NodePrice> {
+        let (e, d) = spec.map(|s| (s.estimate(), s.deadline())).unwrap_or((1.0, 60.0));
+        let mut v: Vec<NodePrice> = self
+            .nodes
+            .iter()
+            .map(|(name, rt)| {
+                let n = self.cluster.node(rt.idx);
+                let pb = n.spec.price_base;
+                let price_now = match self.policy.name() {
+                    "libra+$" => {
+                        let (res_max, res_free) = LibraPlus::res_free(&self.cluster, rt.idx, e, d, now);
+                        libraplus_rate(&self.pricing, pb, putil(res_max, res_free, pb))
+                    }
+                    "libra" => self.pricing.libra_gamma + self.pricing.libra_delta / d.max(1e-9),
+                    _ => pb,
+                };
+                NodePrice {
+                    node: name.clone(),
+                    up: n.up,
+                    price_base: pb,
+                    price_now,
+                    load: self.cluster.node_load(rt.idx, now),
+                    cpus: n.spec.cpus,
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| a.node.cmp(&b.node));
+        v
+    }
+
+    /// A job the caller may touch: their own, or any for an administrator. Another user's job is
+    /// refused with 403 (it is not hidden behind a 404: the id is not a secret, the job is).
+    pub fn owned_job(&self, caller: &Caller, id: u64) -> Result<JobInfo, ApiError> {
+        let owner = store::job_owner(&self.db, id)?
+            .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
+        if owner != caller.id && !caller.admin {
+            return Err(ApiError::Forbidden(format!(
+                "forbidden: job {id} belongs to another user; {} may see and change only their own jobs",
+                caller.name
+            )));
+        }
+        store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+    }
+
+    pub fn cancel(&mut self, caller: &Caller, id: u64, now: f64) -> Result<JobInfo, ApiError> {
+        let job = self.owned_job(caller, id)?;
+        if !job.state.is_active() {
+            return Err(ApiError::Conflict(format!("job {id} is already {}: nothing to cancel", job.state)));
+        }
+        let by_owner = job.user == caller.name;
+        let charge = if by_owner && job.start_time.is_some() {
+            let frac = (job.cpu_seconds / job.estimate.max(1e-9)).clamp(0.0, 1.0);
+            Money((job.cost.0 as f64 * frac).floor() as i64)
+        } else {
+            Money::ZERO
+        };
+        let reason = if by_owner {
+            format!("cancelled by {}", caller.name)
+        } else {
+            format!("cancelled by administrator {}", caller.name)
+        };
+        self.finish(id, JobState::Cancelled, charge, Some(reason), now)?;
+        store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+    }
+
+    pub fn suspend_resume(&mut self, id: u64, suspend: bool) -> Result<JobInfo, ApiError> {
+        let job = store::job(&self.db, id)?
+            .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
+        let next = match (suspend, job.state) {
+            (true, JobState::Pending | JobState::Running) => JobState::Suspended,
+            (false, JobState::Suspended) => {
+                if job.start_time.is_some() {
+                    JobState::Running
+                } else {
+                    JobState::Pending
+                }
+            }
+            (true, s) => {
+                return Err(ApiError::Conflict(format!(
+                    "job {id} is {s}: only a PENDING or RUNNING job can be suspended"
+                )))
+            }
+            (false, s) => {
+                return Err(ApiError::Conflict(format!(
+                    "job {id} is {s}: only a SUSPENDED job can be resumed"
+                )))
+            }
+        };
+        store::set_state(&self.db, id, next)?;
+        store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+    }
+
+    /// Ends an active job: final state, settlement and the view, in one transaction.
+    pub fn finish(
+        &mut self,
+        id: u64,
+        state: JobState,
+        charge: Money,
+        reason: Option<String>,
+        now: f64,
+    ) -> Result<(), ApiError> {
+        let tx = self.db.transaction()?;
+        let active: Option<String> =
+            tx.query_row("SELECT state FROM jobs WHERE id = ?1", params![id as i64], |r| r.get(0)).ok();
+        if !active.as_deref().and_then(JobState::parse).is_some_and(JobState::is_active) {
+            return Ok(());
+        }
+        let charged = ledger::settle(&tx, id, charge, now).map_err(|e| ApiError::Internal(e.to_string()))?;
+        tx.execute(
+            "UPDATE jobs SET state = ?2, charged = ?3, reason = COALESCE(?4, reason), end_time = COALESCE(end_time, ?5) WHERE id = ?1",
+            params![id as i64, state.as_str(), charged.0, reason, now],
+        )?;
+        tx.execute("UPDATE job_nodes SET done = 1 WHERE job = ?1", params![id as i64])?;
+        tx.commit()?;
+        self.cluster.release(id);
+        tracing::info!(job = id, state = %state, charged = %charged, "settled");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
