@@ -215,3 +215,67 @@ impl Farm {
         Some((run, charge))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Kind;
+
+    fn res(name: &str, price: f64, slots: u32) -> FarmResource {
+        let cfg = ResourceConfig {
+            name: name.into(),
+            kind: Kind::Testqueue,
+            slots,
+            price,
+            job_secs: None,
+            utc_offset: None,
+            peak: None,
+            wall: Some(10.0),
+            cpu: Some(10.0),
+            time_scale: None,
+            url: None,
+        };
+        FarmResource::new(cfg, Some(10.0))
+    }
+
+    fn farm(deadline: f64, budget: i64) -> Farm {
+        Farm {
+            resources: vec![res("cheap", 1.0, 2), res("dear", 5.0, 2)],
+            algorithm: Algorithm::Cost,
+            deadline,
+            budget: Money::from_credits(budget),
+            spent: Money::ZERO,
+            fallback_secs: 10.0,
+        }
+    }
+
+    #[test]
+    fn steering_the_deadline_and_budget_changes_the_plan() {
+        // 8 jobs of 10 s: the cheap pair carries them all in 40 s.
+        let f = farm(100.0, 1_000);
+        assert_eq!(f.decide(0.0, 8).start, vec![2, 0]);
+        // Deadline moved to 20 s: the cheap pair holds 4, the dear pair is needed now.
+        let mut f = f;
+        f.deadline = 20.0;
+        assert_eq!(f.decide(0.0, 8).start, vec![2, 2]);
+        // Budget cut to what 4 cheap jobs cost (4 * 10 credits): no dear job starts.
+        f.budget = Money::from_credits(40);
+        assert_eq!(f.decide(0.0, 8).start, vec![2, 0]);
+    }
+
+    #[test]
+    fn charges_never_exceed_the_budget_even_when_jobs_overrun() {
+        let mut f = farm(1_000.0, 25);
+        let d = f.decide(0.0, 4);
+        assert_eq!(d.start, vec![2, 0]);
+        f.start(0, 1, 1, 0.0);
+        f.start(0, 2, 2, 0.0);
+        // Each was held at 10 credits; the first uses 20 CPU-seconds (20 credits).
+        let (_, c1) = f.finish(0, 1, 20.0, 20.0, true).unwrap();
+        assert_eq!(c1, Money::from_credits(15)); // 25 - the other job's hold of 10
+        let (_, c2) = f.finish(0, 2, 10.0, 10.0, true).unwrap();
+        assert_eq!(c2, Money::from_credits(10));
+        assert_eq!(f.spent, Money::from_credits(25));
+        assert_eq!(f.decide(30.0, 2).start, vec![0, 0]);
+    }
+}

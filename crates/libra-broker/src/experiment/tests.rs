@@ -35,3 +35,42 @@ fn table17_6_cost_is_cheaper_and_time_is_faster() {
     assert!(t.time_min < c.time_min);
     let _ = table17_4::optimum(990.0);
 }
+
+mod budget {
+    use crate::experiment::{table17_4, virtual_time};
+    use crate::farm::{Farm, FarmResource};
+    use libra_core::dbc::Algorithm;
+    use libra_core::Money;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn virtual_sweeps_never_spend_above_the_budget(
+            alg in 0usize..7,
+            budget in 0i64..200_000,
+            deadline in 100.0f64..3000.0,
+            prior in any::<bool>(),
+            jobs in 1usize..60,
+        ) {
+            let a = Algorithm::ALL[alg];
+            let farm = Farm {
+                resources: table17_4::queues().into_iter().map(|q| {
+                    let p = if prior { q.wall } else { None };
+                    FarmResource::new(q, p)
+                }).collect(),
+                algorithm: a,
+                deadline,
+                budget: Money::from_credits(budget),
+                spent: Money::ZERO,
+                fallback_secs: 90.0,
+            };
+            let out = virtual_time::run(farm, &vec![90.0; jobs], &[1.0; 10]);
+            prop_assert!(out.cost <= Money::from_credits(budget), "{a}: spent {} of {budget}", out.cost);
+            if !a.is_nimrod() || a == Algorithm::NimrodCost {
+                // Planned jobs fit before the deadline (probes aside, whose length is unknown).
+                prop_assert!(out.completed + 10 >= out.per_resource.iter().sum::<usize>());
+            }
+        }
+    }
+}
