@@ -1,1 +1,12 @@
-//! libra-node
+//! `libra node`: the node agent. It joins a cluster with the join token, reports its capacity,
+//! pulls jobs (long poll), runs each as a process in its own working directory with stdout and
+//! stderr captured, enforces every job's CPU share (cgroup v2, cgroup v1, or user-space stride
+//! scheduling), runs job control every period and reports progress and exits.
+
+pub mod agent;
+pub mod enforce;
+pub mod kernel;
+pub mod proc;
+pub mod stride;
+
+pub use agent::{Agent, AgentConfig, NodeError};

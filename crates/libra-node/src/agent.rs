@@ -1,0 +1,313 @@
+//! The agent's loop: reap exits, run job control every period (Algorithm 2 from measured CPU
+//! time, re-told to the kernel), and exchange reports for commands with the server. While the
+//! server is away the jobs keep running and the reports wait; on reconnect everything is said
+//! again.
+
+use crate::enforce::{detect, Enforcer};
+use crate::kernel::RealKernel;
+use crate::proc;
+use libra_api::{Client, ExitReport, RegisterRequest, RunningReport, StartJob, SyncRequest, SyncResponse};
+use libra_core::share::required_share;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How much of a job's stdout and stderr is sent back to the server.
+pub const OUTPUT_TAIL: u64 = 256 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub server: String,
+    pub join_token: String,
+    pub name: String,
+    /// Capacity in CPUs (the node's control group is capped at it).
+    pub cpus: f64,
+    pub mem_mb: u64,
+    /// Where each job gets its working directory.
+    pub workdir: PathBuf,
+    /// auto, cgroup-v2, cgroup-v1, stride or none.
+    pub mechanism: String,
+    /// Job-control period in seconds (None: the server's).
+    pub period: Option<f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("{0}")]
+    Enforce(#[from] crate::enforce::EnforceError),
+    #[error("cpus: {0} is not accepted: give a capacity greater than 0 and at most the machine's {1} cores")]
+    Cpus(f64, usize),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the server refused this node: {0}")]
+    Refused(String),
+}
+
+struct Running {
+    spec: StartJob,
+    pid: i32,
+    start_time: f64,
+    cpu: f64,
+    share: f64,
+    suspended: bool,
+    dir: PathBuf,
+}
+
+pub fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+pub struct Agent {
+    cfg: AgentConfig,
+    client: Client,
+    enforcer: Box<dyn Enforcer>,
+    jobs: HashMap<u64, Running>,
+    exited: HashMap<u64, ExitReport>,
+    period: f64,
+}
+
+impl Agent {
+    pub fn new(cfg: AgentConfig) -> Result<Agent, NodeError> {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        if !(cfg.cpus > 0.0 && cfg.cpus <= cores as f64) {
+            return Err(NodeError::Cpus(cfg.cpus, cores));
+        }
+        std::fs::create_dir_all(&cfg.workdir)?;
+        let enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &cfg.name, cfg.cpus)?;
+        tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
+        let client = Client::new(&cfg.server, Some(cfg.join_token.clone()));
+        Ok(Agent {
+            period: cfg.period.unwrap_or(2.0),
+            cfg,
+            client,
+            enforcer,
+            jobs: HashMap::new(),
+            exited: HashMap::new(),
+        })
+    }
+
+    pub fn mechanism(&self) -> &'static str {
+        self.enforcer.mechanism()
+    }
+
+    fn register(&mut self) -> Result<(), libra_api::ClientError> {
+        let r = self.client.register(&RegisterRequest {
+            name: self.cfg.name.clone(),
+            cpus: self.cfg.cpus,
+            mem_mb: self.cfg.mem_mb,
+            mechanism: self.enforcer.mechanism().into(),
+        })?;
+        if self.cfg.period.is_none() {
+            self.period = r.period;
+        }
+        Ok(())
+    }
+
+    /// Runs until `stop` returns true (checked every loop).
+    pub fn run(&mut self, stop: impl Fn() -> bool) -> Result<(), NodeError> {
+        let mut registered = false;
+        let mut next_control = Instant::now();
+        let mut backoff = Duration::from_millis(200);
+        while !stop() {
+            if !registered {
+                match self.register() {
+                    Ok(()) => {
+                        registered = true;
+                        backoff = Duration::from_millis(200);
+                        tracing::info!(node = %self.cfg.name, server = %self.cfg.server, "registered");
+                    }
+                    Err(e) if e.status() == Some(403) || e.status() == Some(400) => {
+                        return Err(NodeError::Refused(e.to_string()));
+                    }
+                    Err(e) => {
+                        tracing::warn!("register: {e}; retrying");
+                        self.reap();
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        continue;
+                    }
+                }
+            }
+            self.reap();
+            if Instant::now() >= next_control {
+                self.control();
+                next_control = Instant::now() + Duration::from_secs_f64(self.period);
+            }
+            let wait_ms = if self.exited.is_empty() { 500 } else { 0 };
+            let req = SyncRequest {
+                name: self.cfg.name.clone(),
+                mechanism: self.enforcer.mechanism().into(),
+                running: self.running_reports(),
+                exited: self.exited.values().cloned().collect(),
+                wait_ms,
+            };
+            match self.client.sync(&req) {
+                Ok(resp) => {
+                    backoff = Duration::from_millis(200);
+                    if resp.reregister {
+                        registered = false;
+                    }
+                    self.apply(resp);
+                }
+                Err(e) => {
+                    // The server is away: keep the jobs running, keep the reports, try again.
+                    tracing::warn!("sync: {e}");
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    if e.status() == Some(403) {
+                        return Err(NodeError::Refused(e.to_string()));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn running_reports(&self) -> Vec<RunningReport> {
+        self.jobs
+            .values()
+            .map(|r| RunningReport {
+                job: r.spec.job,
+                cpu_seconds: r.cpu,
+                suspended: r.suspended,
+                share: r.share,
+                start_time: r.start_time,
+            })
+            .collect()
+    }
+
+    fn apply(&mut self, resp: SyncResponse) {
+        for job in resp.ack {
+            self.exited.remove(&job);
+        }
+        for job in resp.kill {
+            if let Some(r) = self.jobs.get(&job) {
+                tracing::info!(job, "killing (cancelled or no longer this node's)");
+                proc::signal_group(r.pid, libc::SIGCONT);
+                proc::signal_group(r.pid, libc::SIGKILL);
+            }
+        }
+        for job in resp.suspend {
+            if let Some(r) = self.jobs.get_mut(&job) {
+                self.enforcer.set_suspended(job, true);
+                proc::signal_group(r.pid, libc::SIGSTOP);
+                r.suspended = true;
+            }
+        }
+        for job in resp.resume {
+            if let Some(r) = self.jobs.get_mut(&job) {
+                r.suspended = false;
+                proc::signal_group(r.pid, libc::SIGCONT);
+                self.enforcer.set_suspended(job, false);
+            }
+        }
+        for s in resp.start {
+            if self.jobs.contains_key(&s.job) || self.exited.contains_key(&s.job) {
+                continue;
+            }
+            self.start(s);
+        }
+    }
+
+    fn start(&mut self, s: StartJob) {
+        let dir = self.cfg.workdir.join(format!("job-{}", s.job));
+        let now = unix_now();
+        let share = s.share;
+        let launched = self.enforcer.prepare(s.job, share).map_err(|e| e.to_string()).and_then(|procs| {
+            proc::spawn(&s.command, &dir, procs.as_deref())
+                .map_err(|e| format!("cannot start {:?}: {e}", s.command))
+        });
+        match launched {
+            Ok(pid) => {
+                tracing::info!(job = s.job, pid, share, "started");
+                self.enforcer.started(s.job, pid);
+                if s.suspended {
+                    self.enforcer.set_suspended(s.job, true);
+                    proc::signal_group(pid, libc::SIGSTOP);
+                }
+                let suspended = s.suspended;
+                self.jobs.insert(
+                    s.job,
+                    Running { spec: s, pid, start_time: now, cpu: 0.0, share, suspended, dir },
+                );
+            }
+            Err(error) => {
+                tracing::warn!(job = s.job, "{error}");
+                self.enforcer.remove(s.job);
+                self.exited.insert(
+                    s.job,
+                    ExitReport {
+                        job: s.job,
+                        exit_code: None,
+                        signal: None,
+                        cpu_seconds: 0.0,
+                        start_time: now,
+                        end_time: now,
+                        stdout: String::new(),
+                        stderr: String::new(),
+                        truncated: false,
+                        error: Some(error),
+                    },
+                );
+            }
+        }
+    }
+
+    fn reap(&mut self) {
+        let done: Vec<(u64, proc::Exit)> =
+            self.jobs.iter().filter_map(|(id, r)| proc::try_reap(r.pid).map(|e| (*id, e))).collect();
+        for (id, exit) in done {
+            let Some(r) = self.jobs.remove(&id) else { continue };
+            // Make sure nothing the job left behind keeps running outside any accounting.
+            proc::signal_group(r.pid, libc::SIGKILL);
+            self.enforcer.remove(id);
+            let (stdout, t1) = proc::tail(&r.dir.join("stdout"), OUTPUT_TAIL);
+            let (stderr, t2) = proc::tail(&r.dir.join("stderr"), OUTPUT_TAIL);
+            tracing::info!(job = id, code = ?exit.code, signal = ?exit.signal, cpu = exit.cpu_seconds, "exited");
+            self.exited.insert(
+                id,
+                ExitReport {
+                    job: id,
+                    exit_code: exit.code,
+                    signal: exit.signal,
+                    cpu_seconds: exit.cpu_seconds.max(r.cpu),
+                    start_time: r.start_time,
+                    end_time: unix_now(),
+                    stdout,
+                    stderr,
+                    truncated: t1 || t2,
+                    error: None,
+                },
+            );
+        }
+    }
+
+    /// Algorithm 2: each job's share from now on is what it has left over the time it has left,
+    /// measured from the CPU time the kernel accounted to it.
+    fn control(&mut self) {
+        let now = unix_now();
+        let cap = self.cfg.cpus.min(1.0);
+        for r in self.jobs.values_mut() {
+            if let Some(cpu) = proc::cpu_seconds(r.pid) {
+                r.cpu = r.cpu.max(cpu);
+            }
+            let share = required_share(r.spec.estimate, r.cpu, r.spec.deadline_at, now, r.spec.share, cap);
+            if (share - r.share).abs() > 1e-6 {
+                if let Err(e) = self.enforcer.set_share(r.spec.job, share) {
+                    tracing::warn!(job = r.spec.job, "share not applied: {e}");
+                    continue;
+                }
+                r.share = share;
+            }
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // Jobs are meant to outlive a restarting agent only while the agent is away by accident;
+        // a clean stop of the agent leaves them running too (the server decides their fate).
+        tracing::debug!("agent stopping with {} jobs", self.jobs.len());
+    }
+}

@@ -1,0 +1,281 @@
+//! CPU-share enforcement. A node's capacity is a parent control group capped at `--cpus`; each
+//! job is a child group whose weight follows its share (work-conserving: spare CPU goes to the
+//! jobs present, so a job gets at least its share and never less). Where no cgroup hierarchy
+//! can be written, stride scheduling in user space time-slices the jobs with SIGSTOP/SIGCONT.
+
+use crate::kernel::Kernel;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnforceError {
+    #[error("cgroup {path}: {source}")]
+    Cgroup { path: String, source: std::io::Error },
+    #[error("mechanism: '{0}' is not one of auto, cgroup-v2, cgroup-v1, stride, none")]
+    UnknownMechanism(String),
+    #[error("mechanism {0} is not available on this machine")]
+    Unavailable(String),
+}
+
+/// Where the kernel puts a job, and how shares are told to it.
+pub trait Enforcer: Send {
+    /// Reported to the server and shown by `libra admin nodes`.
+    fn mechanism(&self) -> &'static str;
+    /// Prepares the job's group with its first share. Returns the file the child must write
+    /// "0" into before `exec` (moving itself into the group), if the mechanism has one.
+    fn prepare(&mut self, job: u64, share: f64) -> Result<Option<PathBuf>, EnforceError>;
+    /// The job's process has started (its pid is its process group).
+    fn started(&mut self, job: u64, pid: i32);
+    fn set_share(&mut self, job: u64, share: f64) -> Result<(), EnforceError>;
+    /// An administrator's suspend (the process group is stopped) or resume.
+    fn set_suspended(&mut self, job: u64, suspended: bool);
+    fn remove(&mut self, job: u64);
+}
+
+/// Which cgroup interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+pub const CFS_PERIOD_US: u64 = 100_000;
+
+/// cgroup v1 `cpu.shares` for a share of CPUs (1024 = one CPU, the kernel's own unit).
+pub fn v1_shares(share: f64) -> u64 {
+    ((share * 1024.0).round() as u64).clamp(2, 262_144)
+}
+
+/// cgroup v2 `cpu.weight` for a share (100 = one CPU, the default weight).
+pub fn v2_weight(share: f64) -> u64 {
+    ((share * 100.0).round() as u64).clamp(1, 10_000)
+}
+
+pub struct CgroupEnforcer {
+    kernel: Arc<dyn Kernel>,
+    version: CgroupVersion,
+    /// The node's own group (capped at its capacity).
+    node_dir: PathBuf,
+    jobs: HashMap<u64, PathBuf>,
+}
+
+impl CgroupEnforcer {
+    /// Creates `<root>/libra/<node>` capped at `cpus`. `root` is the cpu hierarchy: for v1 the
+    /// `cpu` controller's mount, for v2 the unified mount with the cpu controller available.
+    pub fn new(
+        kernel: Arc<dyn Kernel>,
+        version: CgroupVersion,
+        root: &Path,
+        node: &str,
+        cpus: f64,
+    ) -> Result<Self, EnforceError> {
+        let err = |p: &Path| {
+            let path = p.display().to_string();
+            move |source| EnforceError::Cgroup { path, source }
+        };
+        let libra = root.join("libra");
+        kernel.mkdir(&libra).map_err(err(&libra))?;
+        if version == CgroupVersion::V2 {
+            let f = root.join("cgroup.subtree_control");
+            kernel.write(&f, "+cpu").map_err(err(&f))?;
+            let f = libra.join("cgroup.subtree_control");
+            kernel.write(&f, "+cpu").map_err(err(&f))?;
+        }
+        let node_dir = libra.join(node);
+        kernel.mkdir(&node_dir).map_err(err(&node_dir))?;
+        let quota = (cpus * CFS_PERIOD_US as f64).round().max(1000.0) as u64;
+        match version {
+            CgroupVersion::V1 => {
+                let f = node_dir.join("cpu.cfs_period_us");
+                kernel.write(&f, &CFS_PERIOD_US.to_string()).map_err(err(&f))?;
+                let f = node_dir.join("cpu.cfs_quota_us");
+                kernel.write(&f, &quota.to_string()).map_err(err(&f))?;
+                let f = node_dir.join("cpu.shares");
+                kernel.write(&f, &v1_shares(cpus).to_string()).map_err(err(&f))?;
+            }
+            CgroupVersion::V2 => {
+                let f = node_dir.join("cpu.max");
+                kernel.write(&f, &format!("{quota} {CFS_PERIOD_US}")).map_err(err(&f))?;
+                let f = node_dir.join("cgroup.subtree_control");
+                kernel.write(&f, "+cpu").map_err(err(&f))?;
+            }
+        }
+        Ok(CgroupEnforcer { kernel, version, node_dir, jobs: HashMap::new() })
+    }
+
+    pub fn node_dir(&self) -> &Path {
+        &self.node_dir
+    }
+
+    fn write_share(&self, dir: &Path, share: f64) -> Result<(), EnforceError> {
+        let (file, value) = match self.version {
+            CgroupVersion::V1 => ("cpu.shares", v1_shares(share)),
+            CgroupVersion::V2 => ("cpu.weight", v2_weight(share)),
+        };
+        let f = dir.join(file);
+        self.kernel
+            .write(&f, &value.to_string())
+            .map_err(|source| EnforceError::Cgroup { path: f.display().to_string(), source })
+    }
+}
+
+impl Enforcer for CgroupEnforcer {
+    fn mechanism(&self) -> &'static str {
+        match self.version {
+            CgroupVersion::V1 => "cgroup-v1",
+            CgroupVersion::V2 => "cgroup-v2",
+        }
+    }
+
+    fn prepare(&mut self, job: u64, share: f64) -> Result<Option<PathBuf>, EnforceError> {
+        let dir = self.node_dir.join(format!("job-{job}"));
+        self.kernel
+            .mkdir(&dir)
+            .map_err(|source| EnforceError::Cgroup { path: dir.display().to_string(), source })?;
+        self.write_share(&dir, share)?;
+        let procs = dir.join("cgroup.procs");
+        self.jobs.insert(job, dir);
+        Ok(Some(procs))
+    }
+
+    fn started(&mut self, _job: u64, _pid: i32) {}
+
+    fn set_share(&mut self, job: u64, share: f64) -> Result<(), EnforceError> {
+        match self.jobs.get(&job) {
+            Some(dir) => self.write_share(dir, share),
+            None => Ok(()),
+        }
+    }
+
+    fn set_suspended(&mut self, _job: u64, _suspended: bool) {}
+
+    fn remove(&mut self, job: u64) {
+        if let Some(dir) = self.jobs.remove(&job) {
+            if let Err(e) = self.kernel.rmdir(&dir) {
+                tracing::debug!("removing {}: {e}", dir.display());
+            }
+        }
+    }
+}
+
+/// No enforcement at all (visible as `none`): jobs share the CPU as the kernel pleases.
+pub struct NoEnforcer;
+
+impl Enforcer for NoEnforcer {
+    fn mechanism(&self) -> &'static str {
+        "none"
+    }
+    fn prepare(&mut self, _: u64, _: f64) -> Result<Option<PathBuf>, EnforceError> {
+        Ok(None)
+    }
+    fn started(&mut self, _: u64, _: i32) {}
+    fn set_share(&mut self, _: u64, _: f64) -> Result<(), EnforceError> {
+        Ok(())
+    }
+    fn set_suspended(&mut self, _: u64, _: bool) {}
+    fn remove(&mut self, _: u64) {}
+}
+
+/// Finds the best mechanism this machine offers: cgroup v2 with a writable cpu controller, else
+/// cgroup v1's cpu hierarchy, else user-space stride scheduling.
+pub fn detect(
+    kernel: Arc<dyn Kernel>,
+    wanted: &str,
+    node: &str,
+    cpus: f64,
+) -> Result<Box<dyn Enforcer>, EnforceError> {
+    let v2_root = Path::new("/sys/fs/cgroup");
+    let v1_root = Path::new("/sys/fs/cgroup/cpu");
+    let try_v2 = || -> Result<Box<dyn Enforcer>, EnforceError> {
+        let controllers = kernel.read(&v2_root.join("cgroup.controllers")).unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "cpu") {
+            return Err(EnforceError::Unavailable("cgroup-v2".into()));
+        }
+        Ok(Box::new(CgroupEnforcer::new(kernel.clone(), CgroupVersion::V2, v2_root, node, cpus)?))
+    };
+    let try_v1 = || -> Result<Box<dyn Enforcer>, EnforceError> {
+        if !kernel.exists(&v1_root.join("cpu.shares")) {
+            return Err(EnforceError::Unavailable("cgroup-v1".into()));
+        }
+        Ok(Box::new(CgroupEnforcer::new(kernel.clone(), CgroupVersion::V1, v1_root, node, cpus)?))
+    };
+    match wanted {
+        "cgroup-v2" => try_v2(),
+        "cgroup-v1" => try_v1(),
+        "stride" => Ok(Box::new(crate::stride::StrideEnforcer::start(cpus))),
+        "none" => Ok(Box::new(NoEnforcer)),
+        "auto" => {
+            match try_v2().or_else(|e2| {
+                tracing::info!("{e2}");
+                try_v1()
+            }) {
+                Ok(e) => Ok(e),
+                Err(e) => {
+                    tracing::warn!("no writable cgroup hierarchy ({e}): enforcing shares with user-space stride scheduling");
+                    Ok(Box::new(crate::stride::StrideEnforcer::start(cpus)))
+                }
+            }
+        }
+        other => Err(EnforceError::UnknownMechanism(other.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::FakeKernel;
+
+    #[test]
+    fn v1_caps_the_node_and_weights_jobs_by_share() {
+        let k = FakeKernel::default();
+        let root = Path::new("/cg/cpu");
+        let mut e = CgroupEnforcer::new(Arc::new(k.clone()), CgroupVersion::V1, root, "n1", 0.5).unwrap();
+        assert_eq!(k.get("/cg/cpu/libra/n1/cpu.cfs_quota_us").as_deref(), Some("50000"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/cpu.cfs_period_us").as_deref(), Some("100000"));
+        let procs = e.prepare(7, 0.25).unwrap().unwrap();
+        assert_eq!(procs, Path::new("/cg/cpu/libra/n1/job-7/cgroup.procs"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.shares").as_deref(), Some("256"));
+        e.set_share(7, 0.5).unwrap();
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.shares").as_deref(), Some("512"));
+        e.remove(7);
+        assert!(!k.exists(Path::new("/cg/cpu/libra/n1/job-7")));
+        assert_eq!(e.mechanism(), "cgroup-v1");
+    }
+
+    #[test]
+    fn v2_uses_cpu_max_and_weight() {
+        let k = FakeKernel::default();
+        let mut e =
+            CgroupEnforcer::new(Arc::new(k.clone()), CgroupVersion::V2, Path::new("/cg"), "n2", 1.5).unwrap();
+        assert_eq!(k.get("/cg/libra/n2/cpu.max").as_deref(), Some("150000 100000"));
+        assert_eq!(k.get("/cg/cgroup.subtree_control").as_deref(), Some("+cpu"));
+        e.prepare(1, 0.3).unwrap();
+        assert_eq!(k.get("/cg/libra/n2/job-1/cpu.weight").as_deref(), Some("30"));
+        assert_eq!(e.mechanism(), "cgroup-v2");
+    }
+
+    #[test]
+    fn unwritable_hierarchy_is_refused_not_ignored() {
+        let k = FakeKernel::default();
+        k.read_only.lock().unwrap().push(PathBuf::from("/ro"));
+        assert!(CgroupEnforcer::new(Arc::new(k), CgroupVersion::V1, Path::new("/ro"), "n", 1.0).is_err());
+    }
+
+    #[test]
+    fn detect_falls_back_to_stride_without_cgroups() {
+        let k = FakeKernel::default();
+        k.read_only.lock().unwrap().push(PathBuf::from("/sys"));
+        let e = detect(Arc::new(k), "auto", "n", 0.5).unwrap();
+        assert_eq!(e.mechanism(), "stride");
+        assert!(detect(Arc::new(FakeKernel::default()), "bogus", "n", 1.0).is_err());
+    }
+
+    #[test]
+    fn share_units() {
+        assert_eq!(v1_shares(1.0), 1024);
+        assert_eq!(v1_shares(0.0), 2);
+        assert_eq!(v2_weight(1.0), 100);
+        assert_eq!(v2_weight(0.0), 1);
+    }
+}
