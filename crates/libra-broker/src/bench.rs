@@ -78,6 +78,7 @@ pub fn run(dir: &Path, jobs: u64, slots: u32, with_xargs: bool) -> Result<BenchR
         cpu: None,
         time_scale: None,
         url: None,
+        token: None,
     };
     let now = now_unix();
     let exp = create(

@@ -150,7 +150,9 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
         }
         match adapter::read_marker(Path::new(&a.dir), a.id, a.pos) {
             Some(o) => {
-                let charge = farm.finish(a.pos, a.id, o.wall, o.cpu, o.ok).map_or(Money::ZERO, |x| x.1);
+                let charge = farm
+                    .finish_billed(a.pos, a.id, o.wall, o.cpu, o.ok, o.billed)
+                    .map_or(Money::ZERO, |x| x.1);
                 store.finish_attempt(
                     exp,
                     &a,
@@ -212,7 +214,9 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
                 pending.queue.push_back((a.job_id, Some(o.resource)));
                 continue;
             }
-            let charge = farm.finish(o.resource, o.attempt, o.wall, o.cpu, o.ok).map_or(Money::ZERO, |x| x.1);
+            let charge = farm
+                .finish_billed(o.resource, o.attempt, o.wall, o.cpu, o.ok, o.billed)
+                .map_or(Money::ZERO, |x| x.1);
             let st = store.finish_attempt(
                 exp,
                 &a,
@@ -317,6 +321,7 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
                     cpu: 0.0,
                     message: err.to_string(),
                     rejected: true,
+                    billed: None,
                 });
             }
         }
@@ -363,5 +368,16 @@ fn dispatch(
     vars.insert("nimrod_jobindex".into(), (idx + 1).to_string());
     vars.insert("OS".into(), ctx.os.clone());
     let row = AttemptRow { id, job_id, pos: r, started: now, price, hold, dir: dir.clone() };
-    Ok((row, Launch { attempt: id, resource: r, dir: PathBuf::from(dir), vars }))
+    let res = &farm.resources[r];
+    let estimate = res.secs_per_job(true).unwrap_or(farm.fallback_secs);
+    let launch = Launch {
+        attempt: id,
+        resource: r,
+        dir: PathBuf::from(dir),
+        vars,
+        estimate,
+        deadline_in: farm.deadline - now,
+        budget: hold,
+    };
+    Ok((row, launch))
 }

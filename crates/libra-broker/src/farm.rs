@@ -194,12 +194,27 @@ impl Farm {
         cpu: f64,
         ok: bool,
     ) -> Option<(Running, Money)> {
+        self.finish_billed(r, attempt, wall, cpu, ok, None)
+    }
+
+    /// As `finish`, for a resource that bills its own amount (a Libra cluster): that amount
+    /// replaces price times CPU, under the same cap.
+    pub fn finish_billed(
+        &mut self,
+        r: usize,
+        attempt: i64,
+        wall: f64,
+        cpu: f64,
+        ok: bool,
+        billed: Option<Money>,
+    ) -> Option<(Running, Money)> {
         let pos = self.resources[r].running.iter().position(|x| x.attempt == attempt)?;
         let run = self.resources[r].running.remove(pos);
         let others = self.held();
         let room = Money::from_cents((self.budget.cents() - self.spent.cents() - others.cents()).max(0));
-        let charge = money_for(run.price, cpu).min(room);
-        if charge < money_for(run.price, cpu) {
+        let asked = billed.unwrap_or_else(|| money_for(run.price, cpu));
+        let charge = asked.min(room);
+        if charge < asked {
             tracing::warn!(resource = %self.resources[r].cfg.name, "job cost more than the budget had left; paid only what was left");
         }
         self.spent = self.spent + charge;
@@ -234,6 +249,7 @@ mod tests {
             cpu: Some(10.0),
             time_scale: None,
             url: None,
+            token: None,
         };
         FarmResource::new(cfg, Some(10.0))
     }

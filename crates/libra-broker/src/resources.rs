@@ -79,6 +79,9 @@ pub struct ResourceConfig {
     /// libra: the cluster's API address.
     #[serde(default)]
     pub url: Option<String>,
+    /// libra: the user's API token (default: the LIBRA_TOKEN environment variable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 fn one() -> u32 {

@@ -129,3 +129,34 @@ time_scale = 0.05
     let c = Store::open(&s.db).unwrap().counts(s.exp).unwrap();
     assert!(c.done < 200 && c.cancelled > 0, "{c:?}");
 }
+
+#[test]
+fn a_resource_that_does_not_answer_is_dropped_from_the_plan() {
+    // The free Libra cluster is unreachable (nothing listens on port 9): its jobs come back
+    // rejected, it sits out, and the paid local resource does the work.
+    let res = r#"
+[[resource]]
+name = "cluster"
+kind = "libra"
+slots = 4
+price = 0
+url = "http://127.0.0.1:9"
+
+[[resource]]
+name = "here"
+kind = "local"
+slots = 2
+price = 1
+"#;
+    let plan = "parameter x integer range from 1 to 5 step 1\ntask main\nexec true\nendtask\n";
+    let s = setup(plan, res, Algorithm::Cost, 1000, 0);
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "done");
+    let store = Store::open(&s.db).unwrap();
+    let per = store.per_resource(s.exp).unwrap();
+    assert_eq!((per[0].done, per[1].done), (0, 5));
+    let lost: i64 = store
+        .conn
+        .query_row("SELECT COUNT(*) FROM attempts WHERE state = 'lost' AND pos = 0", [], |r| r.get(0))
+        .unwrap();
+    assert!(lost >= 1);
+}

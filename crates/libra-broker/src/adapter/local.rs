@@ -54,6 +54,7 @@ impl ResourceAdapter for Local {
                 cpu: message.1,
                 message: message.0,
                 rejected: false,
+                billed: None,
             };
             write_marker(&l.dir, &o);
             let _ = done.send(o);

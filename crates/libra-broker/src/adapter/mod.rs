@@ -8,11 +8,13 @@
 //! the job's estimate, the deadline and its budget share, and a rejection comes back as an
 //! `Outcome` with `rejected = true`, which the engine treats as the resource being unavailable.
 
+pub mod libra;
 pub mod local;
 pub mod testqueue;
 
 use crate::plan::{Plan, Vars};
 use crate::resources::{Kind, ResourceConfig};
+use libra_core::Money;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -25,6 +27,11 @@ pub struct Launch {
     /// The attempt's own directory: the job's working directory, stdout, stderr, marker.
     pub dir: PathBuf,
     pub vars: Vars,
+    /// Expected wall seconds of the job, seconds left to the sweep's deadline, and the budget
+    /// held for it: what a resource that admits jobs by estimate, deadline and budget needs.
+    pub estimate: f64,
+    pub deadline_in: f64,
+    pub budget: Money,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +45,8 @@ pub struct Outcome {
     pub message: String,
     /// The resource refused the job (it stops getting jobs until it answers again).
     pub rejected: bool,
+    /// What the resource billed, when it bills by itself (a Libra cluster).
+    pub billed: Option<Money>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +69,8 @@ pub const MARKER: &str = ".libra-outcome";
 /// Writes the marker: `ok exit_code wall cpu`.
 pub fn write_marker(dir: &Path, o: &Outcome) {
     let code = o.exit_code.map_or("-".to_string(), |c| c.to_string());
-    let text = format!("{} {} {} {}\n", u8::from(o.ok), code, o.wall, o.cpu);
+    let billed = o.billed.map_or("-".to_string(), |m| m.cents().to_string());
+    let text = format!("{} {} {} {} {}\n", u8::from(o.ok), code, o.wall, o.cpu, billed);
     if let Err(e) = std::fs::write(dir.join(MARKER), text) {
         tracing::warn!(dir = %dir.display(), "cannot write the outcome marker: {e}");
     }
@@ -74,6 +84,7 @@ pub fn read_marker(dir: &Path, attempt: i64, resource: usize) -> Option<Outcome>
     let exit_code = it.next()?.parse::<i32>().ok();
     let wall = it.next()?.parse::<f64>().ok()?;
     let cpu = it.next()?.parse::<f64>().ok()?;
+    let billed = it.next().and_then(|b| b.parse::<i64>().ok()).map(Money::from_cents);
     Some(Outcome {
         attempt,
         resource,
@@ -83,6 +94,7 @@ pub fn read_marker(dir: &Path, attempt: i64, resource: usize) -> Option<Outcome>
         cpu,
         message: "recovered from the job's record".into(),
         rejected: false,
+        billed,
     })
 }
 
@@ -95,10 +107,6 @@ pub fn build(
     match cfg.kind {
         Kind::Local => Ok(Box::new(local::Local::new(cfg.name.clone(), plan, root))),
         Kind::Testqueue => Ok(Box::new(testqueue::TestQueue::new(cfg))),
-        Kind::Libra => Err(AdapterError::Unsupported {
-            resource: cfg.name.clone(),
-            kind: "libra",
-            why: "the Libra cluster API client is not built yet (see crates/libra-broker/REPRODUCING.md)",
-        }),
+        Kind::Libra => Ok(Box::new(libra::LibraCluster::new(cfg, &plan)?)),
     }
 }

@@ -47,6 +47,7 @@ impl ResourceAdapter for TestQueue {
                 cpu,
                 message: String::new(),
                 rejected: false,
+                billed: None,
             };
             if std::fs::create_dir_all(&l.dir).is_ok() {
                 write_marker(&l.dir, &o);

@@ -80,6 +80,7 @@ pub fn queues() -> Vec<ResourceConfig> {
             cpu: Some(JOB_SECS),
             time_scale: None,
             url: None,
+            token: None,
         })
         .collect()
 }

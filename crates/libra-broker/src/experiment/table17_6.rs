@@ -53,6 +53,7 @@ pub fn resources() -> Vec<ResourceConfig> {
             cpu: Some(330.0 / speed),
             time_scale: None,
             url: None,
+            token: None,
         })
         .collect()
 }

@@ -1,0 +1,153 @@
+//! The `libra` resource: a Libra cluster through its HTTP API. Each job is submitted with its
+//! estimate, the time left to the sweep's deadline and the budget held for it; the cluster
+//! admits it or rejects it (then the resource is dropped from the plan for a while), runs it,
+//! and bills what it charged, which is what the broker pays.
+
+use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
+use crate::plan::{substitute, Command, ExecKind, Plan, Vars};
+use crate::resources::ResourceConfig;
+use libra_api::Client;
+use libra_api::{JobState, SubmitRequest};
+use libra_core::JobSpec;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct LibraCluster {
+    name: String,
+    client: Client,
+    /// The main task as one shell script, `$names` still to substitute per job.
+    script: String,
+    cancelled: Arc<AtomicBool>,
+}
+
+fn quote(w: &str) -> String {
+    format!("'{}'", w.replace('\'', "'\\''"))
+}
+
+impl LibraCluster {
+    pub fn new(cfg: &ResourceConfig, plan: &Plan) -> Result<Self, AdapterError> {
+        let unsupported =
+            |why: &'static str| AdapterError::Unsupported { resource: cfg.name.clone(), kind: "libra", why };
+        let url = cfg.url.clone().ok_or_else(|| unsupported("a libra resource needs url"))?;
+        let token = cfg.token.clone().or_else(|| std::env::var("LIBRA_TOKEN").ok());
+        let mut parts = Vec::new();
+        let mut ignore = false;
+        for s in &plan.main {
+            match &s.command {
+                Command::OnError { ignore: i } => ignore = *i,
+                Command::Redirect { .. } => {}
+                Command::Exec { kind: ExecKind::Shexec, args } => parts.push((args.join(" "), ignore)),
+                Command::Exec { args, .. } => parts.push((args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" "), ignore)),
+                Command::Copy { .. } | Command::Substitute { .. } => {
+                    return Err(unsupported("copy and substitute need file staging, which the Libra API does not offer yet; use exec/shexec only"))
+                }
+            }
+        }
+        // onerror ignore: a failing command does not stop the ones after it.
+        let script = parts
+            .iter()
+            .map(|(c, ign)| if *ign { format!("{{ {c}; true; }}") } else { c.clone() })
+            .collect::<Vec<_>>()
+            .join(" && ");
+        Ok(LibraCluster {
+            name: cfg.name.clone(),
+            client: Client::new(&url, token),
+            script,
+            cancelled: Arc::new(AtomicBool::new(false)),
+        })
+    }
+}
+
+fn subst(text: &str, vars: &Vars) -> String {
+    substitute(text, &|n| vars.get(n).cloned()).unwrap_or_else(|_| text.to_string())
+}
+
+impl ResourceAdapter for LibraCluster {
+    fn start(&mut self, l: Launch, done: Sender<Outcome>) -> Result<(), AdapterError> {
+        std::fs::create_dir_all(&l.dir).map_err(|e| AdapterError::Start {
+            resource: self.name.clone(),
+            msg: format!("{}: {e}", l.dir.display()),
+        })?;
+        let (client, cancelled) = (self.client.clone(), self.cancelled.clone());
+        let script = subst(&self.script, &l.vars);
+        let name = format!("sweep-job-{}", l.vars.get("jobname").cloned().unwrap_or_default());
+        std::thread::spawn(move || {
+            let o = run_remote(&client, &cancelled, &l, script, name);
+            if let Some(o) = o {
+                if !o.rejected {
+                    write_marker(&l.dir, &o);
+                }
+                let _ = done.send(o);
+            }
+        });
+        Ok(())
+    }
+
+    fn cancel_all(&mut self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+    }
+}
+
+fn run_remote(
+    client: &Client,
+    cancelled: &AtomicBool,
+    l: &Launch,
+    script: String,
+    name: String,
+) -> Option<Outcome> {
+    let base = Outcome {
+        attempt: l.attempt,
+        resource: l.resource,
+        ok: false,
+        exit_code: None,
+        wall: 0.0,
+        cpu: 0.0,
+        message: String::new(),
+        rejected: false,
+        billed: None,
+    };
+    let spec = JobSpec::simple(l.estimate.max(1.0), l.deadline_in.max(1.0), l.budget);
+    let req = SubmitRequest { spec, command: vec!["/bin/sh".into(), "-c".into(), script], name: Some(name) };
+    let info = match client.submit(&req) {
+        Ok(i) => i,
+        // Unreachable, or it refused the request: the resource sits out for a while.
+        Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
+    };
+    if info.state == JobState::Rejected {
+        return Some(Outcome {
+            message: info.reason.unwrap_or_else(|| "rejected".into()),
+            rejected: true,
+            ..base
+        });
+    }
+    let mut info = info;
+    while info.state.is_active() {
+        if cancelled.load(Ordering::Relaxed) {
+            let _ = client.cancel(info.id);
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        match client.job(info.id) {
+            Ok(i) => info = i,
+            Err(e) => tracing::warn!(job = info.id, "polling the Libra cluster: {e}"),
+        }
+    }
+    if let Ok(out) = client.output(info.id) {
+        let _ = std::fs::write(l.dir.join("stdout"), out.stdout);
+        let _ = std::fs::write(l.dir.join("stderr"), out.stderr);
+    }
+    Some(Outcome {
+        ok: info.state == JobState::Completed,
+        exit_code: info.exit_code,
+        wall: match (info.start_time, info.end_time) {
+            (Some(a), Some(b)) => (b - a).max(0.0),
+            _ => 0.0,
+        },
+        cpu: info.cpu_seconds,
+        message: info.reason.unwrap_or_default(),
+        billed: Some(info.charged),
+        ..base
+    })
+}
