@@ -14,3 +14,12 @@ pub mod store;
 /// Re-exported so the `libra` binary prints tables and progress the same way.
 pub use comfy_table;
 pub use indicatif;
+
+/// Lets a printing command die quietly when its reader goes away (`libra sweep results | head`)
+/// instead of panicking on a broken pipe, as command-line tools do.
+pub fn default_sigpipe() {
+    // SAFETY: restoring the default disposition of SIGPIPE has no memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

@@ -52,6 +52,7 @@ pub enum SweepCommand {
 }
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    libra_broker::default_sigpipe();
     let db = args.db.unwrap_or_else(libra_broker::create::default_db);
     match args.command {
         SweepCommand::Check(a) => check::run(a),
