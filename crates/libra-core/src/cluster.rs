@@ -55,6 +55,8 @@ pub struct Node {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NodeEntry {
     pub job: u64,
+    /// Nodes the job spans (a parallel job cannot be scheduled node by node).
+    pub procs: u32,
     pub estimate: f64,
     pub deadline_abs: f64,
     pub admitted_share: f64,
@@ -289,8 +291,16 @@ impl Cluster {
                 self.slots.len() - 1
             }
         };
-        let entry =
-            NodeEntry { job, estimate, deadline_abs, admitted_share, cpu_done: 0.0, as_of: now, rate: 0.0 };
+        let entry = NodeEntry {
+            job,
+            procs: u32::try_from(nodes.len()).unwrap_or(u32::MAX),
+            estimate,
+            deadline_abs,
+            admitted_share,
+            cpu_done: 0.0,
+            as_of: now,
+            rate: 0.0,
+        };
         for &n in nodes {
             let node = &mut self.nodes[n];
             node.slots.push(slot);

@@ -6,18 +6,22 @@
 //! `Queue` at submission and pick jobs to start, or drop, in `dispatch`.
 
 mod backfill;
+mod edf;
 mod libra;
 mod libraplus;
+mod risk;
 mod suggest;
 
 pub use backfill::{Backfill, BackfillOrder, Fifo};
+pub use edf::{edf_node_shares, LibraEdf};
 pub use libra::Libra;
 pub use libraplus::LibraPlus;
+pub use risk::LibraRisk;
 
 use crate::cluster::{Cluster, NodeIdx};
 use crate::job::JobSpec;
 use crate::money::Money;
-use crate::pricing::PricingParams;
+use crate::pricing::{PricingKind, PricingParams};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -111,11 +115,31 @@ pub trait Policy: Send + Sync {
     fn space_shared(&self) -> bool {
         false
     }
+
+    /// Admission for a known user (policies that learn per user use it); defaults to `decide`.
+    fn decide_as(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
+        self.decide(spec, cluster, now)
+    }
+
+    /// The work an accepted job is committed with on its nodes: the estimate, or more for a
+    /// policy that pads estimates.
+    fn reserved_estimate(&self, spec: &JobSpec, _user: Option<u64>) -> f64 {
+        spec.estimate()
+    }
+
+    /// Feedback when a job completes: its estimate and its actual runtime.
+    fn observe(&self, _user: Option<u64>, _estimate: f64, _runtime: f64) {}
+
+    /// Job control on one node: the share each of its jobs should hold from now on. `None`
+    /// means Algorithm 2 (each job's required share).
+    fn node_shares(&self, _cluster: &Cluster, _node: NodeIdx, _now: f64) -> Option<Vec<(u64, f64)>> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PolicyError {
-    #[error("policy: '{0}' is not a policy; accepted: {list}", list = POLICY_NAMES.join(", "))]
+    #[error("policy: '{0}' is not a policy; accepted: {list}, {more}", list = POLICY_NAMES.join(", "), more = BEYOND_POLICY_NAMES.join(", "))]
     Unknown(String),
     #[error("pricing: {field} = {value} is not accepted: {accepted}")]
     Pricing { field: &'static str, value: f64, accepted: &'static str },
@@ -123,6 +147,10 @@ pub enum PolicyError {
 
 /// Every policy name `build_policy` accepts.
 pub const POLICY_NAMES: &[&str] = &["libra", "libra+$", "fifo", "fcfs-bf", "sjf-bf", "edf-bf"];
+
+/// The policies that go past the seeds (issue 6): EDF admission with each pricing function, and
+/// the risk-aware variant.
+pub const BEYOND_POLICY_NAMES: &[&str] = &["libra-edf", "libra-edf-libra", "libra-edf-flat", "libra-risk"];
 
 /// Checks pricing coefficients: finite and non-negative.
 pub fn validate_pricing(p: &PricingParams) -> Result<(), PolicyError> {
@@ -147,6 +175,10 @@ pub fn build_policy(name: &str, pricing: PricingParams) -> Result<Box<dyn Policy
         "fcfs-bf" => Box::new(Backfill::new(BackfillOrder::Fcfs)),
         "sjf-bf" => Box::new(Backfill::new(BackfillOrder::Sjf)),
         "edf-bf" => Box::new(Backfill::new(BackfillOrder::Edf)),
+        "libra-edf" => Box::new(LibraEdf::new(pricing, PricingKind::LibraPlus)),
+        "libra-edf-libra" => Box::new(LibraEdf::new(pricing, PricingKind::Libra)),
+        "libra-edf-flat" => Box::new(LibraEdf::new(pricing, PricingKind::Flat)),
+        "libra-risk" => Box::new(LibraRisk::new(pricing)),
         _ => return Err(PolicyError::Unknown(name.to_string())),
     })
 }

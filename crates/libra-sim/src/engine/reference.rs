@@ -71,6 +71,7 @@ pub fn simulate_reference(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConf
                 let k = running[i].0;
                 if jobs[k].runtime - running[i].2 <= 1e-9 * jobs[k].runtime.max(1.0) {
                     records[k].outcome.finish = Some(now);
+                    policy.observe(Some(u64::from(jobs[k].user)), jobs[k].estimate, jobs[k].runtime);
                     cluster.release(k as u64);
                     touched.extend(running[i].1.iter().copied());
                     running.swap_remove(i);
@@ -82,7 +83,9 @@ pub fn simulate_reference(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConf
             let i = next;
             next += 1;
             let job = &jobs[i];
-            match policy.decide(&spec_of(job), &cluster, now) {
+            let spec = spec_of(job);
+            let user = Some(u64::from(job.user));
+            match policy.decide_as(&spec, user, &cluster, now) {
                 Decision::Accept { nodes, cost, .. } => {
                     let rec = &mut records[i];
                     rec.verdict = Verdict::Accepted;
@@ -103,10 +106,16 @@ pub fn simulate_reference(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConf
             }
         }
         // Job control on the touched nodes.
+        let custom: Vec<(NodeIdx, Vec<(u64, f64)>)> =
+            touched.iter().filter_map(|&n| policy.node_shares(&cluster, n, now).map(|s| (n, s))).collect();
         for (k, nodes, _, w) in running.iter_mut() {
             for (n, w) in nodes.iter().zip(w.iter_mut()) {
                 if touched.contains(n) {
-                    *w = cluster.required_share(*k as u64, now).unwrap_or(0.0);
+                    let own = custom
+                        .iter()
+                        .find(|(m, _)| m == n)
+                        .and_then(|(_, s)| s.iter().find(|(j, _)| *j == *k as u64).map(|(_, s)| *s));
+                    *w = own.unwrap_or_else(|| cluster.required_share(*k as u64, now).unwrap_or(0.0));
                 }
             }
         }

@@ -1,6 +1,8 @@
 use super::*;
 use libra_core::metrics::DEADLINE_EPS;
-use libra_core::policy::{Backfill, BackfillOrder, Fifo, Libra, LibraPlus};
+use libra_core::policy::Decision;
+use libra_core::policy::{Backfill, BackfillOrder, Fifo, Libra, LibraEdf};
+use libra_core::pricing::PricingKind;
 use libra_core::PricingParams;
 use proptest::prelude::*;
 
@@ -100,13 +102,10 @@ proptest! {
     /// With exact estimates, every job Libra or Libra+$ accepts finishes by its deadline, and the
     /// fast engine agrees with the slow reference model on every finish time.
     #[test]
-    fn accepted_jobs_meet_deadlines_and_engines_agree(jobs in arb_workload(), plus in any::<bool>()) {
+    fn accepted_jobs_meet_deadlines_and_engines_agree(jobs in arb_workload(), which in 0..4u8) {
         let cfg = ClusterConfig { nodes: 3, price_base: 1.0 };
-        let policy: Box<dyn Policy> = if plus {
-            Box::new(LibraPlus::new(PricingParams::default()))
-        } else {
-            Box::new(Libra::new(PricingParams::default()))
-        };
+        let name = ["libra", "libra+$", "libra-edf", "libra-risk"][which as usize];
+        let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
         let fast = simulate(&jobs, policy.as_ref(), cfg);
         let slow = simulate_reference(&jobs, policy.as_ref(), cfg);
         for (a, b) in fast.records.iter().zip(&slow.records) {
@@ -119,5 +118,47 @@ proptest! {
                 prop_assert!((f - g).abs() <= 1e-6 * f.max(1.0), "fast {} vs reference {}", f, g);
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Whenever Libra accepts a job, libra-edf (same pricing) accepts it too, on the same cluster
+    /// state: the EDF test is implied by the sum-of-shares test.
+    #[test]
+    fn libra_edf_accepts_whatever_libra_accepts(jobs in arb_workload()) {
+        let libra = Libra::new(PricingParams::default());
+        let edf = LibraEdf::new(PricingParams::default(), PricingKind::Libra);
+        // Drive the cluster with Libra's own decisions, asking libra-edf at every arrival.
+        let r = simulate(&jobs, &libra, ClusterConfig { nodes: 3, price_base: 1.0 });
+        let mut cluster = libra_core::Cluster::homogeneous(3, 1.0);
+        for (job, rec) in jobs.iter().zip(&r.records) {
+            let now = job.submit;
+            let gone: Vec<u64> = cluster
+                .commitments()
+                .filter(|c| r.records[c.job as usize].outcome.finish.is_some_and(|f| f <= now))
+                .map(|c| c.job)
+                .collect();
+            for g in gone {
+                cluster.release(g);
+            }
+            let spec = super::spec_of(job);
+            let l = libra.decide(&spec, &cluster, now);
+            if l.is_accept() {
+                prop_assert!(edf.decide(&spec, &cluster, now).is_accept(), "job {} refused by libra-edf", job.id);
+            }
+            if let Decision::Accept { nodes, .. } = &rec_decision(rec) {
+                cluster.commit(job.id, job.estimate, now + job.deadline, nodes, now).unwrap();
+            }
+        }
+    }
+}
+
+fn rec_decision(rec: &JobRecord) -> Decision {
+    if rec.outcome.accepted {
+        Decision::Accept { nodes: rec.nodes.clone(), share: 0.0, cost: Money::ZERO }
+    } else {
+        Decision::Queue
     }
 }

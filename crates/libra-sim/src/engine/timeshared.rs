@@ -37,6 +37,7 @@ impl NodeSim {
 
 struct State<'a> {
     jobs: &'a [SimJob],
+    policy: &'a dyn Policy,
     cluster: Cluster,
     active: Vec<Option<Active>>,
     nodes: Vec<NodeSim>,
@@ -52,6 +53,7 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
     let mut records: Vec<JobRecord> = jobs.iter().map(blank_record).collect();
     let mut st = State {
         jobs,
+        policy,
         cluster: Cluster::homogeneous(cfg.nodes, cfg.price_base),
         active: vec![None; jobs.len()],
         nodes: vec![NodeSim::default(); cfg.nodes],
@@ -80,17 +82,19 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
         } else {
             let i = next_arrival;
             next_arrival += 1;
-            st.arrive(i, policy, &mut records[i]);
+            st.arrive(i, &mut records[i]);
         }
     }
     (records, events)
 }
 
 impl State<'_> {
-    fn arrive(&mut self, i: usize, policy: &dyn Policy, rec: &mut JobRecord) {
+    fn arrive(&mut self, i: usize, rec: &mut JobRecord) {
         let job = &self.jobs[i];
         let now = job.submit;
-        match policy.decide(&spec_of(job), &self.cluster, now) {
+        let spec = spec_of(job);
+        let user = Some(u64::from(job.user));
+        match self.policy.decide_as(&spec, user, &self.cluster, now) {
             Decision::Accept { nodes, cost, .. } => {
                 rec.verdict = Verdict::Accepted;
                 rec.outcome.accepted = true;
@@ -101,7 +105,8 @@ impl State<'_> {
                     rec.outcome.finish = Some(now);
                     return;
                 }
-                if self.cluster.commit(i as u64, job.estimate, now + job.deadline, &nodes, now).is_err() {
+                let reserved = self.policy.reserved_estimate(&spec, user);
+                if self.cluster.commit(i as u64, reserved, now + job.deadline, &nodes, now).is_err() {
                     // Only a policy bug can get here (a node that does not exist, or a job
                     // committed twice); count the job as rejected rather than crash a sweep.
                     rec.verdict = Verdict::Rejected(libra_core::RejectReason::Resources);
@@ -125,6 +130,8 @@ impl State<'_> {
     fn complete(&mut self, i: usize, now: f64, rec: &mut JobRecord) {
         let Some(a) = self.active[i].take() else { return };
         rec.outcome.finish = Some(now);
+        let job = &self.jobs[i];
+        self.policy.observe(Some(u64::from(job.user)), job.estimate, job.runtime);
         let nodes = a.nodes;
         for &n in &nodes {
             let list = &mut self.nodes[n].jobs;
@@ -158,10 +165,15 @@ impl State<'_> {
             self.scratch[k] = self.cluster.required_share(k as u64, now).unwrap_or(0.0);
         }
         for &n in touched {
+            // A policy may run its own job control (EDF order); otherwise Algorithm 2.
+            let custom = self.policy.node_shares(&self.cluster, n, now);
             let node = &mut self.nodes[n];
             let mut sum = 0.0;
             for (k, w) in node.jobs.iter_mut() {
-                *w = self.scratch[*k];
+                *w = custom
+                    .as_ref()
+                    .and_then(|c| c.iter().find(|(j, _)| *j == *k as u64).map(|(_, s)| *s))
+                    .unwrap_or(self.scratch[*k]);
                 sum += *w;
             }
             node.weight_sum = sum;

@@ -2,6 +2,7 @@
 //! (workload x policy x parameters) executed in parallel; the results do not depend on the
 //! thread count because every run is a pure function of its inputs.
 
+pub mod beyond;
 pub mod libraplus;
 pub mod runner;
 pub mod table1;
@@ -30,8 +31,9 @@ impl Point {
     /// The label a plot's legend shows: Libra+$ runs are told apart by beta, except in the
     /// beta study, where beta is the x axis.
     pub fn series(&self) -> String {
-        if self.policy == "libra+$" && self.study != "beta" {
-            format!("libra+$ beta={}", self.beta)
+        let priced = matches!(self.policy.as_str(), "libra+$" | "libra-edf" | "libra-risk");
+        if priced && self.study != "beta" {
+            format!("{} beta={}", self.policy, self.beta)
         } else {
             self.policy.clone()
         }
@@ -46,4 +48,5 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("libraplus-fig4", "Libra+$ Fig. 4: arrival delay factor for several beta"),
     ("libraplus-fig5", "Libra+$ Fig. 5: share of high-urgency jobs for several beta"),
     ("libraplus-fig6", "Libra+$ Fig. 6: runtime under-estimates for several beta"),
+    ("beyond", "libra-edf and libra-risk against Libra, Libra+$ and EDF-BF (arrival delay, under-estimates)"),
 ];

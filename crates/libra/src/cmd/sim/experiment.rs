@@ -6,7 +6,7 @@ use clap::Args;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use libra_sim::engine::ClusterConfig;
-use libra_sim::experiment::{libraplus, table1, Point, EXPERIMENTS};
+use libra_sim::experiment::{beyond, libraplus, table1, Point, EXPERIMENTS};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -70,6 +70,27 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         pb.finish_and_clear();
         return super::output::table1(&out, &cells, a.json);
     }
+    if a.name == "beyond" {
+        let path = trace_path(a.trace.clone())?;
+        let (records, max_nodes) = read_trace(&path, a.model.mode())?;
+        let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
+        let studies = beyond::studies();
+        let pb = progress(studies.iter().map(libraplus::run_count).sum(), &a.name);
+        let mut all = Vec::new();
+        for study in &studies {
+            let points = libraplus::run_study(
+                study,
+                &records,
+                &a.model.model(),
+                a.pricing.params(),
+                ClusterConfig { nodes, price_base: a.pricing.price_base },
+                &|| pb.inc(1),
+            )?;
+            all.push((study.clone(), points));
+        }
+        pb.finish_and_clear();
+        return super::output::studies(&out, "beyond", &all, a.json, &path);
+    }
     let Some(study) = libraplus::study(&a.name) else {
         anyhow::bail!(
             "experiment: '{}' is not an experiment; accepted: {}",
@@ -90,7 +111,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         &|| pb.inc(1),
     )?;
     pb.finish_and_clear();
-    super::output::study(&out, &study, &points, a.json, &path)
+    super::output::studies(&out, study.name, &[(study.clone(), points)], a.json, &path)
 }
 
 /// Prints a study's points as a table: one row per x, one column pair per series.

@@ -93,24 +93,60 @@ pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn study(out: &Path, study: &Study, points: &[Point], as_json: bool, trace: &Path) -> anyhow::Result<()> {
-    let headers: Vec<String> = [
-        "study",
-        "x",
-        "policy",
-        "beta",
-        "qos_satisfaction",
-        "profitability",
-        "accepted",
-        "completed_in_time",
-        "mean_wait",
-        "mean_bounded_slowdown",
-        "utilisation",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let rows: Vec<Vec<String>> = points
+/// Writes one or more studies: `NAME.json` with every point (`{"points": [...]}`), and per study
+/// a CSV, a Markdown table and two SVG plots (QoS satisfaction and profitability).
+pub fn studies(
+    out: &Path,
+    name: &str,
+    studies: &[(Study, Vec<Point>)],
+    as_json: bool,
+    trace: &Path,
+) -> anyhow::Result<()> {
+    ensure_dir(out)?;
+    let all: Vec<Point> = studies.iter().flat_map(|(_, p)| p.iter().cloned()).collect();
+    let value = points_json(&all);
+    write(&out.join(format!("{name}.json")), &serde_json::to_string_pretty(&value)?)?;
+    let trace_name = trace.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+    let mut md = format!(
+        "# {name}\n\nTrace: `{trace_name}`. QoS = Job QoS Satisfaction (eq. 7), profit = Cluster Profitability (eq. 8).\n"
+    );
+    let mut tables = Vec::new();
+    for (study, points) in studies {
+        let base = study.name;
+        write(&out.join(format!("{base}.csv")), &csv_text(&HEADERS.map(String::from), &rows(points))?)?;
+        let table = study_table(study, points);
+        md.push_str(&format!("\n## {}\n\n```\n{table}\n```\n", study.x_label));
+        plots(out, study, points)?;
+        tables.push(table);
+    }
+    write(&out.join(format!("{name}.md")), &md)?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        for t in tables {
+            println!("{t}");
+        }
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
+const HEADERS: [&str; 11] = [
+    "study",
+    "x",
+    "policy",
+    "beta",
+    "qos_satisfaction",
+    "profitability",
+    "accepted",
+    "completed_in_time",
+    "mean_wait",
+    "mean_bounded_slowdown",
+    "utilisation",
+];
+
+fn rows(points: &[Point]) -> Vec<Vec<String>> {
+    points
         .iter()
         .map(|p| {
             vec![
@@ -127,18 +163,11 @@ pub fn study(out: &Path, study: &Study, points: &[Point], as_json: bool, trace: 
                 format!("{:.4}", p.utilisation),
             ]
         })
-        .collect();
-    let value = points_json(points);
-    let table = study_table(study, points);
-    ensure_dir(out)?;
+        .collect()
+}
+
+fn plots(out: &Path, study: &Study, points: &[Point]) -> anyhow::Result<()> {
     let base = study.name;
-    write(&out.join(format!("{base}.json")), &serde_json::to_string_pretty(&value)?)?;
-    write(&out.join(format!("{base}.csv")), &csv_text(&headers, &rows)?)?;
-    let md = format!(
-        "# {base}\n\nTrace: `{}`. QoS = Job QoS Satisfaction (eq. 7), profit = Cluster Profitability (eq. 8).\n\n```\n{table}\n```\n",
-        trace.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default()
-    );
-    write(&out.join(format!("{base}.md")), &md)?;
     let mut series_names: Vec<String> = Vec::new();
     for p in points {
         if !series_names.contains(&p.series()) {
@@ -166,12 +195,6 @@ pub fn study(out: &Path, study: &Study, points: &[Point], as_json: bool, trace: 
             label,
             &series,
         )?;
-    }
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        println!("{table}");
-        eprintln!("wrote {}", out.display());
     }
     Ok(())
 }

@@ -1,0 +1,135 @@
+//! `libra-risk`: `libra-edf` that admits against a padded estimate. It learns, online from the
+//! jobs that complete, how far each user's estimates fall short (the ratio of actual runtime to
+//! estimate) and reserves `estimate * factor`, where the factor is the 90th percentile of that
+//! user's recent ratios (or of everyone's, until the user has a history). The price is still
+//! applied to the user's own estimate: the padding is the cluster's insurance, not the user's
+//! bill.
+//!
+//! The idea follows Tsafrir, Etsion and Feitelson ("Backfilling using system-generated
+//! predictions rather than user runtime estimates", IEEE TPDS 18(6), 2007), who predict a job's
+//! runtime from the same user's recent jobs; here the prediction pads an admission test rather
+//! than orders a backfilling queue.
+
+use super::edf::{edf_node_shares, LibraEdf};
+use super::{Decision, Policy};
+use crate::cluster::{Cluster, NodeIdx};
+use crate::job::JobSpec;
+use crate::pricing::{PricingKind, PricingParams};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// Ratios remembered per user and for everyone.
+const USER_HISTORY: usize = 32;
+const GLOBAL_HISTORY: usize = 256;
+/// Observations needed before a history is trusted.
+const MIN_SAMPLES: usize = 3;
+/// The quantile of past ratios the padding covers.
+const QUANTILE: f64 = 0.9;
+/// No estimate is padded beyond this factor.
+const MAX_FACTOR: f64 = 10.0;
+
+#[derive(Debug, Default)]
+struct History {
+    users: HashMap<u64, VecDeque<f64>>,
+    all: VecDeque<f64>,
+}
+
+fn push(q: &mut VecDeque<f64>, v: f64, cap: usize) {
+    if q.len() == cap {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+fn quantile(q: &VecDeque<f64>) -> f64 {
+    let mut v: Vec<f64> = q.iter().copied().collect();
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * QUANTILE).ceil() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+#[derive(Debug)]
+pub struct LibraRisk {
+    inner: LibraEdf,
+    history: Mutex<History>,
+}
+
+impl LibraRisk {
+    pub fn new(pricing: PricingParams) -> Self {
+        LibraRisk {
+            inner: LibraEdf::new(pricing, PricingKind::LibraPlus),
+            history: Mutex::new(History::default()),
+        }
+    }
+
+    /// The factor the user's next estimate is padded by (1 = no padding).
+    pub fn factor(&self, user: Option<u64>) -> f64 {
+        let Ok(h) = self.history.lock() else { return 1.0 };
+        let own = user.and_then(|u| h.users.get(&u)).filter(|q| q.len() >= MIN_SAMPLES);
+        let f = match own {
+            Some(q) => quantile(q),
+            None if h.all.len() >= MIN_SAMPLES => quantile(&h.all),
+            None => 1.0,
+        };
+        f.clamp(1.0, MAX_FACTOR)
+    }
+}
+
+impl Policy for LibraRisk {
+    fn name(&self) -> &'static str {
+        "libra-risk"
+    }
+
+    fn decide(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
+        self.decide_as(spec, None, cluster, now)
+    }
+
+    fn decide_as(&self, spec: &JobSpec, user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
+        self.inner.decide_with(spec, self.reserved_estimate(spec, user), cluster, now)
+    }
+
+    fn reserved_estimate(&self, spec: &JobSpec, user: Option<u64>) -> f64 {
+        spec.estimate() * self.factor(user)
+    }
+
+    fn observe(&self, user: Option<u64>, estimate: f64, runtime: f64) {
+        if estimate <= 0.0 || !runtime.is_finite() || runtime < 0.0 {
+            return;
+        }
+        let ratio = runtime / estimate;
+        if let Ok(mut h) = self.history.lock() {
+            push(&mut h.all, ratio, GLOBAL_HISTORY);
+            if let Some(u) = user {
+                push(h.users.entry(u).or_default(), ratio, USER_HISTORY);
+            }
+        }
+    }
+
+    fn node_shares(&self, cluster: &Cluster, node: NodeIdx, now: f64) -> Option<Vec<(u64, f64)>> {
+        Some(edf_node_shares(cluster, node, now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learns_each_users_shortfall() {
+        let r = LibraRisk::new(PricingParams::default());
+        assert_eq!(r.factor(Some(1)), 1.0);
+        for _ in 0..5 {
+            r.observe(Some(1), 100.0, 150.0);
+        }
+        assert!((r.factor(Some(1)) - 1.5).abs() < 1e-12);
+        // A user with no history gets everyone's.
+        assert!((r.factor(Some(2)) - 1.5).abs() < 1e-12);
+        for _ in 0..5 {
+            r.observe(Some(2), 100.0, 90.0);
+        }
+        // Over-estimates are never padded below the estimate.
+        assert_eq!(r.factor(Some(2)), 1.0);
+        let spec = JobSpec::simple(10.0, 100.0, crate::Money::from_credits(100));
+        assert!((r.reserved_estimate(&spec, Some(1)) - 15.0).abs() < 1e-9);
+    }
+}
