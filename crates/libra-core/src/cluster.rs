@@ -120,6 +120,9 @@ pub struct Commitment {
     pub disk_mb: u64,
     /// The most the job can get on its most limited node.
     pub cap: f64,
+    /// Where this job's entry sits in each node's `entries` (parallel to `nodes`), so progress
+    /// updates need no search.
+    entry_pos: Vec<usize>,
 }
 
 impl Commitment {
@@ -280,6 +283,7 @@ impl Cluster {
             mem_mb,
             disk_mb,
             cap,
+            entry_pos: nodes.iter().map(|&n| self.nodes[n].entries.len()).collect(),
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -319,10 +323,8 @@ impl Cluster {
             c.cpu_done = cpu_done;
             c.rate = rate;
             c.as_of = now;
-            for &n in &c.nodes {
-                let node = &mut self.nodes[n];
-                if let Some(pos) = node.slots.iter().position(|&s| s == slot) {
-                    let e = &mut node.entries[pos];
+            for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
+                if let Some(e) = self.nodes[n].entries.get_mut(pos) {
                     e.cpu_done = cpu_done;
                     e.rate = rate;
                     e.as_of = now;
@@ -341,14 +343,23 @@ impl Cluster {
     pub fn release(&mut self, job: u64) -> Option<Commitment> {
         let slot = self.index.remove(&job)?;
         let c = self.slots[slot].take()?;
-        for &n in &c.nodes {
+        for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
             let node = &mut self.nodes[n];
-            if let Some(pos) = node.slots.iter().position(|&s| s == slot) {
-                node.slots.swap_remove(pos);
-                node.entries.swap_remove(pos);
+            if pos >= node.slots.len() {
+                continue;
             }
+            node.slots.swap_remove(pos);
+            node.entries.swap_remove(pos);
             node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
             node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
+            // The entry that moved into `pos` belongs to another job: tell it where it is now.
+            if let Some(&moved) = node.slots.get(pos) {
+                if let Some(m) = self.slots[moved].as_mut() {
+                    if let Some(k) = m.nodes.iter().position(|&x| x == n) {
+                        m.entry_pos[k] = pos;
+                    }
+                }
+            }
         }
         self.free_slots.push(slot);
         Some(c)
@@ -419,5 +430,36 @@ mod tests {
         c.commit(9, 10.0, 20.0, &[1], 0.0).unwrap();
         assert_eq!(c.job_count(), 1);
         assert_eq!(c.idle_nodes().collect::<Vec<_>>(), vec![0]);
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of commits, progress reports and releases, each node's compact
+        /// entries agree with the jobs' commitments.
+        #[test]
+        fn entries_follow_commitments(ops in proptest::collection::vec((0u8..3, 0u64..12, proptest::collection::vec(0usize..4, 1..4), 0.0f64..50.0), 1..200)) {
+            let mut c = Cluster::homogeneous(4, 1.0);
+            for (op, job, mut nodes, x) in ops {
+                nodes.sort();
+                nodes.dedup();
+                match op {
+                    0 => { let _ = c.commit(job, 10.0 + x, 100.0 + x, &nodes, 0.0); }
+                    1 => { let _ = c.set_progress(job, x, 0.5, x); }
+                    _ => { c.release(job); }
+                }
+                for n in 0..4 {
+                    for e in c.node_entries(n) {
+                        let j = c.commitment(e.job).expect("entry of a live job");
+                        proptest::prop_assert!(j.nodes.contains(&n));
+                        proptest::prop_assert_eq!(e.cpu_done, j.cpu_done);
+                        proptest::prop_assert_eq!(e.as_of, j.as_of);
+                    }
+                }
+                for j in c.commitments() {
+                    for &n in &j.nodes {
+                        proptest::prop_assert_eq!(c.node_entries(n).iter().filter(|e| e.job == j.job).count(), 1);
+                    }
+                }
+            }
+        }
     }
 }
