@@ -10,6 +10,7 @@ use libra_api::{Client, ExitReport, RegisterRequest, RunningReport, StartJob, Sy
 use libra_core::share::required_share;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -65,6 +66,10 @@ pub struct Agent {
     jobs: HashMap<u64, Running>,
     exited: HashMap<u64, ExitReport>,
     period: f64,
+    /// Exits seen by the reaper thread (pid, how, when), stamped the moment they happen so a
+    /// deadline is judged on the real end time, not on when the loop next looked.
+    ended: Receiver<(i32, proc::Exit, f64)>,
+    early: HashMap<i32, (proc::Exit, f64)>,
 }
 
 impl Agent {
@@ -77,6 +82,17 @@ impl Agent {
         let enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &cfg.name, cfg.cpus)?;
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
         let client = Client::new(&cfg.server, Some(cfg.join_token.clone()));
+        let (tx, ended) = channel();
+        std::thread::Builder::new().name("reaper".into()).spawn(move || loop {
+            match proc::wait_any() {
+                Some((pid, exit)) => {
+                    if tx.send((pid, exit, unix_now())).is_err() {
+                        return;
+                    }
+                }
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
+        })?;
         Ok(Agent {
             period: cfg.period.unwrap_or(2.0),
             cfg,
@@ -84,6 +100,8 @@ impl Agent {
             enforcer,
             jobs: HashMap::new(),
             exited: HashMap::new(),
+            ended,
+            early: HashMap::new(),
         })
     }
 
@@ -255,9 +273,15 @@ impl Agent {
     }
 
     fn reap(&mut self) {
-        let done: Vec<(u64, proc::Exit)> =
-            self.jobs.iter().filter_map(|(id, r)| proc::try_reap(r.pid).map(|e| (*id, e))).collect();
-        for (id, exit) in done {
+        while let Ok((pid, exit, at)) = self.ended.try_recv() {
+            self.early.insert(pid, (exit, at));
+        }
+        let done: Vec<(u64, proc::Exit, f64)> = self
+            .jobs
+            .iter()
+            .filter_map(|(id, r)| self.early.remove(&r.pid).map(|(e, at)| (*id, e, at)))
+            .collect();
+        for (id, exit, end_time) in done {
             let Some(r) = self.jobs.remove(&id) else { continue };
             // Make sure nothing the job left behind keeps running outside any accounting.
             proc::signal_group(r.pid, libc::SIGKILL);
@@ -273,7 +297,7 @@ impl Agent {
                     signal: exit.signal,
                     cpu_seconds: exit.cpu_seconds.max(r.cpu),
                     start_time: r.start_time,
-                    end_time: unix_now(),
+                    end_time,
                     stdout,
                     stderr,
                     truncated: t1 || t2,

@@ -42,6 +42,9 @@ pub enum CgroupVersion {
 
 pub const CFS_PERIOD_US: u64 = 100_000;
 
+/// cgroup v1 weight of the group holding all of Libra's nodes (the kernel's maximum).
+pub const LIBRA_V1_SHARES: u64 = 262_144;
+
 /// cgroup v1 `cpu.shares` for a share of CPUs (1024 = one CPU, the kernel's own unit).
 pub fn v1_shares(share: f64) -> u64 {
     ((share * 1024.0).round() as u64).clamp(2, 262_144)
@@ -57,7 +60,23 @@ pub struct CgroupEnforcer {
     version: CgroupVersion,
     /// The node's own group (capped at its capacity).
     node_dir: PathBuf,
-    jobs: HashMap<u64, PathBuf>,
+    cpus: f64,
+    jobs: HashMap<u64, (PathBuf, f64)>,
+}
+
+/// Each job's CPU cap: its share's proportion of the node's capacity. Weights alone do not
+/// give proportional shares on a multi-core machine (a lone task on one core's run queue burns
+/// the group's quota as fast as the crowd on the other core), so the caps carry the guarantee;
+/// they add up to the node's capacity, so while the jobs are busy no capacity is left idle.
+pub fn job_quotas(cpus: f64, shares: &[(u64, f64)]) -> Vec<(u64, u64)> {
+    let total: f64 = shares.iter().map(|(_, s)| s.max(0.0)).sum();
+    shares
+        .iter()
+        .map(|&(job, s)| {
+            let frac = if total > 0.0 { s.max(0.0) / total } else { 1.0 / shares.len() as f64 };
+            (job, ((frac * cpus * CFS_PERIOD_US as f64).round() as u64).max(1000))
+        })
+        .collect()
 }
 
 impl CgroupEnforcer {
@@ -76,11 +95,22 @@ impl CgroupEnforcer {
         };
         let libra = root.join("libra");
         kernel.mkdir(&libra).map_err(err(&libra))?;
-        if version == CgroupVersion::V2 {
-            let f = root.join("cgroup.subtree_control");
-            kernel.write(&f, "+cpu").map_err(err(&f))?;
-            let f = libra.join("cgroup.subtree_control");
-            kernel.write(&f, "+cpu").map_err(err(&f))?;
+        // The nodes' capacity is promised to jobs: the group holding every node outweighs the
+        // machine's other work, or a busy machine would quietly break admitted deadlines. The
+        // per-node caps still bound what Libra takes.
+        match version {
+            CgroupVersion::V1 => {
+                let f = libra.join("cpu.shares");
+                kernel.write(&f, &LIBRA_V1_SHARES.to_string()).map_err(err(&f))?;
+            }
+            CgroupVersion::V2 => {
+                let f = root.join("cgroup.subtree_control");
+                kernel.write(&f, "+cpu").map_err(err(&f))?;
+                let f = libra.join("cpu.weight");
+                kernel.write(&f, "10000").map_err(err(&f))?;
+                let f = libra.join("cgroup.subtree_control");
+                kernel.write(&f, "+cpu").map_err(err(&f))?;
+            }
         }
         let node_dir = libra.join(node);
         kernel.mkdir(&node_dir).map_err(err(&node_dir))?;
@@ -101,22 +131,38 @@ impl CgroupEnforcer {
                 kernel.write(&f, "+cpu").map_err(err(&f))?;
             }
         }
-        Ok(CgroupEnforcer { kernel, version, node_dir, jobs: HashMap::new() })
+        Ok(CgroupEnforcer { kernel, version, node_dir, cpus, jobs: HashMap::new() })
     }
 
     pub fn node_dir(&self) -> &Path {
         &self.node_dir
     }
 
-    fn write_share(&self, dir: &Path, share: f64) -> Result<(), EnforceError> {
-        let (file, value) = match self.version {
-            CgroupVersion::V1 => ("cpu.shares", v1_shares(share)),
-            CgroupVersion::V2 => ("cpu.weight", v2_weight(share)),
-        };
-        let f = dir.join(file);
+    fn write(&self, f: PathBuf, value: String) -> Result<(), EnforceError> {
         self.kernel
-            .write(&f, &value.to_string())
+            .write(&f, &value)
             .map_err(|source| EnforceError::Cgroup { path: f.display().to_string(), source })
+    }
+
+    /// Tells the kernel every job's weight and cap (a change to one job's share moves the
+    /// others' caps).
+    fn rebalance(&self) -> Result<(), EnforceError> {
+        let shares: Vec<(u64, f64)> = self.jobs.iter().map(|(j, (_, s))| (*j, *s)).collect();
+        for (job, quota) in job_quotas(self.cpus, &shares) {
+            let Some((dir, share)) = self.jobs.get(&job) else { continue };
+            match self.version {
+                CgroupVersion::V1 => {
+                    self.write(dir.join("cpu.shares"), v1_shares(*share).to_string())?;
+                    self.write(dir.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string())?;
+                    self.write(dir.join("cpu.cfs_quota_us"), quota.to_string())?;
+                }
+                CgroupVersion::V2 => {
+                    self.write(dir.join("cpu.weight"), v2_weight(*share).to_string())?;
+                    self.write(dir.join("cpu.max"), format!("{quota} {CFS_PERIOD_US}"))?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -133,17 +179,20 @@ impl Enforcer for CgroupEnforcer {
         self.kernel
             .mkdir(&dir)
             .map_err(|source| EnforceError::Cgroup { path: dir.display().to_string(), source })?;
-        self.write_share(&dir, share)?;
         let procs = dir.join("cgroup.procs");
-        self.jobs.insert(job, dir);
+        self.jobs.insert(job, (dir, share));
+        self.rebalance()?;
         Ok(Some(procs))
     }
 
     fn started(&mut self, _job: u64, _pid: i32) {}
 
     fn set_share(&mut self, job: u64, share: f64) -> Result<(), EnforceError> {
-        match self.jobs.get(&job) {
-            Some(dir) => self.write_share(dir, share),
+        match self.jobs.get_mut(&job) {
+            Some(entry) => {
+                entry.1 = share;
+                self.rebalance()
+            }
             None => Ok(()),
         }
     }
@@ -151,9 +200,12 @@ impl Enforcer for CgroupEnforcer {
     fn set_suspended(&mut self, _job: u64, _suspended: bool) {}
 
     fn remove(&mut self, job: u64) {
-        if let Some(dir) = self.jobs.remove(&job) {
+        if let Some((dir, _)) = self.jobs.remove(&job) {
             if let Err(e) = self.kernel.rmdir(&dir) {
                 tracing::debug!("removing {}: {e}", dir.display());
+            }
+            if let Err(e) = self.rebalance() {
+                tracing::warn!("shares after job {job} left: {e}");
             }
         }
     }
@@ -236,8 +288,15 @@ mod tests {
         let procs = e.prepare(7, 0.25).unwrap().unwrap();
         assert_eq!(procs, Path::new("/cg/cpu/libra/n1/job-7/cgroup.procs"));
         assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.shares").as_deref(), Some("256"));
+        // Alone on the node, the job may use all of it.
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("50000"));
+        e.prepare(8, 0.25).unwrap();
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("25000"));
         e.set_share(7, 0.5).unwrap();
         assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.shares").as_deref(), Some("512"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("33333"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-8/cpu.cfs_quota_us").as_deref(), Some("16667"));
+        e.remove(8);
         e.remove(7);
         assert!(!k.exists(Path::new("/cg/cpu/libra/n1/job-7")));
         assert_eq!(e.mechanism(), "cgroup-v1");
@@ -252,6 +311,7 @@ mod tests {
         assert_eq!(k.get("/cg/cgroup.subtree_control").as_deref(), Some("+cpu"));
         e.prepare(1, 0.3).unwrap();
         assert_eq!(k.get("/cg/libra/n2/job-1/cpu.weight").as_deref(), Some("30"));
+        assert_eq!(k.get("/cg/libra/n2/job-1/cpu.max").as_deref(), Some("150000 100000"));
         assert_eq!(e.mechanism(), "cgroup-v2");
     }
 
@@ -269,6 +329,13 @@ mod tests {
         let e = detect(Arc::new(k), "auto", "n", 0.5).unwrap();
         assert_eq!(e.mechanism(), "stride");
         assert!(detect(Arc::new(FakeKernel::default()), "bogus", "n", 1.0).is_err());
+    }
+
+    #[test]
+    fn caps_are_proportional_and_fill_the_node() {
+        let q = job_quotas(1.0, &[(1, 0.3), (2, 0.1)]);
+        assert_eq!(q, vec![(1, 75_000), (2, 25_000)]);
+        assert_eq!(job_quotas(0.5, &[(1, 0.0), (2, 0.0)]), vec![(1, 25_000), (2, 25_000)]);
     }
 
     #[test]

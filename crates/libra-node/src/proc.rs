@@ -116,6 +116,25 @@ pub fn tail(path: &PathBuf, limit: u64) -> (String, bool) {
     (String::from_utf8_lossy(&buf).into_owned(), cut)
 }
 
+/// Blocks until any child ends; `None` when there is no child (or a signal interrupted).
+pub fn wait_any() -> Option<(i32, Exit)> {
+    let mut status = 0;
+    // SAFETY: plain wait4 with out-pointers to locals.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(-1, &mut status, 0, &mut ru) };
+    if pid <= 0 {
+        return None;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cpu_seconds = tv(ru.ru_utime) + tv(ru.ru_stime);
+    let exit = if libc::WIFSIGNALED(status) {
+        Exit { code: None, signal: Some(libc::WTERMSIG(status)), cpu_seconds }
+    } else {
+        Exit { code: Some(libc::WEXITSTATUS(status)), signal: None, cpu_seconds }
+    };
+    Some((pid, exit))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,9 @@ use libra_core::{Money, NodeSpec};
 use rusqlite::{params, OptionalExtension};
 use std::collections::{HashMap, HashSet};
 
+/// Per job: open parts, failed parts, last end, an exit code, deadline, cost.
+type PartsEnded = (i64, i64, Option<f64>, Option<i32>, f64, i64);
+
 /// How much of a job's output the server keeps.
 pub const OUTPUT_LIMIT: usize = 1 << 20;
 
@@ -203,7 +206,7 @@ impl Inner {
 
     /// Settles a job once every node has reported its part ended.
     fn settle_if_done(&mut self, job: u64, lost_reason: Option<String>, now: f64) -> Result<(), ApiError> {
-        let row: Option<(i64, i64, Option<f64>, Option<i32>, f64, i64)> = self
+        let row: Option<PartsEnded> = self
             .db
             .query_row(
                 "SELECT SUM(done = 0), SUM(failed), MAX(end_time), MAX(exit_code), \

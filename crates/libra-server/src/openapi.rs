@@ -5,7 +5,9 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 /// (method, path, summary, request body type, response type, who may call)
-const ROUTES: &[(&str, &str, &str, Option<&str>, &str, &str)] = &[
+type Route = (&'static str, &'static str, &'static str, Option<&'static str>, &'static str, &'static str);
+
+const ROUTES: &[Route] = &[
     (
         "post",
         "/api/login",

@@ -45,6 +45,7 @@ impl Inner {
         let (state, nodes, share, cost, mut reason, suggestion) = match decision {
             Decision::Accept { nodes, share, cost } => (JobState::Pending, nodes, share, cost, None, None),
             Decision::Reject { reason, suggestion } => {
+                let suggestion = suggestion.and_then(|sg| self.robust_suggestion(spec, sg, now));
                 let why = match reason {
                     libra_core::RejectReason::Resources => "resources: not enough nodes are up with the processors and memory asked for",
                     libra_core::RejectReason::Deadline => "deadline: the nodes cannot finish the job by its deadline without breaking earlier promises",
@@ -116,6 +117,31 @@ impl Inner {
         store::job(&self.db, id)?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))
     }
 
+    /// The policy's suggestion is exact for this instant; the resubmission comes a few seconds
+    /// later, when running jobs have moved on and prices with them. So the deadline gets a
+    /// margin (2%, at least one second), the budget is what the policy would charge at that
+    /// deadline now plus 5%, rounded up to a whole credit. The budget is a cap: the charge is
+    /// still the price at admission.
+    fn robust_suggestion(
+        &self,
+        spec: &JobSpec,
+        sg: libra_core::Suggestion,
+        now: f64,
+    ) -> Option<libra_core::Suggestion> {
+        let deadline = (sg.deadline + (sg.deadline * 0.02).max(1.0)).ceil();
+        let mut probe = spec.clone();
+        probe.qos.deadline = deadline;
+        probe.qos.budget = Money::from_credits(libra_core::job::MAX_BUDGET_CREDITS);
+        match self.policy.decide(&probe, &self.cluster, now) {
+            Decision::Accept { cost, .. } => {
+                let with_margin = Money::from_credits_f64_ceil(cost.as_credits_f64() * 1.05)?;
+                let whole = Money::from_credits((with_margin.0 + 99) / 100);
+                Some(libra_core::Suggestion { deadline, budget: whole.max(sg.budget) })
+            }
+            _ => Some(sg),
+        }
+    }
+
     pub fn quote(&self, spec: &JobSpec, now: f64) -> Result<QuoteResponse, ApiError> {
         spec.validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let decision = self.policy.decide(spec, &self.cluster, now);
@@ -138,7 +164,7 @@ impl Inner {
             }
             Decision::Reject { reason, suggestion } => {
                 q.reason = Some(reason.to_string());
-                q.suggestion = suggestion;
+                q.suggestion = suggestion.and_then(|sg| self.robust_suggestion(spec, sg, now));
             }
             Decision::Queue => q.reason = Some("queue".into()),
         }

@@ -1,20 +1,74 @@
 //! The running cluster: `libra server`, `libra node`, `libra up` and the user and administrator
-//! commands.
+//! commands. One module per command; `common` holds what they share.
+
+mod admin;
+mod bench;
+mod burn;
+mod common;
+mod docs;
+mod jobs;
+mod login;
+mod node;
+mod quote;
+mod server;
+mod submit;
+mod up;
 
 use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
+    /// Run the cluster manager: HTTP API, admission, pricing, accounting.
+    Server(server::ServerArgs),
+    /// Run a node agent: join a server, run its jobs, enforce their CPU shares.
+    Node(node::NodeArgs),
+    /// Start a server and N local node agents in one command, with an admin and a demo user.
+    Up(up::UpArgs),
     /// Run a CPU-bound busy loop for the given CPU seconds (a test job).
-    Burn {
-        /// CPU seconds to burn.
-        #[arg(long)]
-        cpu_seconds: f64,
-    },
+    Burn(burn::BurnArgs),
+    /// Log in to a server and save the API token for the other commands.
+    Login(login::LoginArgs),
+    /// Submit a job with a runtime estimate, a deadline and a budget; the answer is immediate.
+    Submit(submit::SubmitArgs),
+    /// What a job would cost now, and the price per CPU-second on every node.
+    Quote(quote::QuoteArgs),
+    /// Your jobs (or one job in detail).
+    Status(jobs::StatusArgs),
+    /// Cancel one of your jobs (what is charged: see `libra cancel --help`).
+    Cancel(jobs::CancelArgs),
+    /// Your credit: available, on hold, charged.
+    Balance(jobs::BalanceArgs),
+    /// Your finished and running jobs, like Slurm's sacct.
+    History(jobs::HistoryArgs),
+    /// A job's captured standard output and error.
+    Output(jobs::OutputArgs),
+    /// Administrator commands: nodes, jobs, usage, pricing, policy, users, credit.
+    Admin(admin::AdminArgs),
+    /// Benchmarks of the running cluster.
+    Bench(bench::BenchArgs),
+    /// Write man pages for every command.
+    Man(docs::ManArgs),
+    /// Print a shell completion script.
+    Completions(docs::CompletionsArgs),
 }
 
 pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
     match cmd {
-        ClusterCommand::Burn { .. } => anyhow::bail!("libra burn: not built yet"),
+        ClusterCommand::Server(a) => server::run(a),
+        ClusterCommand::Node(a) => node::run(a),
+        ClusterCommand::Up(a) => up::run(a),
+        ClusterCommand::Burn(a) => burn::run(a),
+        ClusterCommand::Login(a) => login::run(a),
+        ClusterCommand::Submit(a) => submit::run(a),
+        ClusterCommand::Quote(a) => quote::run(a),
+        ClusterCommand::Status(a) => jobs::status(a),
+        ClusterCommand::Cancel(a) => jobs::cancel(a),
+        ClusterCommand::Balance(a) => jobs::balance(a),
+        ClusterCommand::History(a) => jobs::history(a),
+        ClusterCommand::Output(a) => jobs::output(a),
+        ClusterCommand::Admin(a) => admin::run(a),
+        ClusterCommand::Bench(a) => bench::run(a),
+        ClusterCommand::Man(a) => docs::man(a),
+        ClusterCommand::Completions(a) => docs::completions(a),
     }
 }

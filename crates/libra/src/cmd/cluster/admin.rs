@@ -1,0 +1,249 @@
+//! `libra admin ...`: the administrators' commands (the server refuses them to anyone else
+//! with 403).
+
+use super::common::{fmt_time, money, now, print_json, read_password, table, Conn};
+use super::jobs::jobs_table;
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use libra_api::{SetPricing, UserAdd};
+use libra_core::Money;
+
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    #[command(subcommand)]
+    pub cmd: AdminCommand,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Nodes: state, capacity, load, job shares, enforcement mechanism.
+    Nodes,
+    /// Everyone's jobs.
+    Jobs,
+    /// Jobs, CPU hours and revenue per user and per day.
+    Usage,
+    /// Show the pricing parameters, or set them (any of the flags).
+    Pricing(PricingArgs),
+    /// Show the admission policy, or set it.
+    Policy {
+        /// libra or libra+$ (see `libra admin policy` for the list).
+        name: Option<String>,
+    },
+    /// Cancel anyone's job (nothing is charged).
+    Cancel { job: u64 },
+    /// Suspend a job (its processes are stopped; its promise and hold stay).
+    Suspend { job: u64 },
+    /// Resume a suspended job.
+    Resume { job: u64 },
+    /// Users.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Deposit credit (a negative amount withdraws, never below zero).
+    Credit {
+        user: String,
+        /// Credits, e.g. 500 or 12.50.
+        #[arg(allow_hyphen_values = true)]
+        amount: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct PricingArgs {
+    /// Libra+$ static factor alpha.
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Libra+$ dynamic factor beta.
+    #[arg(long)]
+    pub beta: Option<f64>,
+    /// Libra's runtime coefficient.
+    #[arg(long)]
+    pub libra_gamma: Option<f64>,
+    /// Libra's deadline coefficient.
+    #[arg(long)]
+    pub libra_delta: Option<f64>,
+    /// The node whose base price to set (default: every node).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Base price PBase, credits per CPU-second.
+    #[arg(long)]
+    pub price_base: Option<f64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a user.
+    Add {
+        name: String,
+        /// Password (default: LIBRA_PASSWORD, else read from standard input).
+        #[arg(long)]
+        password: Option<String>,
+        /// Make the user an administrator.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// List users and their credit.
+    List,
+}
+
+pub fn run(a: AdminArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    let json = a.conn.json;
+    match a.cmd {
+        AdminCommand::Nodes => {
+            let nodes = c.nodes()?;
+            if json {
+                return print_json(&nodes);
+            }
+            let mut t = table(&[
+                "NODE",
+                "STATE",
+                "CPUS",
+                "LOAD",
+                "JOBS (job:share)",
+                "MECHANISM",
+                "PBASE",
+                "LAST SEEN",
+            ]);
+            let n = now();
+            for x in nodes {
+                let jobs: Vec<String> = x.jobs.iter().map(|j| format!("{}:{:.2}", j.job, j.share)).collect();
+                t.add_row(vec![
+                    x.name,
+                    if x.up { "up" } else { "down" }.into(),
+                    format!("{:.2}", x.cpus),
+                    format!("{:.3}", x.load),
+                    jobs.join(" "),
+                    x.mechanism,
+                    format!("{:.4}", x.price_base),
+                    format!("{:.1}s ago", n - x.last_seen),
+                ]);
+            }
+            println!("{t}");
+        }
+        AdminCommand::Jobs => {
+            let jobs = c.jobs(true)?;
+            if json {
+                return print_json(&jobs);
+            }
+            println!("{}", jobs_table(&jobs, true));
+        }
+        AdminCommand::Usage => {
+            let rows = c.usage()?;
+            if json {
+                return print_json(&rows);
+            }
+            let mut t = table(&["PERIOD", "USER", "JOBS", "COMPLETED", "CPU HOURS", "REVENUE"]);
+            for r in rows {
+                t.add_row(vec![
+                    r.period,
+                    r.user,
+                    r.jobs.to_string(),
+                    r.completed.to_string(),
+                    format!("{:.4}", r.cpu_hours),
+                    money(r.revenue),
+                ]);
+            }
+            println!("{t}");
+        }
+        AdminCommand::Pricing(p) => {
+            let change = SetPricing {
+                alpha: p.alpha,
+                beta: p.beta,
+                libra_gamma: p.libra_gamma,
+                libra_delta: p.libra_delta,
+                node: p.node,
+                price_base: p.price_base,
+            };
+            let changing = change.alpha.is_some()
+                || change.beta.is_some()
+                || change.libra_gamma.is_some()
+                || change.libra_delta.is_some()
+                || change.price_base.is_some()
+                || change.node.is_some();
+            let info = if changing { c.set_pricing(&change)? } else { c.pricing()? };
+            if json {
+                return print_json(&info);
+            }
+            println!(
+                "alpha {}  beta {}  libra_gamma {}  libra_delta {}",
+                info.params.alpha, info.params.beta, info.params.libra_gamma, info.params.libra_delta
+            );
+            let mut t = table(&["NODE", "PBASE/CPU-S", "PRICE NOW/CPU-S", "LOAD"]);
+            for n in info.nodes {
+                t.add_row(vec![
+                    n.node,
+                    format!("{:.4}", n.price_base),
+                    format!("{:.4}", n.price_now),
+                    format!("{:.3}", n.load),
+                ]);
+            }
+            println!("{t}");
+        }
+        AdminCommand::Policy { name } => {
+            let info = match name {
+                Some(n) => c.set_policy(&n)?,
+                None => c.policy()?,
+            };
+            if json {
+                return print_json(&info);
+            }
+            println!("policy: {} (available: {})", info.policy, info.available.join(", "));
+        }
+        AdminCommand::Cancel { job } | AdminCommand::Suspend { job } | AdminCommand::Resume { job } => {
+            let action = match a.cmd {
+                AdminCommand::Cancel { .. } => "cancel",
+                AdminCommand::Suspend { .. } => "suspend",
+                _ => "resume",
+            };
+            let j = c.admin_job(job, action)?;
+            if json {
+                return print_json(&j);
+            }
+            println!("job {} is now {}", j.id, j.state);
+        }
+        AdminCommand::User(UserCommand::Add { name, password, admin }) => {
+            let password = read_password(password, &format!("password for {name}: "))?;
+            let u = c.user_add(&UserAdd { name, password, admin })?;
+            if json {
+                return print_json(&u);
+            }
+            println!("added user {}{}", u.name, if u.admin { " (administrator)" } else { "" });
+        }
+        AdminCommand::User(UserCommand::List) => {
+            let users = c.users()?;
+            if json {
+                return print_json(&users);
+            }
+            let mut t = table(&["USER", "ADMIN", "AVAILABLE", "ON HOLD"]);
+            for u in users {
+                t.add_row(vec![
+                    u.name,
+                    if u.admin { "yes" } else { "" }.into(),
+                    money(u.available),
+                    money(u.held),
+                ]);
+            }
+            println!("{t}");
+        }
+        AdminCommand::Credit { user, amount } => {
+            let m: Money = match amount.strip_prefix('-') {
+                Some(pos) => Money(-pos.parse::<Money>().map_err(|e| anyhow::anyhow!("amount: {e}"))?.0),
+                None => amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?,
+            };
+            let b = c.credit(&user, m)?;
+            if json {
+                return print_json(&b);
+            }
+            println!(
+                "{}: {} available, {} on hold (at {})",
+                b.user,
+                money(b.available),
+                money(b.held),
+                fmt_time(now())
+            );
+        }
+    }
+    Ok(())
+}

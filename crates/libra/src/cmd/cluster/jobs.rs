@@ -1,0 +1,235 @@
+//! The users' job commands: status, cancel, balance, history, output.
+
+use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
+use anyhow::Result;
+use clap::Args;
+use libra_api::{JobInfo, JobState};
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// One job in detail (default: your active and recent jobs).
+    pub job: Option<u64>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// Cancel a job. Before it starts nothing is charged; after it has started you pay for the CPU
+/// it used, pro rata to the estimate (cost x min(1, CPU used / estimate)), and the rest of the
+/// hold is released. A job an administrator cancels costs nothing.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    pub job: u64,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(Debug, Args)]
+pub struct BalanceArgs {
+    /// Also list the ledger entries (deposits, holds, charges, releases).
+    #[arg(long)]
+    pub ledger: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only jobs in this state (PENDING, RUNNING, COMPLETED, DEADLINE, ...).
+    #[arg(long)]
+    pub state: Option<String>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    pub job: u64,
+    /// Show standard error instead of standard output.
+    #[arg(long)]
+    pub stderr: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+fn progress(j: &JobInfo) -> String {
+    format!("{:.0}%", (j.cpu_seconds / (j.estimate * j.procs.max(1) as f64).max(1e-9) * 100.0).min(999.0))
+}
+
+pub fn jobs_table(jobs: &[JobInfo], with_user: bool) -> comfy_table::Table {
+    let mut h = vec!["JOB"];
+    if with_user {
+        h.push("USER");
+    }
+    h.extend(["NAME", "STATE", "NODES", "SHARE", "CPU", "DONE", "DUE", "COST", "REASON"]);
+    let mut t = table(&h);
+    let now = now();
+    for j in jobs {
+        let mut row = vec![j.id.to_string()];
+        if with_user {
+            row.push(j.user.clone());
+        }
+        let due = if j.state.is_active() {
+            format!("in {}", fmt_dur(j.deadline_at - now))
+        } else {
+            fmt_time(j.deadline_at)
+        };
+        row.extend([
+            j.name.clone().unwrap_or_default(),
+            j.state.to_string(),
+            j.nodes.join(","),
+            format!("{:.3}", j.share),
+            fmt_dur(j.cpu_seconds),
+            progress(j),
+            due,
+            money(if j.state.is_active() { j.cost } else { j.charged }),
+            j.reason.clone().unwrap_or_default(),
+        ]);
+        t.add_row(row);
+    }
+    t
+}
+
+pub fn status(a: StatusArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    match a.job {
+        Some(id) => {
+            let j = c.job(id)?;
+            if a.conn.json {
+                return print_json(&j);
+            }
+            let mut t = table(&["FIELD", "VALUE"]);
+            let rows: Vec<(&str, String)> = vec![
+                ("job", j.id.to_string()),
+                ("user", j.user.clone()),
+                ("name", j.name.clone().unwrap_or_default()),
+                ("state", j.state.to_string()),
+                ("command", j.command.join(" ").chars().take(120).collect()),
+                ("nodes", j.nodes.join(",")),
+                ("share", format!("{:.3} CPU", j.share)),
+                ("estimate", fmt_dur(j.estimate)),
+                ("cpu used", format!("{} ({})", fmt_dur(j.cpu_seconds), progress(&j))),
+                ("submitted", fmt_time(j.submit_time)),
+                ("started", fmt_opt_time(j.start_time)),
+                ("ended", fmt_opt_time(j.end_time)),
+                ("deadline", fmt_time(j.deadline_at)),
+                ("budget", money(j.budget)),
+                ("cost held", money(j.cost)),
+                ("charged", money(j.charged)),
+                ("exit code", j.exit_code.map(|c| c.to_string()).unwrap_or_default()),
+                ("reason", j.reason.clone().unwrap_or_default()),
+            ];
+            for (k, v) in rows {
+                t.add_row(vec![k.to_string(), v]);
+            }
+            println!("{t}");
+        }
+        None => {
+            let jobs: Vec<JobInfo> = c
+                .jobs(false)?
+                .into_iter()
+                .filter(|j| j.state.is_active() || now() - j.submit_time < 3600.0)
+                .collect();
+            if a.conn.json {
+                return print_json(&jobs);
+            }
+            println!("{}", jobs_table(&jobs, false));
+        }
+    }
+    Ok(())
+}
+
+pub fn cancel(a: CancelArgs) -> Result<()> {
+    let j = a.conn.client()?.cancel(a.job)?;
+    if a.conn.json {
+        return print_json(&j);
+    }
+    println!("job {} CANCELLED: charged {} of the {} held", j.id, money(j.charged), money(j.cost));
+    Ok(())
+}
+
+pub fn balance(a: BalanceArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    let b = c.balance()?;
+    if a.conn.json && !a.ledger {
+        return print_json(&b);
+    }
+    if a.ledger {
+        let entries = c.ledger()?;
+        if a.conn.json {
+            return print_json(&serde_json::json!({"balance": b, "ledger": entries}));
+        }
+        let mut t = table(&["ENTRY", "TIME", "KIND", "JOB", "AMOUNT"]);
+        for e in entries {
+            t.add_row(vec![
+                e.id.to_string(),
+                fmt_time(e.time),
+                format!("{:?}", e.kind).to_lowercase(),
+                e.job.map(|j| j.to_string()).unwrap_or_default(),
+                money(e.amount),
+            ]);
+        }
+        println!("{t}");
+    }
+    let mut t = table(&["USER", "AVAILABLE", "ON HOLD", "CHARGED", "DEPOSITED"]);
+    t.add_row(vec![b.user, money(b.available), money(b.held), money(b.charged), money(b.deposited)]);
+    println!("{t}");
+    Ok(())
+}
+
+pub fn sacct_table(jobs: &[JobInfo]) -> comfy_table::Table {
+    let mut t = table(&[
+        "JobID", "JobName", "User", "State", "Submit", "Start", "End", "CPUTime", "Cost", "Budget",
+        "ExitCode",
+    ]);
+    for j in jobs {
+        t.add_row(vec![
+            j.id.to_string(),
+            j.name.clone().unwrap_or_default(),
+            j.user.clone(),
+            j.state.to_string(),
+            fmt_time(j.submit_time),
+            fmt_opt_time(j.start_time),
+            fmt_opt_time(j.end_time),
+            fmt_dur(j.cpu_seconds),
+            money(if j.state.is_active() { j.cost } else { j.charged }),
+            money(j.budget),
+            j.exit_code.map(|c| format!("{c}:0")).unwrap_or_default(),
+        ]);
+    }
+    t
+}
+
+pub fn history(a: HistoryArgs) -> Result<()> {
+    let want = match &a.state {
+        Some(s) => Some(JobState::parse(s).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--state: '{s}' is not a state; accepted: {}",
+                JobState::ALL.map(|s| s.as_str()).join(", ")
+            )
+        })?),
+        None => None,
+    };
+    let mut jobs = a.conn.client()?.jobs(false)?;
+    jobs.retain(|j| want.is_none_or(|w| j.state == w));
+    jobs.reverse();
+    if a.conn.json {
+        return print_json(&jobs);
+    }
+    println!("{}", sacct_table(&jobs));
+    Ok(())
+}
+
+pub fn output(a: OutputArgs) -> Result<()> {
+    let o = a.conn.client()?.output(a.job)?;
+    if a.conn.json {
+        return print_json(&o);
+    }
+    if o.state.is_active() {
+        eprintln!("job {} is {}: its output is collected when it ends", o.id, o.state);
+    }
+    if o.truncated {
+        eprintln!("(only the end of a long output was kept)");
+    }
+    print!("{}", if a.stderr { &o.stderr } else { &o.stdout });
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! `libra node`: the node agent.
+
+use super::common::data_dir;
+use anyhow::Result;
+use clap::Args;
+use libra_node::{Agent, AgentConfig};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    /// The server's URL.
+    #[arg(long, env = "LIBRA_SERVER")]
+    pub server: String,
+    /// The cluster's join token.
+    #[arg(long, env = "LIBRA_JOIN_TOKEN", hide_env_values = true)]
+    pub join_token: String,
+    /// Capacity in CPUs (default: all cores). Several agents on one machine each get their own
+    /// capped control group, so `--cpus 0.5` four times on a 2-core machine makes a four-node
+    /// cluster whose nodes do not steal from each other.
+    #[arg(long)]
+    pub cpus: Option<f64>,
+    /// Memory offered to jobs, MB (default: not limited).
+    #[arg(long, default_value_t = 0)]
+    pub mem_mb: u64,
+    /// The node's name (default: the host name). It must stay the same across restarts.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Where jobs get their working directories (default: the user's data directory).
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+    /// Share enforcement: auto (cgroup v2, else cgroup v1, else stride), cgroup-v2, cgroup-v1,
+    /// stride (SIGSTOP/SIGCONT in user space) or none.
+    #[arg(long, default_value = "auto")]
+    pub mechanism: String,
+    /// Job-control period in seconds (default: what the server asks for).
+    #[arg(long)]
+    pub period: Option<f64>,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".into())
+}
+
+pub fn run(a: NodeArgs) -> Result<()> {
+    let name = a.name.unwrap_or_else(hostname);
+    let cpus =
+        a.cpus.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0));
+    let workdir = match a.workdir {
+        Some(w) => w,
+        None => data_dir()?.join(format!("node-{name}")),
+    };
+    let mut agent = Agent::new(AgentConfig {
+        server: a.server,
+        join_token: a.join_token,
+        name: name.clone(),
+        cpus,
+        mem_mb: a.mem_mb,
+        workdir,
+        mechanism: a.mechanism,
+        period: a.period,
+    })?;
+    eprintln!("libra node {name}: {cpus} CPUs, enforcing shares with {}", agent.mechanism());
+    agent.run(|| false)?;
+    Ok(())
+}

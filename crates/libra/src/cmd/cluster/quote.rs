@@ -1,0 +1,62 @@
+//! `libra quote`: prices now, and what a job would cost, without submitting.
+
+use super::common::{money, now, print_json, table, Conn};
+use super::submit::JobOpts;
+use anyhow::Result;
+use clap::Args;
+use libra_api::QuoteRequest;
+
+#[derive(Debug, Args)]
+pub struct QuoteArgs {
+    #[command(flatten)]
+    pub opts: JobOpts,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+pub fn run(a: QuoteArgs) -> Result<()> {
+    let mut opts = a.opts;
+    // Prices alone need no job: quote a one-CPU-second job due in a minute.
+    let bare = opts.estimate.is_none() && opts.deadline.is_none();
+    if bare {
+        opts.estimate = Some("1s".into());
+        opts.deadline = Some("60s".into());
+    }
+    if opts.budget.is_none() {
+        opts.budget = Some("1000000000".into());
+    }
+    let spec = opts.spec(now())?;
+    let q = a.conn.client()?.quote(&QuoteRequest { spec })?;
+    if a.conn.json {
+        return print_json(&q);
+    }
+    let mut t = table(&["NODE", "STATE", "CPUS", "LOAD", "PBASE/CPU-S", "PRICE NOW/CPU-S"]);
+    for p in &q.prices {
+        t.add_row(vec![
+            p.node.clone(),
+            if p.up { "up" } else { "down" }.into(),
+            format!("{:.2}", p.cpus),
+            format!("{:.3}", p.load),
+            format!("{:.4}", p.price_base),
+            format!("{:.4}", p.price_now),
+        ]);
+    }
+    println!("policy {}\n{t}", q.policy);
+    if !bare {
+        match (q.accepted, q.cost) {
+            (true, Some(c)) => println!(
+                "the job would be accepted now on {} at share {:.3} for {}",
+                q.nodes.join(","),
+                q.share.unwrap_or(0.0),
+                money(c)
+            ),
+            _ => {
+                println!("the job would be rejected now: {}", q.reason.as_deref().unwrap_or("-"));
+                if let Some(s) = q.suggestion {
+                    println!("suggestion: deadline {:.0}s, budget {}", s.deadline.ceil(), s.budget);
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! `libra server`: the configuration file merged with flags (a flag beats the file, the file
+//! beats the default), then the server runs until interrupted.
+
+use super::common::data_dir;
+use anyhow::Result;
+use clap::Args;
+use libra_server::Config;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Configuration file (TOML); every setting in it can be overridden by the flags below.
+    #[arg(long, env = "LIBRA_SERVER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (default 127.0.0.1:7878; loopback only: there is no TLS).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// The SQLite store (default: server.db in the user's data directory).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// The token node agents must present to join (at least 8 characters).
+    #[arg(long, env = "LIBRA_JOIN_TOKEN", hide_env_values = true)]
+    pub join_token: Option<String>,
+    /// Password for the `admin` account created on an empty store (default: generated and printed).
+    #[arg(long, env = "LIBRA_ADMIN_PASSWORD", hide_env_values = true)]
+    pub admin_password: Option<String>,
+    /// Admission policy: libra or libra+$ (the baselines fifo, fcfs-bf, sjf-bf, edf-bf queue
+    /// without promises and are simulator-only for now).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Libra+$ static pricing factor alpha.
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// Libra+$ dynamic pricing factor beta.
+    #[arg(long)]
+    pub beta: Option<f64>,
+    /// Base price (PBase, credits per CPU-second) given to nodes when they first join.
+    #[arg(long)]
+    pub price_base: Option<f64>,
+    /// Seconds without a word from a node before it is marked down and its jobs lost.
+    #[arg(long)]
+    pub node_timeout: Option<f64>,
+    /// Job-control period asked of node agents, seconds.
+    #[arg(long)]
+    pub period: Option<f64>,
+    /// Do not fsync every commit (a crash of the server process still loses nothing; a power
+    /// cut may lose the last commits).
+    #[arg(long)]
+    pub no_fsync: bool,
+}
+
+pub fn config(a: &ServerArgs) -> Result<Config> {
+    let mut c = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config { db: data_dir()?.join("server.db"), ..Config::default() },
+    };
+    if let Some(v) = &a.listen {
+        c.listen = v.clone();
+    }
+    if let Some(v) = &a.db {
+        c.db = v.clone();
+    }
+    if let Some(v) = &a.join_token {
+        c.join_token = v.clone();
+    }
+    if let Some(v) = &a.admin_password {
+        c.admin_password = Some(v.clone());
+    }
+    if let Some(v) = &a.policy {
+        c.policy = v.clone();
+    }
+    if let Some(v) = a.alpha {
+        c.pricing.alpha = v;
+    }
+    if let Some(v) = a.beta {
+        c.pricing.beta = v;
+    }
+    if let Some(v) = a.price_base {
+        c.default_price_base = v;
+    }
+    if let Some(v) = a.node_timeout {
+        c.node_timeout = v;
+    }
+    if let Some(v) = a.period {
+        c.period = v;
+    }
+    if a.no_fsync {
+        c.sync_full = false;
+    }
+    Ok(c)
+}
+
+pub fn run(a: ServerArgs) -> Result<()> {
+    let c = config(&a)?;
+    libra_server::run(c)?;
+    Ok(())
+}
