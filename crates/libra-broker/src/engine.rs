@@ -33,6 +33,9 @@ pub fn now_unix() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// How long a resource that refused a job or did not answer is left out of the plan.
+pub const SIT_OUT_SECS: f64 = 15.0;
+
 /// A heartbeat older than this means the engine that wrote it is gone.
 pub const STALE_SECS: f64 = 10.0;
 
@@ -170,7 +173,7 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
                 if let Some(r) = farm.resources.get_mut(a.pos) {
                     r.running.retain(|x| x.attempt != a.id);
                 }
-                store.lose_attempt(&a, now)?;
+                store.lose_attempt(&a, now, "the broker stopped while it ran and it left no outcome")?;
             }
         }
     }
@@ -206,11 +209,12 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
         for o in events {
             let Some(a) = in_flight.remove(&o.attempt) else { continue };
             if o.rejected {
-                unavailable_until[o.resource] = now + 30.0;
+                tracing::warn!(resource = %farm.resources[o.resource].cfg.name, "job refused: {}; the resource sits out {SIT_OUT_SECS} s", o.message);
+                unavailable_until[o.resource] = now + SIT_OUT_SECS;
                 if let Some(r) = farm.resources.get_mut(o.resource) {
                     r.running.retain(|x| x.attempt != o.attempt);
                 }
-                store.lose_attempt(&a, now)?;
+                store.lose_attempt(&a, now, &format!("refused by the resource: {}", o.message))?;
                 pending.queue.push_back((a.job_id, Some(o.resource)));
                 continue;
             }
@@ -248,7 +252,7 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
                 a.cancel_all();
             }
             for a in in_flight.values() {
-                store.lose_attempt(a, now)?;
+                store.lose_attempt(a, now, "cancelled")?;
             }
             store.cancel_pending(exp)?;
             store.set_state(exp, "cancelled", Some(now))?;
@@ -295,7 +299,13 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
             last_beat = Instant::now();
         }
         let finished = pending.queue.is_empty() && in_flight.is_empty();
-        let stalled = !finished && in_flight.is_empty() && launches.is_empty() && state != "paused";
+        // A resource sitting out will be back: wait for it rather than give up.
+        let waiting = unavailable_until.iter().any(|&t| t > now);
+        let stalled =
+            !finished && in_flight.is_empty() && launches.is_empty() && state != "paused" && !waiting;
+        if !finished && in_flight.is_empty() && launches.is_empty() && waiting {
+            std::thread::sleep(opts.poll);
+        }
         if finished || stalled {
             state = if finished { "done".into() } else { "stalled".into() };
             store.set_state(exp, &state, Some(now))?;
@@ -310,8 +320,8 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
                 None => continue,
             };
             if let Err(err) = started {
-                tracing::warn!("{err}; dropping the resource for 30 s");
-                unavailable_until[r] = now + 30.0;
+                tracing::warn!("{err}; dropping the resource for {SIT_OUT_SECS} s");
+                unavailable_until[r] = now + SIT_OUT_SECS;
                 let _ = tx.send(Outcome {
                     attempt,
                     resource: r,

@@ -63,6 +63,11 @@ impl FarmResource {
 
     /// Measured CPU seconds per job, else the prior wall time, else `fallback`.
     pub fn cpu_per_job(&self, fallback: f64) -> f64 {
+        // A Libra cluster prices a job by its runtime estimate, not by the CPU it ends up
+        // using: budget its jobs by their measured wall time.
+        if self.done > 0 && self.cfg.kind == crate::resources::Kind::Libra {
+            return self.wall_sum / self.done as f64;
+        }
         if self.done > 0 {
             self.cpu_sum / self.done as f64
         } else {

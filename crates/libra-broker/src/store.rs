@@ -506,10 +506,10 @@ impl Store {
 
     /// An attempt whose outcome is unknown (the broker died, the job left no record): the job
     /// goes back to pending, without counting as a failure.
-    pub fn lose_attempt(&self, a: &AttemptRow, now: f64) -> Result<(), StoreError> {
+    pub fn lose_attempt(&self, a: &AttemptRow, now: f64, why: &str) -> Result<(), StoreError> {
         self.conn.execute(
-            "UPDATE attempts SET state = 'lost', ended = ?2, charged_cents = 0 WHERE id = ?1",
-            params![a.id, now],
+            "UPDATE attempts SET state = 'lost', ended = ?2, charged_cents = 0, message = ?3 WHERE id = ?1",
+            params![a.id, now, why],
         )?;
         self.conn
             .execute("UPDATE jobs SET state = 'pending' WHERE id = ?1 AND state = 'running'", [a.job_id])?;

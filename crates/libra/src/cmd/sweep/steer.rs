@@ -64,7 +64,7 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     } else {
         store.begin()?;
         for at in store.running_attempts(a.exp)? {
-            store.lose_attempt(&at, now_unix())?;
+            store.lose_attempt(&at, now_unix(), "cancelled")?;
         }
         store.cancel_pending(a.exp)?;
         store.set_state(a.exp, "cancelled", Some(now_unix()))?;
