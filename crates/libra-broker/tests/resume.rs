@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn sigkill_then_resume_reruns_nothing_finished() {
     let plan = r#"
-parameter x integer range from 1 to 16 step 1
+parameter x integer range from 1 to 24 step 1
 task main
     shexec "echo $x >> ../../../../../runs.log; sleep 0.15; echo result-$x > out.txt"
     copy node:out.txt results/out.$x
@@ -39,7 +39,7 @@ endtask
     child.wait().unwrap();
     let done_at_kill: Vec<u64> =
         store.results(s.exp).unwrap().into_iter().filter(|r| r.state == "done").map(|r| r.index).collect();
-    assert!(done_at_kill.len() >= 5 && done_at_kill.len() < 16, "{done_at_kill:?}");
+    assert!(done_at_kill.len() >= 5 && done_at_kill.len() < 24, "{done_at_kill:?}");
     // Let the orphaned children of the killed engine end before resuming.
     std::thread::sleep(Duration::from_millis(400));
 
@@ -60,7 +60,7 @@ endtask
             idx + 1
         );
     }
-    for x in 1..=16 {
+    for x in 1..=24 {
         let out = std::fs::read_to_string(s.dir.path().join(format!("results/out.{x}"))).unwrap();
         assert_eq!(out.trim(), format!("result-{x}"));
     }
