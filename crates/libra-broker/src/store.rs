@@ -141,6 +141,8 @@ pub struct JobResult {
     pub wall: Option<f64>,
     pub cost: Money,
     pub output: Option<String>,
+    /// Files the job copied back to the root.
+    pub files: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -568,9 +570,16 @@ impl Store {
                 exit_code,
                 wall,
                 cost: Money::from_cents(cents),
+                files: dir.as_deref().map(copied_files).unwrap_or_default(),
                 output: dir,
             });
         }
         Ok(out)
     }
+}
+
+fn copied_files(dir: &str) -> Vec<String> {
+    std::fs::read_to_string(Path::new(dir).join(crate::adapter::local::COPIED))
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default()
 }

@@ -40,6 +40,8 @@ endtask
         let x = r.params["x"].as_str().unwrap();
         let out = std::fs::read_to_string(s.dir.path().join(format!("results/out.{}", r.index + 1))).unwrap();
         assert_eq!(out.trim(), format!("value-{x}"));
+        assert_eq!(r.files.len(), 1);
+        assert!(r.files[0].ends_with(&format!("results/out.{}", r.index + 1)));
         let dir = std::path::PathBuf::from(r.output.as_ref().unwrap());
         assert_eq!(std::fs::read_to_string(dir.join("stderr")).unwrap().trim(), "to-stderr");
     }

@@ -95,6 +95,7 @@ fn run_steps(
     pids: &Mutex<HashSet<i32>>,
 ) -> (bool, Option<i32>, (String, f64)) {
     let mut ignore = false;
+    let mut copied_back: Vec<String> = Vec::new();
     let mut out_target: Option<(Option<PathBuf>, bool)> = None;
     let mut err_target: Option<(Option<PathBuf>, bool)> = None;
     let mut cpu = 0.0;
@@ -126,9 +127,11 @@ fn run_steps(
                     std::fs::create_dir_all(parent)
                         .map_err(|e| format!("copy: {}: {e}", parent.display()))?;
                 }
-                std::fs::copy(&a, &b)
-                    .map(|_| ())
-                    .map_err(|e| format!("copy {} to {}: {e}", a.display(), b.display()))
+                std::fs::copy(&a, &b).map_err(|e| format!("copy {} to {}: {e}", a.display(), b.display()))?;
+                if to.loc == Loc::Root {
+                    copied_back.push(b.to_string_lossy().into_owned());
+                }
+                Ok(())
             })(),
             Command::Substitute { input, output } => (|| {
                 let a = node.join(subst(input, vars)?);
@@ -162,11 +165,22 @@ fn run_steps(
         };
         if let Err(e) = r {
             if !ignore {
+                record_copies(node, &copied_back);
                 return (false, last_code, (e, cpu));
             }
         }
     }
+    record_copies(node, &copied_back);
     (true, last_code, (String::new(), cpu))
+}
+
+/// The files a job copied back to the root, one path a line, for `libra sweep results`.
+pub const COPIED: &str = ".libra-copied";
+
+fn record_copies(node: &Path, files: &[String]) {
+    if !files.is_empty() {
+        let _ = std::fs::write(node.join(COPIED), files.join("\n") + "\n");
+    }
 }
 
 fn open_out(node: &Path, target: &Option<(Option<PathBuf>, bool)>, default: &str) -> Result<Stdio, String> {

@@ -25,8 +25,18 @@ pub fn run(db: &Path, a: ResultsArgs) -> anyhow::Result<()> {
     if a.json {
         return print_json(&serde_json::json!({ "experiment": a.exp, "jobs": rows }));
     }
-    let mut t =
-        table(&["job", "parameters", "state", "resource", "tries", "exit", "wall s", "cost", "output"]);
+    let mut t = table(&[
+        "job",
+        "parameters",
+        "state",
+        "resource",
+        "tries",
+        "exit",
+        "wall s",
+        "cost",
+        "output",
+        "files",
+    ]);
     for r in &rows {
         let params = r
             .params
@@ -48,6 +58,7 @@ pub fn run(db: &Path, a: ResultsArgs) -> anyhow::Result<()> {
             r.wall.map_or("-".into(), |w| format!("{w:.3}")),
             r.cost.to_string(),
             r.output.clone().unwrap_or_else(|| "-".into()),
+            r.files.join(" "),
         ]);
     }
     println!("{t}");

@@ -121,6 +121,11 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
         projected.map_or(String::new(), |p| format!(" · projected finish in {p:.0} s")),
         engine.map_or(String::new(), |p| format!(" · engine pid {p}")),
     );
+    // A progress bar that also reads in a log or a pipe.
+    let finished = c.done + c.failed;
+    let filled = if total == 0 { 40 } else { (40 * finished / total) as usize };
+    let pct = if total == 0 { 100.0 } else { 100.0 * finished as f64 / total as f64 };
+    println!("[{}{}] {pct:.1}%", "#".repeat(filled), "-".repeat(40 - filled));
     let mut t =
         table(&["resource", "kind", "slots", "price/cpu-s", "done", "failed", "running", "spent", "s/job"]);
     for (p, cfg) in per.iter().zip(&configs) {
