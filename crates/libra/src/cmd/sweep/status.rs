@@ -123,7 +123,7 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
     );
     // A progress bar that also reads in a log or a pipe.
     let finished = c.done + c.failed;
-    let filled = if total == 0 { 40 } else { (40 * finished / total) as usize };
+    let filled = (40 * finished).checked_div(total).unwrap_or(40) as usize;
     let pct = if total == 0 { 100.0 } else { 100.0 * finished as f64 / total as f64 };
     println!("[{}{}] {pct:.1}%", "#".repeat(filled), "-".repeat(40 - filled));
     let mut t =
