@@ -162,3 +162,32 @@ price = 1
         .unwrap();
     assert!(lost >= 1);
 }
+
+#[test]
+fn figure_17_11_runs_unchanged_on_the_local_resource() {
+    let plan = r#"#Parameters Declaration
+parameter angle_degree integer range from 1 to 165 step 1;
+parameter time_base_value integer default 5;
+
+#Task Definition
+task main
+    #Copy necessary executables depending on node type
+    copy calc.$OS node:calc
+    #Execute program with parameter values on remote node
+    node:execute ./calc $angle_degree $time_base_value
+    #Copy results file to use home node with jobname as extension
+    copy node:output ./output.$jobname
+endtask
+"#;
+    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 2\nprice = 1\n";
+    let s = setup(plan, res, Algorithm::Cost, 10_000, 0);
+    let calc = s.dir.path().join(format!("calc.{}", std::env::consts::OS));
+    std::fs::write(&calc, "#!/bin/sh\necho \"angle $1 base $2\" > output\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&calc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "done");
+    for j in [1, 90, 165] {
+        let out = std::fs::read_to_string(s.dir.path().join(format!("output.{j}"))).unwrap();
+        assert_eq!(out.trim(), format!("angle {j} base 5"));
+    }
+}
