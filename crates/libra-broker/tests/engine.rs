@@ -191,3 +191,43 @@ endtask
         assert_eq!(out.trim(), format!("angle {j} base 5"));
     }
 }
+
+#[test]
+fn substitute_redirect_and_onerror_do_what_the_plan_says() {
+    let plan = r#"
+parameter n integer select anyof 7 8
+parameter mode text default fast
+task nodestart
+    shexec "echo started > marker"
+endtask
+task main
+    copy input.tmpl node:input.tmpl
+    substitute input.tmpl input.txt
+    redirect stdout to captured.txt
+    shexec "cat input.txt"
+    redirect stdout off
+    shexec "echo dropped"
+    onerror ignore
+    shexec "exit 3"
+    onerror fail
+    copy node:captured.txt out/captured.$jobname
+endtask
+"#;
+    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
+    let s = setup(plan, res, Algorithm::Time, 1000, 0);
+    std::fs::write(s.dir.path().join("input.tmpl"), "n=$n mode=${mode} job=$jobname\n").unwrap();
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "done");
+    let store = Store::open(&s.db).unwrap();
+    for r in store.results(s.exp).unwrap() {
+        assert_eq!(r.state, "done");
+        let n = r.params["n"].as_str().unwrap().to_string();
+        let got =
+            std::fs::read_to_string(s.dir.path().join(format!("out/captured.{}", r.index + 1))).unwrap();
+        assert_eq!(got, format!("n={n} mode=fast job={}\n", r.index + 1));
+        let dir = std::path::PathBuf::from(r.output.unwrap());
+        // `redirect stdout off` dropped the echo: the job's own stdout file stayed empty.
+        assert_eq!(std::fs::read_to_string(dir.join("stdout")).unwrap_or_default(), "");
+        let nodestart = dir.parent().unwrap().join("nodestart-here").join("marker");
+        assert!(nodestart.exists());
+    }
+}
