@@ -114,37 +114,47 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
     super::output::studies(&out, study.name, &[(study.clone(), points)], a.json, &path)
 }
 
-/// Prints a study's points as a table: one row per x, one column pair per series.
-pub fn study_table(study: &libraplus::Study, points: &[Point]) -> Table {
+/// A study's points as rows: one per x value, a QoS and a profit column per series.
+pub fn study_grid(study: &libraplus::Study, points: &[Point]) -> (Vec<String>, Vec<Vec<String>>) {
     let mut series: Vec<String> = Vec::new();
     for p in points {
         if !series.contains(&p.series()) {
             series.push(p.series());
         }
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
     let mut header = vec![study.x_label.to_string()];
     for s in &series {
-        header.push(format!("{s}\nQoS"));
-        header.push(format!("{s}\nprofit"));
+        header.push(format!("{s} QoS"));
+        header.push(format!("{s} profit"));
     }
-    t.set_header(header);
-    for &x in &study.xs {
-        let mut row = vec![format!("{x}")];
-        for s in &series {
-            match points.iter().find(|p| p.x == x && &p.series() == s) {
-                Some(p) => {
-                    row.push(format!("{:.1}%", 100.0 * p.qos_satisfaction));
-                    row.push(format!("{:.1}%", 100.0 * p.profitability));
-                }
-                None => {
-                    row.push("-".into());
-                    row.push("-".into());
+    let rows = study
+        .xs
+        .iter()
+        .map(|&x| {
+            let mut row = vec![format!("{x}")];
+            for s in &series {
+                match points.iter().find(|p| p.x == x && &p.series() == s) {
+                    Some(p) => {
+                        row.push(format!("{:.1}%", 100.0 * p.qos_satisfaction));
+                        row.push(format!("{:.1}%", 100.0 * p.profitability));
+                    }
+                    None => row.extend(["-".to_string(), "-".to_string()]),
                 }
             }
-        }
-        t.add_row(row);
+            row
+        })
+        .collect();
+    (header, rows)
+}
+
+/// The grid as a terminal table.
+pub fn study_table(study: &libraplus::Study, points: &[Point]) -> Table {
+    let (header, rows) = study_grid(study, points);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(header);
+    for r in rows {
+        t.add_row(r);
     }
     t
 }

@@ -1,7 +1,7 @@
 //! Writing an experiment's results: a table or JSON on stdout, and CSV, JSON, Markdown and SVG
 //! files in the output directory.
 
-use super::experiment::{ensure_dir, points_json, study_table};
+use super::experiment::{ensure_dir, points_json, study_grid, study_table};
 use anyhow::Context;
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use libra_sim::experiment::libraplus::Study;
@@ -115,7 +115,8 @@ pub fn studies(
         let base = study.name;
         write(&out.join(format!("{base}.csv")), &csv_text(&HEADERS.map(String::from), &rows(points))?)?;
         let table = study_table(study, points);
-        md.push_str(&format!("\n## {}\n\n```\n{table}\n```\n", study.x_label));
+        let (h, r) = study_grid(study, points);
+        md.push_str(&format!("\n## {}\n\n{}", study.x_label, markdown(&h, &r)));
         plots(out, study, points)?;
         tables.push(table);
     }
