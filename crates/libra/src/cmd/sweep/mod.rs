@@ -6,6 +6,7 @@ mod experiment;
 mod output;
 mod results;
 mod run;
+mod simulate;
 mod status;
 mod steer;
 
@@ -47,6 +48,8 @@ pub enum SweepCommand {
     Cancel(steer::ExpArgs),
     /// Reproduce the seed's experiments on virtual time (table17.4, table17.6).
     Experiment(experiment::ExperimentArgs),
+    /// Run a plan over test queues on virtual time: instant, deterministic, nothing recorded.
+    Simulate(simulate::SimulateArgs),
     /// Trivial jobs through the engine and the local resource, beside xargs -P.
     Bench(bench::BenchArgs),
 }
@@ -66,6 +69,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         SweepCommand::Pause(a) => steer::pause(&db, a),
         SweepCommand::Cancel(a) => steer::cancel(&db, a),
         SweepCommand::Experiment(a) => experiment::run(a),
+        SweepCommand::Simulate(a) => simulate::run(a),
         SweepCommand::Bench(a) => bench::run(a),
     }
 }

@@ -1,0 +1,96 @@
+//! `libra sweep simulate`: a plan over test queues on virtual time (the test queue's
+//! virtual-time mode): deterministic and instant, through the engine's own scheduler.
+
+use super::output::{parse_duration, print_json, table};
+use anyhow::{bail, Context};
+use clap::Args;
+use libra_broker::create::{load_plan, load_resources};
+use libra_broker::experiment::{svg, virtual_time};
+use libra_broker::farm::{Farm, FarmResource};
+use libra_broker::resources::Kind;
+use libra_core::dbc::Algorithm;
+use libra_core::Money;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The plan file: only its number of jobs matters here.
+    pub plan: PathBuf,
+    /// The resources file: every resource must be a testqueue (its wall time is the job's).
+    #[arg(long, short)]
+    pub resources: PathBuf,
+    /// The deadline from the start: 990, 33m, 2h.
+    #[arg(long, value_parser = parse_duration)]
+    pub deadline: f64,
+    /// The budget in credits.
+    #[arg(long)]
+    pub budget: Money,
+    /// What to optimise (see `libra sweep run --help`).
+    #[arg(long, alias = "optimize", default_value = "cost")]
+    pub optimise: Algorithm,
+    /// Plan Libra's first jobs with the queues' declared wall time (else calibrate first).
+    #[arg(long)]
+    pub prior: bool,
+    /// Write the jobs-in-execution plot here (SVG).
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: SimulateArgs) -> anyhow::Result<()> {
+    let (_, _, jobs) = load_plan(&a.plan, 0)?;
+    let resources = load_resources(&a.resources)?;
+    if let Some(r) = resources.iter().find(|r| r.kind != Kind::Testqueue) {
+        bail!(
+            "resource '{}': kind must be testqueue to simulate (virtual time has no real processes)",
+            r.name
+        );
+    }
+    // Each queue runs a job in its own wall time: jobs of length 1 at speed 1 / wall.
+    let speeds: Vec<f64> = resources.iter().map(|r| 1.0 / r.wall.unwrap_or(1.0)).collect();
+    let names: Vec<String> = resources.iter().map(|r| r.name.clone()).collect();
+    let farm = Farm {
+        resources: resources
+            .into_iter()
+            .map(|r| {
+                let p = if a.prior { r.wall } else { None };
+                FarmResource::new(r, p)
+            })
+            .collect(),
+        algorithm: a.optimise,
+        deadline: a.deadline,
+        budget: a.budget,
+        spent: Money::ZERO,
+        fallback_secs: 60.0,
+    };
+    let n = usize::try_from(jobs.total).context("too many jobs to simulate")?;
+    let out = virtual_time::run(farm, &vec![1.0; n], &speeds);
+    if let Some(path) = &a.svg {
+        svg::usage(
+            path,
+            &format!("{} · deadline {} s · budget {}", a.optimise, a.deadline, a.budget),
+            &names,
+            &out.usage,
+        )?;
+    }
+    let pct = 100.0 * out.completed as f64 / out.jobs.max(1) as f64;
+    if a.json {
+        return print_json(&serde_json::json!({
+            "algorithm": a.optimise, "jobs": out.jobs, "completed_pct": pct, "time": out.time,
+            "cost": out.cost, "budget": a.budget, "deadline": a.deadline,
+            "per_resource": names.iter().zip(&out.per_resource).map(|(n, j)| serde_json::json!({"name": n, "jobs": j})).collect::<Vec<_>>(),
+        }));
+    }
+    println!(
+        "{}: {} jobs, {pct:.0}% by the deadline, last ends at {:.0} s, cost {} of {}",
+        a.optimise, out.jobs, out.time, out.cost, a.budget
+    );
+    let mut t = table(&["resource", "jobs"]);
+    for (name, j) in names.iter().zip(&out.per_resource) {
+        t.add_row(vec![name.clone(), j.to_string()]);
+    }
+    println!("{t}");
+    Ok(())
+}
