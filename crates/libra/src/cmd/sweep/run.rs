@@ -16,7 +16,18 @@ pub struct RunArgs {
     /// The plan file (Nimrod/G syntax).
     pub plan: PathBuf,
     /// The resources file (TOML, one [[resource]] per resource).
-    #[arg(long, short)]
+    ///
+    /// Each resource: `name`, `kind` (local | testqueue | libra), `slots`, `price` (credits per
+    /// CPU-second), optional `job_secs` (expected seconds per job before calibration),
+    /// `utc_offset` ("+10:00") and `peak = { start = "09:00", end = "18:00", price = 20 }` for
+    /// a time-of-day price; testqueue: `wall`, `cpu`, `time_scale`; libra: `url`, `token`.
+    ///
+    /// [[resource]]
+    /// name = "laptop"
+    /// kind = "local"
+    /// slots = 2
+    /// price = 1.5
+    #[arg(long, short, verbatim_doc_comment)]
     pub resources: PathBuf,
     /// When every job must be done, from now: 3600, 90m, 2h.
     #[arg(long, value_parser = parse_duration)]
