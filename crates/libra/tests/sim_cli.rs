@@ -1,0 +1,107 @@
+//! `libra sim` from the outside: an exact scenario replayed from a job list, bad input, and the
+//! JSON shapes of the experiments.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn libra() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_libra"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("libra-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    assert!(out.status.success(), "libra failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+/// One node. Job 1 takes half of it until t=200; job 2 needs 0.6 at t=0 and is refused; job 3
+/// needs 0.6 at t=50, when job 1 has run ahead (work-conserving) and needs only 0.33: accepted.
+#[test]
+fn replays_an_exact_scenario_with_decisions() {
+    let csv = tmp("scenario.csv");
+    std::fs::write(
+        &csv,
+        "id,submit,runtime,estimate,procs,deadline,budget,user\n1,0,100,100,1,200,500,1\n2,0,60,60,1,100,500,2\n3,50,60,60,1,100,500,2\n",
+    )
+    .unwrap();
+    let out = libra()
+        .args(["sim", "run", "--jobs"])
+        .arg(&csv)
+        .args(["--policy", "libra", "--nodes", "1", "--decisions", "--json"])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let d = &v["runs"][0]["decisions"];
+    assert_eq!(d[0]["decision"], "accepted");
+    assert_eq!(d[1]["decision"], "rejected: deadline");
+    assert_eq!(d[2]["decision"], "accepted");
+    // Job 1 ran alone at full speed for 50 s, then shared: it finishes by its deadline.
+    assert!(d[0]["finish"].as_f64().unwrap() <= 200.0);
+    assert!(d[2]["finish"].as_f64().unwrap() <= 150.0);
+    assert_eq!(v["runs"][0]["metrics"]["qos_satisfied"], 2);
+}
+
+#[test]
+fn a_broken_job_list_names_the_line_and_column() {
+    let csv = tmp("broken.csv");
+    std::fs::write(&csv, "id,submit,runtime,estimate,procs,deadline,budget,user\n1,0,100,100,1,200,500,1\n2,0,-5,60,1,100,500,2\n")
+        .unwrap();
+    let out = libra().args(["sim", "run", "--jobs"]).arg(&csv).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 3") && err.contains("runtime"), "{err}");
+}
+
+#[test]
+fn unknown_policy_and_experiment_are_refused_with_the_list() {
+    let out = libra().args(["sim", "run", "--batch", "1", "--policy", "lottery"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("libra+$"));
+    let out = libra().args(["sim", "experiment", "fig99"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("libraplus-fig2"));
+}
+
+#[test]
+fn table1_json_and_files() {
+    let dir = tmp("t1");
+    let out = libra()
+        .args(["sim", "experiment", "libra-table1", "--seeds", "2", "--json", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    assert_eq!(cells[0]["jobs"], 100);
+    assert_eq!(cells[0]["nodes"], 10);
+    assert!(cells[0]["fifo_completed"].as_f64().is_some() && cells[0]["libra_completed"].as_f64().is_some());
+    for f in ["libra-table1.csv", "libra-table1.json", "libra-table1.md", "libra-table1.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+}
+
+#[test]
+fn a_libraplus_figure_has_points() {
+    let dir = tmp("fig5");
+    let out = libra()
+        .args(["sim", "experiment", "libraplus-fig5", "--json", "--out"])
+        .arg(&dir)
+        .args([
+            "--trace",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/SDSC-SP2-1998-4.2-cln.swf.gz"),
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let p = &v["points"][0];
+    for k in ["x", "policy", "qos_satisfaction", "profitability"] {
+        assert!(!p[k].is_null(), "{k}");
+    }
+    assert!(dir.join("libraplus-fig5-qos.svg").exists());
+}
