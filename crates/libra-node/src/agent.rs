@@ -14,6 +14,9 @@ use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// Relative change of a job's required share below which the kernel is not re-told.
+pub const SHARE_HYSTERESIS: f64 = 0.10;
+
 /// How much of a job's stdout and stderr is sent back to the server.
 pub const OUTPUT_TAIL: u64 = 256 * 1024;
 
@@ -317,7 +320,10 @@ impl Agent {
                 r.cpu = r.cpu.max(cpu);
             }
             let share = required_share(r.spec.estimate, r.cpu, r.spec.deadline_at, now, r.spec.share, cap);
-            if (share - r.share).abs() > 1e-6 {
+            // Only a real change is re-told: every rewrite of a cap restarts the kernel's
+            // accounting period and hands the job a fresh quota, so constant small corrections
+            // would themselves skew the shares.
+            if (share - r.share).abs() > SHARE_HYSTERESIS * r.share.max(0.01) {
                 if let Err(e) = self.enforcer.set_share(r.spec.job, share) {
                     tracing::warn!(job = r.spec.job, "share not applied: {e}");
                     continue;

@@ -40,7 +40,10 @@ pub enum CgroupVersion {
     V2,
 }
 
-pub const CFS_PERIOD_US: u64 = 100_000;
+/// The bandwidth period: the kernel hands out quota in slices of a few milliseconds per CPU, so
+/// a short period makes small caps imprecise (a 17 ms cap in a 100 ms period can be off by half);
+/// over the longest period the kernel allows, the slices are a few percent of a small cap.
+pub const CFS_PERIOD_US: u64 = 1_000_000;
 
 /// cgroup v1 weight of the group holding all of Libra's nodes (the kernel's maximum).
 pub const LIBRA_V1_SHARES: u64 = 262_144;
@@ -61,7 +64,14 @@ pub struct CgroupEnforcer {
     /// The node's own group (capped at its capacity).
     node_dir: PathBuf,
     cpus: f64,
-    jobs: HashMap<u64, (PathBuf, f64)>,
+    jobs: HashMap<u64, JobGroup>,
+}
+
+struct JobGroup {
+    dir: PathBuf,
+    share: f64,
+    /// The cap last told to the kernel (0: none yet).
+    quota: u64,
 }
 
 /// Each job's CPU cap: its share's proportion of the node's capacity. Weights alone do not
@@ -117,6 +127,10 @@ impl CgroupEnforcer {
         let quota = (cpus * CFS_PERIOD_US as f64).round().max(1000.0) as u64;
         match version {
             CgroupVersion::V1 => {
+                // Lifting the cap first keeps every intermediate state valid (the kernel refuses
+                // a parent ratio below a child's).
+                let f = node_dir.join("cpu.cfs_quota_us");
+                kernel.write(&f, "-1").map_err(err(&f))?;
                 let f = node_dir.join("cpu.cfs_period_us");
                 kernel.write(&f, &CFS_PERIOD_US.to_string()).map_err(err(&f))?;
                 let f = node_dir.join("cpu.cfs_quota_us");
@@ -129,6 +143,28 @@ impl CgroupEnforcer {
                 kernel.write(&f, &format!("{quota} {CFS_PERIOD_US}")).map_err(err(&f))?;
                 let f = node_dir.join("cgroup.subtree_control");
                 kernel.write(&f, "+cpu").map_err(err(&f))?;
+            }
+        }
+        // Job groups left by an agent that was killed: their processes are jobs nobody tracks
+        // any more (the server has marked them lost), so they are stopped, and the groups go.
+        if let Ok(entries) = std::fs::read_dir(&node_dir) {
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with("job-") {
+                    let procs = kernel.read(&e.path().join("cgroup.procs")).unwrap_or_default();
+                    for pid in procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                        tracing::warn!("stopping process {pid} left in {}", e.path().display());
+                        // SAFETY: kill(2) with a pid read from our own job group.
+                        unsafe {
+                            libc::kill(pid, libc::SIGKILL);
+                        }
+                    }
+                    for _ in 0..50 {
+                        if kernel.rmdir(&e.path()).is_ok() {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                }
             }
         }
         Ok(CgroupEnforcer { kernel, version, node_dir, cpus, jobs: HashMap::new() })
@@ -146,20 +182,30 @@ impl CgroupEnforcer {
 
     /// Tells the kernel every job's weight and cap (a change to one job's share moves the
     /// others' caps).
-    fn rebalance(&self) -> Result<(), EnforceError> {
-        let shares: Vec<(u64, f64)> = self.jobs.iter().map(|(j, (_, s))| (*j, *s)).collect();
+    fn rebalance(&mut self) -> Result<(), EnforceError> {
+        let shares: Vec<(u64, f64)> = self.jobs.iter().map(|(j, g)| (*j, g.share)).collect();
         for (job, quota) in job_quotas(self.cpus, &shares) {
-            let Some((dir, share)) = self.jobs.get(&job) else { continue };
+            let Some(g) = self.jobs.get(&job) else { continue };
+            // Each write restarts the kernel's accounting of the group's period: rewriting caps
+            // that moved by a hair every job-control period would blur the shares it enforces.
+            if g.quota != 0 && (quota as f64 - g.quota as f64).abs() <= 0.02 * g.quota as f64 {
+                continue;
+            }
             match self.version {
                 CgroupVersion::V1 => {
-                    self.write(dir.join("cpu.shares"), v1_shares(*share).to_string())?;
-                    self.write(dir.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string())?;
-                    self.write(dir.join("cpu.cfs_quota_us"), quota.to_string())?;
+                    self.write(g.dir.join("cpu.shares"), v1_shares(g.share).to_string())?;
+                    if g.quota == 0 {
+                        self.write(g.dir.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string())?;
+                    }
+                    self.write(g.dir.join("cpu.cfs_quota_us"), quota.to_string())?;
                 }
                 CgroupVersion::V2 => {
-                    self.write(dir.join("cpu.weight"), v2_weight(*share).to_string())?;
-                    self.write(dir.join("cpu.max"), format!("{quota} {CFS_PERIOD_US}"))?;
+                    self.write(g.dir.join("cpu.weight"), v2_weight(g.share).to_string())?;
+                    self.write(g.dir.join("cpu.max"), format!("{quota} {CFS_PERIOD_US}"))?;
                 }
+            }
+            if let Some(g) = self.jobs.get_mut(&job) {
+                g.quota = quota;
             }
         }
         Ok(())
@@ -180,7 +226,7 @@ impl Enforcer for CgroupEnforcer {
             .mkdir(&dir)
             .map_err(|source| EnforceError::Cgroup { path: dir.display().to_string(), source })?;
         let procs = dir.join("cgroup.procs");
-        self.jobs.insert(job, (dir, share));
+        self.jobs.insert(job, JobGroup { dir, share, quota: 0 });
         self.rebalance()?;
         Ok(Some(procs))
     }
@@ -189,8 +235,8 @@ impl Enforcer for CgroupEnforcer {
 
     fn set_share(&mut self, job: u64, share: f64) -> Result<(), EnforceError> {
         match self.jobs.get_mut(&job) {
-            Some(entry) => {
-                entry.1 = share;
+            Some(g) => {
+                g.share = share;
                 self.rebalance()
             }
             None => Ok(()),
@@ -200,7 +246,7 @@ impl Enforcer for CgroupEnforcer {
     fn set_suspended(&mut self, _job: u64, _suspended: bool) {}
 
     fn remove(&mut self, job: u64) {
-        if let Some((dir, _)) = self.jobs.remove(&job) {
+        if let Some(JobGroup { dir, .. }) = self.jobs.remove(&job) {
             if let Err(e) = self.kernel.rmdir(&dir) {
                 tracing::debug!("removing {}: {e}", dir.display());
             }
@@ -283,19 +329,19 @@ mod tests {
         let k = FakeKernel::default();
         let root = Path::new("/cg/cpu");
         let mut e = CgroupEnforcer::new(Arc::new(k.clone()), CgroupVersion::V1, root, "n1", 0.5).unwrap();
-        assert_eq!(k.get("/cg/cpu/libra/n1/cpu.cfs_quota_us").as_deref(), Some("50000"));
-        assert_eq!(k.get("/cg/cpu/libra/n1/cpu.cfs_period_us").as_deref(), Some("100000"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/cpu.cfs_quota_us").as_deref(), Some("500000"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/cpu.cfs_period_us").as_deref(), Some("1000000"));
         let procs = e.prepare(7, 0.25).unwrap().unwrap();
         assert_eq!(procs, Path::new("/cg/cpu/libra/n1/job-7/cgroup.procs"));
         assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.shares").as_deref(), Some("256"));
         // Alone on the node, the job may use all of it.
-        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("50000"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("500000"));
         e.prepare(8, 0.25).unwrap();
-        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("25000"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("250000"));
         e.set_share(7, 0.5).unwrap();
         assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.shares").as_deref(), Some("512"));
-        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("33333"));
-        assert_eq!(k.get("/cg/cpu/libra/n1/job-8/cpu.cfs_quota_us").as_deref(), Some("16667"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-7/cpu.cfs_quota_us").as_deref(), Some("333333"));
+        assert_eq!(k.get("/cg/cpu/libra/n1/job-8/cpu.cfs_quota_us").as_deref(), Some("166667"));
         e.remove(8);
         e.remove(7);
         assert!(!k.exists(Path::new("/cg/cpu/libra/n1/job-7")));
@@ -307,11 +353,11 @@ mod tests {
         let k = FakeKernel::default();
         let mut e =
             CgroupEnforcer::new(Arc::new(k.clone()), CgroupVersion::V2, Path::new("/cg"), "n2", 1.5).unwrap();
-        assert_eq!(k.get("/cg/libra/n2/cpu.max").as_deref(), Some("150000 100000"));
+        assert_eq!(k.get("/cg/libra/n2/cpu.max").as_deref(), Some("1500000 1000000"));
         assert_eq!(k.get("/cg/cgroup.subtree_control").as_deref(), Some("+cpu"));
         e.prepare(1, 0.3).unwrap();
         assert_eq!(k.get("/cg/libra/n2/job-1/cpu.weight").as_deref(), Some("30"));
-        assert_eq!(k.get("/cg/libra/n2/job-1/cpu.max").as_deref(), Some("150000 100000"));
+        assert_eq!(k.get("/cg/libra/n2/job-1/cpu.max").as_deref(), Some("1500000 1000000"));
         assert_eq!(e.mechanism(), "cgroup-v2");
     }
 
@@ -334,8 +380,8 @@ mod tests {
     #[test]
     fn caps_are_proportional_and_fill_the_node() {
         let q = job_quotas(1.0, &[(1, 0.3), (2, 0.1)]);
-        assert_eq!(q, vec![(1, 75_000), (2, 25_000)]);
-        assert_eq!(job_quotas(0.5, &[(1, 0.0), (2, 0.0)]), vec![(1, 25_000), (2, 25_000)]);
+        assert_eq!(q, vec![(1, 750_000), (2, 250_000)]);
+        assert_eq!(job_quotas(0.5, &[(1, 0.0), (2, 0.0)]), vec![(1, 250_000), (2, 250_000)]);
     }
 
     #[test]

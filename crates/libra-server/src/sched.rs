@@ -45,7 +45,10 @@ impl Inner {
         let (state, nodes, share, cost, mut reason, suggestion) = match decision {
             Decision::Accept { nodes, share, cost } => (JobState::Pending, nodes, share, cost, None, None),
             Decision::Reject { reason, suggestion } => {
-                let suggestion = suggestion.and_then(|sg| self.robust_suggestion(spec, sg, now));
+                let suggestion = match reason {
+                    libra_core::RejectReason::Resources => suggestion,
+                    _ => self.robust_suggestion(spec, suggestion, now),
+                };
                 let why = match reason {
                     libra_core::RejectReason::Resources => "resources: not enough nodes are up with the processors and memory asked for",
                     libra_core::RejectReason::Deadline => "deadline: the nodes cannot finish the job by its deadline without breaking earlier promises",
@@ -119,27 +122,38 @@ impl Inner {
 
     /// The policy's suggestion is exact for this instant; the resubmission comes a few seconds
     /// later, when running jobs have moved on and prices with them. So the deadline gets a
-    /// margin (2%, at least one second), the budget is what the policy would charge at that
-    /// deadline now plus 5%, rounded up to a whole credit. The budget is a cap: the charge is
-    /// still the price at admission.
+    /// margin (2%, at least one second) and is checked by asking the policy again with no budget
+    /// limit; if that is refused (or the policy had no suggestion, as Libra+$ has none when the
+    /// earliest deadline would fill a node exactly and so price it infinitely), later deadlines
+    /// are tried, each 20% further out. The budget is what the policy would charge at that
+    /// deadline now, plus 5%, rounded up to a whole credit: it is a cap, the charge is still the
+    /// price at admission.
     fn robust_suggestion(
         &self,
         spec: &JobSpec,
-        sg: libra_core::Suggestion,
+        sg: Option<libra_core::Suggestion>,
         now: f64,
     ) -> Option<libra_core::Suggestion> {
-        let deadline = (sg.deadline + (sg.deadline * 0.02).max(1.0)).ceil();
+        let first = sg.map(|s| s.deadline).unwrap_or(spec.deadline()).max(spec.deadline());
+        let mut deadline = (first + (first * 0.02).max(1.0)).ceil();
         let mut probe = spec.clone();
-        probe.qos.deadline = deadline;
         probe.qos.budget = Money::from_credits(libra_core::job::MAX_BUDGET_CREDITS);
-        match self.policy.decide(&probe, &self.cluster, now) {
-            Decision::Accept { cost, .. } => {
+        for _ in 0..40 {
+            if deadline > libra_core::job::MAX_SECONDS {
+                break;
+            }
+            probe.qos.deadline = deadline;
+            if let Decision::Accept { cost, .. } = self.policy.decide(&probe, &self.cluster, now) {
                 let with_margin = Money::from_credits_f64_ceil(cost.as_credits_f64() * 1.05)?;
                 let whole = Money::from_credits((with_margin.0 + 99) / 100);
-                Some(libra_core::Suggestion { deadline, budget: whole.max(sg.budget) })
+                return Some(libra_core::Suggestion {
+                    deadline,
+                    budget: whole.max(sg.map(|s| s.budget).unwrap_or(Money::ZERO)),
+                });
             }
-            _ => Some(sg),
+            deadline = (deadline * 1.2).ceil();
         }
+        sg
     }
 
     pub fn quote(&self, spec: &JobSpec, now: f64) -> Result<QuoteResponse, ApiError> {
@@ -164,7 +178,10 @@ impl Inner {
             }
             Decision::Reject { reason, suggestion } => {
                 q.reason = Some(reason.to_string());
-                q.suggestion = suggestion.and_then(|sg| self.robust_suggestion(spec, sg, now));
+                q.suggestion = match reason {
+                    libra_core::RejectReason::Resources => suggestion,
+                    _ => self.robust_suggestion(spec, suggestion, now),
+                };
             }
             Decision::Queue => q.reason = Some("queue".into()),
         }

@@ -1,0 +1,396 @@
+//! End-to-end: a real `libra server`, real `libra node` agents and real `libra burn` jobs on
+//! loopback. The tests run one at a time (they share the machine's two cores and measure CPU).
+
+use libra_api::{Client, JobInfo, JobState, SubmitRequest, UserAdd};
+use libra_core::{JobSpec, Money};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+const EXE: &str = env!("CARGO_BIN_EXE_libra");
+const JOIN: &str = "test-join-token";
+const ADMIN_PW: &str = "admin-pw";
+
+struct Cluster {
+    dir: PathBuf,
+    port: u16,
+    server: Option<Child>,
+    nodes: Vec<Child>,
+    url: String,
+    node_timeout: f64,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Cluster {
+    fn start(nodes: usize, cpus: f64, node_timeout: f64) -> Cluster {
+        let dir = std::env::temp_dir().join(format!("libra-e2e-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let mut c = Cluster {
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+            port,
+            server: None,
+            nodes: Vec::new(),
+            node_timeout,
+        };
+        c.start_server();
+        for i in 0..nodes {
+            c.start_node(&format!("n{i}-{port}"), cpus);
+        }
+        let admin = c.admin();
+        wait_until("nodes up", || admin.nodes().ok().filter(|n| n.iter().filter(|x| x.up).count() == nodes));
+        c
+    }
+
+    fn start_server(&mut self) {
+        let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
+        let child = Command::new(EXE)
+            .args([
+                "server",
+                "--listen",
+                &format!("127.0.0.1:{}", self.port),
+                "--join-token",
+                JOIN,
+                "--admin-password",
+                ADMIN_PW,
+            ])
+            .args([
+                "--db",
+                &self.dir.join("server.db").display().to_string(),
+                "--period",
+                "0.5",
+                "--no-fsync",
+            ])
+            .args(["--node-timeout", &self.node_timeout.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.server = Some(child);
+        let anon = Client::new(&self.url, None);
+        wait_until("server", || {
+            anon.get::<serde_json::Value>("/api/health")
+                .ok()
+                .or_else(|| anon.get::<serde_json::Value>("/api/openapi.json").ok())
+        });
+    }
+
+    fn start_node(&mut self, name: &str, cpus: f64) {
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).unwrap();
+        let child = Command::new(EXE)
+            .args([
+                "node",
+                "--server",
+                &self.url,
+                "--join-token",
+                JOIN,
+                "--cpus",
+                &cpus.to_string(),
+                "--name",
+                name,
+            ])
+            .args(["--workdir", &self.dir.join(name).display().to_string(), "--period", "0.5"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.nodes.push(child);
+    }
+
+    fn kill_server(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            s.kill().unwrap(); // SIGKILL
+            s.wait().unwrap();
+        }
+    }
+
+    fn admin(&self) -> Client {
+        let t = Client::new(&self.url, None).login("admin", ADMIN_PW).unwrap().token;
+        Client::new(&self.url, Some(t))
+    }
+
+    /// A user with `credit` credits, logged in.
+    fn user(&self, name: &str, credit: i64) -> Client {
+        let admin = self.admin();
+        admin
+            .user_add(&UserAdd { name: name.into(), password: "pw-".to_string() + name, admin: false })
+            .unwrap();
+        admin.credit(name, Money::from_credits(credit)).unwrap();
+        let t = Client::new(&self.url, None).login(name, &("pw-".to_string() + name)).unwrap().token;
+        Client::new(&self.url, Some(t))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in self.nodes.iter_mut().chain(self.server.iter_mut()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Jobs outlive a killed agent by design; these are ours, stop them.
+        for pid in pids_under(&self.dir, "") {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn burn(cpu: f64, estimate: f64, deadline: f64, budget: i64) -> SubmitRequest {
+    SubmitRequest {
+        spec: JobSpec::simple(estimate, deadline, Money::from_credits(budget)),
+        command: vec![EXE.into(), "burn".into(), "--cpu-seconds".into(), cpu.to_string()],
+        name: None,
+    }
+}
+
+fn wait_done(c: &Client, id: u64) -> JobInfo {
+    wait_until(&format!("job {id} to end"), || c.job(id).ok().filter(|j| !j.state.is_active()))
+}
+
+fn wait_running(c: &Client, id: u64) -> JobInfo {
+    wait_until(&format!("job {id} to run"), || c.job(id).ok().filter(|j| j.state == JobState::Running))
+}
+
+#[test]
+fn accepted_jobs_meet_deadlines_while_sharing_and_are_charged_at_most_budget() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(2, 0.5, 30.0);
+    let alice = cl.user("alice", 100);
+    // Best fit packs both onto one node: 0.2 + 0.2 of its 0.5 CPU.
+    let a = alice.submit(&burn(1.0, 1.0, 5.0, 50)).unwrap();
+    let b = alice.submit(&burn(1.0, 1.0, 5.0, 50)).unwrap();
+    assert_eq!((a.state, b.state), (JobState::Pending, JobState::Pending));
+    assert_eq!(a.nodes, b.nodes, "best fit shares a node");
+    let (a, b) = (wait_done(&alice, a.id), wait_done(&alice, b.id));
+    for j in [&a, &b] {
+        assert_eq!(j.state, JobState::Completed, "{j:?}");
+        assert!(j.end_time.unwrap() <= j.deadline_at);
+        assert_eq!(j.charged, j.cost);
+        assert!(j.charged <= j.budget && j.charged.0 > 0);
+    }
+    let bal = alice.balance().unwrap();
+    assert_eq!(bal.held, Money::ZERO);
+    assert_eq!(bal.charged, a.charged + b.charged);
+    assert_eq!(bal.available, Money::from_credits(100) - bal.charged);
+    let out = alice.output(a.id).unwrap();
+    assert!(out.stdout.starts_with("burned"), "{out:?}");
+}
+
+#[test]
+fn a_job_that_cannot_fit_gets_a_suggestion_that_works_and_cancel_releases() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(2, 0.5, 30.0);
+    let bob = cl.user("bob", 100);
+    // Share 1.0 on nodes of half a CPU: impossible now at that deadline.
+    let err = bob.submit(&burn(2.0, 2.0, 2.0, 100)).unwrap();
+    assert_eq!(err.state, JobState::Rejected);
+    assert!(err.reason.as_deref().unwrap().starts_with("deadline"), "{err:?}");
+    let s = err.suggestion.expect("a suggestion");
+    assert!(s.deadline > 2.0);
+    let again = bob.submit(&burn(2.0, 2.0, s.deadline, s.budget.0 / 100 + 1)).unwrap();
+    assert_eq!(again.state, JobState::Pending, "{again:?}");
+    assert_eq!(bob.balance().unwrap().held, again.cost);
+    // Cancel right after it starts: only the CPU used is charged, the rest is released.
+    wait_running(&bob, again.id);
+    let c = bob.cancel(again.id).unwrap();
+    assert_eq!(c.state, JobState::Cancelled);
+    assert!(c.charged <= c.cost);
+    let bal = bob.balance().unwrap();
+    assert_eq!(bal.held, Money::ZERO);
+    assert_eq!(bal.available + bal.charged, Money::from_credits(100));
+    assert!(bob.cancel(again.id).is_err(), "a cancelled job cannot be cancelled again");
+}
+
+#[test]
+fn a_missed_deadline_releases_the_hold() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(2, 0.5, 30.0);
+    let carol = cl.user("carol", 100);
+    // The estimate is far too low: 0.5 s claimed, 2.5 s burned, deadline 1.25 s.
+    let j = carol.submit(&burn(2.5, 0.5, 1.25, 100)).unwrap();
+    assert_eq!(j.state, JobState::Pending);
+    let j = wait_done(&carol, j.id);
+    assert_eq!(j.state, JobState::Deadline, "{j:?}");
+    assert_eq!(j.charged, Money::ZERO);
+    let bal = carol.balance().unwrap();
+    assert_eq!((bal.available, bal.held, bal.charged), (Money::from_credits(100), Money::ZERO, Money::ZERO));
+}
+
+#[test]
+fn users_cannot_reach_each_others_jobs_and_only_admins_administer() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let alice = cl.user("alice", 100);
+    let bob = cl.user("bob", 100);
+    let j = alice.submit(&burn(0.2, 1.0, 60.0, 50)).unwrap();
+    let forbidden = |r: Result<JobInfo, libra_api::ClientError>| {
+        let e = r.unwrap_err();
+        assert_eq!(e.status(), Some(403), "{e}");
+        assert!(e.to_string().contains("forbidden"), "{e}");
+    };
+    forbidden(bob.job(j.id));
+    forbidden(bob.cancel(j.id));
+    assert_eq!(bob.output(j.id).unwrap_err().status(), Some(403));
+    assert!(bob.jobs(false).unwrap().is_empty());
+    assert_eq!(bob.jobs(true).unwrap_err().status(), Some(403));
+    assert_eq!(bob.nodes().unwrap_err().status(), Some(403));
+    assert_eq!(bob.credit("bob", Money::from_credits(1000)).unwrap_err().status(), Some(403));
+    assert_eq!(bob.set_policy("libra").unwrap_err().status(), Some(403));
+    assert_eq!(bob.set_pricing(&Default::default()).unwrap_err().status(), Some(403));
+    assert_eq!(bob.admin_job(j.id, "suspend").unwrap_err().status(), Some(403));
+    assert_eq!(
+        bob.user_add(&UserAdd { name: "eve".into(), password: "pw-eve".into(), admin: true })
+            .unwrap_err()
+            .status(),
+        Some(403)
+    );
+    // A node's join token is not a user's token, and a wrong join token is refused.
+    let fake = Client::new(&cl.url, Some("wrong-join-token".into()));
+    let reg = libra_api::RegisterRequest {
+        name: "intruder".into(),
+        cpus: 1.0,
+        mem_mb: 0,
+        mechanism: "none".into(),
+    };
+    assert_eq!(fake.register(&reg).unwrap_err().status(), Some(403));
+    // The owner and an administrator can.
+    assert_eq!(alice.job(j.id).unwrap().id, j.id);
+    assert_eq!(cl.admin().job(j.id).unwrap().user, "alice");
+    wait_done(&alice, j.id);
+}
+
+#[test]
+fn measured_cpu_shares_match_assigned_shares() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let admin = cl.admin();
+    let mech = admin.nodes().unwrap()[0].mechanism.clone();
+    let dave = cl.user("dave", 1000);
+    // Shares 0.3 and 0.15 on a node of 0.5 CPU (Libra+$ prices a node filled exactly at
+    // infinity); both stay on pace, so Algorithm 2 keeps the proportion.
+    let a = dave.submit(&burn(6.0, 6.0, 20.0, 500)).unwrap();
+    let b = dave.submit(&burn(3.0, 3.0, 20.0, 500)).unwrap();
+    assert_eq!((a.state, b.state), (JobState::Pending, JobState::Pending));
+    wait_running(&dave, a.id);
+    wait_running(&dave, b.id);
+    std::thread::sleep(Duration::from_secs(1));
+    // CPU time straight from the kernel's accounting of the job's process.
+    let pid_a = job_pids(&cl, a.id)[0];
+    let pid_b = job_pids(&cl, b.id)[0];
+    let cpu = |id| proc_cpu(if id == a.id { pid_a } else { pid_b });
+    // The shares the node is enforcing (Algorithm 2 moves them a little as the jobs progress).
+    let shares = || {
+        let n = &admin.nodes().unwrap()[0];
+        let s = |id| n.jobs.iter().find(|j| j.job == id).map(|j| j.share).unwrap();
+        (s(a.id), s(b.id))
+    };
+    let (sa0, sb0) = shares();
+    let (a0, b0, t0) = (cpu(a.id), cpu(b.id), Instant::now());
+    std::thread::sleep(Duration::from_secs(5));
+    let (a1, b1, dt) = (cpu(a.id), cpu(b.id), t0.elapsed().as_secs_f64());
+    let (sa1, sb1) = shares();
+    let (sa, sb) = ((sa0 + sa1) / 2.0, (sb0 + sb1) / 2.0);
+    let (ra, rb) = ((a1 - a0) / dt, (b1 - b0) / dt);
+    eprintln!("mechanism {mech}: measured {ra:.3} and {rb:.3} CPU for assigned shares {sa:.3} and {sb:.3}");
+    // Each job's part of what the node delivered matches its part of the assigned shares.
+    let (fa, want) = (ra / (ra + rb), sa / (sa + sb));
+    assert!(
+        (fa / want - 1.0).abs() <= 0.1,
+        "job a got {fa:.3} of the node, assigned {want:.3} (mechanism {mech})"
+    );
+    // And no job takes more than the node has.
+    assert!(ra + rb <= 0.5 * 1.1, "the node's jobs used {:.3} CPU of 0.5", ra + rb);
+    dave.cancel(a.id).unwrap();
+    dave.cancel(b.id).unwrap();
+}
+
+#[test]
+fn sigkill_of_the_server_loses_nothing_and_a_silent_node_is_marked_down() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start(2, 0.5, 3.0);
+    let erin = cl.user("erin", 100);
+    let running = erin.submit(&burn(1.5, 1.5, 30.0, 50)).unwrap();
+    wait_running(&erin, running.id);
+    let queued = erin.submit(&burn(0.5, 0.5, 30.0, 50)).unwrap();
+    let ledger_before = erin.ledger().unwrap();
+    cl.kill_server();
+    std::thread::sleep(Duration::from_millis(1500));
+    cl.start_server();
+    // Same tokens, same jobs, same ledger; the agents kept the jobs going and report again.
+    let after = erin.ledger().unwrap();
+    assert_eq!(after.len(), ledger_before.len());
+    let (r, q) = (wait_done(&erin, running.id), wait_done(&erin, queued.id));
+    assert_eq!(r.state, JobState::Completed, "{r:?}");
+    assert_eq!(q.state, JobState::Completed, "{q:?}");
+    assert_eq!(erin.balance().unwrap().charged, r.charged + q.charged);
+
+    // A node agent that disappears: its job is lost after the timeout and the hold released.
+    let j = erin.submit(&burn(20.0, 20.0, 60.0, 50)).unwrap();
+    let j = wait_running(&erin, j.id);
+    let idx: usize = j.nodes[0][1..].split('-').next().unwrap().parse().unwrap();
+    let mut node = cl.nodes.remove(idx);
+    node.kill().unwrap();
+    node.wait().unwrap();
+    let lost = wait_done(&erin, j.id);
+    assert_eq!(lost.state, JobState::Failed);
+    assert!(lost.reason.as_deref().unwrap_or("").starts_with("lost"), "{lost:?}");
+    let admin = cl.admin();
+    assert!(admin.nodes().unwrap().iter().any(|n| n.name == j.nodes[0] && !n.up));
+    assert_eq!(erin.balance().unwrap().held, Money::ZERO);
+    // It comes back and joins again.
+    cl.start_node(&j.nodes[0], 0.5);
+    wait_until("node back", || admin.nodes().ok().filter(|n| n.iter().all(|x| x.up)));
+    // The orphaned burn from the killed agent ends on its own (20 CPU-s); stop it early.
+    kill_orphans(&cl, lost.id);
+}
+
+/// The processes of a job (found by their working directory, which is the job's own).
+fn job_pids(cl: &Cluster, job: u64) -> Vec<i32> {
+    pids_under(&cl.dir, &format!("job-{job}"))
+}
+
+/// Processes whose working directory is under `dir` and ends with `needle`.
+fn pids_under(dir: &std::path::Path, needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
+            if cwd.starts_with(dir) && cwd.to_string_lossy().ends_with(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// utime + stime of a process, seconds (assuming the usual 100 ticks per second).
+fn proc_cpu(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<f64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0.0)).collect();
+    (f[11] + f[12]) / 100.0
+}
+
+/// Kills a job's processes left behind by a killed agent.
+fn kill_orphans(cl: &Cluster, job: u64) {
+    for pid in job_pids(cl, job) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+}
