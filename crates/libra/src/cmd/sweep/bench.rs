@@ -12,6 +12,9 @@ pub struct BenchArgs {
     /// Local slots (and xargs -P).
     #[arg(long, default_value_t = 2)]
     pub slots: u32,
+    /// Interleaved rounds of xargs and the engine (fair to both on a machine whose load drifts).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: u32,
     /// Skip the xargs comparison.
     #[arg(long)]
     pub no_xargs: bool,
@@ -26,13 +29,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     }
     let scratch = std::env::temp_dir().join(format!("libra-sweep-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
-    let report = libra_broker::bench::run(&scratch, a.jobs, a.slots, !a.no_xargs);
+    let report = libra_broker::bench::run(&scratch, a.jobs, a.slots, a.rounds, !a.no_xargs);
     let _ = std::fs::remove_dir_all(&scratch);
     let report = report?;
     if a.json {
         return print_json(&report);
     }
-    let mut t = table(&["runner", "jobs", "seconds", "jobs/s", "slot-ms per job"]);
+    let mut t = table(&["runner", "jobs", "seconds", "jobs/s", "slot-ms per job", "CPU ms per job"]);
     for r in std::iter::once(&report.engine).chain(report.xargs.iter()) {
         t.add_row(vec![
             r.name.clone(),
@@ -40,12 +43,14 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             format!("{:.2}", r.seconds),
             format!("{:.0}", r.jobs_per_sec),
             format!("{:.3}", r.per_job_ms),
+            format!("{:.3}", r.cpu_ms_per_job),
         ]);
     }
     println!("{t}");
     if let (Some(x), Some(ratio)) = (&report.xargs, report.ratio) {
         println!(
-            "engine/xargs rate: {:.0}% · engine overhead per job beyond xargs: {:.3} ms of slot time · database {:.1} MiB for {} jobs",
+            "{} interleaved rounds · engine/xargs rate: {:.0}% · engine overhead per job beyond xargs: {:.3} ms of slot time · database {:.1} MiB for {} jobs",
+            report.rounds,
             ratio * 100.0,
             report.engine.per_job_ms - x.per_job_ms,
             report.db_bytes as f64 / 1048576.0,
