@@ -1,1 +1,96 @@
+use crate::app::App;
+use crate::auth::Caller;
+use crate::config::Config;
+use crate::ledger;
+use libra_api::{JobState, RegisterRequest, SubmitRequest};
+use libra_core::{JobSpec, Money};
 
+fn app(dir: &std::path::Path) -> App {
+    App::open(Config {
+        db: dir.join("t.db"),
+        join_token: "join-token".into(),
+        sync_full: false,
+        ..Config::default()
+    })
+    .unwrap()
+}
+
+fn user(app: &App, name: &str, credit: i64) -> Caller {
+    let g = app.lock();
+    g.db.execute("INSERT INTO users(name, pw_hash) VALUES (?1, 'x')", rusqlite::params![name]).unwrap();
+    let id = g.db.last_insert_rowid();
+    ledger::deposit(&g.db, id, Money::from_credits(credit), 0.0).unwrap();
+    Caller { id, name: name.into(), admin: false }
+}
+
+fn req(estimate: f64, deadline: f64, budget: i64) -> SubmitRequest {
+    SubmitRequest {
+        spec: JobSpec::simple(estimate, deadline, Money::from_credits(budget)),
+        command: vec!["true".into()],
+        name: None,
+    }
+}
+
+#[test]
+fn admission_holds_rejections_record_and_a_restart_rebuilds_the_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    {
+        let app = app(dir.path());
+        app.lock()
+            .register(
+                &RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() },
+                1.0,
+                now,
+            )
+            .unwrap();
+        let u = user(&app, "u", 1000);
+        let poor = user(&app, "poor", 0);
+        let mut g = app.lock();
+        let a = g.submit(&u, &req(50.0, 100.0, 100), now).unwrap();
+        assert_eq!(a.state, JobState::Pending);
+        assert_eq!(ledger::balance(&g.db, u.id).unwrap().held, a.cost);
+        // Half the node is promised: a job needing 60% of it is refused, with a suggestion
+        // that the policy itself accepts.
+        let b = g.submit(&u, &req(60.0, 100.0, 100), now).unwrap();
+        assert_eq!(b.state, JobState::Rejected);
+        let s = b.suggestion.unwrap();
+        let c = g.submit(&u, &req(60.0, s.deadline, s.budget.0 / 100 + 1), now).unwrap();
+        assert_eq!(c.state, JobState::Pending, "{c:?}");
+        // Not enough credit: rejected, stored, and nothing held.
+        let d = g.submit(&poor, &req(1.0, 1000.0, 100), now).unwrap();
+        assert_eq!(d.state, JobState::Rejected);
+        assert!(d.reason.as_deref().unwrap_or("").starts_with("credit"), "{d:?}");
+        assert_eq!(ledger::balance(&g.db, poor.id).unwrap().held, Money::ZERO);
+        // Bad input names the field.
+        let bad = g.submit(&u, &req(-1.0, 10.0, 1), now).unwrap_err();
+        assert!(bad.to_string().starts_with("estimate"), "{bad}");
+    }
+    // Reopened (as after a SIGKILL): the same commitments constrain new decisions.
+    let app = app(dir.path());
+    let g = app.lock();
+    assert_eq!(g.cluster.job_count(), 2);
+    assert!(g.cluster.node_load(0, now) > 0.5);
+}
+
+#[test]
+fn another_users_job_is_forbidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+    app.lock()
+        .register(
+            &RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() },
+            1.0,
+            0.0,
+        )
+        .unwrap();
+    let a = user(&app, "a", 100);
+    let b = user(&app, "b", 100);
+    let mut g = app.lock();
+    let j = g.submit(&a, &req(1.0, 100.0, 10), 0.0).unwrap();
+    let e = g.owned_job(&b, j.id).unwrap_err();
+    assert!(matches!(e, crate::ApiError::Forbidden(_)), "{e}");
+    assert!(matches!(g.cancel(&b, j.id, 1.0), Err(crate::ApiError::Forbidden(_))));
+    let admin = Caller { id: b.id, name: "b".into(), admin: true };
+    assert_eq!(g.cancel(&admin, j.id, 1.0).unwrap().charged, Money::ZERO);
+}
