@@ -145,13 +145,14 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
     let now = now_unix();
 
     // Recovery: an attempt left running either finished (its marker says how) or is lost.
+    let mut recorded = adapter::read_outcomes(&work);
     store.begin()?;
     for a in store.running_attempts(exp)? {
         let run = Running { attempt: a.id, job: a.job_id, started: a.started, hold: a.hold, price: a.price };
         if let Some(r) = farm.resources.get_mut(a.pos) {
             r.running.push(run);
         }
-        match adapter::read_marker(Path::new(&a.dir), a.id, a.pos) {
+        match recorded.remove(&a.id).map(|o| Outcome { resource: a.pos, ..o }) {
             Some(o) => {
                 let charge = farm
                     .finish_billed(a.pos, a.id, o.wall, o.cpu, o.ok, o.billed)

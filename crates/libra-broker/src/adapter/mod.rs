@@ -15,6 +15,7 @@ pub mod testqueue;
 use crate::plan::{Plan, Vars};
 use crate::resources::{Kind, ResourceConfig};
 use libra_core::Money;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -64,38 +65,65 @@ pub trait ResourceAdapter: Send {
     fn cancel_all(&mut self);
 }
 
-pub const MARKER: &str = ".libra-outcome";
+/// The experiment's outcome log, beside its `jobs` directory: one line per finished attempt,
+/// `attempt ok exit_code wall cpu billed`, appended before the outcome is reported. One file
+/// for all jobs rather than a marker per job: creating files is what a job costs most.
+pub const OUTCOMES: &str = "outcomes.log";
 
-/// Writes the marker: `ok exit_code wall cpu`.
+/// The log for an attempt directory `<work>/jobs/<n>-<attempt>`.
+pub fn outcome_log(attempt_dir: &Path) -> PathBuf {
+    attempt_dir.parent().and_then(Path::parent).unwrap_or(attempt_dir).join(OUTCOMES)
+}
+
+/// Appends the outcome of an attempt to the experiment's log.
 pub fn write_marker(dir: &Path, o: &Outcome) {
+    use std::io::Write;
     let code = o.exit_code.map_or("-".to_string(), |c| c.to_string());
     let billed = o.billed.map_or("-".to_string(), |m| m.cents().to_string());
-    let text = format!("{} {} {} {} {}\n", u8::from(o.ok), code, o.wall, o.cpu, billed);
-    if let Err(e) = std::fs::write(dir.join(MARKER), text) {
-        tracing::warn!(dir = %dir.display(), "cannot write the outcome marker: {e}");
+    let line = format!("{} {} {} {} {} {}\n", o.attempt, u8::from(o.ok), code, o.wall, o.cpu, billed);
+    let path = outcome_log(dir);
+    // O_APPEND with one small write per line: concurrent jobs never interleave their lines.
+    let r = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = r {
+        tracing::warn!(path = %path.display(), "cannot record the outcome: {e}");
     }
 }
 
-/// Reads the marker an attempt left, if it finished.
-pub fn read_marker(dir: &Path, attempt: i64, resource: usize) -> Option<Outcome> {
-    let text = std::fs::read_to_string(dir.join(MARKER)).ok()?;
-    let mut it = text.split_whitespace();
-    let ok = it.next()? == "1";
-    let exit_code = it.next()?.parse::<i32>().ok();
-    let wall = it.next()?.parse::<f64>().ok()?;
-    let cpu = it.next()?.parse::<f64>().ok()?;
-    let billed = it.next().and_then(|b| b.parse::<i64>().ok()).map(Money::from_cents);
-    Some(Outcome {
-        attempt,
-        resource,
-        ok,
-        exit_code,
-        wall,
-        cpu,
-        message: "recovered from the job's record".into(),
-        rejected: false,
-        billed,
-    })
+/// Reads every outcome an experiment's attempts recorded, by attempt id.
+pub fn read_outcomes(work: &Path) -> HashMap<i64, Outcome> {
+    let mut out = HashMap::new();
+    let Ok(text) = std::fs::read_to_string(work.join(OUTCOMES)) else { return out };
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let parsed = (|| {
+            let attempt = it.next()?.parse::<i64>().ok()?;
+            let ok = it.next()? == "1";
+            let exit_code = it.next()?.parse::<i32>().ok();
+            let wall = it.next()?.parse::<f64>().ok()?;
+            let cpu = it.next()?.parse::<f64>().ok()?;
+            let billed = it.next().and_then(|b| b.parse::<i64>().ok()).map(Money::from_cents);
+            Some(Outcome {
+                attempt,
+                resource: 0,
+                ok,
+                exit_code,
+                wall,
+                cpu,
+                message: "recovered from the outcome log".into(),
+                rejected: false,
+                billed,
+            })
+        })();
+        // A line cut short by a crash is simply not an outcome: that attempt runs again.
+        if let Some(o) = parsed {
+            out.insert(o.attempt, o);
+        }
+    }
+    out
 }
 
 /// Builds the adapter for one resource of an experiment.
