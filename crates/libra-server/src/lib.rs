@@ -82,3 +82,66 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         .await
     })
 }
+
+/// A server running on a thread of its own (benchmarks, embedding); stops when dropped.
+pub struct Background {
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts a server on its own runtime and thread, listening on `config.listen` (port 0 picks a
+/// free port; the chosen address is in the result).
+pub fn start_background(config: Config) -> Result<Background, ServerError> {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Result<std::net::SocketAddr, ServerError>>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new().name("libra-server".into()).spawn(move || {
+        let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = addr_tx.send(Err(e.into()));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            let started = async {
+                let app = Arc::new(App::open(config.clone())?);
+                bootstrap_admin(&app)?;
+                let listener = tokio::net::TcpListener::bind(&config.listen)
+                    .await
+                    .map_err(|e| ServerError::Listen { addr: config.listen.clone(), source: e })?;
+                Ok::<_, ServerError>((app, listener))
+            };
+            match started.await {
+                Ok((app, listener)) => {
+                    let _ = addr_tx.send(listener.local_addr().map_err(ServerError::Io));
+                    if let Err(e) = serve(app, listener, async {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                    {
+                        tracing::error!("server: {e}");
+                    }
+                }
+                Err(e) => {
+                    let _ = addr_tx.send(Err(e));
+                }
+            }
+        });
+    })?;
+    let addr = addr_rx
+        .recv()
+        .map_err(|_| ServerError::Invalid("the server thread ended before listening".into()))??;
+    Ok(Background { addr, stop: Some(stop_tx), thread: Some(thread) })
+}

@@ -1,7 +1,18 @@
-//! `libra bench cluster`: see `bench_cluster`.
+//! `libra bench cluster`: the running cluster's speed, measured on this machine and printed as
+//! a table (a benchmark, not a test): durable submissions per second through the API, admission
+//! latency at 10, 100 and 1,000 (simulated) nodes, acceptance-to-start latency on a real node
+//! agent, the share error of the enforcement, and `libra submit` as a whole command.
 
-use anyhow::{bail, Result};
+use super::common::{print_json, table};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use libra_api::{Client, JobState, RegisterRequest, SubmitRequest, UserAdd};
+use libra_core::{JobSpec, Money};
+use libra_server::{start_background, Background, Config};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -12,11 +23,357 @@ pub struct BenchArgs {
 #[derive(Debug, Subcommand)]
 pub enum BenchWhat {
     /// Submissions per second, admission latency, start latency, share error, `libra submit` time.
-    Cluster,
+    Cluster(ClusterBench),
 }
+
+#[derive(Debug, Args)]
+pub struct ClusterBench {
+    /// Submissions for the throughput run.
+    #[arg(long, default_value_t = 2000)]
+    pub submissions: usize,
+    /// Client threads for the throughput run.
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// Timed submissions per node count for the latency run.
+    #[arg(long, default_value_t = 300)]
+    pub latency_samples: usize,
+    /// Runs of the `libra submit` command.
+    #[arg(long, default_value_t = 30)]
+    pub cli_runs: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    metric: String,
+    value: f64,
+    unit: &'static str,
+    aim: String,
+}
+
+const JOIN: &str = "bench-join-token";
+const ADMIN_PW: &str = "bench-admin";
 
 pub fn run(a: BenchArgs) -> Result<()> {
     match a.what {
-        BenchWhat::Cluster => bail!("not built yet"),
+        BenchWhat::Cluster(c) => cluster(c),
     }
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn server(dir: &Path, name: &str, node_timeout: f64) -> Result<Background> {
+    let config = Config {
+        listen: "127.0.0.1:0".into(),
+        db: dir.join(format!("{name}.db")),
+        join_token: JOIN.into(),
+        admin_password: Some(ADMIN_PW.into()),
+        node_timeout,
+        period: 0.5,
+        sync_full: true,
+        ..Config::default()
+    };
+    Ok(start_background(config)?)
+}
+
+/// An administrator and a user with plenty of credit, logged in.
+fn clients(url: &str) -> Result<(Client, Client)> {
+    let anon = Client::new(url, None);
+    let admin = Client::new(url, Some(anon.login("admin", ADMIN_PW)?.token));
+    admin.user_add(&UserAdd { name: "bench".into(), password: "bench".into(), admin: false })?;
+    admin.credit("bench", Money::from_credits(1_000_000_000))?;
+    let user = Client::new(url, Some(anon.login("bench", "bench")?.token));
+    Ok((admin, user))
+}
+
+/// A job so small that any number of them fit: the decision and the write are what is timed.
+fn tiny() -> SubmitRequest {
+    SubmitRequest {
+        spec: JobSpec::simple(1.0, 1e6, Money::from_credits(100)),
+        command: vec!["true".into()],
+        name: None,
+    }
+}
+
+fn simulated_nodes(url: &str, n: usize) -> Result<()> {
+    let node = Client::new(url, Some(JOIN.into()));
+    for i in 0..n {
+        node.register(&RegisterRequest {
+            name: format!("sim-{i}"),
+            cpus: 1.0,
+            mem_mb: 0,
+            mechanism: "simulated".into(),
+        })?;
+    }
+    Ok(())
+}
+
+fn cluster(a: ClusterBench) -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("libra-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let result = measure(&a, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let rows = result?;
+    if a.json {
+        return print_json(&rows);
+    }
+    let mut t = table(&["METRIC", "VALUE", "UNIT", "AIM"]);
+    for r in rows {
+        t.add_row(vec![r.metric, format!("{:.3}", r.value), r.unit.into(), r.aim]);
+    }
+    println!("{t}");
+    Ok(())
+}
+
+fn measure(a: &ClusterBench, dir: &Path) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    // Admission latency at 10, 100, 1000 simulated nodes (agents that registered and stay up).
+    for n in [10usize, 100, 1000] {
+        eprintln!("admission latency at {n} nodes ...");
+        let srv = server(dir, &format!("lat-{n}"), 80_000.0)?;
+        let url = format!("http://{}", srv.addr);
+        simulated_nodes(&url, n)?;
+        let (_, user) = clients(&url)?;
+        let mut lat = Vec::with_capacity(a.latency_samples);
+        for _ in 0..a.latency_samples {
+            let t0 = Instant::now();
+            let j = user.submit(&tiny())?;
+            lat.push(t0.elapsed().as_secs_f64() * 1e3);
+            if j.state != JobState::Pending {
+                bail!("a benchmark job was not accepted: {:?}", j.reason);
+            }
+        }
+        let (p50, p99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99));
+        rows.push(Row {
+            metric: format!("admission latency p50, {n} nodes"),
+            value: p50,
+            unit: "ms",
+            aim: String::new(),
+        });
+        rows.push(Row {
+            metric: format!("admission latency p99, {n} nodes"),
+            value: p99,
+            unit: "ms",
+            aim: if n == 1000 { "< 5 ms".into() } else { String::new() },
+        });
+        if n == 10 {
+            // Durable submissions per second: several clients at once, each answer committed.
+            eprintln!("throughput ...");
+            let per = a.submissions / a.clients.max(1);
+            let t0 = Instant::now();
+            let handles: Vec<_> = (0..a.clients.max(1))
+                .map(|_| {
+                    let u = user.clone();
+                    std::thread::spawn(move || -> Result<usize> {
+                        for _ in 0..per {
+                            u.submit(&tiny())?;
+                        }
+                        Ok(per)
+                    })
+                })
+                .collect();
+            let mut done = 0;
+            for h in handles {
+                done += h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+            }
+            let rate = done as f64 / t0.elapsed().as_secs_f64();
+            rows.push(Row {
+                metric: format!("durable submissions/s ({} clients, fsync)", a.clients),
+                value: rate,
+                unit: "1/s",
+                aim: ">= 2000".into(),
+            });
+            // `libra submit` as a whole command: process start, parse, request, answer.
+            eprintln!("libra submit end to end ...");
+            let exe = std::env::current_exe()?;
+            let token = Client::new(&url, None).login("bench", "bench")?.token;
+            let mut times = Vec::new();
+            for _ in 0..a.cli_runs {
+                let t0 = Instant::now();
+                let out = Command::new(&exe)
+                    .args([
+                        "submit",
+                        "--estimate",
+                        "1s",
+                        "--deadline",
+                        "10d",
+                        "--budget",
+                        "100",
+                        "--",
+                        "true",
+                    ])
+                    .env("LIBRA_SERVER", &url)
+                    .env("LIBRA_TOKEN", &token)
+                    .output()
+                    .context("running libra submit")?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+                if !out.status.success() {
+                    bail!("libra submit failed: {}", String::from_utf8_lossy(&out.stderr));
+                }
+            }
+            rows.push(Row {
+                metric: "`libra submit` end to end, median".into(),
+                value: pct(&mut times, 0.5),
+                unit: "ms",
+                aim: "< 5 ms".into(),
+            });
+        }
+    }
+    rows.extend(real_node(dir)?);
+    Ok(rows)
+}
+
+struct NodeChild(Child);
+
+impl Drop for NodeChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> Result<T> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Ok(v);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            bail!("timed out waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn burn(secs: f64, deadline: f64) -> Result<SubmitRequest> {
+    Ok(SubmitRequest {
+        spec: JobSpec::simple(secs, deadline, Money::from_credits(10_000)),
+        command: vec![
+            std::env::current_exe()?.display().to_string(),
+            "burn".into(),
+            "--cpu-seconds".into(),
+            secs.to_string(),
+        ],
+        name: None,
+    })
+}
+
+/// CPU seconds of the process whose working directory is the job's.
+fn job_cpu(workdir: &Path, job: u64) -> Option<f64> {
+    let want: PathBuf = workdir.join(format!("job-{job}"));
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if std::fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() == Some(want.as_path()) {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let f: Vec<f64> =
+                stat[stat.rfind(')')? + 2..].split_whitespace().map(|v| v.parse().unwrap_or(0.0)).collect();
+            return Some((f.get(11)? + f.get(12)?) / 100.0);
+        }
+    }
+    None
+}
+
+/// A real node agent (a child process, half a CPU): start latency and share error.
+fn real_node(dir: &Path) -> Result<Vec<Row>> {
+    eprintln!("real node: start latency and share error ...");
+    let srv = server(dir, "real", 30.0)?;
+    let url = format!("http://{}", srv.addr);
+    let (admin, user) = clients(&url)?;
+    let workdir = dir.join("node");
+    let name = format!("bench-{}", std::process::id());
+    let _node = NodeChild(
+        Command::new(std::env::current_exe()?)
+            .args([
+                "node",
+                "--server",
+                &url,
+                "--join-token",
+                JOIN,
+                "--cpus",
+                "0.5",
+                "--name",
+                &name,
+                "--period",
+                "0.5",
+            ])
+            .arg("--workdir")
+            .arg(&workdir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?,
+    );
+    let mechanism = wait("the node agent", || {
+        admin.nodes().ok().and_then(|n| n.into_iter().find(|x| x.up)).map(|n| n.mechanism)
+    })?;
+    let mut starts = Vec::new();
+    for _ in 0..10 {
+        let j = user.submit(&burn(0.05, 60.0)?)?;
+        let started = wait("a job to start", || user.job(j.id).ok().and_then(|x| x.start_time))?;
+        starts.push((started - j.submit_time) * 1e3);
+        wait("a job to end", || user.job(j.id).ok().filter(|x| !x.state.is_active()))?;
+    }
+    let mut rows = vec![
+        Row {
+            metric: "acceptance to process start, p50".into(),
+            value: pct(&mut starts, 0.5),
+            unit: "ms",
+            aim: String::new(),
+        },
+        Row {
+            metric: "acceptance to process start, max".into(),
+            value: pct(&mut starts, 1.0),
+            unit: "ms",
+            aim: String::new(),
+        },
+    ];
+    // Two jobs with shares 0.3 and 0.15 on the node; measured over 5 s against the shares the
+    // node reports enforcing.
+    let a = user.submit(&burn(6.0, 20.0)?)?;
+    let b = user.submit(&burn(3.0, 20.0)?)?;
+    wait("both jobs running", || {
+        (job_cpu(&workdir, a.id).is_some() && job_cpu(&workdir, b.id).is_some()).then_some(())
+    })?;
+    std::thread::sleep(Duration::from_secs(1));
+    let shares = || -> Option<(f64, f64)> {
+        let n = admin.nodes().ok()?.into_iter().find(|x| x.name == name)?;
+        let s = |id| n.jobs.iter().find(|j| j.job == id).map(|j| j.share);
+        Some((s(a.id)?, s(b.id)?))
+    };
+    let (sa0, sb0) = shares().context("the node's shares")?;
+    let (a0, b0, t0) =
+        (job_cpu(&workdir, a.id).unwrap_or(0.0), job_cpu(&workdir, b.id).unwrap_or(0.0), Instant::now());
+    std::thread::sleep(Duration::from_secs(5));
+    let (a1, b1, dt) = (
+        job_cpu(&workdir, a.id).unwrap_or(0.0),
+        job_cpu(&workdir, b.id).unwrap_or(0.0),
+        t0.elapsed().as_secs_f64(),
+    );
+    let (sa1, sb1) = shares().context("the node's shares")?;
+    let (ra, rb) = ((a1 - a0) / dt, (b1 - b0) / dt);
+    let (sa, sb) = ((sa0 + sa1) / 2.0, (sb0 + sb1) / 2.0);
+    let err = ((ra / (ra + rb)) / (sa / (sa + sb)) - 1.0).abs() * 100.0;
+    rows.push(Row {
+        metric: format!("share error ({mechanism}): measured vs assigned proportion"),
+        value: err,
+        unit: "%",
+        aim: "< 5 %".into(),
+    });
+    rows.push(Row {
+        metric: format!("node CPU used of 0.5 ({mechanism})"),
+        value: ra + rb,
+        unit: "CPU",
+        aim: "<= 0.5".into(),
+    });
+    let _ = user.cancel(a.id);
+    let _ = user.cancel(b.id);
+    std::thread::sleep(Duration::from_millis(700));
+    Ok(rows)
 }
