@@ -144,7 +144,7 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
     let max_retries = e.max_retries;
     let now = now_unix();
 
-    // Recovery: an attempt left running either finished (its marker says how) or is lost.
+    // Recovery: an attempt left running either finished (the outcome log says how) or is lost.
     let mut recorded = adapter::read_outcomes(&work);
     store.begin()?;
     for a in store.running_attempts(exp)? {

@@ -1,8 +1,8 @@
 //! Resource adapters: how the engine hands a job to a kind of resource and hears back.
 //!
-//! Every adapter writes the outcome of an attempt into the attempt's directory (the marker
-//! file) before it reports it, so that a broker killed in between finds the result on resume
-//! instead of running the job again.
+//! Every adapter appends the outcome of an attempt to the experiment's outcome log before it
+//! reports it, so that a broker killed in between finds the result on resume instead of running
+//! the job again.
 //!
 //! The `libra` kind (a Libra cluster through its HTTP API) plugs in here: `start` submits with
 //! the job's estimate, the deadline and its budget share, and a rejection comes back as an
@@ -25,7 +25,7 @@ use std::sync::Arc;
 pub struct Launch {
     pub attempt: i64,
     pub resource: usize,
-    /// The attempt's own directory: the job's working directory, stdout, stderr, marker.
+    /// The attempt's own directory: the job's working directory, its stdout and stderr.
     pub dir: PathBuf,
     pub vars: Vars,
     /// Expected wall seconds of the job, seconds left to the sweep's deadline, and the budget
