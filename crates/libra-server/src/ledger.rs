@@ -4,6 +4,9 @@
 //! - available = deposits - holds + releases
 //! - held      = holds - charges - releases
 //!
+//! Each entry also carries the user's running totals after it, so reading a balance is one
+//! indexed row however long the history.
+//!
 //! Invariants kept here (and property-tested): available never goes below zero (a hold or a
 //! withdrawal that would take it there is refused); a job's charge plus its release equal its
 //! hold exactly, and the hold never exceeds the job's budget, so no one is charged above it.
@@ -49,22 +52,38 @@ fn append(
     amount: Money,
     now: f64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached("INSERT INTO ledger(user_id, job, kind, amount, time) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![user, job.map(|j| j as i64), kind_str(kind), amount.0, now])?;
+    let mut t = totals(conn, user)?;
+    let slot = match kind {
+        LedgerKind::Deposit => &mut t.0,
+        LedgerKind::Hold => &mut t.1,
+        LedgerKind::Charge => &mut t.2,
+        LedgerKind::Release => &mut t.3,
+    };
+    *slot += amount.0;
+    conn.prepare_cached(
+        "INSERT INTO ledger(user_id, job, kind, amount, time, dep_total, hold_total, charge_total, release_total) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![user, job.map(|j| j as i64), kind_str(kind), amount.0, now, t.0, t.1, t.2, t.3])?;
     Ok(())
 }
 
-pub fn balance(conn: &Connection, user: i64) -> rusqlite::Result<Balance> {
-    let (name, dep, hold, charge, release): (String, i64, i64, i64, i64) = conn
+/// (deposits, holds, charges, releases) so far for a user.
+fn totals(conn: &Connection, user: i64) -> rusqlite::Result<(i64, i64, i64, i64)> {
+    Ok(conn
         .prepare_cached(
-            "SELECT u.name,
-                COALESCE(SUM(CASE l.kind WHEN 'deposit' THEN l.amount END), 0),
-                COALESCE(SUM(CASE l.kind WHEN 'hold' THEN l.amount END), 0),
-                COALESCE(SUM(CASE l.kind WHEN 'charge' THEN l.amount END), 0),
-                COALESCE(SUM(CASE l.kind WHEN 'release' THEN l.amount END), 0)
-             FROM users u LEFT JOIN ledger l ON l.user_id = u.id WHERE u.id = ?1 GROUP BY u.id",
+            "SELECT dep_total, hold_total, charge_total, release_total FROM ledger WHERE user_id = ?1 ORDER BY id DESC LIMIT 1",
         )?
-        .query_row(params![user], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
+        .query_row(params![user], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?
+        .unwrap_or((0, 0, 0, 0)))
+}
+
+pub fn balance(conn: &Connection, user: i64) -> rusqlite::Result<Balance> {
+    let name: String = conn
+        .prepare_cached("SELECT name FROM users WHERE id = ?1")?
+        .query_row(params![user], |r| r.get(0))?;
+    let (dep, hold, charge, release) = totals(conn, user)?;
     Ok(Balance {
         user: name,
         available: Money(dep - hold + release),
@@ -72,6 +91,17 @@ pub fn balance(conn: &Connection, user: i64) -> rusqlite::Result<Balance> {
         charged: Money(charge),
         deposited: Money(dep),
     })
+}
+
+/// The totals summed from the entries themselves (what the running totals must agree with).
+pub fn balance_from_entries(conn: &Connection, user: i64) -> rusqlite::Result<(i64, i64, i64, i64)> {
+    conn.query_row(
+        "SELECT COALESCE(SUM(CASE kind WHEN 'deposit' THEN amount END), 0), COALESCE(SUM(CASE kind WHEN 'hold' THEN amount END), 0), \
+         COALESCE(SUM(CASE kind WHEN 'charge' THEN amount END), 0), COALESCE(SUM(CASE kind WHEN 'release' THEN amount END), 0) \
+         FROM ledger WHERE user_id = ?1",
+        params![user],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
 }
 
 /// A deposit (positive) or a withdrawal (negative) by an administrator.

@@ -75,9 +75,16 @@ CREATE TABLE IF NOT EXISTS ledger (
     job INTEGER,
     kind TEXT NOT NULL CHECK (kind IN ('deposit','hold','charge','release')),
     amount INTEGER NOT NULL,
-    time REAL NOT NULL
+    time REAL NOT NULL,
+    -- The user's running totals after this entry, so a balance is one indexed row, not a sum
+    -- over the user's whole history (the entries stay the record; the totals are checked
+    -- against them in the tests).
+    dep_total INTEGER NOT NULL,
+    hold_total INTEGER NOT NULL,
+    charge_total INTEGER NOT NULL,
+    release_total INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS ledger_user ON ledger(user_id);
+CREATE INDEX IF NOT EXISTS ledger_user ON ledger(user_id, id);
 CREATE INDEX IF NOT EXISTS ledger_job ON ledger(job);
 CREATE TABLE IF NOT EXISTS settings (
     key TEXT PRIMARY KEY,

@@ -79,6 +79,8 @@ proptest! {
                 prop_assert!(b.available.0 >= 0, "available {:?}", b);
                 prop_assert!(b.held.0 >= 0, "held {:?}", b);
                 prop_assert_eq!(b.deposited, b.available + b.held + b.charged);
+                let (d, h, c, r) = balance_from_entries(&conn, u).unwrap();
+                prop_assert_eq!((b.available.0, b.held.0, b.charged.0), (d - h + r, h - c - r, c));
             }
             let mut per_job: HashMap<u64, (i64, i64)> = HashMap::new();
             for e in entries(&conn, None, 100_000).unwrap() {
