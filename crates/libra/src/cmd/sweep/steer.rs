@@ -18,24 +18,45 @@ pub struct ExpArgs {
 
 #[derive(Debug, Args)]
 pub struct DeadlineArgs {
+    /// The experiment id.
     pub exp: i64,
     /// The new deadline as a duration from now: 3600, 90m, 2h.
     #[arg(value_parser = parse_duration)]
     pub deadline: f64,
+    /// Print JSON instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct BudgetArgs {
+    /// The experiment id.
     pub exp: i64,
     /// The new budget in credits.
     pub budget: Money,
+    /// Print JSON instead of a sentence.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints what a steering command did: a sentence, or the experiment's new settings as JSON.
+fn report(store: &libra_broker::store::Store, exp: i64, json: bool, sentence: String) -> anyhow::Result<()> {
+    if json {
+        let e = store.experiment(exp)?;
+        super::output::print_json(&serde_json::json!({
+            "experiment": exp, "state": e.state, "budget": e.budget,
+            "deadline_in_s": e.deadline - now_unix(),
+        }))
+    } else {
+        println!("{sentence}");
+        Ok(())
+    }
 }
 
 pub fn set_deadline(db: &Path, a: DeadlineArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     store.set_deadline(a.exp, now_unix() + a.deadline)?;
-    println!("experiment {}: deadline in {:.0} s", a.exp, a.deadline);
-    Ok(())
+    report(&store, a.exp, a.json, format!("experiment {}: deadline in {:.0} s", a.exp, a.deadline))
 }
 
 pub fn set_budget(db: &Path, a: BudgetArgs) -> anyhow::Result<()> {
@@ -44,15 +65,21 @@ pub fn set_budget(db: &Path, a: BudgetArgs) -> anyhow::Result<()> {
     }
     let store = open(db)?;
     store.set_budget(a.exp, a.budget)?;
-    println!("experiment {}: budget {}", a.exp, a.budget);
-    Ok(())
+    report(&store, a.exp, a.json, format!("experiment {}: budget {}", a.exp, a.budget))
 }
 
 pub fn pause(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     store.set_state(a.exp, "paused", None)?;
-    println!("experiment {}: paused (running jobs finish; `libra sweep resume {}` continues)", a.exp, a.exp);
-    Ok(())
+    report(
+        &store,
+        a.exp,
+        a.json,
+        format!(
+            "experiment {}: paused (running jobs finish; `libra sweep resume {}` continues)",
+            a.exp, a.exp
+        ),
+    )
 }
 
 pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
@@ -70,8 +97,7 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
         store.set_state(a.exp, "cancelled", Some(now_unix()))?;
         store.commit()?;
     }
-    println!("experiment {}: cancelled", a.exp);
-    Ok(())
+    report(&store, a.exp, a.json, format!("experiment {}: cancelled", a.exp))
 }
 
 /// Unpauses; if no engine is alive for the sweep (it was killed, or never started), runs it
@@ -80,13 +106,16 @@ pub fn resume(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     let e = store.experiment(a.exp)?;
     if e.state == "done" || e.state == "cancelled" {
-        println!("experiment {}: already {}", a.exp, e.state);
-        return Ok(());
+        return report(&store, a.exp, a.json, format!("experiment {}: already {}", a.exp, e.state));
     }
     store.set_state(a.exp, "running", None)?;
     if let Some((pid, _)) = live_engine(&e, now_unix()) {
-        println!("experiment {}: resumed (engine process {pid})", a.exp);
-        return Ok(());
+        return report(
+            &store,
+            a.exp,
+            a.json,
+            format!("experiment {}: resumed (engine process {pid})", a.exp),
+        );
     }
     drop(store);
     drive(db, a.exp, a.json)
