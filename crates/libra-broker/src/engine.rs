@@ -103,6 +103,10 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
         return Ok(e.state);
     }
     store.claim(exp, std::process::id(), now_unix())?;
+    if e.state == "stalled" {
+        // Run again (after a new deadline or budget, say): it is running until it stalls anew.
+        store.set_state(exp, "running", None)?;
+    }
     let plan = Arc::new(plan::parse(&e.plan_text)?);
     let algorithm: Algorithm = e.algorithm.parse()?;
     let configs = store.resources(exp)?;
@@ -240,7 +244,6 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
         }
         // Steering: whatever another process wrote takes effect at this event.
         let ex = store.experiment(exp)?;
-        let _ = &root;
         farm.deadline = ex.deadline;
         farm.budget = ex.budget;
         state = ex.state.clone();

@@ -231,3 +231,17 @@ endtask
         assert!(nodestart.exists());
     }
 }
+
+#[test]
+fn raising_the_budget_of_a_stalled_sweep_lets_it_finish() {
+    let res = "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nslots = 2\nprice = 200\nwall = 1\ntime_scale = 0.01\n";
+    let plan = "parameter x integer range from 1 to 10 step 1\ntask main\nexec true\nendtask\n";
+    let s = setup(plan, res, Algorithm::Cost, 7, 0);
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "stalled");
+    let store = Store::open(&s.db).unwrap();
+    assert_eq!(store.counts(s.exp).unwrap().done, 3);
+    store.set_budget(s.exp, Money::from_credits(20)).unwrap();
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "done");
+    assert_eq!(store.counts(s.exp).unwrap().done, 10);
+    assert!(store.spent(s.exp).unwrap() <= Money::from_credits(20));
+}
