@@ -394,3 +394,69 @@ fn kill_orphans(cl: &Cluster, job: u64) {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
     }
 }
+
+/// Runs the `libra` command against the cluster with a token; returns stdout.
+fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
+    let out = Command::new(EXE)
+        .args(args)
+        .env("LIBRA_SERVER", &cl.url)
+        .env("LIBRA_TOKEN", token)
+        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "libra {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_command_line_prints_tables_and_json() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let anon = Client::new(&cl.url, None);
+    cl.user("frank", 100);
+    let token = anon.login("frank", "pw-frank").unwrap().token;
+    let admin_token = anon.login("admin", ADMIN_PW).unwrap().token;
+    let script = cl.dir.join("job.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n#LIBRA --estimate 2s --deadline 1m\n#LIBRA --budget 20 -J scripted\necho from-script\n",
+    )
+    .unwrap();
+    let job: JobInfo =
+        serde_json::from_str(&libra(&cl, &token, &["submit", "--json", script.to_str().unwrap()])).unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    assert_eq!(job.name.as_deref(), Some("scripted"));
+    let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
+    assert_eq!(done.state, JobState::Completed);
+    assert_eq!(libra(&cl, &token, &["output", &job.id.to_string()]), "from-script\n");
+    let table = libra(&cl, &token, &["history"]);
+    assert!(table.contains("JobID") && table.contains("COMPLETED"), "{table}");
+    let hist: Vec<JobInfo> = serde_json::from_str(&libra(&cl, &token, &["history", "--json"])).unwrap();
+    assert_eq!(hist.len(), 1);
+    let bal: serde_json::Value = serde_json::from_str(&libra(&cl, &token, &["balance", "--json"])).unwrap();
+    assert_eq!(bal["charged"].as_i64(), Some(done.charged.0));
+    assert!(
+        libra(&cl, &token, &["quote", "--estimate", "1m", "--deadline", "1h"]).contains("would be accepted")
+    );
+    let nodes: serde_json::Value =
+        serde_json::from_str(&libra(&cl, &admin_token, &["admin", "nodes", "--json"])).unwrap();
+    assert!(nodes[0]["mechanism"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(libra(&cl, &admin_token, &["admin", "usage"]).contains("frank"));
+    // A rejected submission exits with an error and says why.
+    let out = Command::new(EXE)
+        .args(["submit", "-e", "1m", "-d", "1m", "-b", "1", "--", "true"])
+        .env("LIBRA_SERVER", &cl.url)
+        .env("LIBRA_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("REJECTED"));
+    // The API describes itself.
+    let doc: serde_json::Value = anon.get("/api/openapi.json").unwrap();
+    assert!(doc["paths"]["/api/jobs"]["post"].is_object());
+    // Man pages and completions come from the same command tree.
+    let man = cl.dir.join("man");
+    libra(&cl, &token, &["man", "--out", man.to_str().unwrap()]);
+    assert!(man.join("libra-submit.1").exists() && man.join("libra-admin-credit.1").exists());
+    assert!(libra(&cl, &token, &["completions", "bash"]).contains("libra"));
+}
