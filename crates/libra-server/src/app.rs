@@ -35,6 +35,9 @@ pub struct Inner {
     pub pricing: PricingParams,
     pub nodes: HashMap<String, NodeRt>,
     pub node_timeout: f64,
+    /// Callers by token digest: users and their tokens are never changed or removed, so a
+    /// token once found stays right, and most requests skip a query.
+    tokens: std::cell::RefCell<HashMap<String, crate::auth::Caller>>,
 }
 
 pub fn now() -> f64 {
@@ -137,7 +140,28 @@ impl Inner {
                 let _ = cluster.report_progress(id, cpu, now);
             }
         }
-        Ok(Inner { db, cluster, policy, pricing, nodes, node_timeout: config.node_timeout })
+        Ok(Inner {
+            db,
+            cluster,
+            policy,
+            pricing,
+            nodes,
+            node_timeout: config.node_timeout,
+            tokens: Default::default(),
+        })
+    }
+
+    /// Who sent the request (401 without a valid token).
+    pub fn caller(&self, headers: &axum::http::HeaderMap) -> Result<crate::auth::Caller, ApiError> {
+        let digest = crate::auth::bearer(headers).map(crate::auth::token_digest);
+        if let Some(c) = digest.as_ref().and_then(|d| self.tokens.borrow().get(d).cloned()) {
+            return Ok(c);
+        }
+        let c = crate::auth::caller(&self.db, headers)?;
+        if let Some(d) = digest {
+            self.tokens.borrow_mut().insert(d, c.clone());
+        }
+        Ok(c)
     }
 
     pub fn node_name(&self, i: NodeIdx) -> String {

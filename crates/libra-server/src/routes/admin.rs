@@ -2,7 +2,7 @@
 
 use super::Body;
 use crate::app::{now, App};
-use crate::auth::{self, caller};
+use crate::auth;
 use crate::error::ApiError;
 use crate::ledger;
 use axum::extract::{Path, State};
@@ -17,7 +17,7 @@ type Res<T> = Result<Json<T>, ApiError>;
 
 pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<NodeInfo>> {
     let g = app.lock();
-    caller(&g.db, &headers)?.require_admin("list the nodes")?;
+    g.caller(&headers)?.require_admin("list the nodes")?;
     let t = now();
     let mut v: Vec<NodeInfo> = g
         .nodes
@@ -42,7 +42,7 @@ pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<N
 
 pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UsageRow>> {
     let g = app.lock();
-    caller(&g.db, &headers)?.require_admin("see the cluster's usage")?;
+    g.caller(&headers)?.require_admin("see the cluster's usage")?;
     let mut st = g.db.prepare(
         "SELECT date(j.submit_time, 'unixepoch'), u.name, COUNT(*), SUM(j.state = 'COMPLETED'), \
          SUM(j.cpu_seconds) / 3600.0, SUM(j.charged) FROM jobs j JOIN users u ON u.id = j.user_id \
@@ -63,7 +63,7 @@ pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<U
 
 pub async fn pricing(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PricingInfo> {
     let g = app.lock();
-    caller(&g.db, &headers)?.require_admin("see the pricing parameters")?;
+    g.caller(&headers)?.require_admin("see the pricing parameters")?;
     Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, now()) }))
 }
 
@@ -73,7 +73,7 @@ pub async fn set_pricing(
     Body(p): Body<SetPricing>,
 ) -> Res<PricingInfo> {
     let mut g = app.lock();
-    caller(&g.db, &headers)?.require_admin("change prices")?;
+    g.caller(&headers)?.require_admin("change prices")?;
     let mut params = g.pricing;
     params.alpha = p.alpha.unwrap_or(params.alpha);
     params.beta = p.beta.unwrap_or(params.beta);
@@ -95,7 +95,7 @@ fn policy_info(name: &str) -> PolicyInfo {
 
 pub async fn policy(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PolicyInfo> {
     let g = app.lock();
-    caller(&g.db, &headers)?.require_admin("see the policy")?;
+    g.caller(&headers)?.require_admin("see the policy")?;
     Ok(Json(policy_info(g.policy_name())))
 }
 
@@ -105,7 +105,7 @@ pub async fn set_policy(
     Body(p): Body<SetPolicy>,
 ) -> Res<PolicyInfo> {
     let mut g = app.lock();
-    caller(&g.db, &headers)?.require_admin("change the policy")?;
+    g.caller(&headers)?.require_admin("change the policy")?;
     let pricing = g.pricing;
     g.set_policy(&p.policy, pricing)?;
     Ok(Json(policy_info(g.policy_name())))
@@ -118,7 +118,7 @@ pub async fn job_action(
 ) -> Res<JobInfo> {
     let job = {
         let mut g = app.lock();
-        let who = caller(&g.db, &headers)?;
+        let who = g.caller(&headers)?;
         who.require_admin(&format!("{action} jobs"))?;
         match action.as_str() {
             "suspend" => g.suspend_resume(id, true)?,
@@ -137,7 +137,7 @@ pub async fn job_action(
 
 pub async fn users(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UserInfo>> {
     let g = app.lock();
-    caller(&g.db, &headers)?.require_admin("list users")?;
+    g.caller(&headers)?.require_admin("list users")?;
     let ids: Vec<(i64, bool)> =
         g.db.prepare("SELECT id, admin FROM users ORDER BY name")?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -157,7 +157,7 @@ pub async fn user_add(
 ) -> Res<UserInfo> {
     {
         let g = app.lock();
-        caller(&g.db, &headers)?.require_admin("add users")?;
+        g.caller(&headers)?.require_admin("add users")?;
     }
     auth::valid_user_name(&u.name)?;
     if u.password.len() < 4 {
@@ -184,7 +184,7 @@ pub async fn credit(
     Body(c): Body<CreditRequest>,
 ) -> Res<Balance> {
     let g = app.lock();
-    caller(&g.db, &headers)?.require_admin("change credit")?;
+    g.caller(&headers)?.require_admin("change credit")?;
     let (id, _) = auth::user_id(&g.db, &c.user)?
         .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
     ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))

@@ -2,7 +2,7 @@
 
 use super::Body;
 use crate::app::{now, App};
-use crate::auth::{self, caller};
+use crate::auth;
 use crate::error::ApiError;
 use crate::{ledger, store};
 use axum::extract::{Path, Query, State};
@@ -48,7 +48,7 @@ pub async fn submit(
 ) -> Res<JobInfo> {
     let job = {
         let mut g = app.lock();
-        let who = caller(&g.db, &headers)?;
+        let who = g.caller(&headers)?;
         g.submit(&who, &req, now())?
     };
     if job.state == JobState::Pending {
@@ -63,7 +63,7 @@ pub async fn quote(
     Body(req): Body<QuoteRequest>,
 ) -> Res<QuoteResponse> {
     let g = app.lock();
-    caller(&g.db, &headers)?;
+    g.caller(&headers)?;
     Ok(Json(g.quote(&req.spec, now())?))
 }
 
@@ -81,7 +81,7 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> Res<Vec<JobInfo>> {
     let g = app.lock();
-    let who = caller(&g.db, &headers)?;
+    let who = g.caller(&headers)?;
     if q.all {
         who.require_admin("list everyone's jobs")?;
     }
@@ -91,14 +91,14 @@ pub async fn list(
 
 pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
     let g = app.lock();
-    let who = caller(&g.db, &headers)?;
+    let who = g.caller(&headers)?;
     Ok(Json(g.owned_job(&who, id)?))
 }
 
 pub async fn cancel(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
     let job = {
         let mut g = app.lock();
-        let who = caller(&g.db, &headers)?;
+        let who = g.caller(&headers)?;
         g.cancel(&who, id, now())?
     };
     app.work.notify_waiters();
@@ -107,7 +107,7 @@ pub async fn cancel(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): P
 
 pub async fn output(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobOutput> {
     let g = app.lock();
-    let who = caller(&g.db, &headers)?;
+    let who = g.caller(&headers)?;
     let job = g.owned_job(&who, id)?;
     let (stdout, stderr, truncated) = g.db.query_row(
         "SELECT COALESCE(stdout, ''), COALESCE(stderr, ''), truncated FROM jobs WHERE id = ?1",
@@ -119,12 +119,12 @@ pub async fn output(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): P
 
 pub async fn balance(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Balance> {
     let g = app.lock();
-    let who = caller(&g.db, &headers)?;
+    let who = g.caller(&headers)?;
     Ok(Json(ledger::balance(&g.db, who.id)?))
 }
 
 pub async fn ledger(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<LedgerEntry>> {
     let g = app.lock();
-    let who = caller(&g.db, &headers)?;
+    let who = g.caller(&headers)?;
     Ok(Json(ledger::entries(&g.db, Some(who.id), 10_000)?))
 }
