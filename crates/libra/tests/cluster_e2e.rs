@@ -460,3 +460,34 @@ fn the_command_line_prints_tables_and_json() {
     assert!(man.join("libra-submit.1").exists() && man.join("libra-admin-credit.1").exists());
     assert!(libra(&cl, &token, &["completions", "bash"]).contains("libra"));
 }
+
+#[test]
+fn administrators_suspend_resume_and_reprice() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let admin = cl.admin();
+    let gina = cl.user("gina", 1000);
+    let j = gina.submit(&burn(1.0, 1.0, 60.0, 100)).unwrap();
+    wait_running(&gina, j.id);
+    assert_eq!(admin.admin_job(j.id, "suspend").unwrap().state, JobState::Suspended);
+    // The node stops the process: its CPU time stands still while suspended.
+    let pid = wait_until("the job's process", || job_pids(&cl, j.id).first().copied());
+    wait_until("the node to stop it", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .filter(|s| s[s.rfind(')').unwrap() + 2..].starts_with('T'))
+    });
+    let c0 = proc_cpu(pid);
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(proc_cpu(pid) - c0 < 0.05, "a suspended job kept running");
+    assert_eq!(admin.admin_job(j.id, "resume").unwrap().state, JobState::Running);
+    assert_eq!(wait_done(&gina, j.id).state, JobState::Completed);
+    // Prices change at run time: a higher base price makes the same job dearer.
+    let spec = JobSpec::simple(10.0, 100.0, Money::from_credits(1000));
+    let before = gina.quote(&libra_api::QuoteRequest { spec: spec.clone() }).unwrap().cost.unwrap();
+    admin.set_pricing(&libra_api::SetPricing { price_base: Some(3.0), ..Default::default() }).unwrap();
+    let after = gina.quote(&libra_api::QuoteRequest { spec }).unwrap().cost.unwrap();
+    assert!(after > before, "{after} after repricing, {before} before");
+    assert_eq!(admin.set_policy("libra").unwrap().policy, "libra");
+    assert_eq!(admin.set_policy("nonsense").unwrap_err().status(), Some(400));
+}
