@@ -4,7 +4,7 @@
 //!
 //! Cancellation, as charged: a job cancelled by its owner before it starts costs nothing; after
 //! it has started, the owner pays for the CPU it used, pro rata to the estimate
-//! (`cost * min(1, cpu / estimate)`, rounded down), and the rest of the hold is released. A job
+//! (`cost * min(1, cpu / (estimate * procs))`, rounded down), and the rest of the hold is released. A job
 //! cancelled by an administrator costs nothing.
 
 use crate::app::Inner;
@@ -241,7 +241,8 @@ impl Inner {
         }
         let by_owner = job.user == caller.name;
         let charge = if by_owner && job.start_time.is_some() {
-            let frac = (job.cpu_seconds / job.estimate.max(1e-9)).clamp(0.0, 1.0);
+            // CPU time is summed over the job's nodes; the estimate is per node.
+            let frac = (job.cpu_seconds / (job.estimate * job.procs.max(1) as f64).max(1e-9)).clamp(0.0, 1.0);
             Money((job.cost.0 as f64 * frac).floor() as i64)
         } else {
             Money::ZERO

@@ -14,7 +14,7 @@ pub struct StatusArgs {
 }
 
 /// Cancel a job. Before it starts nothing is charged; after it has started you pay for the CPU
-/// it used, pro rata to the estimate (cost x min(1, CPU used / estimate)), and the rest of the
+/// it used, pro rata to the estimate (cost x min(1, CPU used / (estimate x procs))), and the rest of the
 /// hold is released. A job an administrator cancels costs nothing.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
