@@ -136,7 +136,8 @@ impl Inner {
         for (id, spec, submit, node_names, cpu) in active {
             let idxs: Vec<NodeIdx> =
                 node_names.split(',').filter_map(|n| nodes.get(n).map(|r| r.idx)).collect();
-            if cluster.commit_spec(id, &spec, submit, &idxs, submit).is_ok() {
+            // A queued job (space-shared policies) holds no node until it is dispatched.
+            if !idxs.is_empty() && cluster.commit_spec(id, &spec, submit, &idxs, submit).is_ok() {
                 let _ = cluster.report_progress(id, cpu, now);
             }
         }

@@ -17,7 +17,7 @@ pub struct Config {
     pub join_token: String,
     /// Password for the `admin` account created when the store has no users.
     pub admin_password: Option<String>,
-    /// Admission policy: libra, libra+$ (and the space-shared baselines, simulator only for now).
+    /// Admission policy: libra, libra+$, or a space-shared baseline (fifo, fcfs-bf, sjf-bf, edf-bf).
     pub policy: String,
     pub pricing: PricingParams,
     /// PBase per CPU-second given to nodes when they first join.

@@ -163,6 +163,20 @@ pub fn settle(conn: &Connection, job: u64, charge: Money, now: f64) -> Result<Mo
     Ok(charge)
 }
 
+/// Lowers a job's open hold to `amount` (a queued job's lien on its whole budget becomes its
+/// price once it is dispatched), releasing the difference.
+pub fn reduce_hold(conn: &Connection, job: u64, amount: Money, now: f64) -> Result<(), LedgerError> {
+    let (user, held) = open_hold(conn, job)?.ok_or(LedgerError::NoHold(job))?;
+    if amount.is_negative() || amount > held {
+        return Err(LedgerError::AboveBudget(amount, held));
+    }
+    let rest = held - amount;
+    if rest.0 > 0 {
+        append(conn, user, Some(job), LedgerKind::Release, rest, now)?;
+    }
+    Ok(())
+}
+
 pub fn entries(conn: &Connection, user: Option<i64>, limit: u32) -> rusqlite::Result<Vec<LedgerEntry>> {
     let mut st = conn.prepare_cached(
         "SELECT l.id, u.name, l.job, l.kind, l.amount, l.time FROM ledger l JOIN users u ON u.id = l.user_id \

@@ -9,6 +9,7 @@ pub mod error;
 pub mod ledger;
 mod nodes;
 pub mod openapi;
+mod queue;
 pub mod routes;
 pub mod sched;
 pub mod store;
@@ -49,10 +50,13 @@ pub async fn serve(
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
                 tick.tick().await;
-                let r = app.lock().check_nodes(app::now());
-                match r {
-                    Ok(()) => {}
-                    Err(e) => tracing::error!("node watchdog: {e}"),
+                let r = {
+                    let mut g = app.lock();
+                    let now = app::now();
+                    g.check_nodes(now).and_then(|()| g.dispatch_queue(now))
+                };
+                if let Err(e) = r {
+                    tracing::error!("scheduler tick: {e}");
                 }
                 app.work.notify_waiters();
             }

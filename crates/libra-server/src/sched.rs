@@ -56,14 +56,11 @@ impl Inner {
                 };
                 (JobState::Rejected, Vec::new(), 0.0, Money::ZERO, Some(why.to_string()), suggestion)
             }
-            Decision::Queue => (
-                JobState::Rejected,
-                Vec::new(),
-                0.0,
-                Money::ZERO,
-                Some(format!("policy: {} queues jobs without a promise; the running cluster supports the time-shared policies (libra, libra+$) only", self.policy.name())),
-                None,
-            ),
+            // Space-shared baselines: no promise, a place in the queue, and a lien on the whole
+            // budget until dispatch fixes the price.
+            Decision::Queue => {
+                (JobState::Pending, Vec::new(), 0.0, spec.budget(), Some("queued".to_string()), None)
+            }
         };
         let node_names: Vec<String> = nodes.iter().map(|&i| self.node_name(i)).collect();
         let deadline_at = now + spec.deadline();
@@ -110,7 +107,7 @@ impl Inner {
             }
         }
         tx.commit()?;
-        if state == JobState::Pending {
+        if state == JobState::Pending && !nodes.is_empty() {
             // The store has the job; the view must too, or the next decision would over-promise.
             if let Err(e) = self.cluster.commit_spec(id, spec, now, &nodes, now) {
                 tracing::error!("job {id}: cluster view refused the commitment: {e}");

@@ -491,3 +491,25 @@ fn administrators_suspend_resume_and_reprice() {
     assert_eq!(admin.set_policy("libra").unwrap().policy, "libra");
     assert_eq!(admin.set_policy("nonsense").unwrap_err().status(), Some(400));
 }
+
+#[test]
+fn a_space_shared_baseline_queues_runs_one_job_per_node_and_charges_the_flat_price() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let admin = cl.admin();
+    admin.set_policy("fcfs-bf").unwrap();
+    let hank = cl.user("hank", 100);
+    let first = hank.submit(&burn(0.5, 0.5, 60.0, 50)).unwrap();
+    let second = hank.submit(&burn(0.5, 0.5, 60.0, 50)).unwrap();
+    assert_eq!(first.state, JobState::Pending);
+    assert_eq!(first.nodes.len(), 1, "the first job starts at once on the idle node");
+    assert!(second.nodes.is_empty(), "the second waits for the node: {second:?}");
+    assert_eq!(hank.balance().unwrap().held, first.cost + second.budget, "a queued job holds its budget");
+    let (a, b) = (wait_done(&hank, first.id), wait_done(&hank, second.id));
+    assert_eq!((a.state, b.state), (JobState::Completed, JobState::Completed));
+    assert!(b.start_time.unwrap() >= a.end_time.unwrap() - 0.05, "space-shared: one job at a time");
+    // The flat price: estimate x PBase (1 credit per CPU-second by default).
+    assert_eq!(b.charged, Money::from_credits_f64_ceil(0.5).unwrap());
+    let bal = hank.balance().unwrap();
+    assert_eq!((bal.held, bal.charged), (Money::ZERO, a.charged + b.charged));
+}

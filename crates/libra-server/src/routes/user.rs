@@ -49,7 +49,13 @@ pub async fn submit(
     let job = {
         let mut g = app.lock();
         let who = g.caller(&headers)?;
-        g.submit(&who, &req, now())?
+        let job = g.submit(&who, &req, now())?;
+        // A queued job (space-shared policies) may start at once.
+        if job.state == JobState::Pending && job.nodes.is_empty() {
+            g.dispatch_queue(now())?;
+            return Ok(Json(g.owned_job(&who, job.id)?)).inspect(|_| app.work.notify_waiters());
+        }
+        job
     };
     if job.state == JobState::Pending {
         app.work.notify_waiters();

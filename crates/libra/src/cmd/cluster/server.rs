@@ -24,8 +24,8 @@ pub struct ServerArgs {
     /// Password for the `admin` account created on an empty store (default: generated and printed).
     #[arg(long, env = "LIBRA_ADMIN_PASSWORD", hide_env_values = true)]
     pub admin_password: Option<String>,
-    /// Admission policy: libra or libra+$ (the baselines fifo, fcfs-bf, sjf-bf, edf-bf queue
-    /// without promises and are simulator-only for now).
+    /// Admission policy: libra or libra+$ (time-shared, every accepted job a promise), or a
+    /// space-shared baseline: fifo, fcfs-bf, sjf-bf, edf-bf (a queue, whole nodes, no promise).
     #[arg(long)]
     pub policy: Option<String>,
     /// Libra+$ static pricing factor alpha.

@@ -1,0 +1,98 @@
+//! The space-shared baselines (FIFO, FCFS/SJF/EDF with EASY backfilling) in the running
+//! cluster: an accepted job waits in a queue with a lien on its whole budget; every scheduler
+//! tick asks the policy which queued jobs start now (on idle nodes, the whole node each) and
+//! which are dropped because their deadline can no longer be met (state DEADLINE, as Slurm
+//! cancels pending jobs past `--deadline`). A started job's lien becomes its price.
+
+use crate::app::{spec_of, Inner};
+use crate::error::ApiError;
+use crate::ledger;
+use libra_api::JobState;
+use libra_core::policy::{Dispatch, Queued};
+use libra_core::Money;
+use rusqlite::params;
+
+impl Inner {
+    /// Returns true when a job was started (the node agents have work).
+    pub fn dispatch_queue(&mut self, now: f64) -> Result<bool, ApiError> {
+        if !self.policy.space_shared() {
+            return Ok(false);
+        }
+        let queued: Vec<(Queued, Money, u64)> = self
+            .db
+            .prepare_cached(
+                "SELECT id, submit_time, estimate, procs, deadline_at, budget, mem_mb FROM jobs \
+                 WHERE state = 'PENDING' AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = jobs.id) ORDER BY id",
+            )?
+            .query_map([], |r| {
+                Ok((
+                    Queued {
+                        job: r.get::<_, i64>(0)? as u64,
+                        submit: r.get(1)?,
+                        estimate: r.get(2)?,
+                        procs: r.get(3)?,
+                        deadline_abs: r.get(4)?,
+                    },
+                    Money(r.get(5)?),
+                    r.get::<_, i64>(6)?.max(0) as u64,
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        if queued.is_empty() {
+            return Ok(false);
+        }
+        let list: Vec<Queued> = queued.iter().map(|q| q.0.clone()).collect();
+        let mut started = false;
+        for d in self.policy.dispatch(&list, &self.cluster, now) {
+            match d {
+                Dispatch::Start { job, nodes, cost } => {
+                    let Some((q, budget, mem)) = queued.iter().find(|q| q.0.job == job) else { continue };
+                    if cost > *budget {
+                        self.finish(
+                            job,
+                            JobState::Cancelled,
+                            Money::ZERO,
+                            Some(format!(
+                                "budget: its price at dispatch, {cost}, is above the budget {budget}"
+                            )),
+                            now,
+                        )?;
+                        continue;
+                    }
+                    let names: Vec<String> = nodes.iter().map(|&i| self.node_name(i)).collect();
+                    let share =
+                        nodes.iter().map(|&i| self.cluster.node(i).spec.per_job_cap()).fold(1.0, f64::min);
+                    let tx = self.db.transaction()?;
+                    for n in &names {
+                        tx.execute(
+                            "INSERT INTO job_nodes(job, node) VALUES (?1, ?2)",
+                            params![job as i64, n],
+                        )?;
+                    }
+                    tx.execute(
+                        "UPDATE jobs SET cost = ?2, share = ?3, reason = NULL WHERE id = ?1",
+                        params![job as i64, cost.0, share],
+                    )?;
+                    ledger::reduce_hold(&tx, job, cost, now)
+                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    tx.commit()?;
+                    let spec = spec_of(q.estimate, q.deadline_abs - q.submit, *budget, q.procs, *mem);
+                    if let Err(e) = self.cluster.commit_spec(job, &spec, q.submit, &nodes, now) {
+                        tracing::error!("job {job}: cluster view refused the dispatch: {e}");
+                    }
+                    started = true;
+                }
+                Dispatch::Drop { job } => {
+                    self.finish(
+                        job,
+                        JobState::Deadline,
+                        Money::ZERO,
+                        Some("dropped from the queue: it can no longer start in time".into()),
+                        now,
+                    )?;
+                }
+            }
+        }
+        Ok(started)
+    }
+}
