@@ -173,9 +173,9 @@ fn accepted_jobs_meet_deadlines_while_sharing_and_are_charged_at_most_budget() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let cl = Cluster::start(2, 0.5, 30.0);
     let alice = cl.user("alice", 100);
-    // Best fit packs both onto one node: 0.2 + 0.2 of its 0.5 CPU.
-    let a = alice.submit(&burn(1.0, 1.0, 5.0, 50)).unwrap();
-    let b = alice.submit(&burn(1.0, 1.0, 5.0, 50)).unwrap();
+    // Best fit packs both onto one node: 0.125 + 0.125 of its 0.5 CPU.
+    let a = alice.submit(&burn(1.0, 1.0, 8.0, 50)).unwrap();
+    let b = alice.submit(&burn(1.0, 1.0, 8.0, 50)).unwrap();
     assert_eq!((a.state, b.state), (JobState::Pending, JobState::Pending));
     assert_eq!(a.nodes, b.nodes, "best fit shares a node");
     let (a, b) = (wait_done(&alice, a.id), wait_done(&alice, b.id));
