@@ -81,7 +81,19 @@ pub fn run(config: Config) -> Result<(), ServerError> {
             .map_err(|e| ServerError::Listen { addr: addr.clone(), source: e })?;
         eprintln!("libra server listening on http://{}", listener.local_addr()?);
         serve(app, listener, async {
-            let _ = tokio::signal::ctrl_c().await;
+            // Ctrl-C or SIGTERM: stop taking requests, finish those in flight. (Nothing is lost
+            // by a harder stop either: every answer was committed before it was sent.)
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
         })
         .await
     })
