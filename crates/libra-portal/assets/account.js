@@ -1,0 +1,58 @@
+"use strict";
+// My account: balance, the holds on accepted jobs, the ledger and a chart of what was spent.
+Libra.views = Libra.views || {};
+(function () {
+  var $ = function (id) { return document.getElementById(id); };
+  var last = null;
+
+  function render(b, jobs, ledger) {
+    Libra.replace($("balance"), Libra.h("dl", { class: "facts", id: "balance-facts" },
+      Libra.h("dt", null, "Available"), Libra.h("dd", { id: "balance-available" }, Libra.money(b.available) + " credits"),
+      Libra.h("dt", null, "On hold"), Libra.h("dd", { id: "balance-held" }, Libra.money(b.held) + " credits"),
+      Libra.h("dt", null, "Charged in total"), Libra.h("dd", { id: "balance-charged" }, Libra.money(b.charged) + " credits"),
+      Libra.h("dt", null, "Deposited in total"), Libra.h("dd", null, Libra.money(b.deposited) + " credits")));
+
+    var holds = jobs.filter(function (j) { return Libra.isActive(j.state); }).map(function (j) {
+      return [Libra.h("a", { href: "#job/" + j.id }, String(j.id)), j.state, Libra.money(j.cost), Libra.time(j.deadline_at)];
+    });
+    Libra.replace($("holds"), Libra.table("Credit held for accepted jobs until they settle",
+      ["Job", "State", "Held", "Deadline"], holds, "Nothing on hold."));
+
+    // Spending = charges captured, as a running total over time.
+    var total = 0, points = [];
+    ledger.slice().sort(function (a, b) { return a.time - b.time; }).forEach(function (e) {
+      if (e.kind !== "charge") return;
+      total += Math.abs(e.amount);
+      points.push([e.time, total]);
+    });
+    Libra.replace($("spending-chart"), Libra.stepChart({
+      id: "spending-svg",
+      title: "Credits spent over time",
+      desc: points.length ? points.length + " charges, " + Libra.money(total) + " credits in total, the last at " +
+        new Date(points[points.length - 1][0] * 1000).toLocaleString() + "." : "No charges yet.",
+      empty: "No charges yet",
+      xLabel: "time",
+      format: function (v) { return Libra.money(Math.round(v)); },
+      points: points,
+    }));
+
+    var rows = ledger.slice().sort(function (a, b) { return b.id - a.id; }).slice(0, 100).map(function (e) {
+      return [String(e.id), Libra.time(e.time), e.kind, e.job === null || e.job === undefined ? "-" : String(e.job), Libra.money(e.amount)];
+    });
+    Libra.replace($("ledger"), Libra.table("Ledger entries, newest first (at most 100)",
+      ["Entry", "Time", "Kind", "Job", "Amount"], rows, "No ledger entries."));
+  }
+
+  Libra.views.account = {
+    show: function () { last = null; },
+    refresh: function () {
+      return Promise.all([Libra.get("/api/balance"), Libra.get("/api/jobs?limit=1000"), Libra.get("/api/ledger")])
+        .then(function (r) {
+          var key = JSON.stringify([r[0], r[2], r[1].map(function (j) { return [j.id, j.state]; })]);
+          if (key === last) return;
+          last = key;
+          render(r[0], r[1], r[2]);
+        });
+    },
+  };
+})();

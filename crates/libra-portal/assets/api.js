@@ -1,0 +1,54 @@
+"use strict";
+// The only way the pages reach the server: JSON over fetch with the bearer token the user got
+// at sign-in. The token lives in sessionStorage so it ends with the tab and is not sent to
+// other tabs or kept on disk after the browser closes.
+(function () {
+  var KEY = "libra.session";
+
+  Libra.session = function () {
+    try { return JSON.parse(sessionStorage.getItem(KEY)); } catch (e) { return null; }
+  };
+  Libra.setSession = function (s) {
+    if (s) sessionStorage.setItem(KEY, JSON.stringify(s)); else sessionStorage.removeItem(KEY);
+  };
+
+  // An error that carries the HTTP status and the server's own message, shown as is: the
+  // server's messages name the field and what is accepted.
+  function ApiError(status, message) {
+    this.status = status;
+    this.message = message;
+  }
+  ApiError.prototype.toString = function () {
+    return this.status ? this.message + " (HTTP " + this.status + ")" : this.message;
+  };
+  Libra.ApiError = ApiError;
+
+  Libra.api = function (method, path, body) {
+    var s = Libra.session();
+    var headers = { "Accept": "application/json" };
+    if (s && s.token) headers["Authorization"] = "Bearer " + s.token;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    return fetch(path, {
+      method: method,
+      headers: headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+    }).catch(function (e) {
+      throw new ApiError(0, "cannot reach the server: " + e.message);
+    }).then(function (r) {
+      return r.text().then(function (text) {
+        var data = null;
+        try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+        if (!r.ok) {
+          var msg = data && data.error ? data.error : (text || r.statusText);
+          // A token the server no longer knows: back to the sign-in page.
+          if (r.status === 401 && Libra.onUnauthorized) Libra.onUnauthorized(msg);
+          throw new ApiError(r.status, msg);
+        }
+        return data;
+      });
+    });
+  };
+  Libra.get = function (path) { return Libra.api("GET", path); };
+  Libra.post = function (path, body) { return Libra.api("POST", path, body === undefined ? {} : body); };
+})();

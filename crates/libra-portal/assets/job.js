@@ -1,0 +1,76 @@
+"use strict";
+// One job and its output. A job of another user is refused by the API with 403; the page shows
+// the server's message rather than hiding it, so the user knows why.
+Libra.views = Libra.views || {};
+(function () {
+  var $ = function (id) { return document.getElementById(id); };
+  var last = null;
+
+  function dl(pairs) {
+    return Libra.h("dl", { class: "facts" }, pairs.map(function (p) {
+      return [Libra.h("dt", null, p[0]), Libra.h("dd", null, p[1])];
+    }));
+  }
+
+  function showJob(j) {
+    var s = Libra.session();
+    var cancelPath = s && s.admin && s.user !== j.user ? "/api/admin/jobs/" + j.id + "/cancel" : "/api/jobs/" + j.id + "/cancel";
+    Libra.replace($("h-job"), "Job " + j.id + (j.name ? ": " + j.name : ""));
+    Libra.replace($("job-detail"), [dl([
+      ["State", Libra.stateBadge(j.state)],
+      ["User", j.user],
+      ["Command", Libra.h("code", null, j.command.join(" "))],
+      ["Nodes", j.nodes.join(", ") || "-"],
+      ["Share", Libra.num(j.share, 3) + " CPU per node"],
+      ["Progress", Libra.progress(j)],
+      ["Submitted", Libra.time(j.submit_time)],
+      ["Started", Libra.time(j.start_time)],
+      ["Ended", Libra.time(j.end_time)],
+      ["Deadline", Libra.time(j.deadline_at) + " (" + Libra.toDeadline(j) + ")"],
+      ["Budget", Libra.money(j.budget) + " credits"],
+      ["Cost", Libra.costCell(j) + " credits"],
+      ["Exit code", j.exit_code === null || j.exit_code === undefined ? "-" : String(j.exit_code)],
+      ["Reason", j.reason || "-"],
+    ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null]);
+  }
+
+  var lastOut = null;
+  function showOutput(o) {
+    // Rebuilding unchanged output would reset the reader's scroll position.
+    var key = JSON.stringify(o);
+    if (key === lastOut) return;
+    lastOut = key;
+    Libra.replace($("job-output"), [
+      o.truncated ? Libra.h("p", { class: "hint" }, "Only the end of a long output was kept.") : null,
+      Libra.h("h4", null, "Standard output"),
+      Libra.h("pre", { id: "job-stdout", tabindex: "0", "aria-label": "Standard output" }, o.stdout || "(empty)"),
+      Libra.h("h4", null, "Standard error"),
+      Libra.h("pre", { id: "job-stderr", tabindex: "0", "aria-label": "Standard error" }, o.stderr || "(empty)"),
+    ]);
+  }
+
+  Libra.views.job = {
+    show: function () {
+      last = null;
+      lastOut = null;
+      Libra.replace($("h-job"), "Job");
+      Libra.replace($("job-error"), "");
+      Libra.replace($("job-detail"), "");
+      Libra.replace($("job-output"), "");
+    },
+    refresh: function (id) {
+      if (!/^\d+$/.test(id)) { Libra.replace($("job-error"), "No such job: give a job number, as in #job/12."); return; }
+      return Libra.get("/api/jobs/" + id).then(function (j) {
+        Libra.replace($("job-error"), "");
+        var key = JSON.stringify(j) + Math.floor(Date.now() / 2000);
+        if (key !== last) { last = key; showJob(j); }
+        return Libra.get("/api/jobs/" + id + "/output").then(showOutput);
+      }).catch(function (e) {
+        Libra.replace($("job-error"), "Job " + id + ": " + String(e));
+        Libra.replace($("job-detail"), "");
+        Libra.replace($("job-output"), "");
+        last = lastOut = null;
+      });
+    },
+  };
+})();

@@ -1,0 +1,79 @@
+"use strict";
+// My jobs, refreshed by polling. The table is rebuilt only when the data changed, so a
+// keyboard user's focus on a button is not thrown away every two seconds.
+Libra.views = Libra.views || {};
+(function () {
+  Libra.progress = function (j) {
+    var frac = j.estimate > 0 ? Math.min(j.cpu_seconds / j.estimate, 1) : 0;
+    var label = Libra.num(j.cpu_seconds, 1) + " of " + Libra.num(j.estimate, 1) + " CPU-s";
+    return Libra.h("span", { class: "progress" },
+      Libra.h("progress", { max: "1", value: String(frac), "aria-label": "Job " + j.id + " progress: " + label }),
+      " " + label);
+  };
+
+  Libra.toDeadline = function (j) {
+    if (Libra.isActive(j.state)) return Libra.duration(j.deadline_at - Date.now() / 1000);
+    if (j.end_time) return j.end_time <= j.deadline_at ? "met" : "missed";
+    return "-";
+  };
+
+  Libra.costCell = function (j) {
+    if (Libra.isActive(j.state)) return "held " + Libra.money(j.cost);
+    if (j.state === "REJECTED") return "-";
+    return "charged " + Libra.money(j.charged);
+  };
+
+  // One row of a job table; `actions` adds the buttons the viewer may use.
+  Libra.jobCells = function (j, actions, withUser) {
+    var cells = [Libra.h("a", { href: "#job/" + j.id }, String(j.id))];
+    if (withUser) cells.push(j.user);
+    cells.push(j.name || j.command.join(" "), Libra.stateBadge(j.state), j.nodes.join(", ") || "-",
+      Libra.num(j.share, 3), Libra.progress(j), Libra.toDeadline(j), Libra.costCell(j),
+      Libra.h("span", { class: "actions" }, actions));
+    return cells;
+  };
+
+  Libra.cancelButton = function (j, path) {
+    return Libra.h("button", {
+      type: "button", "aria-label": "Cancel job " + j.id,
+      onclick: function () {
+        Libra.post(path).then(function (r) {
+          Libra.announce("Job " + r.id + " is " + r.state + ".");
+        }).catch(function (e) { Libra.announce(String(e)); });
+      },
+    }, "Cancel");
+  };
+
+  var last = null;
+  var HEAD = ["Job", "Name or command", "State", "Node", "Share (CPU)", "Progress", "To deadline", "Cost", "Actions"];
+
+  Libra.views.jobs = {
+    show: function () { last = null; },
+    refresh: function () {
+      return Libra.get("/api/jobs?limit=200").then(function (jobs) {
+        // Times to deadline move every second, so compare the data, not the rendering.
+        var key = JSON.stringify(jobs) + Math.floor(Date.now() / 2000);
+        if (key === last) return;
+        last = key;
+        var active = document.activeElement && document.activeElement.getAttribute("aria-label");
+        var rows = jobs.map(function (j) {
+          return Libra.jobCells(j, [
+            Libra.isActive(j.state) ? Libra.cancelButton(j, "/api/jobs/" + j.id + "/cancel") : null,
+            Libra.h("a", { href: "#job/" + j.id, "aria-label": "Output of job " + j.id }, "Output"),
+          ]);
+        });
+        var box = document.getElementById("jobs-table");
+        Libra.replace(box, Libra.table("Your jobs, newest first", HEAD, rows,
+          "No jobs yet. Submit one from the Submit page."));
+        Libra.refocus(box, active);
+      });
+    },
+  };
+
+  // Put focus back on the control with the same label after a table was rebuilt.
+  Libra.refocus = function (box, label) {
+    if (!label) return;
+    var again = box.querySelector('[aria-label="' + label.replace(/"/g, "") + '"]');
+    if (again) again.focus();
+  };
+})();
