@@ -48,4 +48,6 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/node/register", post(node::register))
         .route("/api/node/sync", post(node::sync))
         .with_state(app)
+        // The portal serves only `/` and `/assets/*`: nothing under `/api` is shadowed.
+        .merge(libra_portal::router())
 }
