@@ -35,6 +35,45 @@ pub fn required_share(
     s.clamp(0.0, cap)
 }
 
+/// A job as EDF job control sees it on one node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EdfJob {
+    pub job: u64,
+    /// Estimated CPU-seconds left (0 once the estimate is used up).
+    pub remaining: f64,
+    pub deadline_abs: f64,
+    /// Runs on several nodes: keeps a constant proportional share.
+    pub parallel: bool,
+    /// The share Algorithm 2 gives it now (what a parallel or overrun job holds).
+    pub required: f64,
+}
+
+/// Job control for a node that admits by EDF (`libra-edf`): parallel and overrun jobs hold their
+/// Algorithm 2 share; then each sequential job, in deadline order, gets the constant rate that
+/// would finish it exactly at its deadline, as far as the capacity goes. Spare CPU is left to
+/// the proportional division of the kernel. Returns `(job, share)` for every job.
+pub fn edf_shares(jobs: &[EdfJob], now: f64, capacity: f64, cap: f64) -> Vec<(u64, f64)> {
+    let mut out = Vec::with_capacity(jobs.len());
+    let mut left = capacity;
+    let mut seq: Vec<&EdfJob> = Vec::new();
+    for j in jobs {
+        if j.remaining <= 0.0 || j.deadline_abs <= now || j.parallel {
+            left -= j.required;
+            out.push((j.job, j.required));
+        } else {
+            seq.push(j);
+        }
+    }
+    seq.sort_by(|a, b| a.deadline_abs.total_cmp(&b.deadline_abs).then(a.job.cmp(&b.job)));
+    for j in seq {
+        let want = (j.remaining / (j.deadline_abs - now)).min(cap);
+        let s = want.min(left.max(0.0));
+        left -= s;
+        out.push((j.job, s));
+    }
+    out
+}
+
 /// The fixed-point numerator of strides: large so that integer strides stay precise.
 pub const STRIDE1: u64 = 1 << 20;
 
@@ -137,6 +176,27 @@ mod tests {
         // Capped at one processor.
         assert_eq!(required_share(100.0, 0.0, 50.0, 0.0, 0.0, 1.0), 1.0);
         assert_eq!(required_share(0.0, 0.0, 0.0, 0.0, 0.3, 1.0), 0.0);
+    }
+
+    #[test]
+    fn edf_shares_serve_deadlines_in_order() {
+        let j = |job, remaining: f64, deadline_abs, parallel, required| EdfJob {
+            job,
+            remaining,
+            deadline_abs,
+            parallel,
+            required,
+        };
+        // A due at 1 needs all of the node now; B (due at 2) waits for it.
+        let s = edf_shares(&[j(1, 1.0, 1.0, false, 1.0), j(2, 1.0, 2.0, false, 0.5)], 0.0, 1.0, 1.0);
+        assert_eq!(s, vec![(1, 1.0), (2, 0.0)]);
+        let s = edf_shares(
+            &[j(1, 0.5, 1.0, false, 0.5), j(2, 1.5, 2.0, false, 0.75), j(3, 1.0, 10.0, true, 0.1)],
+            0.0,
+            1.0,
+            1.0,
+        );
+        assert_eq!(s, vec![(3, 0.1), (1, 0.5), (2, 0.4)]);
     }
 
     #[test]

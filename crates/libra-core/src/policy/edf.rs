@@ -20,6 +20,7 @@ use crate::job::JobSpec;
 use crate::money::Money;
 use crate::policy::libraplus::LibraPlus;
 use crate::pricing::{flat_cost, libra_cost, libraplus_rate, putil, PricingKind, PricingParams};
+use crate::share::{edf_shares, EdfJob};
 
 /// A job as the node's EDF test sees it.
 #[derive(Debug, Clone, Copy)]
@@ -87,34 +88,23 @@ fn edf_feasible(mut demands: Vec<Demand>, capacity: f64, cap: f64, now: f64) -> 
     true
 }
 
-/// Job control for an EDF node: constant shares first, then each sequential job in deadline
-/// order gets the constant rate that would finish it exactly at its deadline, as far as the
-/// capacity goes. Returns `(job, share)` for every job on the node.
+/// Job control for an EDF node (`share::edf_shares` over the node's jobs). Returns
+/// `(job, share)` for every job on the node.
 pub fn edf_node_shares(cluster: &Cluster, j: NodeIdx, now: f64) -> Vec<(u64, f64)> {
     let node = cluster.node(j);
     let cap = node.spec.per_job_cap();
-    let entries = cluster.node_entries(j);
-    let mut out: Vec<(u64, f64)> = Vec::with_capacity(entries.len());
-    let mut left = node.spec.cpus;
-    let mut seq: Vec<(f64, f64, u64)> = Vec::new();
-    for e in entries {
-        let rem = e.remaining_estimate(now);
-        if rem <= 0.0 || e.deadline_abs <= now || e.procs > 1 {
-            let s = e.required_share(now, cap);
-            left -= s;
-            out.push((e.job, s));
-        } else {
-            seq.push((e.deadline_abs, rem, e.job));
-        }
-    }
-    seq.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
-    for (deadline, rem, job) in seq {
-        let want = (rem / (deadline - now)).min(cap);
-        let s = want.min(left.max(0.0));
-        left -= s;
-        out.push((job, s));
-    }
-    out
+    let jobs: Vec<EdfJob> = cluster
+        .node_entries(j)
+        .iter()
+        .map(|e| EdfJob {
+            job: e.job,
+            remaining: e.remaining_estimate(now),
+            deadline_abs: e.deadline_abs,
+            parallel: e.procs > 1,
+            required: e.required_share(now, cap),
+        })
+        .collect();
+    edf_shares(&jobs, now, node.spec.cpus, cap)
 }
 
 #[derive(Debug, Clone)]
