@@ -346,6 +346,9 @@ pub struct StartJob {
     /// The admitted share (CPUs).
     pub share: f64,
     pub suspended: bool,
+    /// Memory limit per node, MB (0: none asked for).
+    #[serde(default)]
+    pub mem_mb: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -73,6 +73,8 @@ pub struct Agent {
     /// deadline is judged on the real end time, not on when the loop next looked.
     ended: Receiver<(i32, proc::Exit, f64)>,
     early: HashMap<i32, (proc::Exit, f64)>,
+    /// Memory limits for jobs that ask for memory (cgroup v1 memory hierarchy), where writable.
+    memory: Option<crate::memory::MemoryLimiter>,
 }
 
 impl Agent {
@@ -85,6 +87,7 @@ impl Agent {
         let enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &cfg.name, cfg.cpus)?;
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
         let client = Client::new(&cfg.server, Some(cfg.join_token.clone()));
+        let name = cfg.name.clone();
         let (tx, ended) = channel();
         std::thread::Builder::new().name("reaper".into()).spawn(move || loop {
             match proc::wait_any() {
@@ -105,11 +108,22 @@ impl Agent {
             exited: HashMap::new(),
             ended,
             early: HashMap::new(),
+            memory: crate::memory::MemoryLimiter::new(
+                Arc::new(RealKernel),
+                std::path::Path::new("/sys/fs/cgroup/memory"),
+                &name,
+            ),
         })
     }
 
-    pub fn mechanism(&self) -> &'static str {
-        self.enforcer.mechanism()
+    /// The share mechanism, with `+memory` when memory limits are enforced too.
+    pub fn mechanism(&self) -> String {
+        let m = self.enforcer.mechanism();
+        if self.memory.is_some() {
+            format!("{m}+memory")
+        } else {
+            m.to_string()
+        }
     }
 
     fn register(&mut self) -> Result<(), libra_api::ClientError> {
@@ -117,7 +131,7 @@ impl Agent {
             name: self.cfg.name.clone(),
             cpus: self.cfg.cpus,
             mem_mb: self.cfg.mem_mb,
-            mechanism: self.enforcer.mechanism().into(),
+            mechanism: self.mechanism(),
         })?;
         if self.cfg.period.is_none() {
             self.period = r.period;
@@ -158,7 +172,7 @@ impl Agent {
             let wait_ms = if self.exited.is_empty() { 500 } else { 0 };
             let req = SyncRequest {
                 name: self.cfg.name.clone(),
-                mechanism: self.enforcer.mechanism().into(),
+                mechanism: self.mechanism(),
                 running: self.running_reports(),
                 exited: self.exited.values().cloned().collect(),
                 wait_ms,
@@ -235,9 +249,19 @@ impl Agent {
         let dir = self.cfg.workdir.join(format!("job-{}", s.job));
         let now = unix_now();
         let share = s.share;
-        let launched = self.enforcer.prepare(s.job, share).map_err(|e| e.to_string()).and_then(|procs| {
-            proc::spawn(&s.command, &dir, procs.as_deref())
-                .map_err(|e| format!("cannot start {:?}: {e}", s.command))
+        let memory = match (&mut self.memory, s.mem_mb) {
+            (_, 0) => Ok(None),
+            (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| e.to_string()),
+            (None, _) => Ok(None),
+        };
+        let launched = memory.and_then(|mem| {
+            self.enforcer
+                .prepare(s.job, share)
+                .map_err(|e| e.to_string())
+                .map(|cpu| cpu.into_iter().chain(mem).collect::<Vec<_>>())
+        });
+        let launched = launched.and_then(|groups| {
+            proc::spawn(&s.command, &dir, &groups).map_err(|e| format!("cannot start {:?}: {e}", s.command))
         });
         match launched {
             Ok(pid) => {
@@ -256,6 +280,9 @@ impl Agent {
             Err(error) => {
                 tracing::warn!(job = s.job, "{error}");
                 self.enforcer.remove(s.job);
+                if let Some(m) = &mut self.memory {
+                    m.remove(s.job);
+                }
                 self.exited.insert(
                     s.job,
                     ExitReport {
@@ -289,6 +316,9 @@ impl Agent {
             // Make sure nothing the job left behind keeps running outside any accounting.
             proc::signal_group(r.pid, libc::SIGKILL);
             self.enforcer.remove(id);
+            if let Some(m) = &mut self.memory {
+                m.remove(id);
+            }
             let (stdout, t1) = proc::tail(&r.dir.join("stdout"), OUTPUT_TAIL);
             let (stderr, t2) = proc::tail(&r.dir.join("stderr"), OUTPUT_TAIL);
             tracing::info!(job = id, code = ?exit.code, signal = ?exit.signal, cpu = exit.cpu_seconds, "exited");

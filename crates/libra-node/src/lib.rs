@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod enforce;
 pub mod kernel;
+pub mod memory;
 pub mod proc;
 pub mod stride;
 

@@ -17,17 +17,19 @@ pub struct Exit {
     pub cpu_seconds: f64,
 }
 
-/// Starts `argv` in `dir`. If `cgroup_procs` is given, the child writes "0" to it between fork
-/// and exec (the kernel reads that as "this process"), so not even an early child escapes the
-/// group; if that write fails, the launch fails instead of running unenforced.
-pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: Option<&Path>) -> std::io::Result<i32> {
+/// Starts `argv` in `dir`. For every control group in `cgroup_procs` the child writes "0" to
+/// its `cgroup.procs` between fork and exec (the kernel reads that as "this process"), so not
+/// even an early child escapes the group; if a write fails, the launch fails instead of running
+/// unenforced.
+pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::Result<i32> {
     let (prog, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
     std::fs::create_dir_all(dir)?;
     let stdout = std::fs::File::create(dir.join("stdout"))?;
     let stderr = std::fs::File::create(dir.join("stderr"))?;
     let procs = cgroup_procs
+        .iter()
         .map(|p| CString::new(p.as_os_str().as_bytes()))
-        .transpose()
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|_| std::io::Error::other("cgroup path contains a NUL byte"))?;
     let mut cmd = Command::new(prog);
     cmd.args(args).current_dir(dir).stdin(Stdio::null()).stdout(stdout).stderr(stderr);
@@ -38,7 +40,7 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: Option<&Path>) -> std::i
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if let Some(p) = &procs {
+            for p in &procs {
                 let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
                     return Err(std::io::Error::last_os_error());
@@ -144,7 +146,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let argv: Vec<String> =
             ["sh", "-c", "echo hello; echo oops >&2; exit 3"].iter().map(|s| s.to_string()).collect();
-        let pid = spawn(&argv, dir.path(), None).unwrap();
+        let pid = spawn(&argv, dir.path(), &[]).unwrap();
         let exit = loop {
             if let Some(e) = try_reap(pid) {
                 break e;
@@ -160,6 +162,6 @@ mod tests {
     fn a_group_that_cannot_be_joined_refuses_the_launch() {
         let dir = tempfile::tempdir().unwrap();
         let argv = vec!["true".to_string()];
-        assert!(spawn(&argv, dir.path(), Some(Path::new("/nonexistent/cgroup.procs"))).is_err());
+        assert!(spawn(&argv, dir.path(), &[PathBuf::from("/nonexistent/cgroup.procs")]).is_err());
     }
 }

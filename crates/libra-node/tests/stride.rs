@@ -7,7 +7,7 @@ use libra_node::stride::StrideEnforcer;
 use std::time::{Duration, Instant};
 
 fn busy(dir: &std::path::Path) -> i32 {
-    proc::spawn(&["sh".into(), "-c".into(), "while :; do :; done".into()], dir, None).unwrap()
+    proc::spawn(&["sh".into(), "-c".into(), "while :; do :; done".into()], dir, &[]).unwrap()
 }
 
 #[test]

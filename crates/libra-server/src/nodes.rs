@@ -167,7 +167,7 @@ impl Inner {
         let running: HashMap<u64, bool> = r.running.iter().map(|j| (j.job, j.suspended)).collect();
         let exited: HashSet<u64> = r.exited.iter().map(|e| e.job).collect();
         let mut st = self.db.prepare_cached(
-            "SELECT j.id, j.state, j.command, j.estimate, j.submit_time, j.deadline_at, j.share, n.seen \
+            "SELECT j.id, j.state, j.command, j.estimate, j.submit_time, j.deadline_at, j.share, n.seen, j.mem_mb \
              FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
              AND j.state IN ('PENDING','RUNNING','SUSPENDED')",
         )?;
@@ -183,6 +183,7 @@ impl Inner {
                     deadline_at: row.get(5)?,
                     share: row.get(6)?,
                     suspended: state == "SUSPENDED",
+                    mem_mb: row.get::<_, i64>(8)?.max(0) as u64,
                 },
                 row.get::<_, bool>(7)?,
             ))

@@ -317,8 +317,11 @@ fn measured_cpu_shares_match_assigned_shares() {
     );
     // And no job takes more than the node has.
     assert!(ra + rb <= 0.5 * 1.1, "the node's jobs used {:.3} CPU of 0.5", ra + rb);
-    dave.cancel(a.id).unwrap();
-    dave.cancel(b.id).unwrap();
+    for id in [a.id, b.id] {
+        if let Err(e) = dave.cancel(id) {
+            panic!("cancel {id}: {e}: {:?}", dave.job(id));
+        }
+    }
 }
 
 #[test]
@@ -512,4 +515,23 @@ fn a_space_shared_baseline_queues_runs_one_job_per_node_and_charges_the_flat_pri
     assert_eq!(b.charged, Money::from_credits_f64_ceil(0.5).unwrap());
     let bal = hank.balance().unwrap();
     assert_eq!((bal.held, bal.charged), (Money::ZERO, a.charged + b.charged));
+}
+
+#[test]
+fn a_job_over_its_memory_limit_fails_where_memory_can_be_limited() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let mech = cl.admin().nodes().unwrap()[0].mechanism.clone();
+    let ivan = cl.user("ivan", 100);
+    let mut spec = JobSpec::simple(1.0, 60.0, Money::from_credits(50));
+    spec.resources.mem_mb = 32;
+    let hog = "x=$(head -c 200000000 /dev/zero | tr '\\0' x); echo survived";
+    let req = SubmitRequest { spec, command: vec!["sh".into(), "-c".into(), hog.into()], name: None };
+    let j = wait_done(&ivan, ivan.submit(&req).unwrap().id);
+    if mech.contains("memory") {
+        assert_eq!(j.state, JobState::Failed, "{j:?}");
+        assert_eq!(j.charged, Money::ZERO);
+    } else {
+        eprintln!("memory limits are not available here ({mech}); the job ran unlimited: {:?}", j.state);
+    }
 }
