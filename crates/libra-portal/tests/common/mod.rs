@@ -1,0 +1,3 @@
+#[macro_use]
+pub mod browser;
+pub mod cluster;

@@ -1,0 +1,205 @@
+//! The portal end to end in a real headless Chromium against a real `libra server` and a real
+//! `libra node`: sign in, a live quote (refused, then the suggestion taken in one click), submit,
+//! watch the job finish on the node agent, see the balance change; another user's job shows the
+//! API's 403; an administrator sees the nodes picture, cancels a job, changes the base price and
+//! the next quote changes; credit through the form. Screenshots go to target/portal-screenshots/.
+
+#[macro_use]
+mod common;
+
+use common::browser::{Browser, R};
+use common::cluster::{wait_until, Cluster, ADMIN_PW};
+use libra_api::{JobState, SetPricing, SubmitRequest};
+use libra_core::{JobSpec, Money};
+
+const ALICE_PW: &str = "pw-alice";
+
+fn credits(text: &str) -> R<Money> {
+    let n = text.split_whitespace().next().unwrap_or("");
+    n.parse::<Money>().map_err(|e| format!("'{text}' is not an amount: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portal_end_to_end() {
+    let cluster = Cluster::start(0.5);
+    let browser = Browser::start(&cluster.url).await;
+    let result = run(&cluster, &browser).await;
+    if result.is_err() {
+        let _ = browser.shot("failure").await;
+    }
+    browser.close().await;
+    if let Err(e) = result {
+        panic!(
+            "{e}\n(server log: {})",
+            std::fs::read_to_string(cluster.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+}
+
+async fn run(cl: &Cluster, b: &Browser) -> R<()> {
+    let alice = cl.user("alice", ALICE_PW, 100);
+    let bob = cl.user("bob", "pw-bob", 100);
+    let bobs = bob
+        .submit(&SubmitRequest {
+            spec: JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
+            command: vec!["true".into()],
+            name: Some("bob's".into()),
+        })
+        .map_err(|e| format!("bob's job: {e}"))?;
+
+    // Sign in.
+    b.open("").await?;
+    b.wait_text("#h-login", "the sign-in page", |t| t == "Sign in").await?;
+    b.shot("login").await?;
+    b.login("alice", ALICE_PW).await?;
+
+    // A live quote: a budget too small is refused with a suggestion; one click takes it.
+    b.open("#submit").await?;
+    b.wait_present("#job-command").await?;
+    let burn = format!("{} burn --cpu-seconds 1", cl.bin.display());
+    b.fill("job-command", &burn).await?;
+    b.fill("job-estimate", "2s").await?;
+    b.fill("job-deadline", "60s").await?;
+    b.fill("job-budget", "0.01").await?;
+    b.wait_text("#quote-answer", "a refusal", |t| t.contains("rejected")).await?;
+    let s = b.wait_text("#quote-answer .suggestion", "a suggestion", |t| t.contains("budget")).await?;
+    b.shot("submit-rejected").await?;
+    b.click("#take-suggestion").await?;
+    b.wait_text("#quote-cost", "an accepted quote", |t| !t.is_empty()).await?;
+    let budget = b.client.find(fantoccini::Locator::Id("job-budget")).await.map_err(|e| e.to_string())?;
+    let taken = budget.prop("value").await.map_err(|e| e.to_string())?.unwrap_or_default();
+    check!(
+        s.contains(&format!("{taken} credits")),
+        "the suggestion '{s}' was not put in the budget field ('{taken}')"
+    );
+    check!(
+        credits(&taken)? > Money::from_cents(1),
+        "the suggested budget {taken} is not above the refused one"
+    );
+    b.fill("job-budget", "50").await?;
+    let cost = credits(&b.wait_text("#quote-cost", "a quote at budget 50", |t| !t.is_empty()).await?)?;
+    b.shot("submit-quote").await?;
+
+    // Submit; the job runs on the node agent and completes.
+    b.click("#submit-job").await?;
+    let link = b.wait_text("#submitted-link", "the accepted job", |t| t.starts_with("job ")).await?;
+    let id: u64 = link.trim_start_matches("job ").parse().map_err(|e| format!("job id in '{link}': {e}"))?;
+    b.click("#submitted-link").await?;
+    b.wait_text("#job-detail .state", "the job to complete", |t| t == "COMPLETED").await?;
+    b.wait_text("#job-stdout", "the job's output", |t| t.contains("burned")).await?;
+    b.shot("job").await?;
+    let job = alice.job(id).map_err(|e| e.to_string())?;
+    check!(
+        job.state == JobState::Completed && job.charged == cost,
+        "job {id} settled as {job:?}, quoted {cost}"
+    );
+
+    // The balance changed by the charge, and the page says so.
+    b.open("#account").await?;
+    let charged = b.wait_text("#balance-charged", "the charge", |t| !t.starts_with("0.00")).await?;
+    let available = b.wait_text("#balance-available", "the balance", |t| !t.is_empty()).await?;
+    check!(credits(&charged)? == cost, "charged {charged}, the quote was {cost}");
+    check!(
+        credits(&available)? == Money::from_credits(100) - cost,
+        "available {available} after paying {cost}"
+    );
+    b.wait_present("#spending-svg circle").await?;
+    b.shot("account").await?;
+
+    // Another user's job: the page shows the API's refusal.
+    b.open(&format!("#job/{}", bobs.id)).await?;
+    let err = b.wait_text("#job-error", "the refusal", |t| t.contains("403")).await?;
+    check!(err.contains("another user"), "the 403 message does not say why: {err}");
+    check!(b.text("#job-detail").await.unwrap_or_default().is_empty(), "bob's job is shown to alice");
+    b.shot("forbidden").await?;
+
+    // Sweeps: this server hosts no broker.
+    b.open("#sweeps").await?;
+    b.wait_text("#sweeps", "the sweeps answer", |t| !t.starts_with("Asking")).await?;
+    b.shot("sweeps").await?;
+
+    // The administrator: a long job shows as a segment on its node, and is cancelled from the page.
+    let long = alice
+        .submit(&SubmitRequest {
+            spec: JobSpec::simple(30.0, 600.0, Money::from_credits(50)),
+            command: vec!["sleep".into(), "30".into()],
+            name: Some("long".into()),
+        })
+        .map_err(|e| format!("long job: {e}"))?;
+    b.sign_out().await?;
+    b.login("admin", ADMIN_PW).await?;
+    b.open("#admin-nodes").await?;
+    b.wait_present(&format!("#nodes-svg rect[data-job='{}']", long.id)).await?;
+    b.shot("admin-nodes").await?;
+    b.open("#admin-jobs").await?;
+    b.click(&format!("button[aria-label='Cancel job {}']", long.id)).await?;
+    wait_until("the cancel", || alice.job(long.id).ok().filter(|j| j.state == JobState::Cancelled));
+    b.wait_text("#alljobs-table", "the cancelled job", |t| t.contains("CANCELLED")).await?;
+    b.shot("admin-jobs").await?;
+
+    // The price changes, and the next quote with the same fields changes with it.
+    let fields = [
+        ("job-command", burn.as_str()),
+        ("job-estimate", "2s"),
+        ("job-deadline", "60s"),
+        ("job-budget", "90"),
+    ];
+    b.open("#submit").await?;
+    for (id, v) in fields {
+        b.fill(id, v).await?;
+    }
+    let before = credits(&b.wait_text("#quote-cost", "a quote", |t| !t.is_empty()).await?)?;
+    let pbase = cl.admin().pricing().map_err(|e| e.to_string())?.nodes[0].price_base;
+    b.open("#admin-pricing").await?;
+    b.wait_text("#prices-table", "the prices", |t| t.contains("n0")).await?;
+    b.fill("pbase-value", &(pbase * 3.0).to_string()).await?;
+    b.click("#pbase-save").await?;
+    b.wait_text("#status", "the saved price", |t| t.starts_with("Base price")).await?;
+    b.shot("admin-pricing").await?;
+    let now = cl.admin().pricing().map_err(|e| e.to_string())?.nodes[0].price_base;
+    check!((now - pbase * 3.0).abs() <= 1e-9, "PBase is {now}, the form set {}", pbase * 3.0);
+    b.open("#submit").await?;
+    for (id, v) in fields {
+        b.fill(id, v).await?;
+    }
+    let after = b.wait_text("#quote-cost", "a new quote", |t| credits(t).is_ok_and(|c| c != before)).await?;
+    check!(credits(&after)? > before, "the quote went from {before} to {after} when PBase tripled");
+    // Put the price back for the rest.
+    cl.admin()
+        .set_pricing(&SetPricing { price_base: Some(pbase), ..Default::default() })
+        .map_err(|e| e.to_string())?;
+
+    // Usage and users; credit through the form.
+    b.open("#admin-usage").await?;
+    b.wait_text("#usage-table", "usage", |t| t.contains("alice")).await?;
+    b.shot("admin-usage").await?;
+    b.open("#admin-users").await?;
+    b.wait_text("#users-table", "users", |t| t.contains("bob")).await?;
+    let before = bob.balance().map_err(|e| e.to_string())?.available;
+    b.client
+        .find(fantoccini::Locator::Css("#credit-user option[value='bob']"))
+        .await
+        .map_err(|e| e.to_string())?
+        .click()
+        .await
+        .map_err(|e| e.to_string())?;
+    b.fill("credit-amount", "12.50").await?;
+    b.click("#credit-add").await?;
+    b.wait_text("#status", "the credit", |t| t.starts_with("bob now has")).await?;
+    let after = bob.balance().map_err(|e| e.to_string())?.available;
+    check!(after == before + Money::from_cents(1250), "bob had {before}, has {after} after 12.50 credit");
+    b.shot("admin-users").await?;
+
+    // A phone's width: the submission page still fits.
+    b.client.set_window_size(390, 844).await.map_err(|e| e.to_string())?;
+    b.open("#submit").await?;
+    b.wait_present("#job-command").await?;
+    let overflow = b
+        .client
+        .execute("return document.documentElement.scrollWidth > window.innerWidth + 1;", vec![])
+        .await
+        .map_err(|e| e.to_string())?;
+    check!(overflow == serde_json::Value::Bool(false), "the submission page is wider than a phone");
+    b.shot("phone-submit").await?;
+    Ok(())
+}
