@@ -102,8 +102,13 @@ Libra.table = function (caption, headers, rows, emptyText) {
     })));
 };
 
+// Outcomes go to the one live region and are cleared after a while, so an old message does not
+// sit on the next page as if it were news.
 Libra.announce = function (text) {
-  Libra.replace(document.getElementById("status"), text);
+  var el = document.getElementById("status");
+  Libra.replace(el, text);
+  clearTimeout(Libra.announceTimer);
+  Libra.announceTimer = setTimeout(function () { Libra.replace(el, ""); }, 15000);
 };
 
 Libra.isActive = function (state) {

@@ -106,6 +106,25 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn serves_the_page_and_assets_with_their_types_and_refuses_unknown_names() {
+        let page = index().await;
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(page.headers()[header::CONTENT_TYPE], "text/html; charset=utf-8");
+        assert!(page.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'"));
+        let js = asset(Path("app.js".to_string())).await;
+        assert_eq!(js.status(), StatusCode::OK);
+        assert_eq!(js.headers()[header::CONTENT_TYPE], JS);
+        let css = asset(Path("style.css".to_string())).await;
+        assert!(css.headers()[header::CONTENT_TYPE].to_str().unwrap().starts_with("text/css"));
+        for bad in ["nope.js", "../Cargo.toml", "index.html", ""] {
+            assert_eq!(asset(Path(bad.to_string())).await.status(), StatusCode::NOT_FOUND, "{bad}");
+        }
+    }
+
     #[test]
     fn pages_carry_no_inline_script_or_remote_resource() {
         assert!(!INDEX.contains("<script>"), "inline scripts are refused by the CSP");

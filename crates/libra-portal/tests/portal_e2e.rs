@@ -21,6 +21,8 @@ fn credits(text: &str) -> R<Money> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn portal_end_to_end() {
+    // Before anything starts, so a machine without the browser hears at once what to install.
+    Browser::require();
     let cluster = Cluster::start(0.5);
     let browser = Browser::start(&cluster.url).await;
     let result = run(&cluster, &browser).await;

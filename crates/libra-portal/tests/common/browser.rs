@@ -37,7 +37,8 @@ pub struct Browser {
 impl Browser {
     /// Chromium from `LIBRA_CHROMIUM` (default /usr/bin/chromium), chromedriver from
     /// `LIBRA_CHROMEDRIVER` (default /usr/bin/chromedriver).
-    pub async fn start(base: &str) -> Browser {
+    /// Fails, naming the packages to install, when Chromium or chromedriver is missing.
+    pub fn require() -> (PathBuf, PathBuf) {
         let chromium = tool("LIBRA_CHROMIUM", "/usr/bin/chromium");
         let driver_bin = tool("LIBRA_CHROMEDRIVER", "/usr/bin/chromedriver");
         for (bin, pkg) in [(&chromium, "chromium"), (&driver_bin, "chromium-driver")] {
@@ -47,6 +48,11 @@ impl Browser {
                 bin.display()
             );
         }
+        (chromium, driver_bin)
+    }
+
+    pub async fn start(base: &str) -> Browser {
+        let (chromium, driver_bin) = Browser::require();
         let port = free_port();
         let driver = Command::new(&driver_bin)
             .arg(format!("--port={port}"))
