@@ -13,7 +13,9 @@ Libra.views = Libra.views || {};
 
   Libra.toDeadline = function (j) {
     if (Libra.isActive(j.state)) return Libra.duration(j.deadline_at - Date.now() / 1000);
-    if (j.end_time) return j.end_time <= j.deadline_at ? "met" : "missed";
+    // Only a job that ran to its end met or missed its deadline; a cancelled or failed one did neither.
+    if (j.state === "COMPLETED") return "met";
+    if (j.state === "DEADLINE") return "missed";
     return "-";
   };
 

@@ -117,7 +117,8 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
 
     // Sweeps: this server hosts no broker.
     b.open("#sweeps").await?;
-    b.wait_text("#sweeps", "the sweeps answer", |t| !t.starts_with("Asking")).await?;
+    let sweeps = b.wait_text("#sweeps", "the sweeps answer", |t| !t.starts_with("Asking")).await?;
+    check!(!sweeps.contains("HTTP"), "the sweeps page shows an error: {sweeps}");
     b.shot("sweeps").await?;
 
     // The administrator: a long job shows as a segment on its node, and is cancelled from the page.
