@@ -137,6 +137,22 @@ impl Drop for Cluster {
         for pid in pids_under(&self.dir, "") {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
+        // The nodes' control groups (empty once their processes are gone).
+        std::thread::sleep(Duration::from_millis(100));
+        for root in ["/sys/fs/cgroup/cpu/libra", "/sys/fs/cgroup/memory/libra", "/sys/fs/cgroup/libra"] {
+            let Ok(nodes) = std::fs::read_dir(root) else { continue };
+            for node in nodes
+                .flatten()
+                .filter(|n| n.file_name().to_string_lossy().ends_with(&format!("-{}", self.port)))
+            {
+                for job in std::fs::read_dir(node.path()).into_iter().flatten().flatten() {
+                    if job.file_name().to_string_lossy().starts_with("job-") {
+                        let _ = std::fs::remove_dir(job.path());
+                    }
+                }
+                let _ = std::fs::remove_dir(node.path());
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -289,7 +289,7 @@ fn real_node(dir: &Path) -> Result<Vec<Row>> {
     let (admin, user) = clients(&url)?;
     let workdir = dir.join("node");
     let name = format!("bench-{}", std::process::id());
-    let _node = NodeChild(
+    let node = NodeChild(
         Command::new(std::env::current_exe()?)
             .args([
                 "node",
@@ -375,5 +375,14 @@ fn real_node(dir: &Path) -> Result<Vec<Row>> {
     let _ = user.cancel(a.id);
     let _ = user.cancel(b.id);
     std::thread::sleep(Duration::from_millis(700));
+    drop(node);
+    // The benchmark node's control groups go with it.
+    for root in ["/sys/fs/cgroup/cpu/libra", "/sys/fs/cgroup/memory/libra", "/sys/fs/cgroup/libra"] {
+        let node_dir = Path::new(root).join(&name);
+        for job in std::fs::read_dir(&node_dir).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_dir(job.path());
+        }
+        let _ = std::fs::remove_dir(&node_dir);
+    }
     Ok(rows)
 }
