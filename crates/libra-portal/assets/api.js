@@ -41,8 +41,9 @@
         try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
         if (!r.ok) {
           var msg = data && data.error ? data.error : (text || r.statusText);
-          // A token the server no longer knows: back to the sign-in page.
-          if (r.status === 401 && Libra.onUnauthorized) Libra.onUnauthorized(msg);
+          // A token the server no longer knows: back to the sign-in page. A refused sign-in
+          // (no token sent) stays on its page with its own message.
+          if (r.status === 401 && s && s.token && Libra.onUnauthorized) Libra.onUnauthorized(msg);
           throw new ApiError(r.status, msg);
         }
         return data;

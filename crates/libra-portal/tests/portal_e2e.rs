@@ -53,6 +53,11 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     b.open("").await?;
     b.wait_text("#h-login", "the sign-in page", |t| t == "Sign in").await?;
     b.shot("login").await?;
+    // A wrong password is refused on the page, with the server's reason.
+    b.fill("login-user", "alice").await?;
+    b.fill("login-password", "not-her-password").await?;
+    b.click("#login-submit").await?;
+    b.wait_text("#login-error", "the refusal", |t| t.contains("401")).await?;
     b.login("alice", ALICE_PW).await?;
 
     // A live quote: a budget too small is refused with a suggestion; one click takes it.
