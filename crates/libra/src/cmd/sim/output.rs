@@ -72,7 +72,7 @@ pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
         ),
     ];
     libra_sim::plot::line_chart(
-        &out.join("libra-table1.svg"),
+        out.join("libra-table1.svg"),
         "Libra Table 1: jobs completed in time (cells 1-4: 100/10, 100/20, 200/10, 200/20)",
         "cell",
         "jobs completed in time",
@@ -190,7 +190,7 @@ fn plots(out: &Path, study: &Study, points: &[Point]) -> anyhow::Result<()> {
             })
             .collect();
         libra_sim::plot::line_chart(
-            &out.join(format!("{base}-{metric}.svg")),
+            out.join(format!("{base}-{metric}.svg")),
             &format!("{base}: {label}"),
             study.x_label,
             label,
