@@ -340,6 +340,8 @@ pub struct SyncRequest {
 pub struct StartJob {
     pub job: u64,
     pub command: Vec<String>,
+    /// CPU-seconds the node is committed to run the job for: the user's estimate, or more
+    /// under a policy that pads estimates (`libra-risk`).
     pub estimate: f64,
     pub submit_time: f64,
     pub deadline_at: f64,
@@ -349,6 +351,26 @@ pub struct StartJob {
     /// Memory limit per node, MB (0: none asked for).
     #[serde(default)]
     pub mem_mb: u64,
+    /// Processors (nodes) the job runs on: a parallel job keeps its proportional share under
+    /// EDF job control, since its parts on other nodes advance at their own pace.
+    #[serde(default = "one")]
+    pub procs: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// How a node divides its CPU among its jobs between syncs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobControl {
+    /// Algorithm 2: each job the share that finishes its estimate by its deadline.
+    #[default]
+    Libra,
+    /// Earliest deadline first (`libra-edf`, `libra-risk`): sequential jobs in deadline order,
+    /// each at the rate that finishes it at its deadline, as far as capacity goes.
+    Edf,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -362,6 +384,9 @@ pub struct SyncResponse {
     /// The node is not registered (the server lost it or never knew it): register again.
     #[serde(default)]
     pub reregister: bool,
+    /// The job control the admission policy in force expects of the node.
+    #[serde(default)]
+    pub job_control: JobControl,
 }
 
 #[cfg(test)]

@@ -154,6 +154,8 @@ pub enum ClusterError {
     NoSuchNode(NodeIdx),
     #[error("job {0} is not committed")]
     NoSuchJob(u64),
+    #[error("job {0}: a commitment needs at least one node")]
+    NoNodes(u64),
 }
 
 /// Nodes and their commitments.
@@ -240,9 +242,23 @@ impl Cluster {
         nodes: &[NodeIdx],
         now: f64,
     ) -> Result<(), ClusterError> {
+        self.commit_spec_reserving(job, spec, spec.estimate(), submit, nodes, now)
+    }
+
+    /// As `commit_spec`, with the work committed on the nodes given apart from the estimate (a
+    /// policy that pads estimates, `Policy::reserved_estimate`, reserves more than was asked).
+    pub fn commit_spec_reserving(
+        &mut self,
+        job: u64,
+        spec: &JobSpec,
+        reserved: f64,
+        submit: f64,
+        nodes: &[NodeIdx],
+        now: f64,
+    ) -> Result<(), ClusterError> {
         self.commit_with(
             job,
-            spec.estimate(),
+            reserved,
             submit + spec.deadline(),
             nodes,
             now,
@@ -264,6 +280,10 @@ impl Cluster {
     ) -> Result<(), ClusterError> {
         if self.index.contains_key(&job) {
             return Err(ClusterError::Duplicate(job));
+        }
+        if nodes.is_empty() {
+            // A commitment on no node would constrain nothing and never finish.
+            return Err(ClusterError::NoNodes(job));
         }
         if let Some(&bad) = nodes.iter().find(|&&n| n >= self.nodes.len()) {
             return Err(ClusterError::NoSuchNode(bad));

@@ -1,13 +1,15 @@
 //! The agent's loop: reap exits, run job control every period (Algorithm 2 from measured CPU
-//! time, re-told to the kernel), and exchange reports for commands with the server. While the
-//! server is away the jobs keep running and the reports wait; on reconnect everything is said
-//! again.
+//! time, or EDF when the policy admits by EDF; re-told to the kernel), and exchange reports for
+//! commands with the server. While the server is away the jobs keep running and the reports
+//! wait; on reconnect everything is said again.
 
+use crate::control::{self, JobProgress};
 use crate::enforce::{detect, Enforcer};
 use crate::kernel::RealKernel;
 use crate::proc;
-use libra_api::{Client, ExitReport, RegisterRequest, RunningReport, StartJob, SyncRequest, SyncResponse};
-use libra_core::share::required_share;
+use libra_api::{
+    Client, ExitReport, JobControl, RegisterRequest, RunningReport, StartJob, SyncRequest, SyncResponse,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver};
@@ -75,6 +77,8 @@ pub struct Agent {
     early: HashMap<i32, (proc::Exit, f64)>,
     /// Memory limits for jobs that ask for memory (cgroup v1 memory hierarchy), where writable.
     memory: Option<crate::memory::MemoryLimiter>,
+    /// As the server's policy asks (Algorithm 2 until it says otherwise).
+    job_control: JobControl,
 }
 
 impl Agent {
@@ -108,6 +112,7 @@ impl Agent {
             exited: HashMap::new(),
             ended,
             early: HashMap::new(),
+            job_control: JobControl::default(),
             memory: crate::memory::MemoryLimiter::new(
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/memory"),
@@ -213,6 +218,10 @@ impl Agent {
     }
 
     fn apply(&mut self, resp: SyncResponse) {
+        if resp.job_control != self.job_control {
+            tracing::info!(from = ?self.job_control, to = ?resp.job_control, "job control changes with the policy");
+            self.job_control = resp.job_control;
+        }
         for job in resp.ack {
             self.exited.remove(&job);
         }
@@ -344,12 +353,26 @@ impl Agent {
     /// measured from the CPU time the kernel accounted to it.
     fn control(&mut self) {
         let now = unix_now();
-        let cap = self.cfg.cpus.min(1.0);
         for r in self.jobs.values_mut() {
             if let Some(cpu) = proc::cpu_seconds(r.pid) {
                 r.cpu = r.cpu.max(cpu);
             }
-            let share = required_share(r.spec.estimate, r.cpu, r.spec.deadline_at, now, r.spec.share, cap);
+        }
+        let progress: Vec<JobProgress> = self
+            .jobs
+            .values()
+            .map(|r| JobProgress {
+                job: r.spec.job,
+                estimate: r.spec.estimate,
+                cpu: r.cpu,
+                deadline_at: r.spec.deadline_at,
+                admitted: r.spec.share,
+                procs: r.spec.procs,
+                suspended: r.suspended,
+            })
+            .collect();
+        for (job, share) in control::shares(self.job_control, &progress, now, self.cfg.cpus) {
+            let Some(r) = self.jobs.get_mut(&job) else { continue };
             // Only a real change is re-told: every rewrite of a cap restarts the kernel's
             // accounting period and hands the job a fresh quota, so constant small corrections
             // would themselves skew the shares.

@@ -108,13 +108,17 @@ impl Inner {
                 nodes.insert(name, NodeRt { idx, mechanism, last_seen: now, shares: Vec::new() });
             }
         }
+        for (user, estimate, runtime) in store::observations(&db)? {
+            policy.observe(Some(user), estimate, runtime);
+        }
         let mut st = db.prepare(
             "SELECT id, estimate, deadline, budget, procs, mem_mb, submit_time, \
              (SELECT group_concat(node, ',') FROM job_nodes n WHERE n.job = jobs.id), \
-             (SELECT MIN(cpu_seconds) FROM job_nodes n WHERE n.job = jobs.id) \
+             (SELECT MIN(cpu_seconds) FROM job_nodes n WHERE n.job = jobs.id), \
+             COALESCE(reserved, estimate) \
              FROM jobs WHERE state IN ('PENDING','RUNNING','SUSPENDED')",
         )?;
-        let active: Vec<(u64, JobSpec, f64, String, f64)> = st
+        let active: Vec<(u64, JobSpec, f64, String, f64, f64)> = st
             .query_map([], |r| {
                 let spec = spec_of(
                     r.get(1)?,
@@ -129,15 +133,18 @@ impl Inner {
                     r.get(6)?,
                     r.get::<_, Option<String>>(7)?.unwrap_or_default(),
                     r.get::<_, Option<f64>>(8)?.unwrap_or(0.0),
+                    r.get(9)?,
                 ))
             })?
             .collect::<Result<_, _>>()?;
         drop(st);
-        for (id, spec, submit, node_names, cpu) in active {
+        for (id, spec, submit, node_names, cpu, reserved) in active {
             let idxs: Vec<NodeIdx> =
                 node_names.split(',').filter_map(|n| nodes.get(n).map(|r| r.idx)).collect();
             // A queued job (space-shared policies) holds no node until it is dispatched.
-            if !idxs.is_empty() && cluster.commit_spec(id, &spec, submit, &idxs, submit).is_ok() {
+            if !idxs.is_empty()
+                && cluster.commit_spec_reserving(id, &spec, reserved, submit, &idxs, submit).is_ok()
+            {
                 let _ = cluster.report_progress(id, cpu, now);
             }
         }
@@ -179,6 +186,10 @@ impl Inner {
         store::set_setting(&tx, "policy", p.name())?;
         store::set_setting(&tx, "pricing", &serde_json::to_string(&pricing)?)?;
         tx.commit()?;
+        // A learning policy (libra-risk) starts from the cluster's whole history.
+        for (user, estimate, runtime) in store::observations(&self.db)? {
+            p.observe(Some(user), estimate, runtime);
+        }
         self.policy = p;
         self.pricing = pricing;
         Ok(())

@@ -8,7 +8,9 @@
 
 use crate::app::{Inner, NodeRt};
 use crate::error::ApiError;
-use libra_api::{ExitReport, JobState, NodeJobShare, RegisterRequest, StartJob, SyncRequest, SyncResponse};
+use libra_api::{
+    ExitReport, JobControl, JobState, NodeJobShare, RegisterRequest, StartJob, SyncRequest, SyncResponse,
+};
 use libra_core::{Money, NodeSpec};
 use rusqlite::{params, OptionalExtension};
 use std::collections::{HashMap, HashSet};
@@ -153,6 +155,7 @@ impl Inner {
             self.settle_if_done(job, Some(format!("lost: node {} no longer runs it", r.name)), now)?;
         }
         self.commands(r, &mut resp)?;
+        resp.job_control = if self.policy.edf_job_control() { JobControl::Edf } else { JobControl::Libra };
         Ok(resp)
     }
 
@@ -167,7 +170,7 @@ impl Inner {
         let running: HashMap<u64, bool> = r.running.iter().map(|j| (j.job, j.suspended)).collect();
         let exited: HashSet<u64> = r.exited.iter().map(|e| e.job).collect();
         let mut st = self.db.prepare_cached(
-            "SELECT j.id, j.state, j.command, j.estimate, j.submit_time, j.deadline_at, j.share, n.seen, j.mem_mb \
+            "SELECT j.id, j.state, j.command, COALESCE(j.reserved, j.estimate), j.submit_time, j.deadline_at, j.share, n.seen, j.mem_mb, j.procs \
              FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
              AND j.state IN ('PENDING','RUNNING','SUSPENDED')",
         )?;
@@ -184,6 +187,7 @@ impl Inner {
                     share: row.get(6)?,
                     suspended: state == "SUSPENDED",
                     mem_mb: row.get::<_, i64>(8)?.max(0) as u64,
+                    procs: row.get::<_, i64>(9)?.clamp(1, i64::from(u32::MAX)) as u32,
                 },
                 row.get::<_, bool>(7)?,
             ))

@@ -41,13 +41,15 @@ impl Inner {
     pub fn submit(&mut self, caller: &Caller, req: &SubmitRequest, now: f64) -> Result<JobInfo, ApiError> {
         check_request(req)?;
         let spec = &req.spec;
-        let decision = self.policy.decide(spec, &self.cluster, now);
+        let user = Some(caller.id as u64);
+        let decision = self.policy.decide_as(spec, user, &self.cluster, now);
+        let reserved = self.policy.reserved_estimate(spec, user);
         let (state, nodes, share, cost, mut reason, suggestion) = match decision {
             Decision::Accept { nodes, share, cost } => (JobState::Pending, nodes, share, cost, None, None),
             Decision::Reject { reason, suggestion } => {
                 let suggestion = match reason {
                     libra_core::RejectReason::Resources => suggestion,
-                    _ => self.robust_suggestion(spec, suggestion, now),
+                    _ => self.robust_suggestion(spec, user, suggestion, now),
                 };
                 let why = match reason {
                     libra_core::RejectReason::Resources => "resources: not enough nodes are up with the processors and memory asked for",
@@ -67,8 +69,8 @@ impl Inner {
         let tx = self.db.transaction()?;
         let mut state = state;
         tx.prepare_cached(
-            "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+            "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?
         .execute(params![
             caller.id,
@@ -86,6 +88,7 @@ impl Inner {
             cost.0,
             reason,
             suggestion.map(|s| serde_json::to_string(&s)).transpose()?,
+            (reserved != spec.estimate()).then_some(reserved),
         ])?;
         let id = tx.last_insert_rowid() as u64;
         if state == JobState::Pending {
@@ -109,7 +112,7 @@ impl Inner {
         tx.commit()?;
         if state == JobState::Pending && !nodes.is_empty() {
             // The store has the job; the view must too, or the next decision would over-promise.
-            if let Err(e) = self.cluster.commit_spec(id, spec, now, &nodes, now) {
+            if let Err(e) = self.cluster.commit_spec_reserving(id, spec, reserved, now, &nodes, now) {
                 tracing::error!("job {id}: cluster view refused the commitment: {e}");
             }
         }
@@ -128,6 +131,7 @@ impl Inner {
     fn robust_suggestion(
         &self,
         spec: &JobSpec,
+        user: Option<u64>,
         sg: Option<libra_core::Suggestion>,
         now: f64,
     ) -> Option<libra_core::Suggestion> {
@@ -140,7 +144,7 @@ impl Inner {
                 break;
             }
             probe.qos.deadline = deadline;
-            if let Decision::Accept { cost, .. } = self.policy.decide(&probe, &self.cluster, now) {
+            if let Decision::Accept { cost, .. } = self.policy.decide_as(&probe, user, &self.cluster, now) {
                 let with_margin = Money::from_credits_f64_ceil(cost.as_credits_f64() * 1.05)?;
                 let whole = Money::from_credits((with_margin.0 + 99) / 100);
                 return Some(libra_core::Suggestion {
@@ -153,9 +157,10 @@ impl Inner {
         sg
     }
 
-    pub fn quote(&self, spec: &JobSpec, now: f64) -> Result<QuoteResponse, ApiError> {
+    /// What `submit` would answer `user` now, without recording anything.
+    pub fn quote(&self, spec: &JobSpec, user: Option<u64>, now: f64) -> Result<QuoteResponse, ApiError> {
         spec.validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        let decision = self.policy.decide(spec, &self.cluster, now);
+        let decision = self.policy.decide_as(spec, user, &self.cluster, now);
         let mut q = QuoteResponse {
             policy: self.policy.name().into(),
             accepted: false,
@@ -177,7 +182,7 @@ impl Inner {
                 q.reason = Some(reason.to_string());
                 q.suggestion = match reason {
                     libra_core::RejectReason::Resources => suggestion,
-                    _ => self.robust_suggestion(spec, suggestion, now),
+                    _ => self.robust_suggestion(spec, user, suggestion, now),
                 };
             }
             Decision::Queue => q.reason = Some("queue".into()),
@@ -303,6 +308,11 @@ impl Inner {
         tx.execute("UPDATE job_nodes SET done = 1 WHERE job = ?1", params![id as i64])?;
         tx.commit()?;
         self.cluster.release(id);
+        if matches!(state, JobState::Completed | JobState::Deadline) {
+            if let Some((user, estimate, runtime)) = store::observation(&self.db, id)? {
+                self.policy.observe(Some(user), estimate, runtime);
+            }
+        }
         tracing::info!(job = id, state = %state, charged = %charged, "settled");
         Ok(())
     }

@@ -53,7 +53,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     suggestion TEXT,
     stdout TEXT,
     stderr TEXT,
-    truncated INTEGER NOT NULL DEFAULT 0
+    truncated INTEGER NOT NULL DEFAULT 0,
+    -- The work the nodes are committed to (NULL: the estimate); `libra-risk` pads estimates.
+    reserved REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user_id);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
@@ -114,7 +116,18 @@ fn init(conn: &Connection, sync_full: bool) -> rusqlite::Result<()> {
     conn.pragma_update(None, "synchronous", if sync_full { "FULL" } else { "NORMAL" })?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    conn.execute_batch(SCHEMA)
+    conn.execute_batch(SCHEMA)?;
+    migrate(conn)
+}
+
+/// Brings a store written by an earlier version up to the schema above (columns added since).
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let has_reserved: bool =
+        conn.prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'reserved'")?.exists([])?;
+    if !has_reserved {
+        conn.execute_batch("ALTER TABLE jobs ADD COLUMN reserved REAL")?;
+    }
+    Ok(())
 }
 
 pub const JOB_COLUMNS: &str =
@@ -192,4 +205,22 @@ pub fn set_setting(conn: &Connection, key: &str, value: &str) -> rusqlite::Resul
         params![key, value],
     )?;
     Ok(())
+}
+
+/// A finished job as a learning policy sees it (`Policy::observe`): the user, the estimate,
+/// and the work it really took, CPU-seconds per processor.
+const OBSERVATION: &str = "SELECT user_id, estimate, cpu_seconds / MAX(procs, 1) FROM jobs";
+
+pub fn observation(conn: &Connection, job: u64) -> rusqlite::Result<Option<(u64, f64, f64)>> {
+    conn.prepare_cached(&format!("{OBSERVATION} WHERE id = ?1"))?
+        .query_row(params![job as i64], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)))
+        .optional()
+}
+
+/// Every finished job, oldest first, so a learning policy starts where the last one stopped
+/// (after a restart, or when an administrator changes the policy or its prices).
+pub fn observations(conn: &Connection) -> rusqlite::Result<Vec<(u64, f64, f64)>> {
+    conn.prepare(&format!("{OBSERVATION} WHERE state IN ('COMPLETED','DEADLINE') ORDER BY end_time, id"))?
+        .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)))?
+        .collect()
 }

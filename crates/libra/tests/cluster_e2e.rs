@@ -551,3 +551,37 @@ fn a_job_over_its_memory_limit_fails_where_memory_can_be_limited() {
         eprintln!("memory limits are not available here ({mech}); the job ran unlimited: {:?}", j.state);
     }
 }
+
+#[test]
+fn libra_edf_admits_what_libra_refuses_and_its_nodes_run_earliest_deadline_first() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let admin = cl.admin();
+    let ivy = cl.user("ivy", 10_000);
+    admin.set_policy("libra").unwrap();
+    // A: 1 CPU-second estimated, due in 3 s (a third of a CPU); it really takes 0.8.
+    let a = ivy.submit(&burn(0.8, 1.0, 3.0, 1000)).unwrap();
+    assert_eq!(a.state, JobState::Pending);
+    // B: 3 CPU-seconds due in 15 s (a fifth): the shares add up to more than the node's half
+    // CPU, so Libra refuses; EDF sees that A is done long before B is due.
+    let b_req = burn(2.4, 3.0, 15.0, 1000);
+    let quote = |c: &Client| c.quote(&libra_api::QuoteRequest { spec: b_req.spec.clone() }).unwrap();
+    assert!(!quote(&ivy).accepted, "Libra's share test refuses B");
+    assert_eq!(admin.set_policy("libra-edf").unwrap().policy, "libra-edf");
+    assert!(quote(&ivy).accepted, "libra-edf accepts B");
+    let b = ivy.submit(&b_req).unwrap();
+    assert_eq!(b.state, JobState::Pending, "{b:?}");
+    // While A runs, the node gives A its rate and B only what is left: below the fifth of a CPU
+    // that Algorithm 2 would hold for B.
+    wait_until("EDF shares on the node", || {
+        let n = admin.nodes().ok()?.into_iter().next()?;
+        let share = |id| n.jobs.iter().find(|j| j.job == id).map(|j| j.share);
+        (share(a.id)? > 0.3 && share(b.id)? < 0.19).then_some(())
+    });
+    let (a, b) = (wait_done(&ivy, a.id), wait_done(&ivy, b.id));
+    for j in [&a, &b] {
+        assert_eq!(j.state, JobState::Completed, "{j:?}");
+        assert!(j.end_time.unwrap() <= j.deadline_at, "{j:?}");
+        assert!(j.charged <= j.budget);
+    }
+}

@@ -107,9 +107,18 @@ impl LibraPlus {
 
     fn suggestion(&self, spec: &JobSpec, cluster: &Cluster, res: &[NodeIdx], now: f64) -> Option<Suggestion> {
         let procs = spec.procs() as usize;
-        let d = earliest_deadline(cluster, res, procs, spec.estimate(), spec.deadline(), now)?;
-        let priced = self.priced_nodes(spec.estimate(), d, res, cluster, now);
-        Some(Suggestion { deadline: d, budget: Self::min_budget(&priced, procs)? })
+        let first = earliest_deadline(cluster, res, procs, spec.estimate(), spec.deadline(), now)?;
+        // At the earliest deadline the job may fill a node exactly: no free resource is left,
+        // PUtil is unbounded and no budget buys it. A little later leaves some free, and a price.
+        let mut d = first;
+        for step in 0..12 {
+            let priced = self.priced_nodes(spec.estimate(), d, res, cluster, now);
+            if let Some(budget) = Self::min_budget(&priced, procs) {
+                return Some(Suggestion { deadline: d, budget });
+            }
+            d = (first * (1.0 + 0.01 * f64::from(1u32 << step))).ceil().max(d + 1.0);
+        }
+        None
     }
 }
 

@@ -135,6 +135,13 @@ pub trait Policy: Send + Sync {
     fn node_shares(&self, _cluster: &Cluster, _node: NodeIdx, _now: f64) -> Option<Vec<(u64, f64)>> {
         None
     }
+
+    /// Whether node agents run EDF job control (`share::edf_shares`) rather than Algorithm 2.
+    /// True exactly for the policies whose `node_shares` is EDF's, so that the running cluster
+    /// controls its nodes as the simulator does.
+    fn edf_job_control(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -108,6 +108,10 @@ impl Policy for LibraRisk {
     fn node_shares(&self, cluster: &Cluster, node: NodeIdx, now: f64) -> Option<Vec<(u64, f64)>> {
         Some(edf_node_shares(cluster, node, now))
     }
+
+    fn edf_job_control(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -230,3 +230,39 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn libraplus_suggests_a_priced_deadline_when_the_earliest_fills_a_node() {
+    // Half the node is promised; a job needing the other half exactly at the earliest deadline
+    // would leave no free resource (PUtil unbounded, no budget buys it). The suggestion moves
+    // the deadline on until a price exists, and taking it is accepted.
+    let mut c = Cluster::homogeneous(1, 1.0);
+    c.commit(1, 50.0, 100.0, &[0], 0.0).unwrap();
+    let p = LibraPlus::new(PricingParams::default());
+    let spec = JobSpec::simple(50.0, 50.0, credits(1_000_000));
+    match p.decide(&spec, &c, 0.0) {
+        Decision::Reject { reason: RejectReason::Deadline, suggestion: Some(s) } => {
+            assert!(s.deadline > 100.0, "{s:?}");
+            let mut retry = spec.clone();
+            retry.qos.deadline = s.deadline;
+            retry.qos.budget = s.budget;
+            assert!(p.decide(&retry, &c, 0.0).is_accept(), "{s:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_commitment_needs_a_node() {
+    let mut c = Cluster::homogeneous(1, 1.0);
+    assert_eq!(c.commit(1, 1.0, 10.0, &[], 0.0), Err(crate::cluster::ClusterError::NoNodes(1)));
+    assert_eq!(c.job_count(), 0);
+}
+
+#[test]
+fn only_the_edf_policies_ask_for_edf_job_control() {
+    for name in POLICY_NAMES.iter().chain(BEYOND_POLICY_NAMES) {
+        let p = build_policy(name, PricingParams::default()).unwrap();
+        assert_eq!(p.edf_job_control(), name.starts_with("libra-edf") || *name == "libra-risk", "{name}");
+    }
+}

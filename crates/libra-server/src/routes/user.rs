@@ -69,8 +69,8 @@ pub async fn quote(
     Body(req): Body<QuoteRequest>,
 ) -> Res<QuoteResponse> {
     let g = app.lock();
-    g.caller(&headers)?;
-    Ok(Json(g.quote(&req.spec, now())?))
+    let caller = g.caller(&headers)?;
+    Ok(Json(g.quote(&req.spec, Some(caller.id as u64), now())?))
 }
 
 #[derive(Deserialize)]

@@ -94,3 +94,75 @@ fn another_users_job_is_forbidden() {
     let admin = Caller { id: b.id, name: "b".into(), admin: true };
     assert_eq!(g.cancel(&admin, j.id, 1.0).unwrap().charged, Money::ZERO);
 }
+
+fn sync(
+    name: &str,
+    running: Vec<libra_api::RunningReport>,
+    exited: Vec<libra_api::ExitReport>,
+) -> libra_api::SyncRequest {
+    libra_api::SyncRequest { name: name.into(), mechanism: "none".into(), running, exited, wait_ms: 0 }
+}
+
+fn exit(job: u64, cpu: f64, start: f64, end: f64) -> libra_api::ExitReport {
+    libra_api::ExitReport {
+        job,
+        exit_code: Some(0),
+        signal: None,
+        cpu_seconds: cpu,
+        start_time: start,
+        end_time: end,
+        stdout: String::new(),
+        stderr: String::new(),
+        truncated: false,
+        error: None,
+    }
+}
+
+#[test]
+fn libra_risk_in_the_cluster_learns_pads_and_asks_nodes_for_edf_control() {
+    use libra_api::JobControl;
+    let dir = tempfile::tempdir().unwrap();
+    let mut now = 1000.0;
+    let reg = RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() };
+    let uid;
+    {
+        let app = app(dir.path());
+        app.lock().register(&reg, 1.0, now).unwrap();
+        let u = user(&app, "u", 100_000);
+        uid = u.id as u64;
+        let mut g = app.lock();
+        // Under libra+$ the nodes run Algorithm 2.
+        assert_eq!(g.sync(&sync("n1", vec![], vec![]), now).unwrap().job_control, JobControl::Libra);
+        let pricing = g.pricing;
+        g.set_policy("libra-risk", pricing).unwrap();
+        assert_eq!(g.sync(&sync("n1", vec![], vec![]), now).unwrap().job_control, JobControl::Edf);
+        // The user's jobs take twice their estimates: after a few, the next one is reserved
+        // at twice its estimate, and the node is told to run it for that long.
+        for _ in 0..4 {
+            let j = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+            assert_eq!(j.state, JobState::Pending, "{j:?}");
+            let resp = g.sync(&sync("n1", vec![], vec![]), now).unwrap();
+            assert_eq!(resp.start.iter().find(|s| s.job == j.id).unwrap().procs, 1);
+            g.sync(&sync("n1", vec![], vec![exit(j.id, 20.0, now, now + 20.0)]), now + 21.0).unwrap();
+            assert_eq!(crate::store::job(&g.db, j.id).unwrap().unwrap().state, JobState::Completed);
+            now += 30.0;
+        }
+        let padded = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+        let start = g.sync(&sync("n1", vec![], vec![]), now).unwrap().start;
+        let s = start.iter().find(|s| s.job == padded.id).unwrap();
+        assert!((s.estimate - 20.0).abs() < 1e-9, "reserved {}", s.estimate);
+        // The padding is the cluster's insurance, not the user's bill: priced on the estimate.
+        assert_eq!(padded.estimate, 10.0);
+    }
+    // After a restart the policy has relearnt the history, and the view holds the padded work.
+    let app = app(dir.path());
+    let g = app.lock();
+    assert_eq!(g.policy_name(), "libra-risk");
+    let c = g.cluster.commitments().next().unwrap();
+    assert!((c.estimate - 20.0).abs() < 1e-9, "{c:?}");
+    assert!(
+        (g.policy.reserved_estimate(&JobSpec::simple(5.0, 100.0, Money::from_credits(1)), Some(uid)) - 10.0)
+            .abs()
+            < 1e-9
+    );
+}
