@@ -1,5 +1,6 @@
 //! A blocking JSON client over loopback HTTP.
 
+use crate::sweep::*;
 use crate::types::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -161,5 +162,40 @@ impl Client {
 
     pub fn sync(&self, r: &SyncRequest) -> Result<SyncResponse, ClientError> {
         self.post("/api/node/sync", r)
+    }
+
+    /// Hosts a sweep on the server.
+    pub fn sweep_create(&self, req: &SweepCreate) -> Result<SweepInfo, ClientError> {
+        self.post("/api/sweeps", req)
+    }
+
+    /// The caller's sweeps (`all` = everyone's, administrators only).
+    pub fn sweeps(&self, all: bool) -> Result<Vec<SweepInfo>, ClientError> {
+        self.get(if all { "/api/sweeps?all=true" } else { "/api/sweeps" })
+    }
+
+    pub fn sweep(&self, id: i64) -> Result<SweepInfo, ClientError> {
+        self.get(&format!("/api/sweeps/{id}"))
+    }
+
+    pub fn sweep_usage(&self, id: i64) -> Result<SweepUsage, ClientError> {
+        self.get(&format!("/api/sweeps/{id}/usage"))
+    }
+
+    pub fn sweep_results(&self, id: i64) -> Result<Vec<SweepJob>, ClientError> {
+        self.get(&format!("/api/sweeps/{id}/results"))
+    }
+
+    pub fn sweep_set_deadline(&self, id: i64, d: &SweepDeadline) -> Result<SweepInfo, ClientError> {
+        self.post(&format!("/api/sweeps/{id}/deadline"), d)
+    }
+
+    pub fn sweep_set_budget(&self, id: i64, budget: libra_core::Money) -> Result<SweepInfo, ClientError> {
+        self.post(&format!("/api/sweeps/{id}/budget"), &SweepBudget { budget })
+    }
+
+    /// `action` is `pause`, `resume`, `cancel` or `rerun` (the failed and cancelled jobs).
+    pub fn sweep_action(&self, id: i64, action: &str) -> Result<SweepInfo, ClientError> {
+        self.post(&format!("/api/sweeps/{id}/{action}"), &())
     }
 }

@@ -5,7 +5,9 @@
 //! runtime for it would cost more than the request itself.
 
 mod client;
+mod sweep;
 mod types;
 
 pub use client::{Client, ClientError};
+pub use sweep::*;
 pub use types::*;

@@ -10,6 +10,7 @@ pub mod farm;
 pub mod plan;
 pub mod resources;
 pub mod store;
+pub mod view;
 
 /// Re-exported so the `libra` binary prints tables and progress the same way.
 pub use comfy_table;

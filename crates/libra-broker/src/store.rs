@@ -448,6 +448,22 @@ impl Store {
         Ok((id, dir))
     }
 
+    pub fn set_root_dir(&self, exp: i64, dir: &str) -> Result<(), StoreError> {
+        self.conn.execute("UPDATE experiments SET root_dir = ?2 WHERE id = ?1", params![exp, dir])?;
+        Ok(())
+    }
+
+    /// Every attempt's resource position, start and end (none while it runs), by start.
+    pub fn attempt_spans(&self, exp: i64) -> Result<Vec<(usize, f64, Option<f64>)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT pos, started, ended FROM attempts WHERE exp_id = ?1 ORDER BY started, id")?;
+        let rows = st
+            .query_map([exp], |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?, r.get(2)?)))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
     pub fn set_work_dir(&self, exp: i64, dir: &str) -> Result<(), StoreError> {
         self.conn.execute("UPDATE experiments SET work_dir = ?2 WHERE id = ?1", params![exp, dir])?;
         Ok(())

@@ -19,6 +19,8 @@ pub struct App {
     inner: Mutex<Inner>,
     /// Woken when there is new work for node agents (a submission, a cancel, a suspend).
     pub work: Notify,
+    /// The hosted sweeps (their own database and engine threads; not behind the lock).
+    pub sweeps: std::sync::Arc<crate::sweeps::Sweeps>,
 }
 
 pub struct NodeRt {
@@ -53,7 +55,8 @@ impl App {
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Store { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
-        Ok(App { config, inner: Mutex::new(inner), work: Notify::new() })
+        let sweeps = std::sync::Arc::new(crate::sweeps::Sweeps::open(config.broker_db())?);
+        Ok(App { config, inner: Mutex::new(inner), work: Notify::new(), sweeps })
     }
 
     /// The state, even if a panicking request poisoned the lock: every change is a committed

@@ -13,6 +13,9 @@ pub struct Config {
     pub listen: String,
     /// The SQLite file (WAL mode).
     pub db: PathBuf,
+    /// The broker database of the sweeps this server hosts (default: broker.db beside `db`);
+    /// each sweep's files go in `experiments/<id>` beside it.
+    pub broker_db: Option<PathBuf>,
     /// The token node agents present to join the cluster.
     pub join_token: String,
     /// Password for the `admin` account created when the store has no users.
@@ -36,6 +39,7 @@ impl Default for Config {
         Config {
             listen: "127.0.0.1:7878".into(),
             db: PathBuf::from("libra.db"),
+            broker_db: None,
             join_token: String::new(),
             admin_password: None,
             policy: "libra+$".into(),
@@ -54,6 +58,11 @@ impl Config {
             .map_err(|e| ServerError::Config { path: path.display().to_string(), msg: e.to_string() })?;
         toml::from_str(&text)
             .map_err(|e| ServerError::Config { path: path.display().to_string(), msg: e.to_string() })
+    }
+
+    /// Where the hosted sweeps' broker database is.
+    pub fn broker_db(&self) -> PathBuf {
+        self.broker_db.clone().unwrap_or_else(|| self.db.with_file_name("broker.db"))
     }
 
     pub fn validate(&self) -> Result<(), ServerError> {

@@ -13,6 +13,7 @@ mod queue;
 pub mod routes;
 pub mod sched;
 pub mod store;
+pub mod sweeps;
 
 pub use app::App;
 pub use config::Config;
@@ -44,6 +45,12 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    // Hosted sweeps that were running when the server stopped (or was killed) carry on.
+    match app.sweeps.resume_all() {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("resumed {n} hosted sweeps"),
+        Err(e) => tracing::error!("resuming hosted sweeps: {e}"),
+    }
     let watchdog = {
         let app = app.clone();
         tokio::spawn(async move {

@@ -2,6 +2,7 @@
 
 mod admin;
 mod node;
+mod sweeps;
 mod user;
 
 use crate::app::App;
@@ -38,6 +39,13 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/jobs/{id}/output", get(user::output))
         .route("/api/balance", get(user::balance))
         .route("/api/ledger", get(user::ledger))
+        .route("/api/sweeps", post(sweeps::create).get(sweeps::list))
+        .route("/api/sweeps/{id}", get(sweeps::get))
+        .route("/api/sweeps/{id}/usage", get(sweeps::usage))
+        .route("/api/sweeps/{id}/results", get(sweeps::results))
+        .route("/api/sweeps/{id}/deadline", post(sweeps::set_deadline))
+        .route("/api/sweeps/{id}/budget", post(sweeps::set_budget))
+        .route("/api/sweeps/{id}/{action}", post(sweeps::action))
         .route("/api/admin/nodes", get(admin::nodes))
         .route("/api/admin/usage", get(admin::usage))
         .route("/api/admin/pricing", get(admin::pricing).post(admin::set_pricing))

@@ -1,0 +1,106 @@
+//! Hosted sweeps (`crate::sweeps`): the caller is found under the lock, then the broker's
+//! database is read or written off the async workers, as SQLite calls block.
+
+use super::Body;
+use crate::app::{now, App};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use libra_api::{SweepBudget, SweepCreate, SweepDeadline, SweepInfo, SweepJob, SweepUsage};
+use serde::Deserialize;
+use std::sync::Arc;
+
+type Res<T> = Result<Json<T>, ApiError>;
+
+/// Runs `f` with the caller and the sweeps on a blocking thread.
+async fn with_caller<T: Send + 'static>(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    f: impl FnOnce(Caller, &Arc<crate::sweeps::Sweeps>) -> Result<T, ApiError> + Send + 'static,
+) -> Res<T> {
+    let who = app.lock().caller(headers)?;
+    let sweeps = app.sweeps.clone();
+    tokio::task::spawn_blocking(move || f(who, &sweeps))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map(Json)
+}
+
+pub async fn create(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(req): Body<SweepCreate>,
+) -> Res<SweepInfo> {
+    with_caller(&app, &headers, move |who, s| s.create(&who, &req, now())).await
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    #[serde(default)]
+    all: bool,
+}
+
+pub async fn list(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Res<Vec<SweepInfo>> {
+    with_caller(&app, &headers, move |who, s| s.list(&who, q.all, now())).await
+}
+
+pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<i64>) -> Res<SweepInfo> {
+    with_caller(&app, &headers, move |who, s| s.get(&who, id, now())).await
+}
+
+pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<i64>) -> Res<SweepUsage> {
+    with_caller(&app, &headers, move |who, s| s.usage(&who, id, now())).await
+}
+
+pub async fn results(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+) -> Res<Vec<SweepJob>> {
+    with_caller(&app, &headers, move |who, s| s.results(&who, id)).await
+}
+
+pub async fn set_deadline(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+    Body(req): Body<SweepDeadline>,
+) -> Res<SweepInfo> {
+    with_caller(&app, &headers, move |who, s| {
+        let t = now();
+        let d = match (req.deadline, req.deadline_in) {
+            (Some(d), None) => d,
+            (None, Some(d)) => t + d,
+            _ => {
+                return Err(ApiError::BadRequest(
+                    "deadline: give either deadline (Unix seconds) or deadline_in (seconds from now)".into(),
+                ))
+            }
+        };
+        s.set_limits(&who, id, Some(d), None, t)
+    })
+    .await
+}
+
+pub async fn set_budget(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<i64>,
+    Body(req): Body<SweepBudget>,
+) -> Res<SweepInfo> {
+    with_caller(&app, &headers, move |who, s| s.set_limits(&who, id, None, Some(req.budget), now())).await
+}
+
+pub async fn action(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((id, action)): Path<(i64, String)>,
+) -> Res<SweepInfo> {
+    with_caller(&app, &headers, move |who, s| s.action(&who, id, &action, now())).await
+}

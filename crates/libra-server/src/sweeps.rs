@@ -1,0 +1,373 @@
+//! Sweeps hosted by the server: the broker's experiments, in a broker database beside the
+//! server's store, each run by an engine thread of this process. Users create, watch and steer
+//! them through the API; every sweep has an owner, and only the owner or an administrator may
+//! see or steer it.
+//!
+//! What a hosted sweep may use is a security choice: `testqueue` resources (nothing runs) and
+//! `libra` resources (jobs go to a Libra cluster through its API, with the user's own token)
+//! are open to everyone; `local` resources run the plan's commands as the server's own OS
+//! user, so only administrators may use them.
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ServerError};
+use libra_api::{SweepCreate, SweepInfo, SweepJob, SweepUsage};
+use libra_broker::create::{create_from_text, CreateError, TextSweep};
+use libra_broker::engine::{self, EngineOptions};
+use libra_broker::resources::{self, Kind};
+use libra_broker::store::{Store, StoreError};
+use libra_broker::view;
+use libra_core::dbc::Algorithm;
+use rusqlite::{params, OptionalExtension};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// The most jobs one hosted sweep may have: a request must not fill the server's disk.
+pub const MAX_JOBS: u64 = 100_000;
+
+/// Who owns each hosted experiment. In the broker database, beside the experiments, so that
+/// one file holds a sweep whole; the broker itself never reads it.
+const OWNERS: &str = "CREATE TABLE IF NOT EXISTS hosted (
+    exp_id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL,
+    user_name TEXT NOT NULL
+)";
+
+pub struct Sweeps {
+    pub db: PathBuf,
+    /// Experiments with an engine thread in this process.
+    running: Mutex<HashSet<i64>>,
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NoExperiment(id) => ApiError::NotFound(format!("no sweep {id} on this server")),
+            e => {
+                tracing::error!("broker store: {e}");
+                ApiError::Internal(e.to_string())
+            }
+        }
+    }
+}
+
+fn is_active(state: &str) -> bool {
+    state == "running" || state == "paused"
+}
+
+impl Sweeps {
+    /// Opens (creating) the broker database.
+    pub fn open(db: PathBuf) -> Result<Sweeps, ServerError> {
+        if let Some(dir) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let s = Sweeps { db, running: Mutex::new(HashSet::new()) };
+        s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
+        Ok(s)
+    }
+
+    fn store(&self) -> Result<Store, ApiError> {
+        let s = Store::open(&self.db)?;
+        s.conn.execute_batch(OWNERS)?;
+        Ok(s)
+    }
+
+    /// Starts engines for the hosted sweeps that were running or paused when the server
+    /// stopped (or was killed): each resumes where its database says it was.
+    pub fn resume_all(self: &Arc<Self>) -> Result<usize, ApiError> {
+        let store = self.store()?;
+        let mut n = 0;
+        for e in store.experiments()? {
+            if is_active(&e.state) && owner(&store, e.id)?.is_some() {
+                self.start_engine(e.id);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Runs the experiment's engine on a thread of its own unless one already runs it. When the
+    /// engine ends, the state is read again under the same lock steering takes: a sweep set
+    /// running again in between (a new deadline on a stalled sweep) is run again, never left
+    /// without an engine.
+    pub fn start_engine(self: &Arc<Self>, exp: i64) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if !running.insert(exp) {
+            return;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new().name(format!("sweep-{exp}")).spawn(move || loop {
+            let r = engine::run(&me.db, exp, EngineOptions::default());
+            if let Err(e) = &r {
+                tracing::error!(exp, "hosted sweep engine: {e}");
+            }
+            let mut running = me.running.lock().unwrap_or_else(|p| p.into_inner());
+            let again = r.is_ok()
+                && me.store().and_then(|s| Ok(s.experiment(exp)?)).is_ok_and(|e| is_active(&e.state));
+            if !again {
+                running.remove(&exp);
+                if let Ok(s) = me.store() {
+                    // A cancel that came after the engine's last look.
+                    let _ = finish_cancel(&s, exp);
+                }
+                return;
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::error!(exp, "cannot start a sweep engine thread: {e}");
+            running.remove(&exp);
+        }
+    }
+
+    fn has_engine(&self, exp: i64) -> bool {
+        self.running.lock().unwrap_or_else(|p| p.into_inner()).contains(&exp)
+    }
+
+    /// The store and the sweep's owner name, if `who` may see and steer it.
+    fn owned(&self, who: &Caller, exp: i64) -> Result<(Store, String), ApiError> {
+        let store = self.store()?;
+        let (uid, name) = owner(&store, exp)?
+            .ok_or_else(|| ApiError::NotFound(format!("no sweep {exp} on this server")))?;
+        if uid != who.id && !who.admin {
+            return Err(ApiError::Forbidden(format!(
+                "forbidden: sweep {exp} belongs to another user; {} may see and steer only their own sweeps",
+                who.name
+            )));
+        }
+        Ok((store, name))
+    }
+
+    pub fn create(
+        self: &Arc<Self>,
+        who: &Caller,
+        req: &SweepCreate,
+        now: f64,
+    ) -> Result<SweepInfo, ApiError> {
+        let bad = |m: String| Err(ApiError::BadRequest(m));
+        let mut res = resources::parse(&req.resources).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        for r in &mut res {
+            match r.kind {
+                Kind::Local if !who.admin => {
+                    return Err(ApiError::Forbidden(format!(
+                        "forbidden: resource '{}' is of kind local, which runs commands as the server's own user; only an administrator may host a sweep on it ({} is not one): use testqueue or libra resources",
+                        r.name, who.name
+                    )))
+                }
+                // The server must never lend its own credentials (LIBRA_TOKEN in its environment).
+                Kind::Libra if r.token.as_deref().is_none_or(|t| t.trim().is_empty()) => {
+                    return bad(format!(
+                        "resource '{}': token is required for a libra resource of a hosted sweep (your API token on that cluster; the server has none of its own to lend)",
+                        r.name
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let algorithm: Algorithm = match req.optimise.as_deref() {
+            None => Algorithm::Cost,
+            Some(o) => o.parse().map_err(|e: libra_core::dbc::UnknownAlgorithm| {
+                ApiError::BadRequest(format!("optimise: {e}"))
+            })?,
+        };
+        let deadline = match (req.deadline, req.deadline_in) {
+            (Some(d), None) => d,
+            (None, Some(d)) => now + d,
+            _ => {
+                return bad(
+                    "deadline: give either deadline (Unix seconds) or deadline_in (seconds from now)".into()
+                )
+            }
+        };
+        if !deadline.is_finite() || deadline <= now {
+            return bad(format!(
+                "deadline: {deadline} is in the past (the server's time is {now:.0}): give a time to come"
+            ));
+        }
+        if req.budget.is_negative() {
+            return bad(format!("budget: {} is negative: give a budget of 0 credits or more", req.budget));
+        }
+        let max_retries = req.max_retries.unwrap_or(2);
+        if max_retries > 100 {
+            return bad(format!("max_retries: {max_retries} is too many: give at most 100"));
+        }
+        if req.estimate.is_some_and(|e| !(e.is_finite() && e > 0.0)) {
+            return bad("estimate: give a positive number of seconds".into());
+        }
+        let name = req.name.clone().unwrap_or_default();
+        if name.len() > 200 {
+            return bad("name: give at most 200 characters".into());
+        }
+        let id = create_from_text(
+            &self.db,
+            &TextSweep {
+                name: &name,
+                plan_text: &req.plan,
+                resources: res,
+                algorithm,
+                deadline,
+                budget: req.budget,
+                max_retries,
+                estimate_secs: req.estimate,
+                seed: req.seed,
+                now,
+                max_jobs: MAX_JOBS,
+            },
+        )
+        .map_err(|e| match e {
+            CreateError::Store(s) => ApiError::from(s),
+            CreateError::WorkDir { .. } => ApiError::Internal(e.to_string()),
+            e => ApiError::BadRequest(e.to_string()),
+        })?;
+        let store = self.store()?;
+        store.conn.execute(
+            "INSERT INTO hosted (exp_id, user_id, user_name) VALUES (?1, ?2, ?3)",
+            params![id, who.id, who.name],
+        )?;
+        self.start_engine(id);
+        Ok(view::info(&store, id, &who.name, now)?)
+    }
+
+    pub fn list(&self, who: &Caller, all: bool, now: f64) -> Result<Vec<SweepInfo>, ApiError> {
+        if all {
+            who.require_admin("list everyone's sweeps")?;
+        }
+        let store = self.store()?;
+        let rows: Vec<(i64, i64, String)> = {
+            let mut st =
+                store.conn.prepare("SELECT exp_id, user_id, user_name FROM hosted ORDER BY exp_id")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        rows.into_iter()
+            .filter(|(_, uid, _)| all || *uid == who.id)
+            .map(|(id, _, name)| Ok(view::info(&store, id, &name, now)?))
+            .collect()
+    }
+
+    pub fn get(&self, who: &Caller, exp: i64, now: f64) -> Result<SweepInfo, ApiError> {
+        let (store, owner) = self.owned(who, exp)?;
+        Ok(view::info(&store, exp, &owner, now)?)
+    }
+
+    pub fn usage(&self, who: &Caller, exp: i64, now: f64) -> Result<SweepUsage, ApiError> {
+        let (store, _) = self.owned(who, exp)?;
+        Ok(view::usage(&store, exp, now)?)
+    }
+
+    pub fn results(&self, who: &Caller, exp: i64) -> Result<Vec<SweepJob>, ApiError> {
+        let (store, _) = self.owned(who, exp)?;
+        Ok(view::results(&store, exp)?)
+    }
+
+    /// A new deadline (Unix seconds) or budget; a stalled sweep runs again under it.
+    pub fn set_limits(
+        self: &Arc<Self>,
+        who: &Caller,
+        exp: i64,
+        deadline: Option<f64>,
+        budget: Option<libra_core::Money>,
+        now: f64,
+    ) -> Result<SweepInfo, ApiError> {
+        let (store, owner) = self.owned(who, exp)?;
+        if let Some(d) = deadline {
+            if !d.is_finite() || d <= now {
+                return Err(ApiError::BadRequest(format!(
+                    "deadline: {d} is in the past (the server's time is {now:.0}): give a time to come"
+                )));
+            }
+            store.set_deadline(exp, d)?;
+        }
+        if let Some(b) = budget {
+            if b.is_negative() {
+                return Err(ApiError::BadRequest(format!(
+                    "budget: {b} is negative: give a budget of 0 credits or more"
+                )));
+            }
+            store.set_budget(exp, b)?;
+        }
+        if store.experiment(exp)?.state == "stalled" {
+            store.set_state(exp, "running", None)?;
+            self.start_engine(exp);
+        }
+        Ok(view::info(&store, exp, &owner, now)?)
+    }
+
+    /// pause, resume, cancel, or rerun (the failed and cancelled jobs).
+    pub fn action(
+        self: &Arc<Self>,
+        who: &Caller,
+        exp: i64,
+        action: &str,
+        now: f64,
+    ) -> Result<SweepInfo, ApiError> {
+        let (store, owner) = self.owned(who, exp)?;
+        let state = store.experiment(exp)?.state;
+        let ended = state == "done" || state == "cancelled";
+        let conflict = || ApiError::Conflict(format!("sweep {exp} is {state}: it cannot {action}"));
+        match action {
+            "pause" => {
+                if ended {
+                    return Err(conflict());
+                }
+                store.set_state(exp, "paused", None)?;
+            }
+            "resume" => {
+                if ended {
+                    return Err(conflict());
+                }
+                store.set_state(exp, "running", None)?;
+                self.start_engine(exp);
+            }
+            "cancel" => {
+                if ended {
+                    return Err(conflict());
+                }
+                store.set_state(exp, "cancelled", None)?;
+                // A live engine kills the running jobs and records the cancellation itself.
+                if !self.has_engine(exp) {
+                    finish_cancel(&store, exp)?;
+                }
+            }
+            "rerun" => {
+                store.rerun_failed(exp)?;
+                if store.counts(exp)?.pending > 0 {
+                    store.set_state(exp, "running", None)?;
+                    self.start_engine(exp);
+                }
+            }
+            other => {
+                return Err(ApiError::NotFound(format!(
+                    "action: '{other}' is not one: use pause, resume, cancel or rerun"
+                )))
+            }
+        }
+        Ok(view::info(&store, exp, &owner, now)?)
+    }
+}
+
+fn owner(store: &Store, exp: i64) -> Result<Option<(i64, String)>, ApiError> {
+    Ok(store
+        .conn
+        .query_row("SELECT user_id, user_name FROM hosted WHERE exp_id = ?1", [exp], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?)
+}
+
+/// Records a cancellation no engine will record: attempts left running are lost, pending jobs
+/// cancelled. Does nothing unless the sweep is cancelled and not yet finished.
+fn finish_cancel(store: &Store, exp: i64) -> Result<(), StoreError> {
+    let e = store.experiment(exp)?;
+    if e.state != "cancelled" || e.finished.is_some() {
+        return Ok(());
+    }
+    let now = engine::now_unix();
+    store.begin()?;
+    for a in store.running_attempts(exp)? {
+        store.lose_attempt(&a, now, "cancelled")?;
+    }
+    store.cancel_pending(exp)?;
+    store.set_state(exp, "cancelled", Some(now))?;
+    store.commit()?;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! Hosted sweeps through the HTTP API of a real server on loopback: a sweep over test queues
+//! runs to completion in the server's engine thread, its budget and deadline are steered (a
+//! sweep stalled by its budget runs again when the budget grows), another user gets 403, a
+//! non-administrator's `local` resource gets 403, and a typo in the plan is a 400 naming its
+//! line and column.
+
+use libra_api::{Client, SweepCreate, SweepDeadline, SweepInfo, UserAdd};
+use libra_core::Money;
+use libra_server::{start_background, Config};
+use std::time::{Duration, Instant};
+
+const PLAN: &str = "parameter x integer range from 1 to 20 step 1\ntask main\n    exec true\nendtask\n";
+
+/// Two test queues of 50 ms jobs (1 s at time scale 0.05), one cheap and one dear.
+const RES: &str = r#"
+[[resource]]
+name = "cheap"
+kind = "testqueue"
+slots = 2
+price = 10
+wall = 1
+time_scale = 0.05
+
+[[resource]]
+name = "dear"
+kind = "testqueue"
+slots = 2
+price = 30
+wall = 1
+time_scale = 0.05
+"#;
+
+fn sweep(plan: &str, res: &str, budget: i64) -> SweepCreate {
+    SweepCreate {
+        plan: plan.into(),
+        resources: res.into(),
+        name: Some("t".into()),
+        deadline: None,
+        deadline_in: Some(120.0),
+        budget: Money::from_credits(budget),
+        optimise: Some("cost".into()),
+        max_retries: None,
+        estimate: None,
+        seed: 0,
+    }
+}
+
+fn wait(c: &Client, id: i64, what: &str, f: impl Fn(&SweepInfo) -> bool) -> SweepInfo {
+    let t0 = Instant::now();
+    loop {
+        let s = c.sweep(id).unwrap();
+        if f(&s) {
+            return s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "timed out waiting for {what}: {s:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn status(e: libra_api::ClientError) -> (u16, String) {
+    (e.status().unwrap_or(0), e.to_string())
+}
+
+#[test]
+fn hosted_sweeps_through_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_background(Config {
+        listen: "127.0.0.1:0".into(),
+        db: dir.path().join("server.db"),
+        join_token: "join-token-for-tests".into(),
+        admin_password: Some("admin-pw".into()),
+        sync_full: false,
+        ..Config::default()
+    })
+    .unwrap();
+    let url = format!("http://{}", server.addr);
+    let anon = Client::new(&url, None);
+    let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
+    for u in ["alice", "bob"] {
+        admin.user_add(&UserAdd { name: u.into(), password: format!("pw-{u}"), admin: false }).unwrap();
+    }
+    let alice = Client::new(&url, Some(anon.login("alice", "pw-alice").unwrap().token));
+    let bob = Client::new(&url, Some(anon.login("bob", "pw-bob").unwrap().token));
+
+    // A sweep runs to completion in the server, within its budget, on the cheap queue first.
+    let s = alice.sweep_create(&sweep(PLAN, RES, 1000)).unwrap();
+    assert_eq!((s.owner.as_str(), s.jobs.total), ("alice", 20), "{s:?}");
+    let done = wait(&alice, s.id, "the sweep to finish", |s| s.state == "done");
+    assert_eq!(done.jobs.done, 20, "{done:?}");
+    assert!(done.spent <= done.budget && done.spent > Money::ZERO, "{done:?}");
+    assert_eq!(done.held, Money::ZERO);
+    let usage = alice.sweep_usage(s.id).unwrap();
+    assert_eq!(usage.resources, vec!["cheap", "dear"]);
+    assert!(usage.points.iter().any(|p| p.running[0] > 0), "{usage:?}");
+    assert_eq!(usage.points.last().unwrap().running, vec![0, 0], "jobs still in execution at the end");
+    let results = alice.sweep_results(s.id).unwrap();
+    assert_eq!(results.len(), 20);
+    assert!(results.iter().all(|j| j.state == "done" && j.attempts == 1), "{results:?}");
+
+    // Steering: a budget of nothing stalls the sweep; a budget raised from the API runs it.
+    let s = alice.sweep_create(&sweep(PLAN, RES, 0)).unwrap();
+    let stalled = wait(&alice, s.id, "the sweep to stall", |s| s.state == "stalled");
+    assert_eq!(stalled.jobs.done, 0);
+    let deadline = stalled.now + 3600.0;
+    let moved = alice
+        .sweep_set_deadline(s.id, &SweepDeadline { deadline: Some(deadline), deadline_in: None })
+        .unwrap();
+    assert_eq!(moved.deadline, deadline);
+    let raised = alice.sweep_set_budget(s.id, Money::from_credits(1000)).unwrap();
+    assert_eq!(raised.budget, Money::from_credits(1000));
+    let done = wait(&alice, s.id, "the steered sweep to finish", |s| s.state == "done");
+    assert_eq!(done.jobs.done, 20);
+    // A finished sweep cannot be paused.
+    assert_eq!(alice.sweep_action(s.id, "pause").unwrap_err().status(), Some(409));
+
+    // Another user sees nothing of it and cannot steer it; an administrator can.
+    let (code, msg) = status(bob.sweep(s.id).unwrap_err());
+    assert!(code == 403 && msg.contains("another user"), "{code} {msg}");
+    let (code, _) = status(bob.sweep_set_budget(s.id, Money::from_credits(1)).unwrap_err());
+    assert_eq!(code, 403);
+    assert_eq!(bob.sweep_usage(s.id).unwrap_err().status(), Some(403));
+    assert!(bob.sweeps(false).unwrap().is_empty());
+    assert_eq!(bob.sweeps(true).unwrap_err().status(), Some(403));
+    assert_eq!(admin.sweep(s.id).unwrap().owner, "alice");
+    assert_eq!(admin.sweeps(true).unwrap().len(), 2);
+    assert_eq!(alice.sweeps(false).unwrap().len(), 2);
+    assert_eq!(alice.sweep(9999).unwrap_err().status(), Some(404));
+
+    // A local resource runs commands as the server's user: administrators only.
+    let local = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\n";
+    let (code, msg) = status(alice.sweep_create(&sweep(PLAN, local, 10)).unwrap_err());
+    assert!(code == 403 && msg.contains("local") && msg.contains("administrator"), "{code} {msg}");
+    let mine = admin.sweep_create(&sweep(PLAN, local, 10)).unwrap();
+    admin.sweep_action(mine.id, "cancel").unwrap();
+    wait(&admin, mine.id, "the cancel", |s| s.state == "cancelled" && s.finished.is_some());
+
+    // Bad input is a 400 naming what is wrong.
+    let typo = "parameter x integer range from 1 to 20 step 1\ntsk main\n    exec true\nendtask\n";
+    let (code, msg) = status(alice.sweep_create(&sweep(typo, RES, 10)).unwrap_err());
+    assert!(code == 400 && msg.contains("line 2, column 1"), "{code} {msg}");
+    let (code, msg) =
+        status(alice.sweep_create(&sweep(PLAN, &RES.replace("testqueue", "slurm"), 10)).unwrap_err());
+    assert!(code == 400 && msg.contains("kind"), "{code} {msg}");
+    let (code, msg) = status(alice.sweep_create(&sweep(PLAN, RES, -5)).unwrap_err());
+    assert!(code == 400 && msg.starts_with("budget"), "{code} {msg}");
+    let mut past = sweep(PLAN, RES, 10);
+    past.deadline_in = None;
+    past.deadline = Some(1.0);
+    let (code, msg) = status(alice.sweep_create(&past).unwrap_err());
+    assert!(code == 400 && msg.starts_with("deadline") && msg.contains("past"), "{code} {msg}");
+    let mut alg = sweep(PLAN, RES, 10);
+    alg.optimise = Some("cheapest".into());
+    let (code, msg) = status(alice.sweep_create(&alg).unwrap_err());
+    assert!(code == 400 && msg.starts_with("optimise"), "{code} {msg}");
+    let libra = "[[resource]]\nname = \"c\"\nkind = \"libra\"\nurl = \"http://127.0.0.1:9\"\n";
+    let (code, msg) = status(alice.sweep_create(&sweep(PLAN, libra, 10)).unwrap_err());
+    assert!(code == 400 && msg.contains("token"), "{code} {msg}");
+    assert_eq!(anon.sweeps(false).unwrap_err().status(), Some(401));
+
+    // The API document lists the sweeps' routes.
+    let doc: serde_json::Value = anon.get("/api/openapi.json").unwrap();
+    for p in ["/api/sweeps", "/api/sweeps/{id}", "/api/sweeps/{id}/usage", "/api/sweeps/{id}/budget"] {
+        assert!(doc["paths"][p].is_object(), "{p} is missing from the OpenAPI document");
+    }
+}
