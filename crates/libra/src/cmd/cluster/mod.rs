@@ -4,7 +4,7 @@
 mod admin;
 mod bench;
 mod burn;
-mod common;
+pub(crate) mod common;
 mod docs;
 mod jobs;
 mod login;

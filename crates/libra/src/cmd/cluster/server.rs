@@ -18,6 +18,9 @@ pub struct ServerArgs {
     /// The SQLite store (default: server.db in the user's data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
+    /// The broker database of the sweeps the server hosts (default: broker.db beside --db).
+    #[arg(long)]
+    pub broker_db: Option<PathBuf>,
     /// The token node agents must present to join (at least 8 characters).
     #[arg(long, env = "LIBRA_JOIN_TOKEN", hide_env_values = true)]
     pub join_token: Option<String>,
@@ -59,6 +62,9 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
     }
     if let Some(v) = &a.db {
         c.db = v.clone();
+    }
+    if let Some(v) = &a.broker_db {
+        c.broker_db = Some(v.clone());
     }
     if let Some(v) = &a.join_token {
         c.join_token = v.clone();

@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod experiment;
 mod output;
+mod remote;
 mod results;
 mod run;
 mod simulate;
@@ -20,6 +21,13 @@ pub struct SweepArgs {
     /// The broker database (default: the user's data directory, libra/broker.db).
     #[arg(long, global = true, env = "LIBRA_BROKER_DB")]
     pub db: Option<PathBuf>,
+    /// A Libra server that hosts the sweep (e.g. http://127.0.0.1:7878): run, status, results
+    /// and the steering commands go through its API instead of the local database.
+    #[arg(long, global = true)]
+    pub server: Option<String>,
+    /// API token for --server (default: the one saved by `libra login` for that server).
+    #[arg(long, global = true, env = "LIBRA_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     #[command(subcommand)]
     pub command: SweepCommand,
 }
@@ -56,6 +64,9 @@ pub enum SweepCommand {
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     libra_broker::default_sigpipe();
+    if let Some(server) = args.server {
+        return remote::run(server, args.token, args.command);
+    }
     let db = args.db.unwrap_or_else(libra_broker::create::default_db);
     match args.command {
         SweepCommand::Check(a) => check::run(a),

@@ -2,7 +2,7 @@
 
 use super::output::{is_terminal, open, parse_duration};
 use super::status;
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::Args;
 use libra_broker::create::{create, load_resources, SweepSpec};
 use libra_broker::engine::{self, now_unix, EngineOptions, Progress};
@@ -51,9 +51,6 @@ pub struct RunArgs {
     /// Only create the sweep and print its id; start it with `libra sweep resume ID`.
     #[arg(long)]
     pub detach: bool,
-    /// Host the sweep on a Libra server instead of this process (not built yet).
-    #[arg(long)]
-    pub server: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -72,9 +69,6 @@ pub struct RerunArgs {
 }
 
 pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
-    if let Some(url) = &a.server {
-        bail!("--server {url}: hosting sweeps on a Libra server is not built yet; run without --server (the sweep's database can be watched and steered from any shell)");
-    }
     let resources = load_resources(&a.resources)?;
     if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -1,0 +1,219 @@
+//! End to end: sweeps hosted by a real `libra server` process, driven by the `libra sweep
+//! ... --server URL` commands with the saved login: a sweep over test queues is started
+//! detached, the server is killed with SIGKILL mid-sweep and started again, and the sweep
+//! finishes without running again any job that had finished; it is steered from the command
+//! line; another user is refused; a sweep run in the foreground follows it to the end.
+
+use libra_api::{Client, SweepInfo, UserAdd};
+use libra_core::Money;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_libra");
+const ADMIN_PW: &str = "admin-pw";
+
+/// 40 jobs of 200 ms on two test queues of two slots: about two seconds of sweep.
+const PLAN: &str = "parameter x integer range from 1 to 40 step 1\ntask main\n    exec true\nendtask\n";
+const RES: &str = r#"
+[[resource]]
+name = "cheap"
+kind = "testqueue"
+slots = 2
+price = 10
+wall = 1
+time_scale = 0.2
+
+[[resource]]
+name = "dear"
+kind = "testqueue"
+slots = 2
+price = 20
+wall = 1
+time_scale = 0.2
+"#;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+struct Server {
+    dir: PathBuf,
+    port: u16,
+    url: String,
+    child: Option<Child>,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        let port = free_port();
+        let mut s =
+            Server { dir: dir.to_path_buf(), port, url: format!("http://127.0.0.1:{port}"), child: None };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log")).unwrap();
+        let child = Command::new(EXE)
+            .args(["server", "--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--join-token", "test-join-token", "--admin-password", ADMIN_PW, "--no-fsync", "--db"])
+            .arg(self.dir.join("server.db"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let anon = Client::new(&self.url, None);
+        wait_until("the server", || anon.get::<serde_json::Value>("/api/openapi.json").ok());
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap(); // SIGKILL
+            c.wait().unwrap();
+        }
+    }
+
+    fn client(&self, user: &str, pw: &str) -> Client {
+        let t = Client::new(&self.url, None).login(user, pw).unwrap().token;
+        Client::new(&self.url, Some(t))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `libra sweep ...` with its own configuration and data directories (the saved login).
+fn libra(dir: &Path, args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .env("LIBRA_CONFIG_DIR", dir.join("config"))
+        .env("LIBRA_DATA_DIR", dir.join("data"))
+        .env("LIBRA_BROKER_DB", dir.join("local-broker.db"))
+        .env_remove("LIBRA_TOKEN")
+        .env_remove("LIBRA_SERVER")
+        .output()
+        .unwrap()
+}
+
+fn ok(o: Output) -> String {
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "failed: {err}\n{out}");
+    out.into_owned()
+}
+
+fn json(o: Output) -> serde_json::Value {
+    let out = ok(o);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+#[test]
+fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
+    let dir = std::env::temp_dir().join(format!("libra-sweep-hosted-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plan.pln"), PLAN).unwrap();
+    std::fs::write(dir.join("res.toml"), RES).unwrap();
+    let mut server = Server::start(&dir);
+    let url = server.url.clone();
+    let admin = server.client("admin", ADMIN_PW);
+    for u in ["alice", "bob"] {
+        admin.user_add(&UserAdd { name: u.into(), password: format!("pw-{u}"), admin: false }).unwrap();
+    }
+    ok(libra(&dir, &["login", "--server", &url, "--user", "alice", "--password", "pw-alice"]));
+    let plan = dir.join("plan.pln").display().to_string();
+    let res = dir.join("res.toml").display().to_string();
+
+    // Started detached with the saved login: the id comes back at once.
+    let started = json(libra(
+        &dir,
+        &["sweep", "run", &plan, "-r", &res, "--deadline", "10m", "--budget", "1000"]
+            .into_iter()
+            .chain(["--server", &url, "--detach", "--json"])
+            .collect::<Vec<_>>(),
+    ));
+    let id = started["experiment"].as_i64().unwrap();
+    let alice = server.client("alice", "pw-alice");
+
+    // SIGKILL the server mid-sweep; the jobs seen done then must not run again.
+    let done_before: HashSet<u64> = wait_until("some jobs done", || {
+        let done: HashSet<u64> =
+            alice.sweep_results(id).ok()?.into_iter().filter(|j| j.state == "done").map(|j| j.job).collect();
+        (done.len() >= 6).then_some(done)
+    });
+    server.kill();
+    assert!(done_before.len() < 40, "the sweep finished before the kill; make its jobs longer");
+    server.spawn();
+    let alice = server.client("alice", "pw-alice");
+    let end: SweepInfo = wait_until("the resumed sweep to finish", || {
+        alice.sweep(id).ok().filter(|s| s.state != "running" && s.state != "paused")
+    });
+    assert_eq!((end.state.as_str(), end.jobs.done), ("done", 40), "{end:?}");
+    assert!(end.spent <= end.budget);
+    let results = json(libra(&dir, &["sweep", "results", "--server", &url, &id.to_string(), "--json"]));
+    let jobs = results["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 40);
+    for j in jobs {
+        let n = j["job"].as_u64().unwrap();
+        if done_before.contains(&n) {
+            assert_eq!(j["attempts"], 1, "job {n} was done before the kill and ran again: {j}");
+        }
+        assert_eq!(j["state"], "done", "{j}");
+    }
+
+    // Steering from the command line, through the API.
+    let s = json(libra(&dir, &["sweep", "set-budget", "--server", &url, &id.to_string(), "2000", "--json"]));
+    assert_eq!(s["budget"], Money::from_credits(2000).cents());
+    let s = json(libra(&dir, &["sweep", "set-deadline", "--server", &url, &id.to_string(), "2h", "--json"]));
+    let left = s["deadline"].as_f64().unwrap() - s["now"].as_f64().unwrap();
+    assert!((left - 7200.0).abs() < 5.0, "deadline in {left} s");
+    let o = libra(&dir, &["sweep", "pause", "--server", &url, &id.to_string()]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("is done"), "{o:?}");
+    let table = ok(libra(&dir, &["sweep", "status", "--server", &url, &id.to_string()]));
+    assert!(table.contains("40/40 done") && table.contains("cheap"), "{table}");
+    let list = json(libra(&dir, &["sweep", "status", "--server", &url, "--json"]));
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+
+    // Another user, with a token of their own: refused, and told why.
+    let bob = Client::new(&url, None).login("bob", "pw-bob").unwrap().token;
+    let o = libra(&dir, &["sweep", "status", "--server", &url, "--token", &bob, &id.to_string()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("403") && err.contains("another user"), "{err}");
+
+    // In the foreground, `run --server` follows the sweep to its end and prints it.
+    std::fs::write(dir.join("small.pln"), PLAN.replace("to 40", "to 4")).unwrap();
+    let small = dir.join("small.pln").display().to_string();
+    let out = ok(libra(
+        &dir,
+        &["sweep", "run", &small, "-r", &res, "--deadline", "10m", "--budget", "100", "--server", &url],
+    ));
+    assert!(out.contains("4/4 done") && out.contains(": done"), "{out}");
+
+    // A typo in the plan is caught with its line and column before anything is sent.
+    std::fs::write(dir.join("typo.pln"), PLAN.replace("task main", "tsk main")).unwrap();
+    let typo = dir.join("typo.pln").display().to_string();
+    let o = libra(
+        &dir,
+        &["sweep", "run", &typo, "-r", &res, "--deadline", "1h", "--budget", "1", "--server", &url],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("line 2, column 1"), "{err}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
