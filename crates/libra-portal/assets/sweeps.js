@@ -1,40 +1,186 @@
 "use strict";
-// Sweeps are the broker's experiments. This server may not host the broker: the page asks
-// GET /api/sweeps and, on 404, says there is no sweeps service rather than showing an empty list.
+// Sweeps hosted by this server (the broker's experiments): a list with progress, money against
+// the budget and the projected finish; one sweep in detail with a chart of jobs in execution
+// per resource over time, and forms to move its deadline and change its budget. The API decides
+// who may see and steer what (the owner or an administrator); the page shows its answer.
 Libra.views = Libra.views || {};
 (function () {
-  var box = document.getElementById("sweeps");
-  var last = null;
+  var $ = function (id) { return document.getElementById(id); };
+  var lastList = null, lastOne = null, lastUsage = null, filled = null, current = null;
 
-  function cell(v) {
-    if (v === null || v === undefined) return "-";
-    if (typeof v === "object") return JSON.stringify(v);
-    return String(v);
+  function active(s) { return s.state === "running" || s.state === "paused"; }
+
+  function progress(s) {
+    var j = s.jobs, ended = j.done + j.failed;
+    var label = ended + " of " + j.total + " jobs" + (j.failed ? " (" + j.failed + " failed)" : "");
+    return Libra.h("span", { class: "progress" },
+      Libra.h("progress", { max: String(Math.max(j.total, 1)), value: String(ended), "aria-label": "Sweep " + s.id + " progress: " + label }),
+      " " + label);
+  }
+
+  function money(s) {
+    return Libra.money(s.spent) + " of " + Libra.money(s.budget) + " credits" +
+      (s.held ? " (" + Libra.money(s.held) + " held)" : "");
+  }
+
+  // Times in the server's clock, shown relative to the server's `now`.
+  function inTime(s, t) { return Libra.time(t) + " (" + (t >= s.now ? "in " : "") + Libra.duration(Math.abs(t - s.now)) + (t < s.now ? " ago" : "") + ")"; }
+
+  function finish(s) {
+    if (s.finished) return "ended " + Libra.time(s.finished);
+    if (s.projected_finish) return inTime(s, s.projected_finish);
+    return "-";
+  }
+
+  function badge(state) { return Libra.h("span", { class: "state state-" + state }, state); }
+
+  function showList(list) {
+    var sess = Libra.session();
+    var key = JSON.stringify(list.map(function (s) { return [s.id, s.state, s.jobs, s.spent, s.held, s.budget, s.deadline, Math.round((s.projected_finish || 0) / 5)]; }));
+    if (key === lastList) return;
+    lastList = key;
+    var head = ["Sweep", "State", "Progress", "Spent of budget", "Projected finish", "Deadline"];
+    if (sess && sess.admin) head.splice(1, 0, "Owner");
+    Libra.replace($("sweeps"), Libra.table(sess && sess.admin ? "Every sweep on this server" : "Your sweeps", head,
+      list.map(function (s) {
+        var row = [Libra.h("a", { href: "#sweep/" + s.id, class: "sweep-link" }, s.id + ": " + s.name), badge(s.state),
+          progress(s), money(s), finish(s), inTime(s, s.deadline)];
+        if (sess && sess.admin) row.splice(1, 0, s.owner);
+        return row;
+      }), "No sweeps yet. Start one with libra sweep run ... --server URL."));
+  }
+
+  function dl(pairs) {
+    return Libra.h("dl", { class: "facts" }, pairs.map(function (p) {
+      return [Libra.h("dt", null, p[0]), Libra.h("dd", p[2] ? { id: p[2] } : null, p[1])];
+    }));
+  }
+
+  function steer(id, action) {
+    return Libra.h("button", {
+      type: "button", id: "sweep-" + action, "aria-label": action.charAt(0).toUpperCase() + action.slice(1) + " sweep " + id,
+      onclick: function () {
+        Libra.post("/api/sweeps/" + id + "/" + action).then(function (s) {
+          Libra.announce("Sweep " + s.id + " is " + s.state + ".");
+          lastOne = null;
+          Libra.views.sweep.refresh(String(id));
+        }).catch(function (e) { Libra.announce(String(e)); });
+      },
+    }, action.charAt(0).toUpperCase() + action.slice(1));
+  }
+
+  function showOne(s) {
+    var j = s.jobs;
+    Libra.replace($("h-sweep"), "Sweep " + s.id + ": " + s.name);
+    Libra.replace($("sweep-detail"), dl([
+      ["State", badge(s.state), "sweep-state"],
+      ["Owner", s.owner],
+      ["Optimise", s.optimise],
+      ["Progress", progress(s), "sweep-progress"],
+      ["Jobs", j.done + " done, " + j.failed + " failed, " + j.running + " running, " + j.pending + " pending" + (j.cancelled ? ", " + j.cancelled + " cancelled" : "")],
+      ["Spent of budget", money(s), "sweep-money"],
+      ["Projected finish", finish(s), "sweep-finish"],
+      ["Deadline", inTime(s, s.deadline), "sweep-deadline-at"],
+      ["Started", Libra.time(s.created)],
+    ]));
+    var buttons = [];
+    if (s.state === "running") buttons.push(steer(s.id, "pause"));
+    if (s.state === "paused" || s.state === "stalled") buttons.push(steer(s.id, "resume"));
+    if (s.state !== "done" && s.state !== "cancelled") buttons.push(steer(s.id, "cancel"));
+    if (j.failed || (s.state === "cancelled" && j.cancelled)) buttons.push(steer(s.id, "rerun"));
+    Libra.replace($("sweep-actions"), buttons);
+    Libra.replace($("sweep-resources"), Libra.table("Resources", ["Resource", "Kind", "Slots", "Price/CPU-s", "Done", "Failed", "Running", "Spent", "s/job"],
+      s.resources.map(function (r) {
+        return [r.name, r.kind, String(r.slots), String(r.price), String(r.done), String(r.failed), String(r.running),
+          Libra.money(r.spent), r.secs_per_job === null || r.secs_per_job === undefined ? "-" : Libra.num(r.secs_per_job, 3)];
+      }), "No resources."));
+    // Fill the budget field once per sweep, never while someone may be typing in it.
+    if (filled !== s.id) {
+      filled = s.id;
+      $("sweep-budget").value = Libra.money(s.budget);
+      $("sweep-deadline").value = "";
+    }
+  }
+
+  function showUsage(u, s) {
+    var key = JSON.stringify(u.points) + (active(s) ? Math.floor(u.now / 5) : "");
+    if (key === lastUsage) return;
+    lastUsage = key;
+    var series = u.resources.map(function (name, k) {
+      return { name: name, points: u.points.map(function (p) { return [p.t, p.running[k]]; }) };
+    });
+    var peak = u.resources.map(function (name, k) {
+      return name + " up to " + Math.max.apply(null, [0].concat(u.points.map(function (p) { return p.running[k]; })));
+    }).join("; ");
+    var end = s.finished || u.now;
+    Libra.replace($("sweep-chart"), [
+      Libra.multiStepChart({
+        id: "sweep-usage-svg", series: series, start: u.start, end: end,
+        title: "Jobs in execution per resource, sweep " + u.id,
+        desc: u.points.length ? "Jobs running at once: " + peak + "." : "No job has started yet.",
+        empty: "No job has started yet.", xLabel: "time", format: function (v) { return Libra.num(v, 0); },
+      }),
+      Libra.h("ul", { class: "legend", "aria-label": "Resources in the chart" }, u.resources.map(function (name, k) {
+        return Libra.h("li", null, Libra.h("span", { class: "swatch seg-" + (k % 8), "aria-hidden": "true" }), name);
+      })),
+    ]);
   }
 
   Libra.views.sweeps = {
-    show: function () { last = null; Libra.replace(box, Libra.h("p", null, "Asking the server for sweeps...")); },
+    show: function () { lastList = null; Libra.replace($("sweeps"), Libra.h("p", null, "Asking the server for sweeps...")); },
     refresh: function () {
-      return Libra.get("/api/sweeps").then(function (list) {
-        var key = JSON.stringify(list);
-        if (key === last) return;
-        last = key;
-        list = Array.isArray(list) ? list : (list && list.sweeps) || [];
-        var cols = list.length ? Object.keys(list[0]) : [];
-        Libra.replace(box, Libra.table("Your sweeps", cols, list.map(function (x) {
-          return cols.map(function (c) { return cell(x[c]); });
-        }), "No sweeps yet. Start one with libra sweep."));
-      }).catch(function (e) {
-        if (e.status === 404 || e.status === 405) {
-          if (last === "none") return;
-          last = "none";
-          Libra.replace(box, Libra.h("p", { id: "no-sweeps", class: "notice" },
-            "No sweeps service on this server. Run parameter sweeps with the libra sweep command."));
-        } else {
-          last = null;
-          Libra.replace(box, Libra.h("p", { class: "bad" }, String(e)));
-        }
+      var s = Libra.session();
+      return Libra.get("/api/sweeps" + (s && s.admin ? "?all=true" : "")).then(showList).catch(function (e) {
+        lastList = null;
+        Libra.replace($("sweeps"), Libra.h("p", { class: "bad" }, String(e)));
       });
     },
   };
+
+  Libra.views.sweep = {
+    show: function (id) {
+      lastOne = lastUsage = filled = null;
+      current = id;
+      Libra.replace($("h-sweep"), "Sweep " + id);
+      ["sweep-error", "sweep-detail", "sweep-actions", "sweep-chart", "sweep-resources"].forEach(function (x) { Libra.replace($(x), ""); });
+    },
+    refresh: function (id) {
+      if (!/^\d+$/.test(id)) { Libra.replace($("sweep-error"), "No such sweep: give a sweep number, as in #sweep/3."); return; }
+      return Libra.get("/api/sweeps/" + id).then(function (s) {
+        Libra.replace($("sweep-error"), "");
+        var key = JSON.stringify(s).replace(/"now":[0-9.]+/, "") + Math.floor(s.now / 2);
+        if (key !== lastOne) { lastOne = key; showOne(s); }
+        return Libra.get("/api/sweeps/" + id + "/usage").then(function (u) { showUsage(u, s); });
+      }).catch(function (e) {
+        Libra.replace($("sweep-error"), "Sweep " + id + ": " + String(e));
+        ["sweep-detail", "sweep-actions", "sweep-chart", "sweep-resources"].forEach(function (x) { Libra.replace($(x), ""); });
+        lastOne = lastUsage = null;
+      });
+    },
+  };
+
+  function after(what) {
+    return function (s) {
+      Libra.announce("Sweep " + s.id + ": " + what(s) + ".");
+      lastOne = null;
+      Libra.views.sweep.refresh(String(s.id));
+    };
+  }
+  function fail(e) { Libra.announce(String(e)); }
+
+  $("sweep-deadline-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var secs = Libra.parseDuration($("sweep-deadline").value);
+    if (!secs) { fail("New deadline: give a duration from now, e.g. 90s, 30m, 2h or 1d."); return; }
+    Libra.post("/api/sweeps/" + current + "/deadline", { deadline_in: secs })
+      .then(after(function (s) { return "deadline " + Libra.time(s.deadline) + ", " + s.state; })).catch(fail);
+  });
+
+  $("sweep-budget-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    var cents = Libra.parseMoney($("sweep-budget").value);
+    if (cents === null || cents < 0) { fail("New budget: give credits with at most two decimals, e.g. 500 or 12.50."); return; }
+    Libra.post("/api/sweeps/" + current + "/budget", { budget: cents })
+      .then(after(function (s) { return "budget " + Libra.money(s.budget) + " credits, " + s.state; })).catch(fail);
+  });
 })();

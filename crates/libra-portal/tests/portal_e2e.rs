@@ -2,17 +2,22 @@
 //! `libra node`: sign in, a live quote (refused, then the suggestion taken in one click), submit,
 //! watch the job finish on the node agent, see the balance change; another user's job shows the
 //! API's 403; an administrator sees the nodes picture, cancels a job, changes the base price and
-//! the next quote changes; credit through the form. Screenshots go to target/portal-screenshots/.
+//! the next quote changes; credit through the form; a sweep hosted by the server shows its
+//! progress and its chart of jobs in execution per resource, and its budget is set from the page.
+//! Screenshots go to target/portal-screenshots/.
 
 #[macro_use]
 mod common;
 
 use common::browser::{Browser, R};
 use common::cluster::{wait_until, Cluster, ADMIN_PW};
-use libra_api::{JobState, SetPricing, SubmitRequest};
+use libra_api::{JobState, SetPricing, SubmitRequest, SweepCreate};
 use libra_core::{JobSpec, Money};
 
 const ALICE_PW: &str = "pw-alice";
+
+/// Two test queues of 0.3 s jobs for the hosted sweep (`wall` seconds at `time_scale`).
+const SWEEP_RES: &str = "[[resource]]\nname = \"q-cheap\"\nkind = \"testqueue\"\nslots = 2\nprice = 1\nwall = 1\ntime_scale = 0.3\n\n[[resource]]\nname = \"q-dear\"\nkind = \"testqueue\"\nslots = 2\nprice = 2\nwall = 1\ntime_scale = 0.3\n";
 
 fn credits(text: &str) -> R<Money> {
     let n = text.split_whitespace().next().unwrap_or("");
@@ -120,11 +125,38 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     check!(b.text("#job-detail").await.unwrap_or_default().is_empty(), "bob's job is shown to alice");
     b.shot("forbidden").await?;
 
-    // Sweeps: this server hosts no broker.
+    // Sweeps: one hosted by the server, watched and steered from the page.
+    let sweep = alice
+        .sweep_create(&SweepCreate {
+            plan: "parameter x integer range from 1 to 30 step 1\ntask main\n    exec true\nendtask\n".into(),
+            resources: SWEEP_RES.into(),
+            name: Some("portal-sweep".into()),
+            deadline: None,
+            deadline_in: Some(600.0),
+            budget: Money::from_credits(50),
+            optimise: None,
+            max_retries: None,
+            estimate: None,
+            seed: 0,
+        })
+        .map_err(|e| format!("the sweep: {e}"))?;
     b.open("#sweeps").await?;
-    let sweeps = b.wait_text("#sweeps", "the sweeps answer", |t| !t.starts_with("Asking")).await?;
-    check!(!sweeps.contains("HTTP"), "the sweeps page shows an error: {sweeps}");
+    b.wait_text("#sweeps", "the sweep in the list", |t| t.contains("portal-sweep")).await?;
+    b.wait_present("#sweeps progress").await?;
     b.shot("sweeps").await?;
+    b.click("a.sweep-link").await?;
+    b.wait_text("#sweep-progress", "the sweep to finish", |t| t.contains("30 of 30 jobs")).await?;
+    b.wait_present("#sweep-usage-svg path.series-0").await?;
+    b.wait_present("#sweep-usage-svg path.series-1").await?;
+    b.fill("sweep-budget", "75").await?;
+    b.click("#sweep-budget-save").await?;
+    b.wait_text("#status", "the new budget", |t| t.contains("budget 75.00")).await?;
+    b.wait_text("#sweep-money", "the new budget on the page", |t| t.contains("of 75.00 credits")).await?;
+    let now = alice.sweep(sweep.id).map_err(|e| e.to_string())?;
+    check!(now.budget == Money::from_credits(75), "the page set budget 75, the sweep has {}", now.budget);
+    b.shot("sweep").await?;
+    // Bob may not see it.
+    check!(bob.sweep(sweep.id).map_err(|e| e.status()).err() == Some(Some(403)), "bob can see alice's sweep");
 
     // The administrator: a long job shows as a segment on its node, and is cancelled from the page.
     let long = alice
@@ -209,5 +241,16 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
         .map_err(|e| e.to_string())?;
     check!(overflow == serde_json::Value::Bool(false), "the submission page is wider than a phone");
     b.shot("phone-submit").await?;
+    b.sign_out().await?;
+    b.login("alice", ALICE_PW).await?;
+    b.open(&format!("#sweep/{}", sweep.id)).await?;
+    b.wait_present("#sweep-usage-svg").await?;
+    let overflow = b
+        .client
+        .execute("return document.documentElement.scrollWidth > window.innerWidth + 1;", vec![])
+        .await
+        .map_err(|e| e.to_string())?;
+    check!(overflow == serde_json::Value::Bool(false), "the sweep page is wider than a phone");
+    b.shot("phone-sweep").await?;
     Ok(())
 }

@@ -24,7 +24,8 @@ pub fn profile_dir() -> PathBuf {
 fn newest_source() -> SystemTime {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut newest = SystemTime::UNIX_EPOCH;
-    for dir in ["src", "assets"] {
+    // The server's and the broker's sources too: the sweeps page needs the server behind it.
+    for dir in ["src", "assets", "../libra-server/src", "../libra-server/src/routes", "../libra-broker/src"] {
         for e in std::fs::read_dir(root.join(dir)).into_iter().flatten().flatten() {
             if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
                 newest = newest.max(t);
