@@ -28,7 +28,8 @@ pub enum AdminCommand {
     Pricing(PricingArgs),
     /// Show the admission policy, or set it.
     Policy {
-        /// libra or libra+$ (see `libra admin policy` for the list).
+        /// libra+$, libra, libra-edf, libra-risk (past the papers), or a space-shared baseline:
+        /// fifo, fcfs-bf, sjf-bf, edf-bf (`libra admin policy` shows the one in force).
         name: Option<String>,
     },
     /// Cancel anyone's job (nothing is charged).
