@@ -13,8 +13,8 @@ pub struct Config {
     pub listen: String,
     /// The SQLite file (WAL mode).
     pub db: PathBuf,
-    /// The broker database of the sweeps this server hosts (default: broker.db beside `db`);
-    /// each sweep's files go in `experiments/<id>` beside it.
+    /// The broker database of the sweeps this server hosts (default: sweeps/broker.db beside
+    /// `db`); each sweep's files go in `experiments/<id>` beside it.
     pub broker_db: Option<PathBuf>,
     /// The token node agents present to join the cluster.
     pub join_token: String,
@@ -60,9 +60,12 @@ impl Config {
             .map_err(|e| ServerError::Config { path: path.display().to_string(), msg: e.to_string() })
     }
 
-    /// Where the hosted sweeps' broker database is.
+    /// Where the hosted sweeps' broker database is. In a directory of its own by default: the
+    /// standalone `libra sweep` keeps its `broker.db` and `experiments/<id>` in the user's data
+    /// directory, often the server's too, and two databases numbering experiments in one
+    /// `experiments` directory would share their files.
     pub fn broker_db(&self) -> PathBuf {
-        self.broker_db.clone().unwrap_or_else(|| self.db.with_file_name("broker.db"))
+        self.broker_db.clone().unwrap_or_else(|| self.db.with_file_name("sweeps").join("broker.db"))
     }
 
     pub fn validate(&self) -> Result<(), ServerError> {
@@ -113,5 +116,13 @@ mod tests {
         c.validate().unwrap();
         c.policy = "nope".into();
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn hosted_sweeps_have_a_directory_of_their_own() {
+        let c = Config { db: PathBuf::from("/var/lib/libra/server.db"), ..Config::default() };
+        assert_eq!(c.broker_db(), PathBuf::from("/var/lib/libra/sweeps/broker.db"));
+        let c = Config { broker_db: Some("/b.db".into()), ..c };
+        assert_eq!(c.broker_db(), PathBuf::from("/b.db"));
     }
 }

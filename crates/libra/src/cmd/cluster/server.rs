@@ -18,7 +18,8 @@ pub struct ServerArgs {
     /// The SQLite store (default: server.db in the user's data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
-    /// The broker database of the sweeps the server hosts (default: broker.db beside --db).
+    /// The broker database of the sweeps the server hosts (default: sweeps/broker.db beside the
+    /// store); their files go in experiments/ beside it.
     #[arg(long)]
     pub broker_db: Option<PathBuf>,
     /// The token node agents must present to join (at least 8 characters).
