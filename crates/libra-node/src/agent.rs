@@ -60,6 +60,35 @@ struct Running {
     dir: PathBuf,
 }
 
+/// In a job's working directory: "PID START_TICKS" of its process while it runs.
+const PID_FILE: &str = "libra.pid";
+
+/// Stops the jobs an earlier agent on this working directory left running (it crashed or was
+/// killed; jobs outlive their agent so that a server restart costs nothing). The cgroup
+/// enforcers also empty the job groups they find; this covers every mechanism, stride and none
+/// included. This agent cannot
+/// wait for them or learn how they end, and the server has marked them lost and released their
+/// holds the moment it heard from a node that no longer knew them, so left alone they would only
+/// burn CPU outside every share. Re-adopting them instead is the better end state; it needs each
+/// job's exit status kept by something that outlives the agent.
+fn stop_orphans(workdir: &std::path::Path) {
+    let Ok(dirs) = std::fs::read_dir(workdir) else { return };
+    for d in dirs.flatten() {
+        let file = d.path().join(PID_FILE);
+        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let mut f = text.split_whitespace().map(str::parse::<u64>);
+        if let (Some(Ok(pid)), Some(Ok(ticks))) = (f.next(), f.next()) {
+            let pid = pid as i32;
+            if pid > 1 && proc::start_ticks(pid) == Some(ticks) {
+                tracing::warn!(pid, dir = %d.path().display(), "stopping a job an earlier agent left running");
+                proc::signal_group(pid, libc::SIGCONT);
+                proc::signal_group(pid, libc::SIGKILL);
+            }
+        }
+        let _ = std::fs::remove_file(&file);
+    }
+}
+
 pub fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -88,6 +117,7 @@ impl Agent {
             return Err(NodeError::Cpus(cfg.cpus, cores));
         }
         std::fs::create_dir_all(&cfg.workdir)?;
+        stop_orphans(&cfg.workdir);
         let enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &cfg.name, cfg.cpus)?;
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
         let client = Client::new(&cfg.server, Some(cfg.join_token.clone()));
@@ -275,6 +305,12 @@ impl Agent {
         match launched {
             Ok(pid) => {
                 tracing::info!(job = s.job, pid, share, "started");
+                // So that an agent started after this one crashed can tell the job's process
+                // from whatever later reuses its pid.
+                let mark = proc::start_ticks(pid).map(|t| format!("{pid} {t}\n")).unwrap_or_default();
+                if let Err(e) = std::fs::write(dir.join(PID_FILE), mark) {
+                    tracing::warn!(job = s.job, "pid file not written: {e}");
+                }
                 self.enforcer.started(s.job, pid);
                 if s.suspended {
                     self.enforcer.set_suspended(s.job, true);
@@ -324,6 +360,7 @@ impl Agent {
             let Some(r) = self.jobs.remove(&id) else { continue };
             // Make sure nothing the job left behind keeps running outside any accounting.
             proc::signal_group(r.pid, libc::SIGKILL);
+            let _ = std::fs::remove_file(r.dir.join(PID_FILE));
             self.enforcer.remove(id);
             if let Some(m) = &mut self.memory {
                 m.remove(id);
@@ -392,5 +429,36 @@ impl Drop for Agent {
         // Jobs are meant to outlive a restarting agent only while the agent is away by accident;
         // a clean stop of the agent leaves them running too (the server decides their fate).
         tracing::debug!("agent stopping with {} jobs", self.jobs.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_agent_stops_the_jobs_an_earlier_one_left_but_not_a_reused_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join("job-7");
+        let pid = proc::spawn(&["sleep".into(), "30".into()], &job, &[]).unwrap();
+        let ticks = proc::start_ticks(pid).unwrap();
+        // A pid file naming another process start (the pid was reused) is only removed.
+        let other = dir.path().join("job-8");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join(PID_FILE), format!("{pid} {}\n", ticks + 1)).unwrap();
+        stop_orphans(dir.path());
+        assert!(!other.join(PID_FILE).exists());
+        assert!(proc::try_reap(pid).is_none(), "a reused pid was killed");
+        std::fs::write(job.join(PID_FILE), format!("{pid} {ticks}\n")).unwrap();
+        stop_orphans(dir.path());
+        let t0 = Instant::now();
+        let exit = loop {
+            if let Some(e) = proc::try_reap(pid) {
+                break e;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "the orphan was not stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(exit.signal, Some(libc::SIGKILL));
     }
 }

@@ -97,6 +97,14 @@ pub fn cpu_seconds(pid: i32) -> Option<f64> {
     Some(ticks / hz)
 }
 
+/// When the process started (field 22 of stat(5), clock ticks since boot): with the pid, it
+/// names one process for good, since pids are reused.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// Signals the job's whole process group.
 pub fn signal_group(pid: i32, sig: i32) {
     // SAFETY: kill(2) on the group we created with setsid.

@@ -344,7 +344,7 @@ fn measured_cpu_shares_match_assigned_shares() {
 fn sigkill_of_the_server_loses_nothing_and_a_silent_node_is_marked_down() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut cl = Cluster::start(2, 0.5, 3.0);
-    let erin = cl.user("erin", 100);
+    let erin = cl.user("erin", 1000);
     let running = erin.submit(&burn(1.5, 1.5, 30.0, 50)).unwrap();
     wait_running(&erin, running.id);
     let queued = erin.submit(&burn(0.5, 0.5, 30.0, 50)).unwrap();
@@ -361,12 +361,15 @@ fn sigkill_of_the_server_loses_nothing_and_a_silent_node_is_marked_down() {
     assert_eq!(erin.balance().unwrap().charged, r.charged + q.charged);
 
     // A node agent that disappears: its job is lost after the timeout and the hold released.
-    let j = erin.submit(&burn(20.0, 20.0, 60.0, 50)).unwrap();
+    // (Long enough that it could not end on its own within the test's waits.)
+    let j = erin.submit(&burn(90.0, 90.0, 900.0, 500)).unwrap();
+    assert_eq!(j.state, JobState::Pending, "{j:?}");
     let j = wait_running(&erin, j.id);
     let idx: usize = j.nodes[0][1..].split('-').next().unwrap().parse().unwrap();
     let mut node = cl.nodes.remove(idx);
     node.kill().unwrap();
     node.wait().unwrap();
+    assert!(!job_pids(&cl, j.id).is_empty(), "a job outlives its agent");
     let lost = wait_done(&erin, j.id);
     assert_eq!(lost.state, JobState::Failed);
     assert!(lost.reason.as_deref().unwrap_or("").starts_with("lost"), "{lost:?}");
@@ -376,8 +379,9 @@ fn sigkill_of_the_server_loses_nothing_and_a_silent_node_is_marked_down() {
     // It comes back and joins again.
     cl.start_node(&j.nodes[0], 0.5);
     wait_until("node back", || admin.nodes().ok().filter(|n| n.iter().all(|x| x.up)));
-    // The orphaned burn from the killed agent ends on its own (20 CPU-s); stop it early.
-    kill_orphans(&cl, lost.id);
+    // The burn the killed agent left running (lost, its hold released) is stopped by the new
+    // agent rather than left to use CPU outside every share.
+    wait_until("the orphaned job to be stopped", || job_pids(&cl, lost.id).is_empty().then_some(()));
 }
 
 /// The processes of a job (found by their working directory, which is the job's own).
@@ -405,13 +409,6 @@ fn proc_cpu(pid: i32) -> f64 {
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
     let f: Vec<f64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0.0)).collect();
     (f[11] + f[12]) / 100.0
-}
-
-/// Kills a job's processes left behind by a killed agent.
-fn kill_orphans(cl: &Cluster, job: u64) {
-    for pid in job_pids(cl, job) {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    }
 }
 
 /// Runs the `libra` command against the cluster with a token; returns stdout.
