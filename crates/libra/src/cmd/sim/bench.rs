@@ -130,6 +130,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let trace = trace_path(a.trace.clone())?;
     let mut cases: Vec<Vec<String>> = POLICY_NAMES
         .iter()
+        .chain(["libra-edf", "libra-risk"].iter())
         .map(|p| vec!["--trace".into(), trace.display().to_string(), "--policy".into(), p.to_string()])
         .collect();
     for p in a.synthetic_policies.split(',').map(str::trim).filter(|p| !p.is_empty()) {
