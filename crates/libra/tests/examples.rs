@@ -12,7 +12,8 @@ fn example(name: &str) -> PathBuf {
 
 #[test]
 fn the_sweep_example_checks_loads_and_runs() {
-    let check = Command::new(EXE).args(["sweep", "check", "--json"]).arg(example("plan.pln")).output().unwrap();
+    let check =
+        Command::new(EXE).args(["sweep", "check", "--json"]).arg(example("plan.pln")).output().unwrap();
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
     let v: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
     assert_eq!(v["jobs"], 12, "{v}");
