@@ -20,6 +20,9 @@ struct Active {
     as_of: f64,
     rate: f64,
     nodes: Vec<NodeIdx>,
+    /// Where the job sits in each of its nodes' lists (`pos[i]` in `nodes[i]`), so that its
+    /// weight there is read without searching the list.
+    pos: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -27,12 +30,6 @@ struct NodeSim {
     /// The jobs on the node and the weight each holds here.
     jobs: Vec<(usize, f64)>,
     weight_sum: f64,
-}
-
-impl NodeSim {
-    fn weight_of(&self, job: usize) -> f64 {
-        self.jobs.iter().find(|(k, _)| *k == job).map_or(0.0, |(_, w)| *w)
-    }
 }
 
 struct State<'a> {
@@ -113,10 +110,14 @@ impl State<'_> {
                     rec.outcome.accepted = false;
                     return;
                 }
-                self.active[i] = Some(Active { done: 0.0, as_of: now, rate: 0.0, nodes: nodes.clone() });
-                for &n in &nodes {
-                    self.nodes[n].jobs.push((i, 0.0));
-                }
+                let pos = nodes
+                    .iter()
+                    .map(|&n| {
+                        self.nodes[n].jobs.push((i, 0.0));
+                        self.nodes[n].jobs.len() - 1
+                    })
+                    .collect();
+                self.active[i] = Some(Active { done: 0.0, as_of: now, rate: 0.0, nodes: nodes.clone(), pos });
                 self.job_control(&nodes, now);
             }
             Decision::Reject { reason, .. } => rec.verdict = Verdict::Rejected(reason),
@@ -133,10 +134,17 @@ impl State<'_> {
         let job = &self.jobs[i];
         self.policy.observe(Some(u64::from(job.user)), job.estimate, job.runtime);
         let nodes = a.nodes;
-        for &n in &nodes {
+        for (&n, &p) in nodes.iter().zip(&a.pos) {
             let list = &mut self.nodes[n].jobs;
-            if let Some(p) = list.iter().position(|&(k, _)| k == i) {
-                list.swap_remove(p);
+            debug_assert_eq!(list[p].0, i);
+            list.swap_remove(p);
+            // The job that was last now sits at `p`: tell it.
+            if let Some(&(moved, _)) = list.get(p) {
+                if let Some(m) = self.active[moved].as_mut() {
+                    if let Some(at) = m.nodes.iter().position(|&x| x == n) {
+                        m.pos[at] = p;
+                    }
+                }
             }
         }
         self.cluster.release(i as u64);
@@ -188,10 +196,11 @@ impl State<'_> {
         let rate = a
             .nodes
             .iter()
-            .map(|&n| {
+            .zip(&a.pos)
+            .map(|(&n, &p)| {
                 let node = &self.nodes[n];
                 if node.weight_sum > 1e-12 {
-                    (node.weight_of(k) / node.weight_sum).min(1.0)
+                    (node.jobs[p].1 / node.weight_sum).min(1.0)
                 } else {
                     1.0 / node.jobs.len().max(1) as f64
                 }
