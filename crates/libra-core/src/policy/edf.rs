@@ -204,6 +204,18 @@ impl LibraEdf {
     /// Algorithm 1 with the EDF test as the deadline check. `reserve` is the work admitted
     /// against (the estimate, or a padded one); `charge` is what the price is applied to.
     pub fn decide_with(&self, spec: &JobSpec, reserve: f64, cluster: &Cluster, now: f64) -> Decision {
+        self.admit(spec, reserve, cluster, now, true)
+    }
+
+    /// `decide_with`, with a suggestion for a rejected job only if `suggest`.
+    pub fn admit(
+        &self,
+        spec: &JobSpec,
+        reserve: f64,
+        cluster: &Cluster,
+        now: f64,
+        suggest: bool,
+    ) -> Decision {
         let procs = spec.procs() as usize;
         let res = nodes_with_resources(spec, cluster);
         if procs == 0 || res.len() < procs {
@@ -214,6 +226,9 @@ impl LibraEdf {
         if cands.len() < procs {
             // The earliest deadline by Libra's test is a safe suggestion: EDF accepts whatever
             // the share test does.
+            if !suggest {
+                return Decision::Reject { reason: RejectReason::Deadline, suggestion: None };
+            }
             let suggestion =
                 earliest_deadline(cluster, &res, procs, reserve, spec.deadline(), now).and_then(|d| {
                     let at = self.candidates(reserve, charge, d, procs, &res, cluster, now);
@@ -229,6 +244,7 @@ impl LibraEdf {
             return Decision::Reject {
                 reason: RejectReason::Budget,
                 suggestion: Self::min_budget(&cands, procs)
+                    .filter(|_| suggest)
                     .map(|budget| Suggestion { deadline: spec.deadline(), budget }),
             };
         }
@@ -256,6 +272,10 @@ impl Policy for LibraEdf {
 
     fn decide(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
         self.decide_with(spec, spec.estimate(), cluster, now)
+    }
+
+    fn decide_only(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
+        self.admit(spec, spec.estimate(), cluster, now, false)
     }
 
     fn node_shares(&self, cluster: &Cluster, node: NodeIdx, now: f64) -> Option<Vec<(u64, f64)>> {

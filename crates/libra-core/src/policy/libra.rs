@@ -36,6 +36,17 @@ impl Policy for Libra {
     }
 
     fn decide(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
+        self.admit(spec, cluster, now, true)
+    }
+
+    fn decide_only(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
+        self.admit(spec, cluster, now, false)
+    }
+}
+
+impl Libra {
+    /// The decision, with a suggestion for a rejected job if `suggest`.
+    fn admit(&self, spec: &JobSpec, cluster: &Cluster, now: f64, suggest: bool) -> Decision {
         let procs = spec.procs() as usize;
         let res = nodes_with_resources(spec, cluster);
         if procs == 0 || res.len() < procs {
@@ -48,7 +59,7 @@ impl Policy for Libra {
             _ => {
                 return Decision::Reject {
                     reason: RejectReason::Budget,
-                    suggestion: self.suggestion(spec, cluster, &res, now),
+                    suggestion: suggest.then(|| self.suggestion(spec, cluster, &res, now)).flatten(),
                 }
             }
         };
@@ -68,7 +79,7 @@ impl Policy for Libra {
         if accepting.len() < procs {
             return Decision::Reject {
                 reason: RejectReason::Deadline,
-                suggestion: self.suggestion(spec, cluster, &res, now),
+                suggestion: suggest.then(|| self.suggestion(spec, cluster, &res, now)).flatten(),
             };
         }
         // Least loaded first; ties to the lower node index, so runs are reproducible.

@@ -128,6 +128,17 @@ impl Policy for LibraPlus {
     }
 
     fn decide(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
+        self.admit(spec, cluster, now, true)
+    }
+
+    fn decide_only(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
+        self.admit(spec, cluster, now, false)
+    }
+}
+
+impl LibraPlus {
+    /// Algorithm 1, with a suggestion for a rejected job if `suggest`.
+    fn admit(&self, spec: &JobSpec, cluster: &Cluster, now: f64, suggest: bool) -> Decision {
         let procs = spec.procs() as usize;
         // Lines 1-8: enough nodes with the resources.
         let res = nodes_with_resources(spec, cluster);
@@ -139,7 +150,7 @@ impl Policy for LibraPlus {
         if priced.len() < procs {
             return Decision::Reject {
                 reason: RejectReason::Deadline,
-                suggestion: self.suggestion(spec, cluster, &res, now),
+                suggestion: suggest.then(|| self.suggestion(spec, cluster, &res, now)).flatten(),
             };
         }
         // Lines 17-29: sorted by RESFree ascending (best fit), the first PROC nodes within
@@ -154,6 +165,7 @@ impl Policy for LibraPlus {
             return Decision::Reject {
                 reason: RejectReason::Budget,
                 suggestion: Self::min_budget(&priced, procs)
+                    .filter(|_| suggest)
                     .map(|budget| Suggestion { deadline: spec.deadline(), budget }),
             };
         }

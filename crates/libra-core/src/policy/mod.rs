@@ -121,6 +121,13 @@ pub trait Policy: Send + Sync {
         self.decide(spec, cluster, now)
     }
 
+    /// `decide_as` without the suggestion a rejected job would be given. The simulator shows no
+    /// suggestions, and finding one takes more passes over the nodes than the decision itself.
+    /// The decision (accept, nodes, cost, or the reject reason) is the same as `decide_as`'s.
+    fn decide_only(&self, spec: &JobSpec, user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
+        self.decide_as(spec, user, cluster, now)
+    }
+
     /// The work an accepted job is committed with on its nodes: the estimate, or more for a
     /// policy that pads estimates.
     fn reserved_estimate(&self, spec: &JobSpec, _user: Option<u64>) -> f64 {

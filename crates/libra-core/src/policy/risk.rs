@@ -88,6 +88,10 @@ impl Policy for LibraRisk {
         self.inner.decide_with(spec, self.reserved_estimate(spec, user), cluster, now)
     }
 
+    fn decide_only(&self, spec: &JobSpec, user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
+        self.inner.admit(spec, self.reserved_estimate(spec, user), cluster, now, false)
+    }
+
     fn reserved_estimate(&self, spec: &JobSpec, user: Option<u64>) -> f64 {
         spec.estimate() * self.factor(user)
     }

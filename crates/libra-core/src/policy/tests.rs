@@ -266,3 +266,33 @@ fn only_the_edf_policies_ask_for_edf_job_control() {
         assert_eq!(p.edf_job_control(), name.starts_with("libra-edf") || *name == "libra-risk", "{name}");
     }
 }
+
+proptest! {
+    /// `decide_only` is `decide_as` without the suggestion: the same accept, nodes and cost, or
+    /// the same reject reason, for every time-shared policy, along a whole arrival sequence.
+    #[test]
+    fn decide_only_is_the_decision_without_the_suggestion(
+        jobs in proptest::collection::vec((arb_job(), 0.0f64..50.0, 0u64..3), 1..40),
+        which in 0usize..5,
+    ) {
+        let name = ["libra", "libra+$", "libra-edf", "libra-edf-libra", "libra-risk"][which];
+        let policy = build_policy(name, PricingParams::default()).unwrap();
+        let mut c = Cluster::homogeneous(4, 1.0);
+        let mut now = 0.0;
+        for (i, ((e, d, b, procs), gap, user)) in jobs.into_iter().enumerate() {
+            now += gap;
+            let spec = JobSpec::simple(e, d, Money(b * 10)).with_procs(procs);
+            let full = policy.decide_as(&spec, Some(user), &c, now);
+            let only = policy.decide_only(&spec, Some(user), &c, now);
+            let stripped = match full.clone() {
+                Decision::Reject { reason, .. } => Decision::Reject { reason, suggestion: None },
+                other => other,
+            };
+            prop_assert_eq!(&only, &stripped, "{}", name);
+            if let Decision::Accept { nodes, .. } = full {
+                c.commit(i as u64, policy.reserved_estimate(&spec, Some(user)), now + d, &nodes, now).unwrap();
+                policy.observe(Some(user), e, e * 1.2);
+            }
+        }
+    }
+}

@@ -85,7 +85,7 @@ pub fn simulate_reference(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConf
             let job = &jobs[i];
             let spec = spec_of(job);
             let user = Some(u64::from(job.user));
-            match policy.decide_as(&spec, user, &cluster, now) {
+            match policy.decide_only(&spec, user, &cluster, now) {
                 Decision::Accept { nodes, cost, .. } => {
                     let rec = &mut records[i];
                     rec.verdict = Verdict::Accepted;

@@ -91,7 +91,7 @@ impl State<'_> {
         let now = job.submit;
         let spec = spec_of(job);
         let user = Some(u64::from(job.user));
-        match self.policy.decide_as(&spec, user, &self.cluster, now) {
+        match self.policy.decide_only(&spec, user, &self.cluster, now) {
             Decision::Accept { nodes, cost, .. } => {
                 rec.verdict = Verdict::Accepted;
                 rec.outcome.accepted = true;
