@@ -21,6 +21,8 @@ pub struct App {
     pub work: Notify,
     /// The hosted sweeps (their own database and engine threads; not behind the lock).
     pub sweeps: std::sync::Arc<crate::sweeps::Sweeps>,
+    /// Submissions waiting for the next group commit.
+    pub(crate) submissions: crate::group_commit::SubmitQueue,
 }
 
 pub struct NodeRt {
@@ -56,7 +58,13 @@ impl App {
             .map_err(|e| ServerError::Store { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
         let sweeps = std::sync::Arc::new(crate::sweeps::Sweeps::open(config.broker_db())?);
-        Ok(App { config, inner: Mutex::new(inner), work: Notify::new(), sweeps })
+        Ok(App {
+            config,
+            inner: Mutex::new(inner),
+            work: Notify::new(),
+            sweeps,
+            submissions: Default::default(),
+        })
     }
 
     /// The state, even if a panicking request poisoned the lock: every change is a committed

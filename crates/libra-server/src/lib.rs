@@ -6,6 +6,7 @@ pub mod app;
 pub mod auth;
 pub mod config;
 pub mod error;
+mod group_commit;
 pub mod ledger;
 mod nodes;
 pub mod openapi;

@@ -39,7 +39,76 @@ fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
 
 impl Inner {
     pub fn submit(&mut self, caller: &Caller, req: &SubmitRequest, now: f64) -> Result<JobInfo, ApiError> {
-        check_request(req)?;
+        self.submit_batch(&[(caller, req)], now)
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::Internal("no answer".into())))
+    }
+
+    /// Admits submissions in order, each decided against the view that holds the ones before
+    /// it, and stores them all in one transaction: one durable commit (one fsync) for the
+    /// batch, which is what lets many clients submit at once (group commit). A submission that
+    /// fails on its own (bad input, a store error in its statements) is rolled back alone; if
+    /// the commit itself fails, the whole batch is undone, in the view too.
+    pub fn submit_batch(
+        &mut self,
+        items: &[(&Caller, &SubmitRequest)],
+        now: f64,
+    ) -> Vec<Result<JobInfo, ApiError>> {
+        let tx = match self.db.unchecked_transaction() {
+            Ok(tx) => tx,
+            Err(e) => return items.iter().map(|_| Err(ApiError::Internal(format!("store: {e}")))).collect(),
+        };
+        let mut stored: Vec<Result<(u64, JobState), ApiError>> = Vec::with_capacity(items.len());
+        let mut in_view: Vec<u64> = Vec::new();
+        for (caller, req) in items {
+            let one = check_request(req).and_then(|()| {
+                tx.execute_batch("SAVEPOINT submission")?;
+                let r = self.store_submission(&tx, caller, req, now);
+                tx.execute_batch(if r.is_ok() {
+                    "RELEASE submission"
+                } else {
+                    "ROLLBACK TO submission; RELEASE submission"
+                })?;
+                r
+            });
+            stored.push(one.map(|(id, state, admitted)| {
+                if let Some((nodes, reserved)) = admitted {
+                    // The next decision in the batch must see this one.
+                    match self.cluster.commit_spec_reserving(id, &req.spec, reserved, now, &nodes, now) {
+                        Ok(()) => in_view.push(id),
+                        Err(e) => tracing::error!("job {id}: cluster view refused the commitment: {e}"),
+                    }
+                }
+                tracing::info!(job = id, user = %caller.name, state = %state, "submitted");
+                (id, state)
+            }));
+        }
+        if let Err(e) = tx.commit() {
+            for id in in_view {
+                self.cluster.release(id);
+            }
+            return items.iter().map(|_| Err(ApiError::Internal(format!("store: {e}")))).collect();
+        }
+        stored
+            .into_iter()
+            .map(|r| {
+                let (id, _) = r?;
+                store::job(&self.db, id)?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))
+            })
+            .collect()
+    }
+
+    /// One submission's decision and its rows (job, hold, nodes) inside the batch's
+    /// transaction. Returns the job id, its state, and, if it holds nodes now, the nodes and the
+    /// work reserved on them.
+    #[allow(clippy::type_complexity)]
+    fn store_submission(
+        &self,
+        tx: &rusqlite::Transaction,
+        caller: &Caller,
+        req: &SubmitRequest,
+        now: f64,
+    ) -> Result<(u64, JobState, Option<(Vec<libra_core::NodeIdx>, f64)>), ApiError> {
         let spec = &req.spec;
         let user = Some(caller.id as u64);
         let decision = self.policy.decide_as(spec, user, &self.cluster, now);
@@ -66,7 +135,6 @@ impl Inner {
         };
         let node_names: Vec<String> = nodes.iter().map(|&i| self.node_name(i)).collect();
         let deadline_at = now + spec.deadline();
-        let tx = self.db.transaction()?;
         let mut state = state;
         tx.prepare_cached(
             "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved) \
@@ -92,7 +160,7 @@ impl Inner {
         ])?;
         let id = tx.last_insert_rowid() as u64;
         if state == JobState::Pending {
-            match ledger::hold(&tx, caller.id, id, cost, spec.budget(), now) {
+            match ledger::hold(tx, caller.id, id, cost, spec.budget(), now) {
                 Ok(()) => {
                     let mut ins = tx.prepare_cached("INSERT INTO job_nodes(job, node) VALUES (?1, ?2)")?;
                     for n in &node_names {
@@ -109,15 +177,8 @@ impl Inner {
                 }
             }
         }
-        tx.commit()?;
-        if state == JobState::Pending && !nodes.is_empty() {
-            // The store has the job; the view must too, or the next decision would over-promise.
-            if let Err(e) = self.cluster.commit_spec_reserving(id, spec, reserved, now, &nodes, now) {
-                tracing::error!("job {id}: cluster view refused the commitment: {e}");
-            }
-        }
-        tracing::info!(job = id, user = %caller.name, state = %state, "submitted");
-        store::job(&self.db, id)?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))
+        let admitted = (state == JobState::Pending && !nodes.is_empty()).then_some((nodes, reserved));
+        Ok((id, state, admitted))
     }
 
     /// The policy's suggestion is exact for this instant; the resubmission comes a few seconds

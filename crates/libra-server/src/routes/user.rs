@@ -46,21 +46,7 @@ pub async fn submit(
     headers: HeaderMap,
     Body(req): Body<SubmitRequest>,
 ) -> Res<JobInfo> {
-    let job = {
-        let mut g = app.lock();
-        let who = g.caller(&headers)?;
-        let job = g.submit(&who, &req, now())?;
-        // A queued job (space-shared policies) may start at once.
-        if job.state == JobState::Pending && job.nodes.is_empty() {
-            g.dispatch_queue(now())?;
-            return Ok(Json(g.owned_job(&who, job.id)?)).inspect(|_| app.work.notify_waiters());
-        }
-        job
-    };
-    if job.state == JobState::Pending {
-        app.work.notify_waiters();
-    }
-    Ok(Json(job))
+    Ok(Json(app.submit_grouped(headers, req).await?))
 }
 
 pub async fn quote(

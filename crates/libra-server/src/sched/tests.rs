@@ -166,3 +166,34 @@ fn libra_risk_in_the_cluster_learns_pads_and_asks_nodes_for_edf_control() {
             < 1e-9
     );
 }
+
+#[test]
+fn a_batch_is_decided_in_order_stored_at_once_and_a_bad_submission_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    {
+        let app = app(dir.path());
+        let reg = RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() };
+        app.lock().register(&reg, 1.0, now).unwrap();
+        let u = user(&app, "u", 10_000);
+        let mut g = app.lock();
+        // Each needs 0.4 of the one CPU: the third must see the first two, in the same batch.
+        let (a, bad, b, c) =
+            (req(40.0, 100.0, 1000), req(-1.0, 100.0, 10), req(40.0, 100.0, 1000), req(40.0, 100.0, 1000));
+        let out = g.submit_batch(&[(&u, &a), (&u, &bad), (&u, &b), (&u, &c)], now);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0].as_ref().unwrap().state, JobState::Pending);
+        assert!(out[1].as_ref().unwrap_err().to_string().starts_with("estimate"), "{:?}", out[1]);
+        assert_eq!(out[2].as_ref().unwrap().state, JobState::Pending);
+        let third = out[3].as_ref().unwrap();
+        assert_eq!(third.state, JobState::Rejected, "{third:?}");
+        let held = out[0].as_ref().unwrap().cost + out[2].as_ref().unwrap().cost;
+        assert_eq!(ledger::balance(&g.db, u.id).unwrap().held, held);
+    }
+    // All of it was durable: the reopened view holds the two accepted jobs.
+    let app = app(dir.path());
+    let g = app.lock();
+    assert_eq!(g.cluster.job_count(), 2);
+    let jobs: i64 = g.db.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
+    assert_eq!(jobs, 3, "the bad submission left no row");
+}

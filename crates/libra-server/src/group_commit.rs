@@ -1,0 +1,125 @@
+//! Group commit for submissions. Each submission is one promise and must be durable before it
+//! is answered, and a durable commit costs an fsync; taken one at a time under the state's lock,
+//! fsyncs cap how many clients can submit per second. So a submission joins a queue, and the
+//! first one to find no batch under way drains the queue on a blocking thread: each drained
+//! batch is decided in order against the view and stored with one commit
+//! (`Inner::submit_batch`), then every waiting submission gets its own answer.
+
+use crate::app::{now, App};
+use crate::error::ApiError;
+use axum::http::HeaderMap;
+use libra_api::{JobInfo, JobState, SubmitRequest};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// Submissions waiting for the next batch.
+#[derive(Default)]
+pub struct SubmitQueue {
+    state: Mutex<QueueState>,
+}
+
+#[derive(Default)]
+struct QueueState {
+    waiting: Vec<Waiting>,
+    /// A drainer is running: it will take whatever is queued before it stops.
+    draining: bool,
+}
+
+struct Waiting {
+    headers: HeaderMap,
+    req: SubmitRequest,
+    reply: oneshot::Sender<Result<JobInfo, ApiError>>,
+}
+
+/// Clears `draining` however the drainer ends, so a panic cannot leave later submissions
+/// waiting for a drainer that is gone (their senders drop and they get an error instead).
+struct DrainGuard<'a>(&'a SubmitQueue);
+
+impl Drop for DrainGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut s = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
+            s.draining = false;
+            s.waiting.clear();
+        }
+    }
+}
+
+impl App {
+    /// Submits as the caller the headers name, in the next batch.
+    pub async fn submit_grouped(
+        self: &Arc<Self>,
+        headers: HeaderMap,
+        req: SubmitRequest,
+    ) -> Result<JobInfo, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        let start = {
+            let mut s = self.submissions.state.lock().unwrap_or_else(|p| p.into_inner());
+            s.waiting.push(Waiting { headers, req, reply });
+            !std::mem::replace(&mut s.draining, true)
+        };
+        if start {
+            let app = Arc::clone(self);
+            tokio::task::spawn_blocking(move || app.drain_submissions());
+        }
+        answer
+            .await
+            .map_err(|_| ApiError::Internal("the submission was lost before it was decided".into()))?
+    }
+
+    fn drain_submissions(&self) {
+        let _guard = DrainGuard(&self.submissions);
+        loop {
+            let batch = {
+                let mut s = self.submissions.state.lock().unwrap_or_else(|p| p.into_inner());
+                if s.waiting.is_empty() {
+                    s.draining = false;
+                    return;
+                }
+                std::mem::take(&mut s.waiting)
+            };
+            let mut answers: Vec<Option<Result<JobInfo, ApiError>>> = Vec::with_capacity(batch.len());
+            let mut started = false;
+            {
+                let mut g = self.lock();
+                let t = now();
+                let callers: Vec<Result<crate::auth::Caller, ApiError>> =
+                    batch.iter().map(|w| g.caller(&w.headers)).collect();
+                let items: Vec<_> = batch
+                    .iter()
+                    .zip(&callers)
+                    .filter_map(|(w, c)| c.as_ref().ok().map(|c| (c, &w.req)))
+                    .collect();
+                let mut decided = g.submit_batch(&items, t).into_iter();
+                for c in &callers {
+                    answers.push(Some(match c {
+                        Ok(_) => {
+                            decided.next().unwrap_or_else(|| Err(ApiError::Internal("no answer".into())))
+                        }
+                        Err(e) => Err(e.clone()),
+                    }));
+                }
+                // Queued jobs (space-shared policies) may start at once.
+                let queued = |a: &Option<Result<JobInfo, ApiError>>| matches!(a, Some(Ok(j)) if j.state == JobState::Pending && j.nodes.is_empty());
+                if answers.iter().any(queued) {
+                    if let Err(e) = g.dispatch_queue(t) {
+                        tracing::warn!("dispatch after submissions: {e}");
+                    }
+                    for (a, c) in answers.iter_mut().zip(&callers) {
+                        if let (true, Ok(c), Some(Ok(j))) = (queued(a), c, a.as_ref()) {
+                            let id = j.id;
+                            *a = Some(g.owned_job(c, id));
+                        }
+                    }
+                }
+                started |= answers.iter().any(|a| matches!(a, Some(Ok(j)) if j.state == JobState::Pending || j.state == JobState::Running));
+            }
+            if started {
+                self.work.notify_waiters();
+            }
+            for (w, a) in batch.into_iter().zip(answers) {
+                let _ = w.reply.send(a.unwrap_or_else(|| Err(ApiError::Internal("no answer".into()))));
+            }
+        }
+    }
+}
