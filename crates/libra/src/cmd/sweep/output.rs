@@ -49,6 +49,19 @@ pub fn table(header: &[&str]) -> Table {
     t
 }
 
+/// A job's parameters as `name=value name=value` (the plan's order).
+pub fn params_text(params: &serde_json::Value) -> String {
+    params
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
 pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())

@@ -211,16 +211,7 @@ fn results(c: &Client, a: ResultsArgs) -> anyhow::Result<()> {
     let mut t =
         table(&["job", "parameters", "state", "resource", "tries", "exit", "wall s", "cost", "output"]);
     for r in &rows {
-        let params = r
-            .params
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
+        let params = super::output::params_text(&r.params);
         t.add_row(vec![
             r.job.to_string(),
             params,

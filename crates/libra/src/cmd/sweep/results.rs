@@ -38,16 +38,7 @@ pub fn run(db: &Path, a: ResultsArgs) -> anyhow::Result<()> {
         "files",
     ]);
     for r in &rows {
-        let params = r
-            .params
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
+        let params = super::output::params_text(&r.params);
         t.add_row(vec![
             (r.index + 1).to_string(),
             params,
