@@ -12,6 +12,10 @@ use libra_api::{JobInfo, JobState, SubmitRequest};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
+/// The most submissions decided under one hold of the state's lock: node agents' syncs and
+/// other requests wait for it, so a burst is taken in slices.
+const MAX_BATCH: usize = 256;
+
 /// Submissions waiting for the next batch.
 #[derive(Default)]
 pub struct SubmitQueue {
@@ -76,7 +80,8 @@ impl App {
                     s.draining = false;
                     return;
                 }
-                std::mem::take(&mut s.waiting)
+                let n = s.waiting.len().min(MAX_BATCH);
+                s.waiting.drain(..n).collect::<Vec<_>>()
             };
             let mut answers: Vec<Option<Result<JobInfo, ApiError>>> = Vec::with_capacity(batch.len());
             let mut started = false;
