@@ -78,6 +78,14 @@ impl Client {
         self.finish(self.request("POST", path).send_json(body))
     }
 
+    /// A POST that carries no body: an action on the resource named by the path. Sending none
+    /// matters: a handler that takes no body leaves any bytes sent unread, and hyper then
+    /// closes the connection after answering, so the next request on that pooled connection
+    /// would meet a closed socket (ureq does not retry a POST).
+    pub fn post_action<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.finish(self.request("POST", path).call())
+    }
+
     pub fn login(&self, user: &str, password: &str) -> Result<LoginResponse, ClientError> {
         self.post("/api/login", &LoginRequest { user: user.into(), password: password.into() })
     }
@@ -100,7 +108,7 @@ impl Client {
     }
 
     pub fn cancel(&self, id: u64) -> Result<JobInfo, ClientError> {
-        self.post(&format!("/api/jobs/{id}/cancel"), &())
+        self.post_action(&format!("/api/jobs/{id}/cancel"))
     }
 
     pub fn output(&self, id: u64) -> Result<JobOutput, ClientError> {
@@ -141,7 +149,7 @@ impl Client {
 
     /// `action` is `suspend` or `resume`.
     pub fn admin_job(&self, id: u64, action: &str) -> Result<JobInfo, ClientError> {
-        self.post(&format!("/api/admin/jobs/{id}/{action}"), &())
+        self.post_action(&format!("/api/admin/jobs/{id}/{action}"))
     }
 
     pub fn user_add(&self, u: &UserAdd) -> Result<UserInfo, ClientError> {
@@ -196,6 +204,65 @@ impl Client {
 
     /// `action` is `pause`, `resume`, `cancel` or `rerun` (the failed and cancelled jobs).
     pub fn sweep_action(&self, id: i64, action: &str) -> Result<SweepInfo, ClientError> {
-        self.post(&format!("/api/sweeps/{id}/{action}"), &())
+        self.post_action(&format!("/api/sweeps/{id}/{action}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    /// Serves two requests on one connection, records each request's head and what followed
+    /// it, and answers each with a job so the client keeps the connection.
+    #[test]
+    fn actions_send_no_body_and_reuse_the_connection() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut out = conn;
+            let mut heads = Vec::new();
+            for _ in 0..2 {
+                let mut head = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if line == "\r\n" || line.is_empty() {
+                        break;
+                    }
+                    head.push(line.trim_end().to_ascii_lowercase());
+                }
+                let body = serde_json::json!({
+                    "id": 7, "user": "u", "name": null, "state": "CANCELLED", "command": ["true"],
+                    "estimate": 1.0, "procs": 1, "deadline": 10.0, "budget": 5, "submit_time": 0.0,
+                    "deadline_at": 10.0, "start_time": null, "end_time": null, "nodes": [],
+                    "share": 0.0, "cost": 0, "charged": 0, "cpu_seconds": 0.0, "exit_code": null,
+                    "reason": null, "suggestion": null
+                })
+                .to_string();
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+                heads.push(head);
+            }
+            heads
+        });
+        let c = Client::new(&url, Some("t".into()));
+        c.cancel(7).unwrap();
+        c.cancel(7).unwrap();
+        let heads = server.join().unwrap();
+        for head in heads {
+            assert!(head[0].starts_with("post /api/jobs/7/cancel "), "{head:?}");
+            let len =
+                head.iter().find_map(|h| h.strip_prefix("content-length:")).map(|v| v.trim().to_string());
+            assert!(len.is_none() || len.as_deref() == Some("0"), "a body was sent: {head:?}");
+            assert!(!head.iter().any(|h| h.starts_with("transfer-encoding")), "{head:?}");
+        }
     }
 }

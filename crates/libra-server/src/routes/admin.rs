@@ -115,6 +115,7 @@ pub async fn job_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path((id, action)): Path<(u64, String)>,
+    _ignored: axum::body::Bytes,
 ) -> Res<JobInfo> {
     let job = {
         let mut g = app.lock();

@@ -101,6 +101,7 @@ pub async fn action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path((id, action)): Path<(i64, String)>,
+    _ignored: axum::body::Bytes,
 ) -> Res<SweepInfo> {
     with_caller(&app, &headers, move |who, s| s.action(&who, id, &action, now())).await
 }

@@ -87,7 +87,15 @@ pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path
     Ok(Json(g.owned_job(&who, id)?))
 }
 
-pub async fn cancel(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
+/// Actions take no body but read whatever a client sends anyway (`_ignored`, here and in the
+/// other action routes): hyper closes a keep-alive connection whose request body is left
+/// unread, and a client's next request on that connection would then fail.
+pub async fn cancel(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    _ignored: axum::body::Bytes,
+) -> Res<JobInfo> {
     let job = {
         let mut g = app.lock();
         let who = g.caller(&headers)?;
