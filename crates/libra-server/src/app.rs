@@ -57,7 +57,8 @@ impl App {
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Store { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
-        let sweeps = std::sync::Arc::new(crate::sweeps::Sweeps::open(config.broker_db())?);
+        let sweeps =
+            std::sync::Arc::new(crate::sweeps::Sweeps::open(config.broker_db(), &config.sweep_clusters)?);
         Ok(App {
             config,
             inner: Mutex::new(inner),

@@ -32,6 +32,10 @@ pub struct Config {
     /// fsync every commit (`FULL`) or only at WAL checkpoints (`NORMAL`: survives a crash of the
     /// server process, may lose the last commits on a power cut).
     pub sync_full: bool,
+    /// The Libra clusters (API addresses such as `http://10.0.0.5:7878`) that a user's hosted
+    /// sweep may send jobs to, besides this server itself. The server makes those requests, so
+    /// an open list would let any user aim it at any address it can reach.
+    pub sweep_clusters: Vec<String>,
 }
 
 impl Default for Config {
@@ -48,6 +52,7 @@ impl Default for Config {
             node_timeout: 15.0,
             period: 2.0,
             sync_full: true,
+            sweep_clusters: Vec::new(),
         }
     }
 }
@@ -94,6 +99,9 @@ impl Config {
         }
         libra_core::build_policy(&self.policy, self.pricing)
             .map_err(|e| ServerError::Invalid(e.to_string()))?;
+        for c in &self.sweep_clusters {
+            crate::sweeps::origin(c).map_err(|e| ServerError::Invalid(format!("sweep_clusters: {e}")))?;
+        }
         Ok(())
     }
 }

@@ -46,6 +46,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
+    if let Ok(addr) = listener.local_addr() {
+        app.sweeps.allow_own_address(addr);
+    }
     // Hosted sweeps that were running when the server stopped (or was killed) carry on.
     match app.sweeps.resume_all() {
         Ok(0) => {}

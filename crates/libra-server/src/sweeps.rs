@@ -5,8 +5,10 @@
 //!
 //! What a hosted sweep may use is a security choice: `testqueue` resources (nothing runs) and
 //! `libra` resources (jobs go to a Libra cluster through its API, with the user's own token)
-//! are open to everyone; `local` resources run the plan's commands as the server's own OS
-//! user, so only administrators may use them.
+//! are open to everyone, but a user's `libra` resource may only point at this server or a
+//! cluster the configuration lists (`sweep_clusters`), since the server is the one that makes
+//! the requests; `local` resources run the plan's commands as the server's own OS user, so only
+//! administrators may use them.
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ServerError};
@@ -35,8 +37,41 @@ const OWNERS: &str = "CREATE TABLE IF NOT EXISTS hosted (
 
 pub struct Sweeps {
     pub db: PathBuf,
+    /// Origins (`http://host:port`) a user's `libra` resources may reach: the configured
+    /// `sweep_clusters`, and this server's own address once it listens.
+    clusters: Mutex<Vec<String>>,
     /// Experiments with an engine thread in this process.
     running: Mutex<HashSet<i64>>,
+}
+
+/// The origin of an `http://` address, `http://host:port` in lower case with the port made
+/// explicit, so that the spellings of one address compare equal.
+pub fn origin(url: &str) -> Result<String, String> {
+    let rest = url.trim().strip_prefix("http://").ok_or_else(|| {
+        format!("'{url}' is not accepted: give an http:// address such as http://10.0.0.5:7878")
+    })?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default().to_ascii_lowercase();
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!("'{url}' is not accepted: give http://host:port with no user name or password"));
+    }
+    // An IPv6 host is bracketed: its colons are not the port's.
+    let split = match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => Some((&authority[..i], &authority[i + 1..])),
+        _ => None,
+    };
+    let (host, port) = match split {
+        Some((h, p)) => {
+            let port: u16 = p.parse().map_err(|_| {
+                format!("'{url}' is not accepted: the port '{p}' is not a number from 0 to 65535")
+            })?;
+            (h.to_string(), port)
+        }
+        None => (authority.clone(), 80),
+    };
+    if host.is_empty() {
+        return Err(format!("'{url}' is not accepted: the address has no host"));
+    }
+    Ok(format!("http://{host}:{port}"))
 }
 
 impl From<StoreError> for ApiError {
@@ -57,11 +92,17 @@ fn is_active(state: &str) -> bool {
 
 impl Sweeps {
     /// Opens (creating) the broker database.
-    pub fn open(db: PathBuf) -> Result<Sweeps, ServerError> {
+    /// `clusters`: the Libra clusters besides this server that users' hosted sweeps may send
+    /// jobs to.
+    pub fn open(db: PathBuf, clusters: &[String]) -> Result<Sweeps, ServerError> {
         if let Some(dir) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let s = Sweeps { db, running: Mutex::new(HashSet::new()) };
+        let mut allowed = Vec::new();
+        for c in clusters {
+            allowed.push(origin(c).map_err(|e| ServerError::Invalid(format!("sweep_clusters: {e}")))?);
+        }
+        let s = Sweeps { db, clusters: Mutex::new(allowed), running: Mutex::new(HashSet::new()) };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
     }
@@ -119,6 +160,24 @@ impl Sweeps {
         }
     }
 
+    /// Lets users' sweeps reach this server itself, at the address it listens on (and, on a
+    /// loopback or wildcard address, as 127.0.0.1 and localhost).
+    pub fn allow_own_address(&self, addr: std::net::SocketAddr) {
+        let port = addr.port();
+        let mut own = vec![format!("http://{addr}")];
+        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
+            own.extend([format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}")]);
+        }
+        let mut c = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
+        for o in own {
+            if let Ok(o) = origin(&o) {
+                if !c.contains(&o) {
+                    c.push(o);
+                }
+            }
+        }
+    }
+
     fn has_engine(&self, exp: i64) -> bool {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).contains(&exp)
     }
@@ -159,6 +218,18 @@ impl Sweeps {
                         "resource '{}': token is required for a libra resource of a hosted sweep (your API token on that cluster; the server has none of its own to lend)",
                         r.name
                     ))
+                }
+                Kind::Libra if !who.admin => {
+                    let url = r.url.as_deref().unwrap_or_default();
+                    let o = origin(url).map_err(|e| ApiError::BadRequest(format!("resource '{}': url: {e}", r.name)))?;
+                    let allowed = self.clusters.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if !allowed.contains(&o) {
+                        return Err(ApiError::Forbidden(format!(
+                            "forbidden: resource '{}' sends jobs to {o}, which is not a cluster this server's sweeps may reach (allowed: {}); an administrator can add it to sweep_clusters in the server's configuration",
+                            r.name,
+                            allowed.join(", ")
+                        )));
+                    }
                 }
                 _ => {}
             }
@@ -370,4 +441,27 @@ fn finish_cancel(store: &Store, exp: i64) -> Result<(), StoreError> {
     store.set_state(exp, "cancelled", Some(now))?;
     store.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin;
+
+    #[test]
+    fn origins_compare_equal_however_spelled_and_only_http_is_accepted() {
+        for (url, want) in [
+            ("http://LocalHost:7878/", "http://localhost:7878"),
+            ("http://10.0.0.5:7878/api/jobs?x=1", "http://10.0.0.5:7878"),
+            ("http://example.org", "http://example.org:80"),
+            ("http://[::1]:7878/", "http://[::1]:7878"),
+            ("http://[::1]", "http://[::1]:80"),
+        ] {
+            assert_eq!(origin(url).as_deref(), Ok(want), "{url}");
+        }
+        for bad in
+            ["https://x:1", "file:///etc/passwd", "http://", "http://u:p@host:1", "http://h:99999", "h:1"]
+        {
+            assert!(origin(bad).is_err(), "{bad} was accepted");
+        }
+    }
 }

@@ -70,6 +70,7 @@ fn hosted_sweeps_through_the_api() {
         join_token: "join-token-for-tests".into(),
         admin_password: Some("admin-pw".into()),
         sync_full: false,
+        sweep_clusters: vec!["http://localhost:9".into()],
         ..Config::default()
     })
     .unwrap();
@@ -156,6 +157,21 @@ fn hosted_sweeps_through_the_api() {
     let (code, msg) = status(alice.sweep_create(&sweep(PLAN, libra, 10)).unwrap_err());
     assert!(code == 400 && msg.contains("token"), "{code} {msg}");
     assert_eq!(anon.sweeps(false).unwrap_err().status(), Some(401));
+    // The server makes a libra resource's requests, so a user may aim it only at this server or
+    // a cluster the configuration lists (here http://localhost:9).
+    let at = |u: &str| format!("{libra}token = \"t\"\n").replace("http://127.0.0.1:9", u);
+    let (code, msg) = status(alice.sweep_create(&sweep(PLAN, &at("http://127.0.0.1:10"), 10)).unwrap_err());
+    assert!(code == 403 && msg.contains("sweep_clusters") && msg.contains("127.0.0.1:10"), "{code} {msg}");
+    let (code, msg) =
+        status(alice.sweep_create(&sweep(PLAN, &at("http://169.254.169.254/x"), 10)).unwrap_err());
+    assert!(code == 403 && msg.contains("169.254.169.254:80"), "{code} {msg}");
+    let (code, msg) = status(alice.sweep_create(&sweep(PLAN, &at("file:///etc/passwd"), 10)).unwrap_err());
+    assert!((400..500).contains(&code) && msg.contains("url"), "{code} {msg}");
+    for ok in ["http://LOCALHOST:9/", &url.replace("127.0.0.1", "localhost"), &url] {
+        let s = alice.sweep_create(&sweep(PLAN, &at(ok), 0)).unwrap();
+        alice.sweep_action(s.id, "cancel").unwrap();
+        wait(&alice, s.id, "the cancel", |s| s.state == "cancelled" && s.finished.is_some());
+    }
 
     // The API document lists the sweeps' routes.
     let doc: serde_json::Value = anon.get("/api/openapi.json").unwrap();

@@ -51,6 +51,10 @@ pub struct ServerArgs {
     /// cut may lose the last commits).
     #[arg(long)]
     pub no_fsync: bool,
+    /// A Libra cluster (http://host:port) that users' hosted sweeps may send jobs to, besides
+    /// this server (repeat for several; added to sweep_clusters from the file).
+    #[arg(long = "sweep-cluster", value_name = "URL")]
+    pub sweep_clusters: Vec<String>,
 }
 
 pub fn config(a: &ServerArgs) -> Result<Config> {
@@ -94,6 +98,7 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
     if a.no_fsync {
         c.sync_full = false;
     }
+    c.sweep_clusters.extend(a.sweep_clusters.iter().cloned());
     Ok(c)
 }
 
