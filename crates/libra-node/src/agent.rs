@@ -36,6 +36,11 @@ pub struct AgentConfig {
     pub mechanism: String,
     /// Job-control period in seconds (None: the server's).
     pub period: Option<f64>,
+    /// The program that keeps each job: `KEEPER job-keeper -- COMMAND...` (the `libra` binary)
+    /// waits for the job and writes how it ended into the job's directory, so a job started by
+    /// an agent that then crashes is adopted by the next agent and its end still reported.
+    /// None: jobs are started directly, and a crash of the agent loses them.
+    pub keeper: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +57,14 @@ pub enum NodeError {
 
 struct Running {
     spec: StartJob,
+    /// The job's first process (its keeper's, if it has one); its session is the job.
     pid: i32,
+    /// When that process started (see `proc::start_ticks`), which tells it apart from a later
+    /// process with the same pid.
+    ticks: Option<u64>,
+    /// Started by an earlier agent: not this agent's child, so its end is noticed by polling
+    /// and read from the keeper's exit file.
+    adopted: bool,
     start_time: f64,
     cpu: f64,
     share: f64,
@@ -60,32 +72,98 @@ struct Running {
     dir: PathBuf,
 }
 
-/// In a job's working directory: "PID START_TICKS" of its process while it runs.
+/// In a job's working directory: "PID START_TICKS" of its process while it runs, until the
+/// server has acknowledged how it ended.
 const PID_FILE: &str = "libra.pid";
 
-/// Stops the jobs an earlier agent on this working directory left running (it crashed or was
-/// killed; jobs outlive their agent so that a server restart costs nothing). The cgroup
-/// enforcers also empty the job groups they find; this covers every mechanism, stride and none
-/// included. This agent cannot
-/// wait for them or learn how they end, and the server has marked them lost and released their
-/// holds the moment it heard from a node that no longer knew them, so left alone they would only
-/// burn CPU outside every share. Re-adopting them instead is the better end state; it needs each
-/// job's exit status kept by something that outlives the agent.
-fn stop_orphans(workdir: &std::path::Path) {
-    let Ok(dirs) = std::fs::read_dir(workdir) else { return };
+/// In a job's working directory: what the server asked for and when the job started, for an
+/// agent that adopts the job after a crash of the one that started it.
+const JOB_FILE: &str = "libra.job";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct JobRecord {
+    spec: StartJob,
+    start_time: f64,
+}
+
+/// A job an earlier agent on this working directory started and did not see acknowledged.
+enum Orphan {
+    /// Still running: adopt it.
+    Running { record: JobRecord, pid: i32, ticks: u64, dir: PathBuf },
+    /// Ended while no agent watched (its keeper recorded how, if it had one): report it.
+    Ended { record: JobRecord, dir: PathBuf },
+}
+
+/// The jobs an earlier agent on this working directory left (it crashed or was killed; jobs
+/// outlive their agent so that a restart of the server or of the agent costs nothing). A
+/// process without a job record (started by an older agent) is stopped instead: this agent
+/// could not tell what it is owed, and left alone it would only burn CPU outside every share.
+fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
+    let Ok(dirs) = std::fs::read_dir(workdir) else { return Vec::new() };
+    let mut found = Vec::new();
     for d in dirs.flatten() {
-        let file = d.path().join(PID_FILE);
-        let Ok(text) = std::fs::read_to_string(&file) else { continue };
+        let dir = d.path();
+        let Ok(text) = std::fs::read_to_string(dir.join(PID_FILE)) else { continue };
         let mut f = text.split_whitespace().map(str::parse::<u64>);
-        if let (Some(Ok(pid)), Some(Ok(ticks))) = (f.next(), f.next()) {
-            let pid = pid as i32;
-            if pid > 1 && proc::start_ticks(pid) == Some(ticks) {
-                tracing::warn!(pid, dir = %d.path().display(), "stopping a job an earlier agent left running");
-                proc::signal_group(pid, libc::SIGCONT);
-                proc::signal_group(pid, libc::SIGKILL);
+        let (pid, ticks) = match (f.next(), f.next()) {
+            (Some(Ok(pid)), Some(Ok(ticks))) if pid > 1 && pid <= i32::MAX as u64 => (pid as i32, ticks),
+            _ => {
+                let _ = std::fs::remove_file(dir.join(PID_FILE));
+                continue;
+            }
+        };
+        let alive = proc::alive(pid, ticks);
+        let record = std::fs::read_to_string(dir.join(JOB_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str::<JobRecord>(&t).ok());
+        match record {
+            Some(record) if alive => found.push(Orphan::Running { record, pid, ticks, dir }),
+            Some(record) => found.push(Orphan::Ended { record, dir }),
+            None => {
+                if alive {
+                    tracing::warn!(pid, dir = %dir.display(), "stopping a process an earlier agent left running");
+                    proc::signal_group(pid, libc::SIGCONT);
+                    proc::signal_group(pid, libc::SIGKILL);
+                }
+                let _ = std::fs::remove_file(dir.join(PID_FILE));
             }
         }
-        let _ = std::fs::remove_file(&file);
+    }
+    found
+}
+
+/// How a job ended: from its keeper's exit file (the job's own exit, where the agent saw only
+/// the keeper's), else from `seen` (what this agent reaped), else unknown: the job ended while
+/// no agent watched it and no keeper recorded it.
+fn exit_report(
+    record: &JobRecord,
+    dir: &std::path::Path,
+    cpu: f64,
+    seen: Option<(proc::Exit, f64)>,
+    now: f64,
+) -> ExitReport {
+    let (stdout, t1) = proc::tail(&dir.join("stdout"), OUTPUT_TAIL);
+    let (stderr, t2) = proc::tail(&dir.join("stderr"), OUTPUT_TAIL);
+    let (exit, end_time, error) = match (proc::read_exit(dir), seen) {
+        (Some((exit, end, error)), _) => (exit, end, error),
+        (None, Some((exit, end))) => (exit, end, None),
+        (None, None) => (
+            proc::Exit { code: None, signal: None, cpu_seconds: cpu },
+            now,
+            Some("the job ended while its node agent was down, and how it ended was not recorded".into()),
+        ),
+    };
+    ExitReport {
+        job: record.spec.job,
+        exit_code: exit.code,
+        signal: exit.signal,
+        cpu_seconds: exit.cpu_seconds.max(cpu),
+        start_time: record.start_time,
+        end_time,
+        stdout,
+        stderr,
+        truncated: t1 || t2,
+        error,
     }
 }
 
@@ -117,8 +195,16 @@ impl Agent {
             return Err(NodeError::Cpus(cfg.cpus, cores));
         }
         std::fs::create_dir_all(&cfg.workdir)?;
-        stop_orphans(&cfg.workdir);
-        let enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &cfg.name, cfg.cpus)?;
+        let orphans = orphans(&cfg.workdir);
+        let mut enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &cfg.name, cfg.cpus)?;
+        let adopting: std::collections::HashSet<u64> = orphans
+            .iter()
+            .filter_map(|o| match o {
+                Orphan::Running { record, .. } => Some(record.spec.job),
+                Orphan::Ended { .. } => None,
+            })
+            .collect();
+        enforcer.clear_stale(&adopting);
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
         let client = Client::new(&cfg.server, Some(cfg.join_token.clone()));
         let name = cfg.name.clone();
@@ -133,7 +219,7 @@ impl Agent {
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
         })?;
-        Ok(Agent {
+        let mut agent = Agent {
             period: cfg.period.unwrap_or(2.0),
             cfg,
             client,
@@ -148,7 +234,53 @@ impl Agent {
                 std::path::Path::new("/sys/fs/cgroup/memory"),
                 &name,
             ),
-        })
+        };
+        for o in orphans {
+            agent.adopt(o);
+        }
+        Ok(agent)
+    }
+
+    /// Takes over a job an earlier agent started, or reports how it ended.
+    fn adopt(&mut self, o: Orphan) {
+        match o {
+            Orphan::Running { record, pid, ticks, dir } => {
+                let job = record.spec.job;
+                let share = record.spec.share;
+                if let (Some(m), mb) = (&mut self.memory, record.spec.mem_mb) {
+                    if mb > 0 {
+                        if let Err(e) = m.prepare(job, mb) {
+                            tracing::warn!(job, "memory limit not re-applied: {e}");
+                        }
+                    }
+                }
+                if let Err(e) = self.enforcer.adopt(job, pid, share) {
+                    tracing::warn!(job, "share not re-applied: {e}");
+                }
+                let suspended = record.spec.suspended;
+                tracing::info!(job, pid, "adopted a job an earlier agent started");
+                let cpu = proc::cpu_by_session().get(&pid).copied().unwrap_or(0.0);
+                self.jobs.insert(
+                    job,
+                    Running {
+                        spec: record.spec,
+                        pid,
+                        ticks: Some(ticks),
+                        adopted: true,
+                        start_time: record.start_time,
+                        cpu,
+                        share,
+                        suspended,
+                        dir,
+                    },
+                );
+            }
+            Orphan::Ended { record, dir } => {
+                let report = exit_report(&record, &dir, 0.0, None, unix_now());
+                tracing::info!(job = report.job, code = ?report.exit_code, "a job ended while no agent watched it");
+                self.exited.insert(report.job, report);
+            }
+        }
     }
 
     /// The share mechanism, with `+memory` when memory limits are enforced too.
@@ -254,6 +386,8 @@ impl Agent {
         }
         for job in resp.ack {
             self.exited.remove(&job);
+            // The server knows how the job ended: a later agent has nothing to report for it.
+            let _ = std::fs::remove_file(self.cfg.workdir.join(format!("job-{job}")).join(PID_FILE));
         }
         for job in resp.kill {
             if let Some(r) = self.jobs.get(&job) {
@@ -299,17 +433,36 @@ impl Agent {
                 .map_err(|e| e.to_string())
                 .map(|cpu| cpu.into_iter().chain(mem).collect::<Vec<_>>())
         });
+        let argv: Vec<String> = match &self.cfg.keeper {
+            Some(k) => [k.to_string_lossy().into_owned(), "job-keeper".into(), "--".into()]
+                .into_iter()
+                .chain(s.command.iter().cloned())
+                .collect(),
+            None => s.command.clone(),
+        };
+        // A keeper's exit file from an earlier run of a job with this id must not be taken
+        // for this one's.
+        let _ = std::fs::remove_file(dir.join(proc::EXIT_FILE));
         let launched = launched.and_then(|groups| {
-            proc::spawn(&s.command, &dir, &groups).map_err(|e| format!("cannot start {:?}: {e}", s.command))
+            proc::spawn(&argv, &dir, &groups).map_err(|e| format!("cannot start {:?}: {e}", s.command))
         });
         match launched {
             Ok(pid) => {
                 tracing::info!(job = s.job, pid, share, "started");
-                // So that an agent started after this one crashed can tell the job's process
-                // from whatever later reuses its pid.
-                let mark = proc::start_ticks(pid).map(|t| format!("{pid} {t}\n")).unwrap_or_default();
-                if let Err(e) = std::fs::write(dir.join(PID_FILE), mark) {
-                    tracing::warn!(job = s.job, "pid file not written: {e}");
+                // So that an agent started after this one crashed can adopt the job: what it is
+                // owed, and its process told apart from whatever later reuses its pid.
+                let ticks = proc::start_ticks(pid);
+                let record = serde_json::to_string(&JobRecord { spec: s.clone(), start_time: now })
+                    .map_err(std::io::Error::other);
+                let mark = ticks.map(|t| format!("{pid} {t}\n")).unwrap_or_default();
+                if let Err(e) = record
+                    .and_then(|r| std::fs::write(dir.join(JOB_FILE), r))
+                    .and_then(|()| std::fs::write(dir.join(PID_FILE), mark))
+                {
+                    tracing::warn!(
+                        job = s.job,
+                        "job record not written (a crash of this agent would lose the job): {e}"
+                    );
                 }
                 self.enforcer.started(s.job, pid);
                 if s.suspended {
@@ -319,7 +472,17 @@ impl Agent {
                 let suspended = s.suspended;
                 self.jobs.insert(
                     s.job,
-                    Running { spec: s, pid, start_time: now, cpu: 0.0, share, suspended, dir },
+                    Running {
+                        spec: s,
+                        pid,
+                        ticks,
+                        adopted: false,
+                        start_time: now,
+                        cpu: 0.0,
+                        share,
+                        suspended,
+                        dir,
+                    },
                 );
             }
             Err(error) => {
@@ -351,38 +514,32 @@ impl Agent {
         while let Ok((pid, exit, at)) = self.ended.try_recv() {
             self.early.insert(pid, (exit, at));
         }
-        let done: Vec<(u64, proc::Exit, f64)> = self
+        let mut done: Vec<(u64, proc::Exit, f64)> = self
             .jobs
             .iter()
             .filter_map(|(id, r)| self.early.remove(&r.pid).map(|(e, at)| (*id, e, at)))
             .collect();
+        // Adopted jobs are not our children: their end is seen by looking.
+        let now = unix_now();
+        done.extend(
+            self.jobs
+                .iter()
+                .filter(|(_, r)| r.adopted && !r.ticks.is_some_and(|t| proc::alive(r.pid, t)))
+                .map(|(id, _)| (*id, proc::Exit { code: None, signal: None, cpu_seconds: 0.0 }, now)),
+        );
         for (id, exit, end_time) in done {
             let Some(r) = self.jobs.remove(&id) else { continue };
             // Make sure nothing the job left behind keeps running outside any accounting.
             proc::signal_group(r.pid, libc::SIGKILL);
-            let _ = std::fs::remove_file(r.dir.join(PID_FILE));
             self.enforcer.remove(id);
             if let Some(m) = &mut self.memory {
                 m.remove(id);
             }
-            let (stdout, t1) = proc::tail(&r.dir.join("stdout"), OUTPUT_TAIL);
-            let (stderr, t2) = proc::tail(&r.dir.join("stderr"), OUTPUT_TAIL);
-            tracing::info!(job = id, code = ?exit.code, signal = ?exit.signal, cpu = exit.cpu_seconds, "exited");
-            self.exited.insert(
-                id,
-                ExitReport {
-                    job: id,
-                    exit_code: exit.code,
-                    signal: exit.signal,
-                    cpu_seconds: exit.cpu_seconds.max(r.cpu),
-                    start_time: r.start_time,
-                    end_time,
-                    stdout,
-                    stderr,
-                    truncated: t1 || t2,
-                    error: None,
-                },
-            );
+            let record = JobRecord { spec: r.spec, start_time: r.start_time };
+            let seen = (!r.adopted).then_some((exit, end_time));
+            let report = exit_report(&record, &r.dir, exit.cpu_seconds.max(r.cpu), seen, end_time);
+            tracing::info!(job = id, code = ?report.exit_code, signal = ?report.signal, cpu = report.cpu_seconds, "exited");
+            self.exited.insert(id, report);
         }
     }
 
@@ -390,8 +547,10 @@ impl Agent {
     /// measured from the CPU time the kernel accounted to it.
     fn control(&mut self) {
         let now = unix_now();
+        // Each job's whole session: children that are still running count too.
+        let by_session = proc::cpu_by_session();
         for r in self.jobs.values_mut() {
-            if let Some(cpu) = proc::cpu_seconds(r.pid) {
+            if let Some(cpu) = by_session.get(&r.pid).copied().or_else(|| proc::cpu_seconds(r.pid)) {
                 r.cpu = r.cpu.max(cpu);
             }
         }
@@ -436,8 +595,37 @@ impl Drop for Agent {
 mod tests {
     use super::*;
 
+    fn record(job: u64) -> String {
+        serde_json::to_string(&JobRecord {
+            spec: StartJob {
+                job,
+                command: vec!["sleep".into(), "30".into()],
+                estimate: 30.0,
+                submit_time: 1.0,
+                deadline_at: 100.0,
+                share: 0.5,
+                suspended: false,
+                mem_mb: 0,
+                procs: 1,
+            },
+            start_time: 2.0,
+        })
+        .unwrap()
+    }
+
+    fn reap_within(pid: i32, secs: u64) -> proc::Exit {
+        let t0 = Instant::now();
+        loop {
+            if let Some(e) = proc::try_reap(pid) {
+                return e;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(secs), "process {pid} still runs");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[test]
-    fn a_new_agent_stops_the_jobs_an_earlier_one_left_but_not_a_reused_pid() {
+    fn a_new_agent_stops_what_it_cannot_adopt_but_not_a_reused_pid() {
         let dir = tempfile::tempdir().unwrap();
         let job = dir.path().join("job-7");
         let pid = proc::spawn(&["sleep".into(), "30".into()], &job, &[]).unwrap();
@@ -446,19 +634,60 @@ mod tests {
         let other = dir.path().join("job-8");
         std::fs::create_dir_all(&other).unwrap();
         std::fs::write(other.join(PID_FILE), format!("{pid} {}\n", ticks + 1)).unwrap();
-        stop_orphans(dir.path());
+        assert!(orphans(dir.path()).is_empty());
         assert!(!other.join(PID_FILE).exists());
         assert!(proc::try_reap(pid).is_none(), "a reused pid was killed");
+        // A live process with no job record: nothing to adopt it by, so it is stopped.
         std::fs::write(job.join(PID_FILE), format!("{pid} {ticks}\n")).unwrap();
-        stop_orphans(dir.path());
-        let t0 = Instant::now();
-        let exit = loop {
-            if let Some(e) = proc::try_reap(pid) {
-                break e;
+        assert!(orphans(dir.path()).is_empty());
+        assert_eq!(reap_within(pid, 10).signal, Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn jobs_an_earlier_agent_left_are_adopted_or_their_end_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        // Job 7 still runs.
+        let running = dir.path().join("job-7");
+        let pid = proc::spawn(&["sleep".into(), "30".into()], &running, &[]).unwrap();
+        let ticks = proc::start_ticks(pid).unwrap();
+        std::fs::write(running.join(PID_FILE), format!("{pid} {ticks}\n")).unwrap();
+        std::fs::write(running.join(JOB_FILE), record(7)).unwrap();
+        // Job 9 ended while no agent watched; its keeper wrote how.
+        let ended = dir.path().join("job-9");
+        std::fs::create_dir_all(&ended).unwrap();
+        std::fs::write(ended.join(PID_FILE), format!("{pid} {}\n", ticks + 1)).unwrap();
+        std::fs::write(ended.join(JOB_FILE), record(9)).unwrap();
+        std::fs::write(ended.join("stdout"), "result 42\n").unwrap();
+        let exit = proc::Exit { code: Some(0), signal: None, cpu_seconds: 29.5 };
+        proc::write_exit(&ended, &exit, 40.0, None).unwrap();
+        // Job 11 ended too, with nothing recorded.
+        let lost = dir.path().join("job-11");
+        std::fs::create_dir_all(&lost).unwrap();
+        std::fs::write(lost.join(PID_FILE), format!("{pid} {}\n", ticks + 2)).unwrap();
+        std::fs::write(lost.join(JOB_FILE), record(11)).unwrap();
+
+        let mut found = orphans(dir.path());
+        found.sort_by_key(|o| match o {
+            Orphan::Running { record, .. } | Orphan::Ended { record, .. } => record.spec.job,
+        });
+        assert_eq!(found.len(), 3);
+        match &found[0] {
+            Orphan::Running { record, pid: p, ticks: t, .. } => {
+                assert_eq!((record.spec.job, *p, *t, record.start_time), (7, pid, ticks, 2.0));
             }
-            assert!(t0.elapsed() < Duration::from_secs(10), "the orphan was not stopped");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        assert_eq!(exit.signal, Some(libc::SIGKILL));
+            Orphan::Ended { .. } => panic!("a running job was taken for ended"),
+        }
+        assert!(proc::try_reap(pid).is_none(), "an adopted job was stopped");
+        let Orphan::Ended { record: r9, dir: d9 } = &found[1] else { panic!("job 9 is not ended") };
+        let rep = exit_report(r9, d9, 0.0, None, 50.0);
+        assert_eq!((rep.job, rep.exit_code, rep.signal, rep.cpu_seconds), (9, Some(0), None, 29.5));
+        assert_eq!((rep.start_time, rep.end_time, rep.stdout.as_str()), (2.0, 40.0, "result 42\n"));
+        assert!(rep.error.is_none());
+        let Orphan::Ended { record: r11, dir: d11 } = &found[2] else { panic!("job 11 is not ended") };
+        let rep = exit_report(r11, d11, 3.0, None, 50.0);
+        assert_eq!((rep.exit_code, rep.cpu_seconds, rep.end_time), (None, 3.0, 50.0));
+        assert!(rep.error.as_deref().unwrap_or("").contains("not recorded"), "{rep:?}");
+        proc::signal_group(pid, libc::SIGKILL);
+        reap_within(pid, 10);
     }
 }

@@ -31,6 +31,16 @@ pub trait Enforcer: Send {
     /// An administrator's suspend (the process group is stopped) or resume.
     fn set_suspended(&mut self, job: u64, suspended: bool);
     fn remove(&mut self, job: u64);
+    /// Takes over a job an earlier agent started (it runs as `pid`, already in its group if the
+    /// mechanism has groups).
+    fn adopt(&mut self, job: u64, pid: i32, share: f64) -> Result<(), EnforceError> {
+        self.prepare(job, share)?;
+        self.started(job, pid);
+        Ok(())
+    }
+    /// Stops what an earlier agent left in job groups other than `keep` (jobs nobody tracks any
+    /// more, which would run outside every share) and removes those groups.
+    fn clear_stale(&mut self, _keep: &std::collections::HashSet<u64>) {}
 }
 
 /// Which cgroup interface.
@@ -147,28 +157,6 @@ impl CgroupEnforcer {
                 kernel.write(&f, "+cpu").map_err(err(&f))?;
             }
         }
-        // Job groups left by an agent that was killed: their processes are jobs nobody tracks
-        // any more (the server has marked them lost), so they are stopped, and the groups go.
-        if let Ok(entries) = std::fs::read_dir(&node_dir) {
-            for e in entries.flatten() {
-                if e.file_name().to_string_lossy().starts_with("job-") {
-                    let procs = kernel.read(&e.path().join("cgroup.procs")).unwrap_or_default();
-                    for pid in procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-                        tracing::warn!("stopping process {pid} left in {}", e.path().display());
-                        // SAFETY: kill(2) with a pid read from our own job group.
-                        unsafe {
-                            libc::kill(pid, libc::SIGKILL);
-                        }
-                    }
-                    for _ in 0..50 {
-                        if kernel.rmdir(&e.path()).is_ok() {
-                            break;
-                        }
-                        std::thread::sleep(std::time::Duration::from_millis(10));
-                    }
-                }
-            }
-        }
         Ok(CgroupEnforcer { kernel, version, node_dir, cpus, jobs: HashMap::new() })
     }
 
@@ -246,6 +234,32 @@ impl Enforcer for CgroupEnforcer {
     }
 
     fn set_suspended(&mut self, _job: u64, _suspended: bool) {}
+
+    /// Job groups left by an agent that was killed whose jobs the new agent does not adopt:
+    /// nobody tracks their processes any more (the server has marked them lost).
+    fn clear_stale(&mut self, keep: &std::collections::HashSet<u64>) {
+        let Ok(entries) = std::fs::read_dir(&self.node_dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let job = name.strip_prefix("job-").and_then(|j| j.parse::<u64>().ok());
+            if job.is_some_and(|j| !keep.contains(&j) && !self.jobs.contains_key(&j)) {
+                let procs = self.kernel.read(&e.path().join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                    tracing::warn!("stopping process {pid} left in {}", e.path().display());
+                    // SAFETY: kill(2) with a pid read from our own job group.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+                for _ in 0..50 {
+                    if self.kernel.rmdir(&e.path()).is_ok() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+            }
+        }
+    }
 
     fn remove(&mut self, job: u64) {
         if let Some(JobGroup { dir, .. }) = self.jobs.remove(&job) {

@@ -60,6 +60,140 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::
     Ok(child.id() as i32)
 }
 
+/// In a job's working directory: how the job ended, written by its keeper (`keep`) the moment
+/// it ends, so that it is known even when no agent was there to see it.
+pub const EXIT_FILE: &str = "libra.exit";
+
+/// The job keeper: runs `argv` as its child (same session, control groups, working directory
+/// and output files), waits for it, writes how it ended to `EXIT_FILE` in the working directory
+/// (atomically), and returns the exit code to leave with. The agent starts every job through a
+/// keeper so that a job outlives a crashed agent and its end is still known to the next one.
+pub fn keep(argv: &[String]) -> i32 {
+    let Some((prog, args)) = argv.split_first() else {
+        eprintln!("libra job-keeper: no command given");
+        return 2;
+    };
+    let child = match Command::new(prog).args(args).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let error = format!("cannot start {argv:?}: {e}");
+            eprintln!("{error}");
+            let exit = Exit { code: Some(127), signal: None, cpu_seconds: 0.0 };
+            let _ = write_exit(Path::new("."), &exit, unix_time(), Some(&error));
+            return 127;
+        }
+    };
+    // Only the keeper ignores these (a disposition set before the spawn would be inherited):
+    // a signal meant for the job's whole group ends the job, and the keeper records it.
+    // SAFETY: setting signal dispositions to SIG_IGN has no memory effects.
+    unsafe {
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+    let pid = child.id() as i32;
+    let exit = loop {
+        let mut status = 0;
+        // SAFETY: wait4 on our own child with out-pointers to locals.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            if let Some(e) = exit_of(status, &ru) {
+                break e;
+            }
+        } else if r < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break Exit { code: None, signal: Some(0), cpu_seconds: 0.0 };
+        }
+    };
+    let _ = write_exit(Path::new("."), &exit, unix_time(), None);
+    match (exit.code, exit.signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => 1,
+    }
+}
+
+fn unix_time() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn exit_of(status: i32, ru: &libc::rusage) -> Option<Exit> {
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cpu_seconds = tv(ru.ru_utime) + tv(ru.ru_stime);
+    if libc::WIFEXITED(status) {
+        Some(Exit { code: Some(libc::WEXITSTATUS(status)), signal: None, cpu_seconds })
+    } else if libc::WIFSIGNALED(status) {
+        Some(Exit { code: None, signal: Some(libc::WTERMSIG(status)), cpu_seconds })
+    } else {
+        None
+    }
+}
+
+/// `EXIT_FILE`: "CODE SIGNAL CPU_SECONDS END_TIME [ERROR...]", `-` for no code or signal.
+pub fn write_exit(dir: &Path, exit: &Exit, end_time: f64, error: Option<&str>) -> std::io::Result<()> {
+    let opt = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    let mut line = format!("{} {} {} {}", opt(exit.code), opt(exit.signal), exit.cpu_seconds, end_time);
+    if let Some(e) = error {
+        line.push(' ');
+        line.push_str(&e.replace('\n', " "));
+    }
+    let tmp = dir.join(format!("{EXIT_FILE}.tmp"));
+    std::fs::write(&tmp, line + "\n")?;
+    std::fs::rename(tmp, dir.join(EXIT_FILE))
+}
+
+/// What a keeper wrote to `dir`'s `EXIT_FILE`: how the job ended, when, and any error.
+pub fn read_exit(dir: &Path) -> Option<(Exit, f64, Option<String>)> {
+    let text = std::fs::read_to_string(dir.join(EXIT_FILE)).ok()?;
+    let mut f = text.trim_end().splitn(5, ' ');
+    let opt = |v: Option<&str>| -> Option<Option<i32>> {
+        match v? {
+            "-" => Some(None),
+            n => n.parse().ok().map(Some),
+        }
+    };
+    let code = opt(f.next())?;
+    let signal = opt(f.next())?;
+    let cpu_seconds: f64 = f.next()?.parse().ok()?;
+    let end: f64 = f.next()?.parse().ok()?;
+    let error = f.next().map(str::to_string);
+    Some((Exit { code, signal, cpu_seconds }, end, error))
+}
+
+/// Whether the process that started at `ticks` (see `start_ticks`) is still running (a zombie
+/// has ended).
+pub fn alive(pid: i32, ticks: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return false };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    !matches!(f.first(), Some(&"Z") | Some(&"X") | None)
+        && f.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
+}
+
+/// CPU seconds used by each session on the machine: the live processes' own time plus the
+/// children they have reaped (utime, stime, cutime, cstime). A job is started in a session of
+/// its own (`spawn`), whose id is its first process's pid, so this counts the whole job,
+/// children still running included, each process once.
+pub fn cpu_by_session() -> std::collections::HashMap<i32, f64> {
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut by = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let Some(sid) = f.get(3).and_then(|v| v.parse::<i32>().ok()) else { continue };
+        let ticks: f64 =
+            f.get(11..15).map(|t| t.iter().filter_map(|v| v.parse::<f64>().ok()).sum()).unwrap_or(0.0);
+        *by.entry(sid).or_insert(0.0) += ticks / hz;
+    }
+    by
+}
+
 /// Reaps the process if it has ended.
 pub fn try_reap(pid: i32) -> Option<Exit> {
     let mut status = 0;
@@ -73,15 +207,7 @@ pub fn try_reap(pid: i32) -> Option<Exit> {
         }
         return None;
     }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let cpu = tv(ru.ru_utime) + tv(ru.ru_stime);
-    if libc::WIFEXITED(status) {
-        Some(Exit { code: Some(libc::WEXITSTATUS(status)), signal: None, cpu_seconds: cpu })
-    } else if libc::WIFSIGNALED(status) {
-        Some(Exit { code: None, signal: Some(libc::WTERMSIG(status)), cpu_seconds: cpu })
-    } else {
-        None
-    }
+    exit_of(status, &ru)
 }
 
 /// CPU seconds used so far by a live process and its reaped children (/proc/PID/stat).
@@ -135,13 +261,8 @@ pub fn wait_any() -> Option<(i32, Exit)> {
     if pid <= 0 {
         return None;
     }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let cpu_seconds = tv(ru.ru_utime) + tv(ru.ru_stime);
-    let exit = if libc::WIFSIGNALED(status) {
-        Exit { code: None, signal: Some(libc::WTERMSIG(status)), cpu_seconds }
-    } else {
-        Exit { code: Some(libc::WEXITSTATUS(status)), signal: None, cpu_seconds }
-    };
+    // Without WUNTRACED only ended children are reported.
+    let exit = exit_of(status, &ru).unwrap_or(Exit { code: None, signal: Some(0), cpu_seconds: 0.0 });
     Some((pid, exit))
 }
 
@@ -171,5 +292,39 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let argv = vec!["true".to_string()];
         assert!(spawn(&argv, dir.path(), &[PathBuf::from("/nonexistent/cgroup.procs")]).is_err());
+    }
+
+    #[test]
+    fn exit_files_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_exit(dir.path()).is_none());
+        let e = Exit { code: None, signal: Some(9), cpu_seconds: 1.25 };
+        write_exit(dir.path(), &e, 1234.5, None).unwrap();
+        assert_eq!(read_exit(dir.path()), Some((e, 1234.5, None)));
+        let e = Exit { code: Some(127), signal: None, cpu_seconds: 0.0 };
+        write_exit(dir.path(), &e, 1.0, Some("cannot start: no such file\nat all")).unwrap();
+        assert_eq!(read_exit(dir.path()), Some((e, 1.0, Some("cannot start: no such file at all".into()))));
+    }
+
+    #[test]
+    fn a_session_counts_the_cpu_of_children_still_running() {
+        let dir = tempfile::tempdir().unwrap();
+        // The busy loop is a child of the shell: the shell's own figures show nothing of it
+        // until it has been reaped, the session's do.
+        let argv: Vec<String> =
+            ["sh", "-c", "while :; do :; done & wait"].iter().map(|s| s.to_string()).collect();
+        let pid = spawn(&argv, dir.path(), &[]).unwrap();
+        let ticks = start_ticks(pid).unwrap();
+        assert!(alive(pid, ticks) && !alive(pid, ticks + 1));
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let session = cpu_by_session().get(&pid).copied().unwrap_or(0.0);
+        let own = cpu_seconds(pid).unwrap_or(0.0);
+        signal_group(pid, libc::SIGKILL);
+        while try_reap(pid).is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!alive(pid, ticks));
+        assert!(session >= 0.1, "the session used {session} CPU seconds");
+        assert!(own < 0.05, "the shell alone used {own}");
     }
 }

@@ -307,10 +307,10 @@ fn measured_cpu_shares_match_assigned_shares() {
     wait_running(&dave, a.id);
     wait_running(&dave, b.id);
     std::thread::sleep(Duration::from_secs(1));
-    // CPU time straight from the kernel's accounting of the job's process.
-    let pid_a = job_pids(&cl, a.id)[0];
-    let pid_b = job_pids(&cl, b.id)[0];
-    let cpu = |id| proc_cpu(if id == a.id { pid_a } else { pid_b });
+    // CPU time straight from the kernel's accounting of the job's processes (the job and the
+    // keeper that waits for it).
+    let (pids_a, pids_b) = (job_pids(&cl, a.id), job_pids(&cl, b.id));
+    let cpu = |id| -> f64 { (if id == a.id { &pids_a } else { &pids_b }).iter().map(|&p| proc_cpu(p)).sum() };
     // The shares the node is enforcing (Algorithm 2 moves them a little as the jobs progress).
     let shares = || {
         let n = &admin.nodes().unwrap()[0];
@@ -379,9 +379,55 @@ fn sigkill_of_the_server_loses_nothing_and_a_silent_node_is_marked_down() {
     // It comes back and joins again.
     cl.start_node(&j.nodes[0], 0.5);
     wait_until("node back", || admin.nodes().ok().filter(|n| n.iter().all(|x| x.up)));
-    // The burn the killed agent left running (lost, its hold released) is stopped by the new
-    // agent rather than left to use CPU outside every share.
+    // The burn the killed agent left running (lost, its hold released) is adopted by the new
+    // agent, which the server then tells to stop it, rather than left to use CPU outside every
+    // share.
     wait_until("the orphaned job to be stopped", || job_pids(&cl, lost.id).is_empty().then_some(()));
+}
+
+#[test]
+fn a_restarted_node_agent_adopts_its_running_jobs_and_reports_those_that_ended_meanwhile() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // A node timeout far longer than the agent is away: the server keeps the jobs.
+    let mut cl = Cluster::start(1, 1.0, 60.0);
+    let mech = cl.admin().nodes().unwrap()[0].mechanism.clone();
+    let gil = cl.user("gil", 1000);
+    // Shares 0.075 and 0.1 of the node: A is done in a few seconds, B takes several times longer.
+    let a = gil.submit(&burn(1.5, 1.5, 20.0, 50)).unwrap();
+    let b = gil.submit(&burn(6.0, 6.0, 60.0, 50)).unwrap();
+    let (a, b) = (wait_running(&gil, a.id), wait_running(&gil, b.id));
+    let pids_b = job_pids(&cl, b.id);
+    assert!(!pids_b.is_empty());
+    let mut agent = cl.nodes.remove(0);
+    agent.kill().unwrap(); // SIGKILL
+    agent.wait().unwrap();
+    // Under cgroup caps the jobs run on without their agent, and A ends meanwhile (a stride
+    // scheduler dies with its agent and may leave a job stopped until the next one comes).
+    let exit_file = cl.dir.join(&a.nodes[0]).join(format!("job-{}", a.id)).join("libra.exit");
+    if mech.starts_with("cgroup") {
+        wait_until("job A to end with no agent", || exit_file.exists().then_some(()));
+        assert!(gil.job(b.id).unwrap().state == JobState::Running, "B ended before the agent came back");
+    }
+    cl.start_node(&a.nodes[0], 1.0);
+    let admin = cl.admin();
+    wait_until("the agent back", || admin.nodes().ok().filter(|n| n.iter().all(|x| x.up)));
+    // B is the same process as before, adopted rather than restarted.
+    let b_now = wait_until("B reported by the new agent", || {
+        gil.job(b.id).ok().filter(|j| j.state != JobState::Running || j.cpu_seconds > 0.0)
+    });
+    if b_now.state == JobState::Running {
+        assert!(job_pids(&cl, b.id).iter().all(|p| pids_b.contains(p)), "B was started again");
+    }
+    let (a, b) = (wait_done(&gil, a.id), wait_done(&gil, b.id));
+    for j in [&a, &b] {
+        assert_eq!(j.state, JobState::Completed, "{j:?}");
+        assert_eq!(j.exit_code, Some(0), "{j:?}");
+        assert!(j.end_time.unwrap() <= j.deadline_at, "{j:?}");
+        assert_eq!(j.charged, j.cost, "{j:?}");
+    }
+    assert!(a.cpu_seconds >= 1.4 && b.cpu_seconds >= 5.9, "{a:?} {b:?}");
+    let bal = gil.balance().unwrap();
+    assert_eq!((bal.held, bal.charged), (Money::ZERO, a.charged + b.charged));
 }
 
 /// The processes of a job (found by their working directory, which is the job's own).

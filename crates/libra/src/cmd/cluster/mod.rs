@@ -50,6 +50,10 @@ pub enum ClusterCommand {
     Man(docs::ManArgs),
     /// Print a shell completion script.
     Completions(docs::CompletionsArgs),
+    /// Run a job's command and record how it ended in the working directory (what node agents
+    /// start each job through, so a job outlives a crashed agent; not for direct use).
+    #[command(hide = true)]
+    JobKeeper(node::KeeperArgs),
 }
 
 pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
@@ -70,5 +74,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Bench(a) => bench::run(a),
         ClusterCommand::Man(a) => docs::man(a),
         ClusterCommand::Completions(a) => docs::completions(a),
+        ClusterCommand::JobKeeper(a) => std::process::exit(libra_node::proc::keep(&a.command)),
     }
 }

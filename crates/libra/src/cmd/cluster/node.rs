@@ -1,7 +1,7 @@
 //! `libra node`: the node agent.
 
 use super::common::data_dir;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use libra_node::{Agent, AgentConfig};
 use std::path::PathBuf;
@@ -37,6 +37,13 @@ pub struct NodeArgs {
     pub period: Option<f64>,
 }
 
+#[derive(Debug, Args)]
+pub struct KeeperArgs {
+    /// The job's command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -62,6 +69,8 @@ pub fn run(a: NodeArgs) -> Result<()> {
         workdir,
         mechanism: a.mechanism,
         period: a.period,
+        // This very binary keeps the jobs (`libra job-keeper`).
+        keeper: Some(std::env::current_exe().context("finding the libra binary to keep jobs with")?),
     })?;
     eprintln!("libra node {name}: {cpus} CPUs, enforcing shares with {}", agent.mechanism());
     agent.run(|| false)?;
