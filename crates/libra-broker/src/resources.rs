@@ -6,7 +6,10 @@
 //! name = "laptop"
 //! kind = "local"          # local | testqueue | libra
 //! slots = 2
-//! price = 1.5             # credits per CPU-second (off-peak price when a peak is given)
+//! price = 1.5             # credits per CPU-second (off-peak price when a peak is given); for
+//!                         # a libra resource the most the sweep offers: the cluster sets its own
+//!                         # price, charges no more than the job's share of the budget, and is paid
+//!                         # what it charged
 //! job_secs = 60           # optional: expected wall seconds per job before calibration
 //! utc_offset = "+10:00"   # the resource's own time zone, for the peak window
 //! peak = { start = "09:00", end = "18:00", price = 20 }

@@ -430,6 +430,94 @@ fn a_restarted_node_agent_adopts_its_running_jobs_and_reports_those_that_ended_m
     assert_eq!((bal.held, bal.charged), (Money::ZERO, a.charged + b.charged));
 }
 
+#[test]
+fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(2, 0.5, 30.0);
+    let ida = cl.user("ida", 1000);
+    let token = Client::new(&cl.url, None).login("ida", "pw-ida").unwrap().token;
+    let dir = cl.dir.join("sweep");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.pln");
+    std::fs::write(
+        &plan,
+        format!(
+            "parameter x integer range from 1 to 4 step 1\ntask main\n    shexec \"echo x=$x\"\n    exec {EXE} burn --cpu-seconds 0.2\nendtask\n"
+        ),
+    )
+    .unwrap();
+    let res = dir.join("res.toml");
+    let run = |price: f64, db: &str| {
+        std::fs::write(
+            &res,
+            format!(
+                "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 2\nprice = {price}\nurl = \"{}\"\ntoken = \"{token}\"\n",
+                cl.url
+            ),
+        )
+        .unwrap();
+        Command::new(EXE)
+            .args(["sweep", "run", &plan.display().to_string(), "-r", &res.display().to_string()])
+            .args(["--deadline", "20s", "--budget", "200", "--estimate", "5s"])
+            .env("LIBRA_BROKER_DB", dir.join(db))
+            .env("LIBRA_DATA_DIR", dir.join("data"))
+            .env_remove("LIBRA_TOKEN")
+            .env_remove("LIBRA_SERVER")
+            .output()
+            .unwrap()
+    };
+    // Offering less per CPU-second than the cluster asks: every job is refused for its budget,
+    // the log says what the cluster would take, and the sweep fails when its deadline comes.
+    let o = run(0.5, "cheap.db");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a sweep that ran nothing succeeded: {err}");
+    assert!(err.contains("budget") && err.contains("would take it with a budget of"), "{err}");
+    assert!(err.contains("stalled with 0 of 4 jobs done"), "{err}");
+    assert!(ida.jobs(false).unwrap().iter().all(|j| j.state == JobState::Rejected));
+    let sweep = |args: &[&str]| {
+        let o = Command::new(EXE)
+            .arg("sweep")
+            .args(args)
+            .env("LIBRA_BROKER_DB", dir.join("broker.db"))
+            .env("LIBRA_DATA_DIR", dir.join("data"))
+            .env_remove("LIBRA_TOKEN")
+            .env_remove("LIBRA_SERVER")
+            .output()
+            .unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "libra sweep {args:?} failed: {err}\n{out}");
+        out.into_owned()
+    };
+    // Offering enough: the cluster runs every job and charges its own price.
+    let o = run(5.0, "broker.db");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let results: serde_json::Value = serde_json::from_str(&sweep(&["results", "1", "--json"])).unwrap();
+    let jobs = results["jobs"].as_array().unwrap_or_else(|| panic!("{results}"));
+    assert_eq!(jobs.len(), 4, "{results}");
+    // On the cluster: four jobs of ida's, each run by a node agent and charged; the broker paid
+    // exactly what the cluster charged.
+    let mine: Vec<JobInfo> =
+        ida.jobs(false).unwrap().into_iter().filter(|j| j.state == JobState::Completed).collect();
+    assert_eq!(mine.len(), 4, "{:?}", ida.jobs(false));
+    let mut seen: Vec<String> = mine.iter().map(|j| ida.output(j.id).unwrap().stdout).collect();
+    seen.sort();
+    assert_eq!(
+        seen.iter().map(|o| o.lines().next().unwrap_or("")).collect::<Vec<_>>(),
+        ["x=1", "x=2", "x=3", "x=4"]
+    );
+    assert!(mine.iter().all(|j| j.cpu_seconds >= 0.2 && j.charged > Money::ZERO), "{mine:?}");
+    let charged = mine.iter().fold(Money::ZERO, |a, j| a + j.charged);
+    assert_eq!(ida.balance().unwrap().charged, charged);
+    assert!(charged <= Money::from_credits(200));
+    let status: serde_json::Value = serde_json::from_str(&sweep(&["status", "1", "--json"])).unwrap();
+    eprintln!("{status}");
+    assert_eq!(status["spent"].as_i64(), Some(charged.0), "{status}");
+    for j in jobs {
+        assert_eq!(j["state"], "done", "{j}");
+        assert_eq!(j["resource"], "cluster", "{j}");
+    }
+}
+
 /// The processes of a job (found by their working directory, which is the job's own).
 fn job_pids(cl: &Cluster, job: u64) -> Vec<i32> {
     pids_under(&cl.dir, &format!("job-{job}"))

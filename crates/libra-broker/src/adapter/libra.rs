@@ -116,11 +116,20 @@ fn run_remote(
         Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
     };
     if info.state == JobState::Rejected {
-        return Some(Outcome {
-            message: info.reason.unwrap_or_else(|| "rejected".into()),
-            rejected: true,
-            ..base
-        });
+        let mut message = info.reason.unwrap_or_else(|| "rejected".into());
+        // The cluster's suggestion says what it would have taken: the price that budget means
+        // tells the user how far the resource's `price` (what the sweep offers per CPU-second)
+        // falls short.
+        if let Some(s) = info.suggestion {
+            message.push_str(&format!(
+                " (the cluster would take it with a budget of {} and a deadline of {:.0} s: {:.4} per CPU-second of its {:.0} s estimate; the resource's price caps what the sweep offers)",
+                s.budget,
+                s.deadline,
+                s.budget.as_credits_f64() / req.spec.estimate().max(1e-9),
+                req.spec.estimate()
+            ));
+        }
+        return Some(Outcome { message, rejected: true, ..base });
     }
     let mut info = info;
     while info.state.is_active() {

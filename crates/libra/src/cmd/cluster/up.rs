@@ -12,6 +12,7 @@ use libra_core::{JobSpec, Money};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
@@ -34,6 +35,25 @@ pub struct UpArgs {
     /// Start, run the demo, and stop (instead of serving until interrupted).
     #[arg(long)]
     pub exit: bool,
+}
+
+/// Set by SIGINT or SIGTERM, so that `up` returns and its children are stopped with it (by
+/// `Children`'s drop) instead of being left serving without it.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn stop_on_signals() -> &'static AtomicBool {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe {
+            libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
+    &STOP
 }
 
 /// Kills the processes it started when dropped.
@@ -92,6 +112,8 @@ pub fn run(a: UpArgs) -> Result<()> {
     if a.nodes == 0 || a.nodes > 64 {
         bail!("--nodes: {} is not accepted: give 1 to 64 local nodes", a.nodes);
     }
+    // From here on a SIGTERM or SIGINT stops the cluster with `up` (once the demo is over).
+    let stop = stop_on_signals();
     let cores = std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0);
     let cpus = a.cpus_per_node.unwrap_or(cores / a.nodes as f64).min(cores);
     let state = match a.state {
@@ -178,7 +200,11 @@ pub fn run(a: UpArgs) -> Result<()> {
     }
     println!("serving until interrupted (Ctrl-C)");
     loop {
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(200));
+        if stop.load(Ordering::Relaxed) {
+            println!("stopping the cluster (its jobs keep running; the next `libra up` adopts them)");
+            return Ok(());
+        }
         for c in &mut kids.0 {
             if let Ok(Some(st)) = c.try_wait() {
                 bail!("a cluster process exited ({st}); see the logs in {}", state.display());

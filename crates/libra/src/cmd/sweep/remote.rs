@@ -98,7 +98,8 @@ fn follow(c: &Client, id: i64, json: bool) -> anyhow::Result<()> {
             if let Some(bar) = &bar {
                 bar.finish();
             }
-            return print(&s, json);
+            print(&s, json)?;
+            return super::run::ended(id, &s.state, s.jobs.done, s.jobs.total);
         }
         std::thread::sleep(Duration::from_millis(500));
     }

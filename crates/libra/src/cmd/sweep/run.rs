@@ -125,7 +125,25 @@ pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
     }
     let state = engine::run(db, exp, opts)?;
     tracing::info!(exp, state, "sweep ended");
-    status::print(&open(db)?, exp, json)
+    let store = open(db)?;
+    status::print(&store, exp, json)?;
+    let c = store.counts(exp)?;
+    ended(exp, &state, c.done, c.pending + c.running + c.done + c.failed + c.cancelled)
+}
+
+/// A sweep that ends without every job done is an error for the shell (after its status has
+/// been printed), so scripts can tell.
+pub fn ended(exp: i64, state: &str, done: u64, total: u64) -> anyhow::Result<()> {
+    match state {
+        "done" if done == total => Ok(()),
+        "done" => anyhow::bail!(
+            "sweep {exp} finished, but only {done} of {total} jobs succeeded; the rest failed after their retries (`libra sweep results {exp} --state failed`, then `libra sweep rerun {exp} --failed`)"
+        ),
+        "stalled" => anyhow::bail!(
+            "sweep {exp} stalled with {done} of {total} jobs done: no resource can run the rest within the deadline and budget (or every one refused them); `libra sweep set-deadline`, `set-budget` or a better-paid resource, then `libra sweep resume {exp}`"
+        ),
+        s => anyhow::bail!("sweep {exp} ended {s} with {done} of {total} jobs done (see `libra sweep results {exp}`)"),
+    }
 }
 
 pub fn rerun(db: &Path, a: RerunArgs) -> anyhow::Result<()> {
