@@ -197,9 +197,12 @@ impl Store {
         // WAL lets status and steering read and write while the engine runs; NORMAL
         // synchronisation keeps every commit across a crash of the process (not of the
         // machine's power), which is what `kill -9` then `resume` needs.
+        // The busy timeout first: even the pragmas below can meet a lock (another connection
+        // checkpointing, or recovering the WAL index after the last one closed), and without it
+        // they fail at once with "database is locked".
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
         conn.execute_batch(SCHEMA)?;
         Ok(Store { conn })
     }

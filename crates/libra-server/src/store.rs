@@ -112,10 +112,11 @@ pub fn open_memory() -> rusqlite::Result<Connection> {
 }
 
 fn init(conn: &Connection, sync_full: bool) -> rusqlite::Result<()> {
+    // The busy timeout before anything that may meet another connection's lock.
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", if sync_full { "FULL" } else { "NORMAL" })?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.execute_batch(SCHEMA)?;
     migrate(conn)
 }
