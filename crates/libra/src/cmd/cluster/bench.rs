@@ -268,17 +268,24 @@ fn burn(secs: f64, deadline: f64) -> Result<SubmitRequest> {
 
 /// CPU seconds of the process whose working directory is the job's.
 fn job_cpu(workdir: &Path, job: u64) -> Option<f64> {
+    // Every process working in the job's directory: the job and the keeper that waits for it.
     let want: PathBuf = workdir.join(format!("job-{job}"));
+    // SAFETY: sysconf has no memory effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut total = None;
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        if std::fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() == Some(want.as_path()) {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let f: Vec<f64> =
-                stat[stat.rfind(')')? + 2..].split_whitespace().map(|v| v.parse().unwrap_or(0.0)).collect();
-            return Some((f.get(11)? + f.get(12)?) / 100.0);
+        if std::fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() != Some(want.as_path()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let f: Vec<f64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0.0)).collect();
+        if let (Some(u), Some(s)) = (f.get(11), f.get(12)) {
+            *total.get_or_insert(0.0) += (u + s) / hz;
         }
     }
-    None
+    total
 }
 
 /// A real node agent (a child process, half a CPU): start latency and share error.
