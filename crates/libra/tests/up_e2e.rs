@@ -98,6 +98,10 @@ fn up_runs_the_demo_and_its_cluster_stops_with_it() {
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     assert!(!processes_mentioning(&state).is_empty());
+    // A second `up` on the same port says the port is taken instead of joining the first.
+    let second = up(dir.path(), port, &["--no-demo", "--exit"]).output().unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success() && err.contains("--port") && err.contains("another"), "{err}");
     // SAFETY: kill(2) on the child this test started.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGTERM);

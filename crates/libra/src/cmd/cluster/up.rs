@@ -123,6 +123,13 @@ pub fn run(a: UpArgs) -> Result<()> {
     std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     let join = secret(&state.join("join-token"))?;
     let admin_pw = secret(&state.join("admin-password"))?;
+    // A server already on the port would answer for ours: say so rather than talk to it.
+    if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", a.port)) {
+        bail!(
+            "--port: 127.0.0.1:{} cannot be used ({e}); another `libra up` or `libra server` may be running there: stop it, or give another --port",
+            a.port
+        );
+    }
     let url = format!("http://127.0.0.1:{}", a.port);
     let s = |x: &str| x.to_string();
     let mut kids = Children(Vec::new());
