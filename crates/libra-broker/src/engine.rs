@@ -307,9 +307,10 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
         let waiting = unavailable_until.iter().any(|&t| t > now);
         let stalled =
             !finished && in_flight.is_empty() && launches.is_empty() && state != "paused" && !waiting;
-        if !finished && in_flight.is_empty() && launches.is_empty() && waiting {
-            std::thread::sleep(opts.poll);
-        }
+        // Nothing to do until a resource is back: wait, but only once the transaction is
+        // committed, or the write lock held through the wait would starve every steering
+        // command (`cancel`, `set-budget`, ...) for as long as the resource sits out.
+        let idle = !finished && in_flight.is_empty() && launches.is_empty() && waiting;
         if finished || stalled {
             state = if finished { "done".into() } else { "stalled".into() };
             store.set_state(exp, &state, Some(now))?;
@@ -348,6 +349,9 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
         }
         if finished || stalled {
             return Ok(state);
+        }
+        if idle {
+            std::thread::sleep(opts.poll);
         }
     }
 }

@@ -164,6 +164,33 @@ price = 1
 }
 
 #[test]
+fn steering_is_not_locked_out_while_the_only_resource_sits_out() {
+    // The only resource refuses (nothing listens on port 9), so it sits out for a while with
+    // nothing in flight. The engine waits then without holding the database's write lock: a
+    // cancel from another connection goes through at once and ends the sweep. (When the engine
+    // waited inside its transaction, the cancel failed after the busy timeout with "database is
+    // locked".)
+    let res = "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 1\nprice = 0\nurl = \"http://127.0.0.1:9\"\n";
+    let plan = "parameter x integer range from 1 to 3 step 1\ntask main\nexec true\nendtask\n";
+    let s = setup(plan, res, Algorithm::Cost, 10, 0);
+    let (db, exp) = (s.db.clone(), s.exp);
+    // The engine in a thread of its own: if the cancel is locked out, the test fails here
+    // rather than waiting on an engine that never learns of it.
+    let engine = std::thread::spawn(move || engine::run(&db, exp, EngineOptions::default()));
+    let store = Store::open(&s.db).unwrap();
+    // Until the refusal is on record: the resource is sitting out from then on.
+    let lost = || -> i64 {
+        store.conn.query_row("SELECT COUNT(*) FROM attempts WHERE state = 'lost'", [], |r| r.get(0)).unwrap()
+    };
+    while lost() == 0 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    store.set_state(exp, "cancelled", None).expect("the cancel was locked out");
+    assert_eq!(engine.join().unwrap().unwrap(), "cancelled");
+}
+
+#[test]
 fn figure_17_11_runs_unchanged_on_the_local_resource() {
     let plan = r#"#Parameters Declaration
 parameter angle_degree integer range from 1 to 165 step 1;
