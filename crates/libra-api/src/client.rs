@@ -26,6 +26,21 @@ impl ClientError {
     }
 }
 
+/// A fresh idempotency key: 128 random bits from the kernel, in hex (the time and process id if
+/// the kernel's random source cannot be read).
+pub fn new_idempotency_key() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b = (t ^ (u128::from(std::process::id()) << 96)).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// A client for one server, with an optional bearer token (a user's API token or a node's join
 /// token).
 #[derive(Clone)]
@@ -94,6 +109,12 @@ impl Client {
         self.post("/api/jobs", req)
     }
 
+    /// Submits with an `Idempotency-Key`: the same key (a retry after a lost answer) returns the
+    /// job the first request made.
+    pub fn submit_with_key(&self, req: &SubmitRequest, key: &str) -> Result<JobInfo, ClientError> {
+        self.finish(self.request("POST", "/api/jobs").set("Idempotency-Key", key).send_json(req))
+    }
+
     pub fn quote(&self, req: &QuoteRequest) -> Result<QuoteResponse, ClientError> {
         self.post("/api/quote", req)
     }
@@ -113,6 +134,19 @@ impl Client {
 
     pub fn output(&self, id: u64) -> Result<JobOutput, ClientError> {
         self.get(&format!("/api/jobs/{id}/output"))
+    }
+
+    /// One rank's output from the given offsets of its files (what a follower has not shown).
+    pub fn output_from(
+        &self,
+        id: u64,
+        rank: u32,
+        stdout_from: u64,
+        stderr_from: u64,
+    ) -> Result<JobOutput, ClientError> {
+        self.get(&format!(
+            "/api/jobs/{id}/output?rank={rank}&stdout_from={stdout_from}&stderr_from={stderr_from}"
+        ))
     }
 
     pub fn balance(&self) -> Result<Balance, ClientError> {

@@ -8,6 +8,6 @@ mod client;
 mod sweep;
 mod types;
 
-pub use client::{Client, ClientError};
+pub use client::{new_idempotency_key, Client, ClientError};
 pub use sweep::*;
 pub use types::*;

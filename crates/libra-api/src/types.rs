@@ -5,6 +5,7 @@ use libra_core::job::JobSpec;
 use libra_core::policy::Suggestion;
 use libra_core::{Money, PricingParams};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// A job's state. Slurm's names where Slurm has one, plus REJECTED.
@@ -21,14 +22,16 @@ pub enum JobState {
     /// Exited with an error, or lost with its node: the hold was released.
     Failed,
     Cancelled,
-    /// Finished after its deadline: the hold was released.
+    /// Finished after its deadline (free when the cluster was at fault, see `settlement`).
     Deadline,
     /// Not admitted: the reason and a suggestion were returned.
     Rejected,
+    /// Stopped by its node at its time limit (`--time-limit`).
+    Timeout,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 8] = [
+    pub const ALL: [JobState; 9] = [
         JobState::Pending,
         JobState::Running,
         JobState::Suspended,
@@ -37,6 +40,7 @@ impl JobState {
         JobState::Cancelled,
         JobState::Deadline,
         JobState::Rejected,
+        JobState::Timeout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +53,7 @@ impl JobState {
             JobState::Cancelled => "CANCELLED",
             JobState::Deadline => "DEADLINE",
             JobState::Rejected => "REJECTED",
+            JobState::Timeout => "TIMEOUT",
         }
     }
 
@@ -90,10 +95,47 @@ pub struct LoginResponse {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SubmitRequest {
     pub spec: JobSpec,
-    /// The program and its arguments, run on the node in the job's own working directory.
+    /// The program and its arguments, run on each of the job's nodes in `workdir`.
     pub command: Vec<String>,
     #[serde(default)]
     pub name: Option<String>,
+    /// The absolute directory the job runs in (where it was submitted from, or `--chdir`). A
+    /// node without it fails the job with that reason. None: a directory of the node agent's
+    /// own (clients that send no directory, such as older ones).
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// The job's environment, captured at submission (`--export`). None: only the variables
+    /// Libra sets and a minimal PATH and HOME.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Standard output file pattern, relative to `workdir` (`%j` job id, `%x` name, `%N` node,
+    /// `%t` rank, `%%`). None: `libra-%j.out`.
+    #[serde(default)]
+    pub stdout: Option<String>,
+    /// Standard error file pattern. None: the same file as standard output.
+    #[serde(default)]
+    pub stderr: Option<String>,
+    /// Wall-clock seconds after which the node stops the job (TIMEOUT). None: no limit but the
+    /// budget.
+    #[serde(default)]
+    pub time_limit: Option<f64>,
+}
+
+impl SubmitRequest {
+    /// A job with no working directory, environment or output files of its own (as clients that
+    /// only know the job's program send).
+    pub fn new(spec: JobSpec, command: Vec<String>) -> Self {
+        SubmitRequest {
+            spec,
+            command,
+            name: None,
+            workdir: None,
+            env: None,
+            stdout: None,
+            stderr: None,
+            time_limit: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -155,16 +197,98 @@ pub struct JobInfo {
     /// Why the job was rejected, failed or cancelled.
     pub reason: Option<String>,
     pub suggestion: Option<Suggestion>,
+    /// CPUs per node the job may use at once (`-c`).
+    #[serde(default = "one")]
+    pub cpus_per_task: u32,
+    /// The directory the job runs in on its nodes.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Output file patterns (None: the defaults, see `SubmitRequest`).
+    #[serde(default)]
+    pub stdout: Option<String>,
+    #[serde(default)]
+    pub stderr: Option<String>,
+    #[serde(default)]
+    pub time_limit: Option<f64>,
+    /// How the charge was decided when the job settled ("charged for 12.0 of 10.0 CPU-s used",
+    /// "free: the cluster missed the deadline it promised ...").
+    #[serde(default)]
+    pub settlement: Option<String>,
 }
 
+/// A job's captured output: what its nodes have sent so far (while it runs, too), the last
+/// `OUTPUT_LIMIT` bytes of each stream per node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobOutput {
     pub id: u64,
     pub state: JobState,
+    /// Every part's standard output in rank order (lossy UTF-8).
     pub stdout: String,
     pub stderr: String,
-    /// True when the node kept only the end of a long output.
+    /// True when the beginning of a long output was dropped.
     pub truncated: bool,
+    /// Per node (rank): the bytes kept and where they sit in the node's output files.
+    #[serde(default)]
+    pub parts: Vec<OutputPart>,
+}
+
+/// One node's part of a job's output.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OutputPart {
+    pub node: String,
+    pub rank: u32,
+    pub stdout: String,
+    pub stderr: String,
+    /// Byte offsets in the output files: the text kept starts at `*_start` and the file had
+    /// `*_end` bytes when last reported. A follower asks again from `*_end`.
+    pub stdout_start: u64,
+    pub stdout_end: u64,
+    pub stderr_start: u64,
+    pub stderr_end: u64,
+    pub truncated: bool,
+}
+
+/// How much of each output stream of each node the server keeps (the end of it).
+pub const OUTPUT_LIMIT: usize = 1 << 20;
+
+/// Which output stream a chunk is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Bytes of a job's output file from `offset`, sent by its node while it runs and when it ends.
+/// The server takes a chunk only where it continues what it has (or skips ahead, marking the
+/// output truncated), so a chunk sent twice is stored once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputChunk {
+    pub stream: Stream,
+    pub offset: u64,
+    /// The bytes, base64 (output need not be UTF-8).
+    pub data: String,
+}
+
+impl OutputChunk {
+    pub fn new(stream: Stream, offset: u64, bytes: &[u8]) -> Self {
+        use base64::Engine;
+        OutputChunk { stream, offset, data: base64::engine::general_purpose::STANDARD.encode(bytes) }
+    }
+
+    pub fn bytes(&self) -> Result<Vec<u8>, base64::DecodeError> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(&self.data)
+    }
+}
+
+/// The server's end offsets of a job's output streams on one node: where the node's next chunk
+/// must start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputAck {
+    pub job: u64,
+    pub stdout: u64,
+    pub stderr: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -308,6 +432,9 @@ pub struct RunningReport {
     /// The share the node currently gives the job (CPUs).
     pub share: f64,
     pub start_time: f64,
+    /// New output since the server's last acknowledged offsets.
+    #[serde(default)]
+    pub output: Vec<OutputChunk>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -318,11 +445,14 @@ pub struct ExitReport {
     pub cpu_seconds: f64,
     pub start_time: f64,
     pub end_time: f64,
-    pub stdout: String,
-    pub stderr: String,
-    pub truncated: bool,
+    /// The rest of the job's output (from the server's acknowledged offsets).
+    #[serde(default)]
+    pub output: Vec<OutputChunk>,
     /// Set when the node could not start the job at all.
     pub error: Option<String>,
+    /// The node stopped the job at its time limit.
+    #[serde(default)]
+    pub timed_out: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -355,6 +485,28 @@ pub struct StartJob {
     /// EDF job control, since its parts on other nodes advance at their own pace.
     #[serde(default = "one")]
     pub procs: u32,
+    /// CPUs the job may use at once on this node (caps its share).
+    #[serde(default = "one")]
+    pub cpus_per_task: u32,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// This node's rank among the job's nodes (0-based; `LIBRA_PROCID`).
+    #[serde(default)]
+    pub rank: u32,
+    /// Every node of the job in rank order (`LIBRA_NODELIST`).
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// See `SubmitRequest`.
+    #[serde(default)]
+    pub workdir: Option<String>,
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub stdout: Option<String>,
+    #[serde(default)]
+    pub stderr: Option<String>,
+    #[serde(default)]
+    pub time_limit: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -387,6 +539,9 @@ pub struct SyncResponse {
     /// The job control the admission policy in force expects of the node.
     #[serde(default)]
     pub job_control: JobControl,
+    /// Where the server's copy of each running job's output ends: the node sends on from there.
+    #[serde(default)]
+    pub output_acks: Vec<OutputAck>,
 }
 
 #[cfg(test)]

@@ -27,12 +27,19 @@ pub struct JobDetails {
 pub struct ResourceRequirements {
     /// Processors (nodes) the job runs on at once; each gets the same share.
     pub procs: u32,
+    /// CPUs per node the job may use at once: its share on a node is capped at this many.
+    #[serde(default = "one_cpu")]
+    pub cpus_per_task: u32,
     /// Memory per processor, MiB (0 = no requirement).
     #[serde(default)]
     pub mem_mb: u64,
     /// Local disk per processor, MiB (0 = no requirement).
     #[serde(default)]
     pub disk_mb: u64,
+}
+
+fn one_cpu() -> u32 {
+    1
 }
 
 /// QoSConstraints: what must hold for the user to be satisfied.
@@ -89,7 +96,7 @@ impl JobSpec {
     pub fn simple(estimate: f64, deadline: f64, budget: Money) -> Self {
         JobSpec {
             details: JobDetails { estimate, length_mi: None },
-            resources: ResourceRequirements { procs: 1, mem_mb: 0, disk_mb: 0 },
+            resources: ResourceRequirements { procs: 1, cpus_per_task: 1, mem_mb: 0, disk_mb: 0 },
             qos: QosConstraints { deadline, budget },
             optimise: QosOptimisation::Cost,
         }

@@ -4,6 +4,7 @@
 //! The same policy values run in the simulator (`libra-sim`) and in the server
 //! (`libra-server`).
 
+pub mod billing;
 pub mod cluster;
 pub mod dbc;
 pub mod job;

@@ -6,6 +6,7 @@
 use crate::control::{self, JobProgress};
 use crate::enforce::{detect, Enforcer};
 use crate::kernel::RealKernel;
+use crate::launch::{self, JobFiles, Watched};
 use crate::proc;
 use libra_api::{
     Client, ExitReport, JobControl, RegisterRequest, RunningReport, StartJob, SyncRequest, SyncResponse,
@@ -19,8 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Relative change of a job's required share below which the kernel is not re-told.
 pub const SHARE_HYSTERESIS: f64 = 0.10;
 
-/// How much of a job's stdout and stderr is sent back to the server.
-pub const OUTPUT_TAIL: u64 = 256 * 1024;
+/// How long a job stopped at its time limit has between SIGTERM and SIGKILL.
+pub const KILL_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
@@ -69,10 +70,15 @@ struct Running {
     cpu: f64,
     share: f64,
     suspended: bool,
+    /// The agent's directory for the job (its record; not the job's working directory).
     dir: PathBuf,
+    /// The output files sent on to the server.
+    watched: Vec<Watched>,
+    /// Stopped at its time limit: SIGTERM sent at this instant, SIGKILL after `KILL_WAIT`.
+    timed_out: Option<Instant>,
 }
 
-/// In a job's working directory: "PID START_TICKS" of its process while it runs, until the
+/// In the agent's directory for a job: "PID START_TICKS" of its process while it runs, until the
 /// server has acknowledged how it ended.
 const PID_FILE: &str = "libra.pid";
 
@@ -134,16 +140,16 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
 
 /// How a job ended: from its keeper's exit file (the job's own exit, where the agent saw only
 /// the keeper's), else from `seen` (what this agent reaped), else unknown: the job ended while
-/// no agent watched it and no keeper recorded it.
+/// no agent watched it and no keeper recorded it. The rest of its output goes with it.
 fn exit_report(
     record: &JobRecord,
     dir: &std::path::Path,
+    watched: &[Watched],
     cpu: f64,
     seen: Option<(proc::Exit, f64)>,
     now: f64,
 ) -> ExitReport {
-    let (stdout, t1) = proc::tail(&dir.join("stdout"), OUTPUT_TAIL);
-    let (stderr, t2) = proc::tail(&dir.join("stderr"), OUTPUT_TAIL);
+    let output = watched.iter().filter_map(|w| launch::chunk(w, libra_api::OUTPUT_LIMIT as u64)).collect();
     let (exit, end_time, error) = match (proc::read_exit(dir), seen) {
         (Some((exit, end, error)), _) => (exit, end, error),
         (None, Some((exit, end))) => (exit, end, None),
@@ -160,10 +166,9 @@ fn exit_report(
         cpu_seconds: exit.cpu_seconds.max(cpu),
         start_time: record.start_time,
         end_time,
-        stdout,
-        stderr,
-        truncated: t1 || t2,
+        output,
         error,
+        timed_out: false,
     }
 }
 
@@ -260,6 +265,8 @@ impl Agent {
                 let suspended = record.spec.suspended;
                 tracing::info!(job, pid, "adopted a job an earlier agent started");
                 let cpu = proc::cpu_by_session().get(&pid).copied().unwrap_or(0.0);
+                let watched =
+                    JobFiles::plan(&record.spec, &dir, &self.cfg.name).map(|f| f.watched).unwrap_or_default();
                 self.jobs.insert(
                     job,
                     Running {
@@ -272,11 +279,15 @@ impl Agent {
                         share,
                         suspended,
                         dir,
+                        watched,
+                        timed_out: None,
                     },
                 );
             }
             Orphan::Ended { record, dir } => {
-                let report = exit_report(&record, &dir, 0.0, None, unix_now());
+                let watched =
+                    JobFiles::plan(&record.spec, &dir, &self.cfg.name).map(|f| f.watched).unwrap_or_default();
+                let report = exit_report(&record, &dir, &watched, 0.0, None, unix_now());
                 tracing::info!(job = report.job, code = ?report.exit_code, "a job ended while no agent watched it");
                 self.exited.insert(report.job, report);
             }
@@ -332,6 +343,7 @@ impl Agent {
                 }
             }
             self.reap();
+            self.enforce_time_limits();
             if Instant::now() >= next_control {
                 self.control();
                 next_control = Instant::now() + Duration::from_secs_f64(self.period);
@@ -375,6 +387,7 @@ impl Agent {
                 suspended: r.suspended,
                 share: r.share,
                 start_time: r.start_time,
+                output: r.watched.iter().filter_map(|w| launch::chunk(w, launch::RUNNING_CHUNK)).collect(),
             })
             .collect()
     }
@@ -383,6 +396,16 @@ impl Agent {
         if resp.job_control != self.job_control {
             tracing::info!(from = ?self.job_control, to = ?resp.job_control, "job control changes with the policy");
             self.job_control = resp.job_control;
+        }
+        for a in resp.output_acks {
+            if let Some(r) = self.jobs.get_mut(&a.job) {
+                for w in &mut r.watched {
+                    w.acked = match w.stream {
+                        libra_api::Stream::Stdout => a.stdout,
+                        libra_api::Stream::Stderr => a.stderr,
+                    };
+                }
+            }
         }
         for job in resp.ack {
             self.exited.remove(&job);
@@ -422,6 +445,13 @@ impl Agent {
         let dir = self.cfg.workdir.join(format!("job-{}", s.job));
         let now = unix_now();
         let share = s.share;
+        let files = std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))
+            .and_then(|()| JobFiles::plan(&s, &dir, &self.cfg.name));
+        let files = match files {
+            Ok(f) => f,
+            Err(error) => return self.failed_start(&s, error, now),
+        };
         let memory = match (&mut self.memory, s.mem_mb) {
             (_, 0) => Ok(None),
             (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| e.to_string()),
@@ -434,17 +464,33 @@ impl Agent {
                 .map(|cpu| cpu.into_iter().chain(mem).collect::<Vec<_>>())
         });
         let argv: Vec<String> = match &self.cfg.keeper {
-            Some(k) => [k.to_string_lossy().into_owned(), "job-keeper".into(), "--".into()]
-                .into_iter()
-                .chain(s.command.iter().cloned())
-                .collect(),
+            Some(k) => [
+                k.to_string_lossy().into_owned(),
+                "job-keeper".into(),
+                "--record".into(),
+                dir.to_string_lossy().into_owned(),
+                "--".into(),
+            ]
+            .into_iter()
+            .chain(s.command.iter().cloned())
+            .collect(),
             None => s.command.clone(),
         };
+        let env = launch::environment(&s, &self.cfg.name, &files);
         // A keeper's exit file from an earlier run of a job with this id must not be taken
         // for this one's.
         let _ = std::fs::remove_file(dir.join(proc::EXIT_FILE));
         let launched = launched.and_then(|groups| {
-            proc::spawn(&argv, &dir, &groups).map_err(|e| format!("cannot start {:?}: {e}", s.command))
+            proc::launch(&proc::Launch {
+                argv: &argv,
+                cwd: &files.cwd,
+                stdout: &files.stdout,
+                stderr: files.stderr.as_deref(),
+                append: files.append,
+                env: Some(&env),
+                cgroup_procs: &groups,
+            })
+            .map_err(|e| format!("cannot start {:?}: {e}", s.command))
         });
         match launched {
             Ok(pid) => {
@@ -482,30 +528,56 @@ impl Agent {
                         share,
                         suspended,
                         dir,
+                        watched: files.watched,
+                        timed_out: None,
                     },
                 );
             }
             Err(error) => {
-                tracing::warn!(job = s.job, "{error}");
                 self.enforcer.remove(s.job);
                 if let Some(m) = &mut self.memory {
                     m.remove(s.job);
                 }
-                self.exited.insert(
-                    s.job,
-                    ExitReport {
-                        job: s.job,
-                        exit_code: None,
-                        signal: None,
-                        cpu_seconds: 0.0,
-                        start_time: now,
-                        end_time: now,
-                        stdout: String::new(),
-                        stderr: String::new(),
-                        truncated: false,
-                        error: Some(error),
-                    },
-                );
+                self.failed_start(&s, error, now);
+            }
+        }
+    }
+
+    /// Reports a job that could not be started, with the reason its owner will read.
+    fn failed_start(&mut self, s: &StartJob, error: String, now: f64) {
+        tracing::warn!(job = s.job, "{error}");
+        self.exited.insert(
+            s.job,
+            ExitReport {
+                job: s.job,
+                exit_code: None,
+                signal: None,
+                cpu_seconds: 0.0,
+                start_time: now,
+                end_time: now,
+                output: Vec::new(),
+                error: Some(error),
+                timed_out: false,
+            },
+        );
+    }
+
+    /// Stops jobs that have run past their time limit (wall-clock time since they started):
+    /// SIGTERM to the whole job, then SIGKILL after `KILL_WAIT`.
+    fn enforce_time_limits(&mut self) {
+        let now = unix_now();
+        for r in self.jobs.values_mut() {
+            match (r.timed_out, r.spec.time_limit) {
+                (None, Some(limit)) if now - r.start_time > limit => {
+                    tracing::info!(job = r.spec.job, limit, "time limit reached: stopping the job");
+                    proc::signal_group(r.pid, libc::SIGCONT);
+                    proc::signal_group(r.pid, libc::SIGTERM);
+                    r.timed_out = Some(Instant::now());
+                }
+                (Some(at), _) if at.elapsed() > KILL_WAIT => {
+                    proc::signal_group(r.pid, libc::SIGKILL);
+                }
+                _ => {}
             }
         }
     }
@@ -537,7 +609,9 @@ impl Agent {
             }
             let record = JobRecord { spec: r.spec, start_time: r.start_time };
             let seen = (!r.adopted).then_some((exit, end_time));
-            let report = exit_report(&record, &r.dir, exit.cpu_seconds.max(r.cpu), seen, end_time);
+            let mut report =
+                exit_report(&record, &r.dir, &r.watched, exit.cpu_seconds.max(r.cpu), seen, end_time);
+            report.timed_out = r.timed_out.is_some();
             tracing::info!(job = id, code = ?report.exit_code, signal = ?report.signal, cpu = report.cpu_seconds, "exited");
             self.exited.insert(id, report);
         }
@@ -607,6 +681,15 @@ mod tests {
                 suspended: false,
                 mem_mb: 0,
                 procs: 1,
+                cpus_per_task: 1,
+                name: None,
+                rank: 0,
+                nodes: Vec::new(),
+                workdir: None,
+                env: None,
+                stdout: None,
+                stderr: None,
+                time_limit: None,
             },
             start_time: 2.0,
         })
@@ -679,12 +762,14 @@ mod tests {
         }
         assert!(proc::try_reap(pid).is_none(), "an adopted job was stopped");
         let Orphan::Ended { record: r9, dir: d9 } = &found[1] else { panic!("job 9 is not ended") };
-        let rep = exit_report(r9, d9, 0.0, None, 50.0);
+        let w9 = JobFiles::plan(&r9.spec, d9, "n").unwrap().watched;
+        let rep = exit_report(r9, d9, &w9, 0.0, None, 50.0);
         assert_eq!((rep.job, rep.exit_code, rep.signal, rep.cpu_seconds), (9, Some(0), None, 29.5));
-        assert_eq!((rep.start_time, rep.end_time, rep.stdout.as_str()), (2.0, 40.0, "result 42\n"));
+        assert_eq!((rep.start_time, rep.end_time), (2.0, 40.0));
+        assert_eq!(rep.output[0].bytes().unwrap(), b"result 42\n");
         assert!(rep.error.is_none());
         let Orphan::Ended { record: r11, dir: d11 } = &found[2] else { panic!("job 11 is not ended") };
-        let rep = exit_report(r11, d11, 3.0, None, 50.0);
+        let rep = exit_report(r11, d11, &[], 3.0, None, 50.0);
         assert_eq!((rep.exit_code, rep.cpu_seconds, rep.end_time), (None, 3.0, 50.0));
         assert!(rep.error.as_deref().unwrap_or("").contains("not recorded"), "{rep:?}");
         proc::signal_group(pid, libc::SIGKILL);

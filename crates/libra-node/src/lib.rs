@@ -7,6 +7,7 @@ pub mod agent;
 pub mod control;
 pub mod enforce;
 pub mod kernel;
+pub mod launch;
 pub mod memory;
 pub mod proc;
 pub mod stride;

@@ -17,22 +17,70 @@ pub struct Exit {
     pub cpu_seconds: f64,
 }
 
-/// Starts `argv` in `dir`. For every control group in `cgroup_procs` the child writes "0" to
+/// How to start a job's process.
+pub struct Launch<'a> {
+    pub argv: &'a [String],
+    /// The working directory; it must exist.
+    pub cwd: &'a Path,
+    pub stdout: &'a Path,
+    /// None: standard error goes to the standard output file.
+    pub stderr: Option<&'a Path>,
+    /// Open the output files for appending instead of truncating them.
+    pub append: bool,
+    /// None: the caller's own environment (tests); Some: exactly these variables.
+    pub env: Option<&'a [(String, String)]>,
+    /// Control groups to join before `exec`.
+    pub cgroup_procs: &'a [PathBuf],
+}
+
+/// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
+pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::Result<i32> {
+    std::fs::create_dir_all(dir)?;
+    launch(&Launch {
+        argv,
+        cwd: dir,
+        stdout: &dir.join("stdout"),
+        stderr: Some(&dir.join("stderr")),
+        append: false,
+        env: None,
+        cgroup_procs,
+    })
+}
+
+fn open_output(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .append(append)
+        .truncate(!append)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("output file {}: {e}", path.display())))
+}
+
+/// Starts a job's process. For every control group in `cgroup_procs` the child writes "0" to
 /// its `cgroup.procs` between fork and exec (the kernel reads that as "this process"), so not
 /// even an early child escapes the group; if a write fails, the launch fails instead of running
 /// unenforced.
-pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::Result<i32> {
-    let (prog, args) = argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
-    std::fs::create_dir_all(dir)?;
-    let stdout = std::fs::File::create(dir.join("stdout"))?;
-    let stderr = std::fs::File::create(dir.join("stderr"))?;
-    let procs = cgroup_procs
+pub fn launch(l: &Launch) -> std::io::Result<i32> {
+    let (prog, args) = l.argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
+    let stdout = open_output(l.stdout, l.append)?;
+    let stderr = match l.stderr {
+        Some(p) => open_output(p, l.append)?,
+        None => stdout.try_clone()?,
+    };
+    let procs = l
+        .cgroup_procs
         .iter()
         .map(|p| CString::new(p.as_os_str().as_bytes()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| std::io::Error::other("cgroup path contains a NUL byte"))?;
     let mut cmd = Command::new(prog);
-    cmd.args(args).current_dir(dir).stdin(Stdio::null()).stdout(stdout).stderr(stderr);
+    cmd.args(args).current_dir(l.cwd).stdin(Stdio::null()).stdout(stdout).stderr(stderr);
+    if let Some(env) = l.env {
+        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
     // SAFETY: between fork and exec only async-signal-safe calls are made (setsid, open,
     // write, close), on memory prepared before the fork.
     unsafe {
@@ -64,11 +112,12 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::
 /// it ends, so that it is known even when no agent was there to see it.
 pub const EXIT_FILE: &str = "libra.exit";
 
-/// The job keeper: runs `argv` as its child (same session, control groups, working directory
-/// and output files), waits for it, writes how it ended to `EXIT_FILE` in the working directory
-/// (atomically), and returns the exit code to leave with. The agent starts every job through a
-/// keeper so that a job outlives a crashed agent and its end is still known to the next one.
-pub fn keep(argv: &[String]) -> i32 {
+/// The job keeper: runs `argv` as its child (same session, control groups, working directory,
+/// environment and output files), waits for it, writes how it ended to `EXIT_FILE` in `record`
+/// (the agent's directory for the job; atomically), and returns the exit code to leave with.
+/// The agent starts every job through a keeper so that a job outlives a crashed agent and its
+/// end is still known to the next one.
+pub fn keep(record: &Path, argv: &[String]) -> i32 {
     let Some((prog, args)) = argv.split_first() else {
         eprintln!("libra job-keeper: no command given");
         return 2;
@@ -77,9 +126,9 @@ pub fn keep(argv: &[String]) -> i32 {
         Ok(c) => c,
         Err(e) => {
             let error = format!("cannot start {argv:?}: {e}");
-            eprintln!("{error}");
+            eprintln!("libra: {error}");
             let exit = Exit { code: Some(127), signal: None, cpu_seconds: 0.0 };
-            let _ = write_exit(Path::new("."), &exit, unix_time(), Some(&error));
+            let _ = write_exit(record, &exit, unix_time(), Some(&error));
             return 127;
         }
     };
@@ -105,7 +154,7 @@ pub fn keep(argv: &[String]) -> i32 {
             break Exit { code: None, signal: Some(0), cpu_seconds: 0.0 };
         }
     };
-    let _ = write_exit(Path::new("."), &exit, unix_time(), None);
+    let _ = write_exit(record, &exit, unix_time(), None);
     match (exit.code, exit.signal) {
         (Some(c), _) => c,
         (None, Some(s)) => 128 + s,

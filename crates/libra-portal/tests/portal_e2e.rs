@@ -48,9 +48,8 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     let bob = cl.user("bob", "pw-bob", 100);
     let bobs = bob
         .submit(&SubmitRequest {
-            spec: JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
-            command: vec!["true".into()],
             name: Some("bob's".into()),
+            ..SubmitRequest::new(JobSpec::simple(1.0, 60.0, Money::from_credits(10)), vec!["true".into()])
         })
         .map_err(|e| format!("bob's job: {e}"))?;
 
@@ -161,9 +160,11 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     // The administrator: a long job shows as a segment on its node, and is cancelled from the page.
     let long = alice
         .submit(&SubmitRequest {
-            spec: JobSpec::simple(30.0, 600.0, Money::from_credits(50)),
-            command: vec!["sleep".into(), "30".into()],
             name: Some("long".into()),
+            ..SubmitRequest::new(
+                JobSpec::simple(30.0, 600.0, Money::from_credits(50)),
+                vec!["sleep".into(), "30".into()],
+            )
         })
         .map_err(|e| format!("long job: {e}"))?;
     b.sign_out().await?;

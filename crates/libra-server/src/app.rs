@@ -7,7 +7,7 @@ use crate::error::{ApiError, ServerError};
 use crate::store;
 use libra_api::NodeJobShare;
 use libra_core::job::{JobDetails, QosConstraints, QosOptimisation, ResourceRequirements};
-use libra_core::{build_policy, Cluster, JobSpec, Money, NodeIdx, NodeSpec, Policy, PricingParams};
+use libra_core::{build_policy, Cluster, JobSpec, Money, NodeIdx, Policy, PricingParams};
 use rusqlite::{params, Connection};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -55,7 +55,7 @@ impl App {
             std::fs::create_dir_all(dir)?;
         }
         let db = store::open(&config.db, config.sync_full)
-            .map_err(|e| ServerError::Store { path: config.db.display().to_string(), source: e })?;
+            .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
         let sweeps =
             std::sync::Arc::new(crate::sweeps::Sweeps::open(config.broker_db(), &config.sweep_clusters)?);
@@ -78,7 +78,7 @@ impl App {
 pub fn spec_of(estimate: f64, deadline: f64, budget: Money, procs: u32, mem_mb: u64) -> JobSpec {
     JobSpec {
         details: JobDetails { estimate, length_mi: None },
-        resources: ResourceRequirements { procs, mem_mb, disk_mb: 0 },
+        resources: ResourceRequirements { procs, cpus_per_task: 1, mem_mb, disk_mb: 0 },
         qos: QosConstraints { deadline, budget },
         optimise: QosOptimisation::Cost,
     }
@@ -110,13 +110,8 @@ impl Inner {
             })?;
             for row in rows {
                 let (name, cpus, mem, mechanism, price_base) = row?;
-                let idx = cluster.add_node(NodeSpec {
-                    name: name.clone(),
-                    cpus,
-                    mem_mb: mem.max(0) as u64,
-                    disk_mb: u64::MAX / 4,
-                    price_base,
-                });
+                let idx =
+                    cluster.add_node(crate::nodes::node_spec(&name, cpus, mem.max(0) as u64, price_base));
                 nodes.insert(name, NodeRt { idx, mechanism, last_seen: now, shares: Vec::new() });
             }
         }
@@ -160,7 +155,7 @@ impl Inner {
                 let _ = cluster.report_progress(id, cpu, now);
             }
         }
-        Ok(Inner {
+        let mut inner = Inner {
             db,
             cluster,
             policy,
@@ -168,7 +163,19 @@ impl Inner {
             nodes,
             node_timeout: config.node_timeout,
             tokens: Default::default(),
-        })
+        };
+        // A store written before exits and settlements shared a transaction may hold jobs that
+        // ended and were never charged: settle them before serving.
+        match inner.settle_stranded(now, None) {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!("settled {n} jobs that had ended before the last stop"),
+            Err(e) => {
+                return Err(ServerError::Invalid(format!(
+                    "settling jobs that ended before the last stop: {e}"
+                )))
+            }
+        }
+        Ok(inner)
     }
 
     /// Who sent the request (401 without a valid token).

@@ -23,9 +23,11 @@ pub enum ApiError {
 }
 
 impl From<rusqlite::Error> for ApiError {
+    /// The store's own words go to the server's log, not to the client: they can name tables,
+    /// paths and other users' data.
     fn from(e: rusqlite::Error) -> Self {
         tracing::error!("store: {e}");
-        ApiError::Internal(format!("store: {e}"))
+        ApiError::Internal("the store failed; the server's log has the details".into())
     }
 }
 
@@ -53,6 +55,8 @@ impl IntoResponse for ApiError {
 pub enum ServerError {
     #[error("store {path}: {source}")]
     Store { path: String, source: rusqlite::Error },
+    #[error("the store {path} cannot be used: {source}")]
+    Open { path: String, source: crate::store::StoreError },
     #[error("configuration {path}: {msg}")]
     Config { path: String, msg: String },
     #[error("{0}")]

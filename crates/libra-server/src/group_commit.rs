@@ -32,6 +32,8 @@ struct QueueState {
 struct Waiting {
     headers: HeaderMap,
     req: SubmitRequest,
+    /// The client's `Idempotency-Key`: a retry with the same key gets the same job.
+    key: Option<String>,
     reply: oneshot::Sender<Result<JobInfo, ApiError>>,
 }
 
@@ -55,11 +57,12 @@ impl App {
         self: &Arc<Self>,
         headers: HeaderMap,
         req: SubmitRequest,
+        key: Option<String>,
     ) -> Result<JobInfo, ApiError> {
         let (reply, answer) = oneshot::channel();
         let start = {
             let mut s = self.submissions.state.lock().unwrap_or_else(|p| p.into_inner());
-            s.waiting.push(Waiting { headers, req, reply });
+            s.waiting.push(Waiting { headers, req, key, reply });
             !std::mem::replace(&mut s.draining, true)
         };
         if start {
@@ -93,7 +96,7 @@ impl App {
                 let items: Vec<_> = batch
                     .iter()
                     .zip(&callers)
-                    .filter_map(|(w, c)| c.as_ref().ok().map(|c| (c, &w.req)))
+                    .filter_map(|(w, c)| c.as_ref().ok().map(|c| (c, &w.req, w.key.as_deref())))
                     .collect();
                 let mut decided = g.submit_batch(&items, t).into_iter();
                 for c in &callers {

@@ -163,6 +163,40 @@ pub fn settle(conn: &Connection, job: u64, charge: Money, now: f64) -> Result<Mo
     Ok(charge)
 }
 
+/// Raises a job's hold to `to` (a running job that overruns its estimate owes more than its
+/// quote, up to its budget), taking the difference from the owner's available credit. Refused,
+/// with nothing written, when the job's holds would pass its budget or the credit cannot cover
+/// the difference: the caller then stops the job rather than let it run unpaid.
+pub fn extend_hold(
+    conn: &Connection,
+    job: u64,
+    to: Money,
+    budget: Money,
+    now: f64,
+) -> Result<(), LedgerError> {
+    let (user, held) = open_hold(conn, job)?.ok_or(LedgerError::NoHold(job))?;
+    // Nothing left on hold: the job has settled (or costs nothing), there is nothing to extend.
+    if held.0 <= 0 {
+        return Err(LedgerError::NoHold(job));
+    }
+    if to <= held {
+        return Ok(());
+    }
+    let holds: i64 = conn
+        .prepare_cached("SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE job = ?1 AND kind = 'hold'")?
+        .query_row(params![job as i64], |r| r.get(0))?;
+    let more = to - held;
+    if Money(holds) + more > budget {
+        return Err(LedgerError::AboveBudget(Money(holds) + more, budget));
+    }
+    let b = balance(conn, user)?;
+    if b.available < more {
+        return Err(LedgerError::Insufficient { user: b.user, available: b.available, needed: more });
+    }
+    append(conn, user, Some(job), LedgerKind::Hold, more, now)?;
+    Ok(())
+}
+
 /// Lowers a job's open hold to `amount` (a queued job's lien on its whole budget becomes its
 /// price once it is dispatched), releasing the difference.
 pub fn reduce_hold(conn: &Connection, job: u64, amount: Money, now: f64) -> Result<(), LedgerError> {

@@ -13,6 +13,7 @@ pub mod openapi;
 mod queue;
 pub mod routes;
 pub mod sched;
+mod settle;
 pub mod store;
 pub mod sweeps;
 
@@ -64,7 +65,12 @@ pub async fn serve(
                 let r = {
                     let mut g = app.lock();
                     let now = app::now();
-                    g.check_nodes(now).and_then(|()| g.dispatch_queue(now))
+                    g.check_nodes(now)
+                        .and_then(|()| {
+                            let grace = now - g.node_timeout;
+                            g.settle_stranded(now, Some(grace))
+                        })
+                        .and_then(|_| g.dispatch_queue(now))
                 };
                 if let Err(e) = r {
                     tracing::error!("scheduler tick: {e}");

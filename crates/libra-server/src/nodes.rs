@@ -8,18 +8,32 @@
 
 use crate::app::{Inner, NodeRt};
 use crate::error::ApiError;
+use crate::ledger::{self, LedgerError};
+use crate::settle::{settle_job, Settled};
 use libra_api::{
-    ExitReport, JobControl, JobState, NodeJobShare, RegisterRequest, StartJob, SyncRequest, SyncResponse,
+    ExitReport, JobControl, JobState, NodeJobShare, OutputAck, OutputChunk, RegisterRequest, StartJob,
+    Stream, SyncRequest, SyncResponse, OUTPUT_LIMIT,
 };
+use libra_core::billing::Ending;
 use libra_core::{Money, NodeSpec};
 use rusqlite::{params, OptionalExtension};
 use std::collections::{HashMap, HashSet};
 
-/// Per job: open parts, failed parts, last end, an exit code, deadline, cost.
-type PartsEnded = (i64, i64, Option<f64>, Option<i32>, f64, i64);
+/// Memory or disk a node did not state: nothing to check a request against.
+const UNSTATED: u64 = u64::MAX / 4;
 
-/// How much of a job's output the server keeps.
-pub const OUTPUT_LIMIT: usize = 1 << 20;
+/// A node as the policies see it, from what it registered (and the store keeps): the same
+/// conversion on registration and on reload, so a restart changes nothing (memory 0, "not
+/// stated", once came back as 0 MB and every `--mem` job was refused).
+pub fn node_spec(name: &str, cpus: f64, mem_mb: u64, price_base: f64) -> NodeSpec {
+    NodeSpec {
+        name: name.to_string(),
+        cpus,
+        mem_mb: if mem_mb == 0 { UNSTATED } else { mem_mb },
+        disk_mb: UNSTATED,
+        price_base,
+    }
+}
 
 impl Inner {
     pub fn register(&mut self, r: &RegisterRequest, default_price: f64, now: f64) -> Result<(), ApiError> {
@@ -54,14 +68,7 @@ impl Inner {
                 self.cluster.set_up(rt.idx, true);
             }
             None => {
-                let mem = if r.mem_mb == 0 { u64::MAX / 4 } else { r.mem_mb };
-                let idx = self.cluster.add_node(NodeSpec {
-                    name: r.name.clone(),
-                    cpus: r.cpus,
-                    mem_mb: mem,
-                    disk_mb: u64::MAX / 4,
-                    price_base: price,
-                });
+                let idx = self.cluster.add_node(node_spec(&r.name, r.cpus, r.mem_mb, price));
                 self.nodes.insert(
                     r.name.clone(),
                     NodeRt { idx, mechanism: r.mechanism.clone(), last_seen: now, shares: Vec::new() },
@@ -72,7 +79,9 @@ impl Inner {
         Ok(())
     }
 
-    /// Takes a node's report, records it, and answers with what the node must change.
+    /// Takes a node's report, records it, and answers with what the node must change. Exits
+    /// are recorded and settled in one transaction; running jobs' output is stored and their
+    /// holds raised as they use CPU (or they are stopped when their budget or credit runs out).
     pub fn sync(&mut self, r: &SyncRequest, now: f64) -> Result<SyncResponse, ApiError> {
         let Some(rt) = self.nodes.get_mut(&r.name) else {
             return Ok(SyncResponse { reregister: true, ..Default::default() });
@@ -88,8 +97,7 @@ impl Inner {
         let was_down = !self.cluster.node(idx).up;
         self.cluster.set_up(idx, true);
         let mut resp = SyncResponse::default();
-        let mut finished: Vec<u64> = Vec::new();
-        let mut lost: Vec<u64> = Vec::new();
+        let mut settled: Vec<Settled> = Vec::new();
         let tx = self.db.transaction()?;
         if was_down {
             tx.execute("UPDATE nodes SET up = 1, last_seen = ?2 WHERE name = ?1", params![r.name, now])?;
@@ -107,11 +115,12 @@ impl Inner {
             })?;
             rows.collect::<Result<_, _>>()?
         };
+        let mut running: Vec<u64> = Vec::new();
         for j in &r.running {
             match assigned.get(&j.job) {
                 Some((state, _)) if state.is_active() => {
                     tx.prepare_cached(
-                        "UPDATE job_nodes SET seen = 1, cpu_seconds = ?3 WHERE job = ?1 AND node = ?2",
+                        "UPDATE job_nodes SET seen = 1, cpu_seconds = MAX(cpu_seconds, ?3) WHERE job = ?1 AND node = ?2",
                     )?
                     .execute(params![j.job as i64, r.name, j.cpu_seconds])?;
                     tx.prepare_cached(
@@ -119,14 +128,19 @@ impl Inner {
                          cpu_seconds = (SELECT SUM(cpu_seconds) FROM job_nodes WHERE job = ?1) WHERE id = ?1",
                     )?
                     .execute(params![j.job as i64, j.start_time])?;
+                    for c in &j.output {
+                        store_output(&tx, j.job, &r.name, c)?;
+                    }
+                    running.push(j.job);
                 }
                 _ => resp.kill.push(j.job),
             }
         }
+        let mut ended: Vec<u64> = Vec::new();
         for e in &r.exited {
             if assigned.contains_key(&e.job) {
                 record_exit(&tx, &r.name, e, now)?;
-                finished.push(e.job);
+                ended.push(e.job);
             }
             resp.ack.push(e.job);
         }
@@ -136,25 +150,35 @@ impl Inner {
             if *seen && state.is_active() && !reported.contains(job) {
                 // The node ran it and no longer knows it (the agent restarted without it).
                 tx.execute(
-                    "UPDATE job_nodes SET done = 1, failed = 1 WHERE job = ?1 AND node = ?2",
+                    "UPDATE job_nodes SET done = 1, failed = 1, lost = 1 WHERE job = ?1 AND node = ?2",
                     params![*job as i64, r.name],
                 )?;
-                lost.push(*job);
+                ended.push(*job);
+            }
+        }
+        for job in ended {
+            if let Some((ending, reason)) = crate::settle::parts_ending(&tx, job, now)? {
+                settled.extend(settle_job(&tx, job, ending, reason, now)?);
+            }
+        }
+        for &job in &running {
+            if let Some(s) = charge_as_it_runs(&tx, job, now)? {
+                resp.kill.push(job);
+                settled.push(s);
             }
         }
         tx.commit()?;
-        for j in &r.running {
+        let gone: HashSet<u64> = settled.iter().map(|s| s.job).collect();
+        for j in r.running.iter().filter(|j| running.contains(&j.job) && !gone.contains(&j.job)) {
             if let Some(min_cpu) = self.min_cpu(j.job)? {
                 let _ = self.cluster.report_progress(j.job, min_cpu, now);
             }
         }
-        for job in finished {
-            self.settle_if_done(job, None, now)?;
-        }
-        for job in lost {
-            self.settle_if_done(job, Some(format!("lost: node {} no longer runs it", r.name)), now)?;
+        for s in &settled {
+            self.settled(s)?;
         }
         self.commands(r, &mut resp)?;
+        resp.output_acks = self.output_acks(&r.name, &running, &gone)?;
         resp.job_control = if self.policy.edf_job_control() { JobControl::Edf } else { JobControl::Libra };
         Ok(resp)
     }
@@ -165,18 +189,43 @@ impl Inner {
             .query_row(params![job as i64], |r| r.get(0))
     }
 
+    /// Where the server's copy of each running job's output ends on this node.
+    fn output_acks(
+        &self,
+        node: &str,
+        running: &[u64],
+        gone: &HashSet<u64>,
+    ) -> rusqlite::Result<Vec<OutputAck>> {
+        let mut st =
+            self.db.prepare_cached("SELECT out_end, err_end FROM job_nodes WHERE job = ?1 AND node = ?2")?;
+        let mut acks = Vec::with_capacity(running.len());
+        for &job in running.iter().filter(|j| !gone.contains(j)) {
+            if let Some((out, err)) = st
+                .query_row(params![job as i64, node], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+                .optional()?
+            {
+                acks.push(OutputAck { job, stdout: out.max(0) as u64, stderr: err.max(0) as u64 });
+            }
+        }
+        Ok(acks)
+    }
+
     /// What the node must start, suspend or resume, from the store and the node's report.
     pub fn commands(&self, r: &SyncRequest, resp: &mut SyncResponse) -> Result<(), ApiError> {
         let running: HashMap<u64, bool> = r.running.iter().map(|j| (j.job, j.suspended)).collect();
         let exited: HashSet<u64> = r.exited.iter().map(|e| e.job).collect();
         let mut st = self.db.prepare_cached(
-            "SELECT j.id, j.state, j.command, COALESCE(j.reserved, j.estimate), j.submit_time, j.deadline_at, j.share, n.seen, j.mem_mb, j.procs \
+            "SELECT j.id, j.state, j.command, COALESCE(j.reserved, j.estimate), j.submit_time, j.deadline_at, j.share, n.seen, j.mem_mb, j.procs, \
+             j.cpus_per_task, j.name, n.rank, j.workdir, j.env, j.stdout_pattern, j.stderr_pattern, j.time_limit, \
+             (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)) \
              FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
              AND j.state IN ('PENDING','RUNNING','SUSPENDED')",
         )?;
         let rows = st.query_map(params![r.name], |row| {
             let state: String = row.get(1)?;
             let command: String = row.get(2)?;
+            let env: Option<String> = row.get(14)?;
+            let nodes: Option<String> = row.get(18)?;
             Ok((
                 StartJob {
                     job: row.get::<_, i64>(0)? as u64,
@@ -188,6 +237,15 @@ impl Inner {
                     suspended: state == "SUSPENDED",
                     mem_mb: row.get::<_, i64>(8)?.max(0) as u64,
                     procs: row.get::<_, i64>(9)?.clamp(1, i64::from(u32::MAX)) as u32,
+                    cpus_per_task: row.get::<_, i64>(10)?.clamp(1, i64::from(u32::MAX)) as u32,
+                    name: row.get(11)?,
+                    rank: row.get::<_, i64>(12)?.clamp(0, i64::from(u32::MAX)) as u32,
+                    workdir: row.get(13)?,
+                    env: env.and_then(|e| serde_json::from_str(&e).ok()),
+                    stdout: row.get(15)?,
+                    stderr: row.get(16)?,
+                    time_limit: row.get(17)?,
+                    nodes: nodes.map(|n| n.split(',').map(str::to_string).collect()).unwrap_or_default(),
                 },
                 row.get::<_, bool>(7)?,
             ))
@@ -209,42 +267,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Settles a job once every node has reported its part ended.
-    fn settle_if_done(&mut self, job: u64, lost_reason: Option<String>, now: f64) -> Result<(), ApiError> {
-        let row: Option<PartsEnded> = self
-            .db
-            .query_row(
-                "SELECT SUM(done = 0), SUM(failed), MAX(end_time), MAX(exit_code), \
-                 (SELECT deadline_at FROM jobs WHERE id = ?1), (SELECT cost FROM jobs WHERE id = ?1) \
-                 FROM job_nodes WHERE job = ?1",
-                params![job as i64],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
-            )
-            .optional()?;
-        let Some((open, failed, end, exit_code, deadline_at, cost)) = row else { return Ok(()) };
-        if open > 0 {
-            return Ok(());
-        }
-        let end = end.unwrap_or(now).min(now);
-        let (state, charge, reason) = if failed > 0 {
-            let why = lost_reason.or_else(|| exit_code.filter(|c| *c != 0).map(|c| format!("exit code {c}")));
-            (JobState::Failed, Money::ZERO, why.or_else(|| Some("failed".into())))
-        } else if end <= deadline_at {
-            (JobState::Completed, Money(cost), None)
-        } else {
-            (
-                JobState::Deadline,
-                Money::ZERO,
-                Some(format!("finished {:.1} s after its deadline", end - deadline_at)),
-            )
-        };
-        self.db.execute(
-            "UPDATE jobs SET end_time = ?2, exit_code = ?3 WHERE id = ?1",
-            params![job as i64, end, exit_code],
-        )?;
-        self.finish(job, state, charge, reason, now)
-    }
-
     /// Marks nodes that have been silent longer than the timeout down; their jobs are lost and
     /// their holds released.
     pub fn check_nodes(&mut self, now: f64) -> Result<(), ApiError> {
@@ -264,13 +286,7 @@ impl Inner {
                 .query_map(params![name], |r| r.get::<_, i64>(0).map(|v| v as u64))?
                 .collect::<Result<_, _>>()?;
             for job in jobs {
-                self.finish(
-                    job,
-                    JobState::Failed,
-                    Money::ZERO,
-                    Some(format!("lost: node {name} went down")),
-                    now,
-                )?;
+                self.finish(job, Ending::Lost, Some(format!("lost: node {name} went down")), now)?;
             }
         }
         Ok(())
@@ -279,30 +295,96 @@ impl Inner {
 
 fn record_exit(tx: &rusqlite::Transaction, node: &str, e: &ExitReport, now: f64) -> rusqlite::Result<()> {
     let failed = e.error.is_some() || e.signal.is_some() || e.exit_code != Some(0);
+    let error = e.error.as_ref().map(|err| format!("node {node}: {err}"));
     tx.execute(
-        "UPDATE job_nodes SET seen = 1, done = 1, exit_code = ?3, failed = ?4, cpu_seconds = ?5, end_time = ?6 WHERE job = ?1 AND node = ?2",
-        params![e.job as i64, node, e.exit_code.or(e.signal.map(|s| 128 + s)), failed, e.cpu_seconds, e.end_time.min(now)],
+        "UPDATE job_nodes SET seen = 1, done = 1, exit_code = ?3, failed = ?4, cpu_seconds = MAX(cpu_seconds, ?5), end_time = ?6, \
+         timed_out = ?7, error = ?8 WHERE job = ?1 AND node = ?2",
+        params![
+            e.job as i64,
+            node,
+            e.exit_code.or(e.signal.map(|s| 128 + s)),
+            failed,
+            e.cpu_seconds,
+            e.end_time.min(now),
+            e.timed_out,
+            error
+        ],
     )?;
-    let cut = |s: &str| -> String {
-        if s.len() <= OUTPUT_LIMIT {
-            return s.to_string();
-        }
-        let mut i = s.len() - OUTPUT_LIMIT;
-        while !s.is_char_boundary(i) {
-            i += 1;
-        }
-        s[i..].to_string()
-    };
-    let mut stderr = cut(&e.stderr);
-    if let Some(err) = &e.error {
-        stderr.push_str(&format!("\nlibra node {node}: {err}\n"));
+    for c in &e.output {
+        store_output(tx, e.job, node, c)?;
     }
     tx.execute(
-        "UPDATE jobs SET stdout = COALESCE(stdout, '') || ?2, stderr = COALESCE(stderr, '') || ?3, truncated = truncated OR ?4, \
-         start_time = COALESCE(start_time, ?5), cpu_seconds = (SELECT SUM(cpu_seconds) FROM job_nodes WHERE job = ?1) WHERE id = ?1",
-        params![e.job as i64, cut(&e.stdout), stderr, e.truncated || e.stdout.len() > OUTPUT_LIMIT, e.start_time],
+        "UPDATE jobs SET start_time = COALESCE(start_time, ?2), cpu_seconds = (SELECT SUM(cpu_seconds) FROM job_nodes WHERE job = ?1) WHERE id = ?1",
+        params![e.job as i64, e.start_time],
     )?;
     Ok(())
+}
+
+/// Appends a chunk of a job's output where the stored copy ends (a chunk sent again is
+/// ignored; one that starts past the end marks the copy truncated), keeping the last
+/// `OUTPUT_LIMIT` bytes.
+fn store_output(tx: &rusqlite::Transaction, job: u64, node: &str, c: &OutputChunk) -> rusqlite::Result<()> {
+    let Ok(bytes) = c.bytes() else {
+        tracing::warn!(job, node, "an output chunk that is not base64 was ignored");
+        return Ok(());
+    };
+    let (data, start, end) = match c.stream {
+        Stream::Stdout => ("out", "out_start", "out_end"),
+        Stream::Stderr => ("err", "err_start", "err_end"),
+    };
+    let row: Option<(Option<Vec<u8>>, i64)> = tx
+        .prepare_cached(&format!("SELECT {data}, {end} FROM job_nodes WHERE job = ?1 AND node = ?2"))?
+        .query_row(params![job as i64, node], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((kept, kept_end)) = row else { return Ok(()) };
+    let kept_end = kept_end.max(0) as u64;
+    if c.offset < kept_end || bytes.is_empty() {
+        return Ok(());
+    }
+    let skipped = c.offset > kept_end;
+    let mut buf = if skipped { Vec::new() } else { kept.unwrap_or_default() };
+    buf.extend_from_slice(&bytes);
+    let new_end = c.offset + bytes.len() as u64;
+    let cut = buf.len().saturating_sub(OUTPUT_LIMIT);
+    if cut > 0 {
+        buf.drain(..cut);
+    }
+    let new_start = new_end - buf.len() as u64;
+    tx.prepare_cached(&format!(
+        "UPDATE job_nodes SET {data} = ?3, {start} = ?4, {end} = ?5, out_truncated = out_truncated OR ?6 WHERE job = ?1 AND node = ?2"
+    ))?
+    .execute(params![job as i64, node, buf, new_start as i64, new_end as i64, skipped || cut > 0 || new_start > 0])?;
+    Ok(())
+}
+
+/// A running job pays as it goes: once the CPU it has used nears what is held for it, the hold
+/// is raised from the owner's credit, up to the budget. A job whose CPU has used up its budget,
+/// or whose owner's credit cannot cover more, is settled (and the node told to stop it).
+fn charge_as_it_runs(tx: &rusqlite::Transaction, job: u64, now: f64) -> Result<Option<Settled>, ApiError> {
+    let Some((state, usage)) = crate::settle::usage(tx, job)? else { return Ok(None) };
+    if !state.is_active() || usage.owed() < Money(usage.quoted.0 * 9 / 10) {
+        return Ok(None);
+    }
+    if usage.budget_exhausted() {
+        let why = format!(
+            "budget exhausted: {:.1} CPU-s used of an estimated {:.1}, and the budget {} pays for no more",
+            usage.cpu_seconds,
+            usage.quoted_cpu(),
+            usage.budget
+        );
+        return settle_job(tx, job, Ending::OutOfCredit, Some(why), now);
+    }
+    match ledger::extend_hold(tx, job, usage.hold_needed(), usage.budget, now) {
+        Ok(()) | Err(LedgerError::NoHold(_)) => Ok(None),
+        Err(e @ LedgerError::Insufficient { .. }) => settle_job(
+            tx,
+            job,
+            Ending::OutOfCredit,
+            Some(format!("stopped: it overran its estimate and {e}")),
+            now,
+        ),
+        Err(e) => Err(ApiError::Internal(e.to_string())),
+    }
 }
 
 impl Inner {

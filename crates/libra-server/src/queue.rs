@@ -7,7 +7,7 @@
 use crate::app::{spec_of, Inner};
 use crate::error::ApiError;
 use crate::ledger;
-use libra_api::JobState;
+use libra_core::billing::Ending;
 use libra_core::policy::{Dispatch, Queued};
 use libra_core::Money;
 use rusqlite::params;
@@ -50,8 +50,7 @@ impl Inner {
                     if cost > *budget {
                         self.finish(
                             job,
-                            JobState::Cancelled,
-                            Money::ZERO,
+                            Ending::Withdrawn,
                             Some(format!(
                                 "budget: its price at dispatch, {cost}, is above the budget {budget}"
                             )),
@@ -63,10 +62,10 @@ impl Inner {
                     let share =
                         nodes.iter().map(|&i| self.cluster.node(i).spec.per_job_cap()).fold(1.0, f64::min);
                     let tx = self.db.transaction()?;
-                    for n in &names {
+                    for (rank, n) in names.iter().enumerate() {
                         tx.execute(
-                            "INSERT INTO job_nodes(job, node) VALUES (?1, ?2)",
-                            params![job as i64, n],
+                            "INSERT INTO job_nodes(job, node, rank) VALUES (?1, ?2, ?3)",
+                            params![job as i64, n, rank as i64],
                         )?;
                     }
                     tx.execute(
@@ -85,8 +84,7 @@ impl Inner {
                 Dispatch::Drop { job } => {
                     self.finish(
                         job,
-                        JobState::Deadline,
-                        Money::ZERO,
+                        Ending::NeverStarted,
                         Some("dropped from the queue: it can no longer start in time".into()),
                         now,
                     )?;

@@ -2,22 +2,29 @@
 //! transaction), quote (the same decision, not recorded), cancel, suspend, resume, and settling
 //! a job when it ends.
 //!
-//! Cancellation, as charged: a job cancelled by its owner before it starts costs nothing; after
-//! it has started, the owner pays for the CPU it used, pro rata to the estimate
-//! (`cost * min(1, cpu / (estimate * procs))`, rounded down), and the rest of the hold is released. A job
-//! cancelled by an administrator costs nothing.
+//! What a job is charged when it ends, cancellations included, is `libra_core::billing`'s
+//! rule, applied by `crate::settle`.
 
 use crate::app::Inner;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::{ledger, store};
 use libra_api::{JobInfo, JobState, NodePrice, QuoteResponse, SubmitRequest};
+use libra_core::billing::Ending;
 use libra_core::policy::LibraPlus;
 use libra_core::pricing::{libraplus_rate, putil};
 use libra_core::{Decision, JobSpec, Money};
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 pub const MAX_COMMAND_ARGS: usize = 4096;
+/// Limits on what a submission may store (a rejected submission is stored too).
+pub const MAX_COMMAND_BYTES: usize = 256 * 1024;
+pub const MAX_NAME_BYTES: usize = 256;
+pub const MAX_PATH_BYTES: usize = 4096;
+pub const MAX_ENV_VARS: usize = 4096;
+pub const MAX_ENV_BYTES: usize = 512 * 1024;
+/// The longest idempotency key accepted.
+pub const MAX_IDEMPOTENCY_KEY: usize = 128;
 
 fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
     req.spec.validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -34,12 +41,64 @@ fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
     if req.command.iter().any(|a| a.contains('\0')) {
         return Err(ApiError::BadRequest("command: arguments may not contain NUL bytes".into()));
     }
+    let total: usize = req.command.iter().map(String::len).sum();
+    if total > MAX_COMMAND_BYTES {
+        return Err(ApiError::BadRequest(format!(
+            "command: {total} bytes of program and arguments; at most {MAX_COMMAND_BYTES} are accepted"
+        )));
+    }
+    if let Some(name) = &req.name {
+        if name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
+            return Err(ApiError::BadRequest(format!(
+                "name: give at most {MAX_NAME_BYTES} bytes without control characters"
+            )));
+        }
+    }
+    if let Some(dir) = &req.workdir {
+        if !dir.starts_with('/') || dir.contains('\0') || dir.len() > MAX_PATH_BYTES {
+            return Err(ApiError::BadRequest(format!(
+                "workdir: '{}' is not accepted: give an absolute directory of at most {MAX_PATH_BYTES} bytes",
+                dir.chars().take(80).collect::<String>()
+            )));
+        }
+    }
+    for (field, pattern) in [("stdout", &req.stdout), ("stderr", &req.stderr)] {
+        if let Some(p) = pattern {
+            if p.is_empty() || p.contains('\0') || p.len() > MAX_PATH_BYTES {
+                return Err(ApiError::BadRequest(format!(
+                    "{field}: give a file name pattern of 1 to {MAX_PATH_BYTES} bytes (%j job id, %x name, %N node, %t rank)"
+                )));
+            }
+        }
+    }
+    if let Some(env) = &req.env {
+        let bytes: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        if env.len() > MAX_ENV_VARS || bytes > MAX_ENV_BYTES {
+            return Err(ApiError::BadRequest(format!(
+                "env: {} variables, {bytes} bytes; at most {MAX_ENV_VARS} variables and {MAX_ENV_BYTES} bytes are accepted (--export=NONE or a list of names sends fewer)",
+                env.len()
+            )));
+        }
+        if let Some(k) = env.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0')) {
+            return Err(ApiError::BadRequest(format!("env: '{k}' is not a variable name")));
+        }
+        if env.values().any(|v| v.contains('\0')) {
+            return Err(ApiError::BadRequest("env: values may not contain NUL bytes".into()));
+        }
+    }
+    if let Some(t) = req.time_limit {
+        if !(t > 0.0 && t <= libra_core::job::MAX_SECONDS) {
+            return Err(ApiError::BadRequest(format!(
+                "time_limit: {t} is not accepted: give a wall-clock limit in seconds, greater than 0 and at most one year"
+            )));
+        }
+    }
     Ok(())
 }
 
 impl Inner {
     pub fn submit(&mut self, caller: &Caller, req: &SubmitRequest, now: f64) -> Result<JobInfo, ApiError> {
-        self.submit_batch(&[(caller, req)], now)
+        self.submit_batch(&[(caller, req, None)], now)
             .pop()
             .unwrap_or_else(|| Err(ApiError::Internal("no answer".into())))
     }
@@ -51,7 +110,7 @@ impl Inner {
     /// the commit itself fails, the whole batch is undone, in the view too.
     pub fn submit_batch(
         &mut self,
-        items: &[(&Caller, &SubmitRequest)],
+        items: &[(&Caller, &SubmitRequest, Option<&str>)],
         now: f64,
     ) -> Vec<Result<JobInfo, ApiError>> {
         let tx = match self.db.unchecked_transaction() {
@@ -60,10 +119,10 @@ impl Inner {
         };
         let mut stored: Vec<Result<(u64, JobState), ApiError>> = Vec::with_capacity(items.len());
         let mut in_view: Vec<u64> = Vec::new();
-        for (caller, req) in items {
+        for (caller, req, key) in items {
             let one = check_request(req).and_then(|()| {
                 tx.execute_batch("SAVEPOINT submission")?;
-                let r = self.store_submission(&tx, caller, req, now);
+                let r = self.store_submission(&tx, caller, req, *key, now);
                 tx.execute_batch(if r.is_ok() {
                     "RELEASE submission"
                 } else {
@@ -107,8 +166,20 @@ impl Inner {
         tx: &rusqlite::Transaction,
         caller: &Caller,
         req: &SubmitRequest,
+        key: Option<&str>,
         now: f64,
     ) -> Result<(u64, JobState, Option<(Vec<libra_core::NodeIdx>, f64)>), ApiError> {
+        // A retried submission (the client lost the first answer) gets the job the first one
+        // made: decided once, held once.
+        if let Some(key) = key {
+            let earlier: Option<(i64, String)> = tx
+                .prepare_cached("SELECT id, state FROM jobs WHERE user_id = ?1 AND idem_key = ?2")?
+                .query_row(params![caller.id, key], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((id, state)) = earlier {
+                return Ok((id as u64, JobState::parse(&state).unwrap_or(JobState::Failed), None));
+            }
+        }
         let spec = &req.spec;
         let user = Some(caller.id as u64);
         let decision = self.policy.decide_as(spec, user, &self.cluster, now);
@@ -137,8 +208,9 @@ impl Inner {
         let deadline_at = now + spec.deadline();
         let mut state = state;
         tx.prepare_cached(
-            "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved, \
+             workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
         )?
         .execute(params![
             caller.id,
@@ -157,21 +229,29 @@ impl Inner {
             reason,
             suggestion.map(|s| serde_json::to_string(&s)).transpose()?,
             (reserved != spec.estimate()).then_some(reserved),
+            // A refusal keeps no environment: it will never run, and it would only fill the store.
+            req.workdir,
+            req.env.as_ref().filter(|_| state == JobState::Pending).map(serde_json::to_string).transpose()?,
+            req.stdout,
+            req.stderr,
+            req.time_limit,
+            key,
         ])?;
         let id = tx.last_insert_rowid() as u64;
         if state == JobState::Pending {
             match ledger::hold(tx, caller.id, id, cost, spec.budget(), now) {
                 Ok(()) => {
-                    let mut ins = tx.prepare_cached("INSERT INTO job_nodes(job, node) VALUES (?1, ?2)")?;
-                    for n in &node_names {
-                        ins.execute(params![id as i64, n])?;
+                    let mut ins =
+                        tx.prepare_cached("INSERT INTO job_nodes(job, node, rank) VALUES (?1, ?2, ?3)")?;
+                    for (rank, n) in node_names.iter().enumerate() {
+                        ins.execute(params![id as i64, n, rank as i64])?;
                     }
                 }
                 Err(e) => {
                     state = JobState::Rejected;
                     reason = Some(e.to_string());
                     tx.execute(
-                        "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0 WHERE id = ?1",
+                        "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0, env = NULL WHERE id = ?1",
                         params![id as i64, reason],
                     )?;
                 }
@@ -297,25 +377,20 @@ impl Inner {
         store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
     }
 
+    /// Cancels an active job: its owner pays for the CPU it used (nothing before it starts); a
+    /// job an administrator cancels is free (`libra_core::billing`).
     pub fn cancel(&mut self, caller: &Caller, id: u64, now: f64) -> Result<JobInfo, ApiError> {
         let job = self.owned_job(caller, id)?;
         if !job.state.is_active() {
             return Err(ApiError::Conflict(format!("job {id} is already {}: nothing to cancel", job.state)));
         }
         let by_owner = job.user == caller.name;
-        let charge = if by_owner && job.start_time.is_some() {
-            // CPU time is summed over the job's nodes; the estimate is per node.
-            let frac = (job.cpu_seconds / (job.estimate * job.procs.max(1) as f64).max(1e-9)).clamp(0.0, 1.0);
-            Money((job.cost.0 as f64 * frac).floor() as i64)
-        } else {
-            Money::ZERO
-        };
         let reason = if by_owner {
             format!("cancelled by {}", caller.name)
         } else {
             format!("cancelled by administrator {}", caller.name)
         };
-        self.finish(id, JobState::Cancelled, charge, Some(reason), now)?;
+        self.finish(id, Ending::Cancelled { by_owner }, Some(reason), now)?;
         store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
     }
 
@@ -345,39 +420,7 @@ impl Inner {
         store::set_state(&self.db, id, next)?;
         store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
     }
-
-    /// Ends an active job: final state, settlement and the view, in one transaction.
-    pub fn finish(
-        &mut self,
-        id: u64,
-        state: JobState,
-        charge: Money,
-        reason: Option<String>,
-        now: f64,
-    ) -> Result<(), ApiError> {
-        let tx = self.db.transaction()?;
-        let active: Option<String> =
-            tx.query_row("SELECT state FROM jobs WHERE id = ?1", params![id as i64], |r| r.get(0)).ok();
-        if !active.as_deref().and_then(JobState::parse).is_some_and(JobState::is_active) {
-            return Ok(());
-        }
-        let charged = ledger::settle(&tx, id, charge, now).map_err(|e| ApiError::Internal(e.to_string()))?;
-        tx.execute(
-            "UPDATE jobs SET state = ?2, charged = ?3, reason = COALESCE(?4, reason), end_time = COALESCE(end_time, ?5) WHERE id = ?1",
-            params![id as i64, state.as_str(), charged.0, reason, now],
-        )?;
-        tx.execute("UPDATE job_nodes SET done = 1 WHERE job = ?1", params![id as i64])?;
-        tx.commit()?;
-        self.cluster.release(id);
-        if matches!(state, JobState::Completed | JobState::Deadline) {
-            if let Some((user, estimate, runtime)) = store::observation(&self.db, id)? {
-                self.policy.observe(Some(user), estimate, runtime);
-            }
-        }
-        tracing::info!(job = id, state = %state, charged = %charged, "settled");
-        Ok(())
-    }
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

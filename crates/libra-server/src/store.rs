@@ -2,7 +2,7 @@
 //! hold, a settlement, a node's state) is one transaction, so a SIGKILL at any moment leaves
 //! either all of it or none of it.
 
-use libra_api::{JobInfo, JobState};
+use libra_api::{JobInfo, JobOutput, JobState, OutputPart};
 use libra_core::policy::Suggestion;
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -99,34 +99,127 @@ CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
 BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 ";
 
-pub fn open(path: &Path, sync_full: bool) -> rusqlite::Result<Connection> {
+/// Schema changes after the first released schema (version 1, `SCHEMA` above), in order: the
+/// store's `PRAGMA user_version` is how many of versions 2.. have been applied plus one. Never
+/// edit a released step; add one.
+const MIGRATIONS: &[&str] = &[
+    // 2: jobs run where they were submitted, with their environment, output files, CPUs per
+    // task and time limit; settlement notes; idempotent submission; output kept per node.
+    "ALTER TABLE jobs ADD COLUMN workdir TEXT;
+     ALTER TABLE jobs ADD COLUMN env TEXT;
+     ALTER TABLE jobs ADD COLUMN stdout_pattern TEXT;
+     ALTER TABLE jobs ADD COLUMN stderr_pattern TEXT;
+     ALTER TABLE jobs ADD COLUMN cpus_per_task INTEGER NOT NULL DEFAULT 1;
+     ALTER TABLE jobs ADD COLUMN time_limit REAL;
+     ALTER TABLE jobs ADD COLUMN settlement TEXT;
+     ALTER TABLE jobs ADD COLUMN idem_key TEXT;
+     CREATE UNIQUE INDEX jobs_idem ON jobs(user_id, idem_key) WHERE idem_key IS NOT NULL;
+     ALTER TABLE job_nodes ADD COLUMN rank INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN timed_out INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN out BLOB;
+     ALTER TABLE job_nodes ADD COLUMN out_start INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN out_end INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN err BLOB;
+     ALTER TABLE job_nodes ADD COLUMN err_start INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN err_end INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN out_truncated INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE job_nodes ADD COLUMN error TEXT;",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1 + MIGRATIONS.len() as i64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("it was written by a newer Libra (schema version {found}; this one knows up to {SCHEMA_VERSION}): run that version, or restore a backup taken before the upgrade")]
+    Newer { found: i64 },
+    #[error(
+        "it cannot be written ({0}): check the file's and its directory's permissions and the free space"
+    )]
+    ReadOnly(rusqlite::Error),
+    #[error("it is damaged ({0}): restore it from a backup")]
+    Corrupt(String),
+}
+
+pub fn open(path: &Path, sync_full: bool) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
     init(&conn, sync_full)?;
+    // Refuse at start-up, with a reason, a store that would fail the first request that
+    // writes: a read-only file (or directory, for the WAL) or a damaged database.
+    let check: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+    if check != "ok" {
+        return Err(StoreError::Corrupt(check));
+    }
+    conn.execute(
+        "INSERT INTO settings(key, value) VALUES ('opened', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        params![std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+            .to_string()],
+    )
+    .map_err(StoreError::ReadOnly)?;
     Ok(conn)
 }
 
-pub fn open_memory() -> rusqlite::Result<Connection> {
+pub fn open_memory() -> Result<Connection, StoreError> {
     let conn = Connection::open_in_memory()?;
     init(&conn, false)?;
     Ok(conn)
 }
 
-fn init(conn: &Connection, sync_full: bool) -> rusqlite::Result<()> {
+fn init(conn: &Connection, sync_full: bool) -> Result<(), StoreError> {
     // The busy timeout before anything that may meet another connection's lock.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    let corrupt = |e: rusqlite::Error| match e {
+        rusqlite::Error::SqliteFailure(f, m)
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
+        {
+            StoreError::Corrupt(m.unwrap_or_else(|| f.to_string()))
+        }
+        rusqlite::Error::SqliteFailure(f, m)
+            if matches!(f.code, rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen) =>
+        {
+            StoreError::ReadOnly(rusqlite::Error::SqliteFailure(f, m))
+        }
+        e => StoreError::Sqlite(e),
+    };
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(corrupt)?;
     conn.pragma_update(None, "synchronous", if sync_full { "FULL" } else { "NORMAL" })?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.execute_batch(SCHEMA)?;
-    migrate(conn)
+    migrate(conn).map_err(|e| match e {
+        StoreError::Sqlite(e) => corrupt(e),
+        e => e,
+    })
 }
 
-/// Brings a store written by an earlier version up to the schema above (columns added since).
-fn migrate(conn: &Connection) -> rusqlite::Result<()> {
-    let has_reserved: bool =
-        conn.prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'reserved'")?.exists([])?;
-    if !has_reserved {
-        conn.execute_batch("ALTER TABLE jobs ADD COLUMN reserved REAL")?;
+/// Brings a store written by an earlier version up to `SCHEMA_VERSION`, one transaction per
+/// step, and refuses one written by a newer version.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let mut version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Newer { found: version });
+    }
+    if version == 0 {
+        // A new store, or one from before versions were recorded (schema 1, perhaps without
+        // the `reserved` column added within it).
+        conn.execute_batch(SCHEMA)?;
+        let has_reserved: bool =
+            conn.prepare("SELECT 1 FROM pragma_table_info('jobs') WHERE name = 'reserved'")?.exists([])?;
+        if !has_reserved {
+            conn.execute_batch("ALTER TABLE jobs ADD COLUMN reserved REAL")?;
+        }
+        conn.pragma_update(None, "user_version", 1)?;
+        version = 1;
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip((version - 1) as usize) {
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", i as i64 + 2)?;
+        tx.commit()?;
     }
     Ok(())
 }
@@ -135,7 +228,8 @@ pub const JOB_COLUMNS: &str =
     "j.id, u.name, j.name, j.state, j.command, j.estimate, j.procs, j.deadline, j.budget, \
      j.submit_time, j.deadline_at, j.start_time, j.end_time, j.share, j.cost, j.charged, j.cpu_seconds, \
      j.exit_code, j.reason, j.suggestion, \
-     (SELECT group_concat(node, ',') FROM job_nodes n WHERE n.job = j.id)";
+     (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes n WHERE n.job = j.id ORDER BY rank)), \
+     j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -164,6 +258,12 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
         exit_code: r.get(17)?,
         reason: r.get(18)?,
         suggestion: suggestion.and_then(|s| serde_json::from_str::<Suggestion>(&s).ok()),
+        cpus_per_task: r.get::<_, i64>(21)?.clamp(1, i64::from(u32::MAX)) as u32,
+        workdir: r.get(22)?,
+        stdout: r.get(23)?,
+        stderr: r.get(24)?,
+        time_limit: r.get(25)?,
+        settlement: r.get(26)?,
     })
 }
 
@@ -185,6 +285,60 @@ pub fn jobs(conn: &Connection, user: Option<i64>, limit: u32) -> rusqlite::Resul
     let mut st = conn.prepare_cached(&sql)?;
     let rows = st.query_map(params![user, limit], job_from_row)?;
     rows.collect()
+}
+
+/// A job's output: each node's part (from the given file offsets when `rank` is given), and
+/// the parts joined. Jobs from before output was kept per node have only the joined copy.
+pub fn output(
+    conn: &Connection,
+    id: u64,
+    state: JobState,
+    rank: Option<u32>,
+    stdout_from: u64,
+    stderr_from: u64,
+) -> rusqlite::Result<JobOutput> {
+    let mut st = conn.prepare_cached(
+        "SELECT node, rank, out, out_start, out_end, err, err_start, err_end, out_truncated FROM job_nodes \
+         WHERE job = ?1 AND (?2 IS NULL OR rank = ?2) ORDER BY rank",
+    )?;
+    let from = |bytes: Option<Vec<u8>>, start: i64, want: u64| -> (String, u64) {
+        let bytes = bytes.unwrap_or_default();
+        let start = start.max(0) as u64;
+        let skip = want.saturating_sub(start).min(bytes.len() as u64) as usize;
+        (
+            String::from_utf8_lossy(&bytes[skip..]).into_owned(),
+            start.max(want.min(start + bytes.len() as u64)),
+        )
+    };
+    let parts: Vec<OutputPart> = st
+        .query_map(params![id as i64, rank], |r| {
+            let (stdout, stdout_start) = from(r.get(2)?, r.get(3)?, stdout_from);
+            let (stderr, stderr_start) = from(r.get(5)?, r.get(6)?, stderr_from);
+            Ok(OutputPart {
+                node: r.get(0)?,
+                rank: r.get::<_, i64>(1)?.max(0) as u32,
+                stdout,
+                stderr,
+                stdout_start,
+                stdout_end: r.get::<_, i64>(4)?.max(0) as u64,
+                stderr_start,
+                stderr_end: r.get::<_, i64>(7)?.max(0) as u64,
+                truncated: r.get(8)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    let join = |f: fn(&OutputPart) -> &str| parts.iter().map(f).collect::<Vec<_>>().concat();
+    let (mut stdout, mut stderr) = (join(|p| &p.stdout), join(|p| &p.stderr));
+    let mut truncated = parts.iter().any(|p| p.truncated);
+    if stdout.is_empty() && stderr.is_empty() && rank.is_none() {
+        let (o, e, t): (Option<String>, Option<String>, bool) = conn.query_row(
+            "SELECT stdout, stderr, truncated FROM jobs WHERE id = ?1",
+            params![id as i64],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        (stdout, stderr, truncated) = (o.unwrap_or_default(), e.unwrap_or_default(), t);
+    }
+    Ok(JobOutput { id, state, stdout, stderr, truncated, parts })
 }
 
 pub fn job_owner(conn: &Connection, id: u64) -> rusqlite::Result<Option<i64>> {

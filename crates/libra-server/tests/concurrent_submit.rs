@@ -36,9 +36,11 @@ fn concurrent_submissions_are_each_answered_and_never_over_promise() {
                     (0..25)
                         .map(|_| {
                             c.submit(&SubmitRequest {
-                                spec: JobSpec::simple(10.0, 100.0, Money::from_credits(1000)),
-                                command: vec!["true".into()],
                                 name: None,
+                                ..SubmitRequest::new(
+                                    JobSpec::simple(10.0, 100.0, Money::from_credits(1000)),
+                                    vec!["true".into()],
+                                )
                             })
                             .unwrap()
                         })

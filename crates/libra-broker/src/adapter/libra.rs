@@ -109,7 +109,10 @@ fn run_remote(
         billed: None,
     };
     let spec = JobSpec::simple(l.estimate.max(1.0), l.deadline_in.max(1.0), l.budget);
-    let req = SubmitRequest { spec, command: vec!["/bin/sh".into(), "-c".into(), script], name: Some(name) };
+    let req = SubmitRequest {
+        name: Some(name),
+        ..SubmitRequest::new(spec, vec!["/bin/sh".into(), "-c".into(), script])
+    };
     let info = match client.submit(&req) {
         Ok(i) => i,
         // Unreachable, or it refused the request: the resource sits out for a while.

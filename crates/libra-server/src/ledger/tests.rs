@@ -8,6 +8,7 @@ enum Op {
     Deposit { user: usize, cents: i64 },
     Hold { user: usize, cost: i64, extra_budget: i64 },
     Settle { job: usize, charge: i64 },
+    Extend { job: usize, to: i64 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -19,7 +20,13 @@ fn op() -> impl Strategy<Value = Op> {
             extra_budget
         }),
         (0..20usize, -100..6_000i64).prop_map(|(job, charge)| Op::Settle { job, charge }),
+        (0..20usize, 0..6_000i64).prop_map(|(job, to)| Op::Extend { job, to }),
     ]
+}
+
+fn ledger_user(conn: &Connection, job: u64) -> i64 {
+    conn.query_row("SELECT user_id FROM ledger WHERE job = ?1 LIMIT 1", params![job as i64], |r| r.get(0))
+        .unwrap()
 }
 
 fn users(conn: &Connection) -> Vec<i64> {
@@ -65,6 +72,21 @@ proptest! {
                     next_job += 1;
                     // A hold above the budget is always refused.
                     prop_assert!(hold(&conn, ids[user], 10_000 + next_job, budget + Money(1), budget, now).is_err());
+                }
+                Op::Extend { job, to } => {
+                    if let Some(&(id, budget)) = jobs.get(job) {
+                        let open = open_hold(&conn, id).unwrap().map(|h| h.1).unwrap_or(Money::ZERO);
+                        let before = balance(&conn, ledger_user(&conn, id)).unwrap();
+                        match extend_hold(&conn, id, Money(to), budget, now) {
+                            Ok(()) => {}
+                            Err(LedgerError::Insufficient { .. }) => {
+                                prop_assert!(before.available < Money(to) - open)
+                            }
+                            Err(LedgerError::AboveBudget(..)) => {}
+                            Err(LedgerError::NoHold(_)) => {}
+                            Err(e) => prop_assert!(false, "{e}"),
+                        }
+                    }
                 }
                 Op::Settle { job, charge } => {
                     if let Some(&(id, _)) = jobs.get(job) {

@@ -41,12 +41,31 @@ pub async fn login(State(app): State<Arc<App>>, Body(req): Body<LoginRequest>) -
     Ok(Json(LoginResponse { token, user: req.user, admin }))
 }
 
+/// `Idempotency-Key`: a client that retries a submission after losing the answer sends the same
+/// key and gets the job its first attempt made, never a second one.
 pub async fn submit(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(req): Body<SubmitRequest>,
 ) -> Res<JobInfo> {
-    Ok(Json(app.submit_grouped(headers, req).await?))
+    let key = match headers.get("idempotency-key") {
+        None => None,
+        Some(v) => {
+            let k = v.to_str().ok().filter(|k| {
+                !k.is_empty()
+                    && k.len() <= crate::sched::MAX_IDEMPOTENCY_KEY
+                    && k.bytes().all(|b| b.is_ascii_graphic())
+            });
+            let k = k.ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "Idempotency-Key: give 1 to {} visible ASCII characters",
+                    crate::sched::MAX_IDEMPOTENCY_KEY
+                ))
+            })?;
+            Some(k.to_string())
+        }
+    };
+    Ok(Json(app.submit_grouped(headers, req, key).await?))
 }
 
 pub async fn quote(
@@ -105,16 +124,28 @@ pub async fn cancel(
     Ok(Json(job))
 }
 
-pub async fn output(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobOutput> {
+#[derive(Deserialize)]
+pub struct OutputQuery {
+    /// Only this rank's part...
+    rank: Option<u32>,
+    /// ... from these offsets of its output files (what a follower has already shown).
+    #[serde(default)]
+    stdout_from: u64,
+    #[serde(default)]
+    stderr_from: u64,
+}
+
+/// The job's output as its nodes have sent it so far (a running job's too), part by part.
+pub async fn output(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    Query(q): Query<OutputQuery>,
+) -> Res<JobOutput> {
     let g = app.lock();
     let who = g.caller(&headers)?;
     let job = g.owned_job(&who, id)?;
-    let (stdout, stderr, truncated) = g.db.query_row(
-        "SELECT COALESCE(stdout, ''), COALESCE(stderr, ''), truncated FROM jobs WHERE id = ?1",
-        params![id as i64],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
-    Ok(Json(JobOutput { id, state: job.state, stdout, stderr, truncated }))
+    Ok(Json(store::output(&g.db, id, job.state, q.rank, q.stdout_from, q.stderr_from)?))
 }
 
 pub async fn balance(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Balance> {

@@ -5,7 +5,7 @@ use crate::ledger;
 use libra_api::{JobState, RegisterRequest, SubmitRequest};
 use libra_core::{JobSpec, Money};
 
-fn app(dir: &std::path::Path) -> App {
+pub(crate) fn app(dir: &std::path::Path) -> App {
     App::open(Config {
         db: dir.join("t.db"),
         join_token: "join-token".into(),
@@ -15,7 +15,7 @@ fn app(dir: &std::path::Path) -> App {
     .unwrap()
 }
 
-fn user(app: &App, name: &str, credit: i64) -> Caller {
+pub(crate) fn user(app: &App, name: &str, credit: i64) -> Caller {
     let g = app.lock();
     g.db.execute("INSERT INTO users(name, pw_hash) VALUES (?1, 'x')", rusqlite::params![name]).unwrap();
     let id = g.db.last_insert_rowid();
@@ -23,12 +23,8 @@ fn user(app: &App, name: &str, credit: i64) -> Caller {
     Caller { id, name: name.into(), admin: false }
 }
 
-fn req(estimate: f64, deadline: f64, budget: i64) -> SubmitRequest {
-    SubmitRequest {
-        spec: JobSpec::simple(estimate, deadline, Money::from_credits(budget)),
-        command: vec!["true".into()],
-        name: None,
-    }
+pub(crate) fn req(estimate: f64, deadline: f64, budget: i64) -> SubmitRequest {
+    SubmitRequest::new(JobSpec::simple(estimate, deadline, Money::from_credits(budget)), vec!["true".into()])
 }
 
 #[test]
@@ -95,7 +91,7 @@ fn another_users_job_is_forbidden() {
     assert_eq!(g.cancel(&admin, j.id, 1.0).unwrap().charged, Money::ZERO);
 }
 
-fn sync(
+pub(crate) fn sync(
     name: &str,
     running: Vec<libra_api::RunningReport>,
     exited: Vec<libra_api::ExitReport>,
@@ -103,7 +99,7 @@ fn sync(
     libra_api::SyncRequest { name: name.into(), mechanism: "none".into(), running, exited, wait_ms: 0 }
 }
 
-fn exit(job: u64, cpu: f64, start: f64, end: f64) -> libra_api::ExitReport {
+pub(crate) fn exit(job: u64, cpu: f64, start: f64, end: f64) -> libra_api::ExitReport {
     libra_api::ExitReport {
         job,
         exit_code: Some(0),
@@ -111,10 +107,9 @@ fn exit(job: u64, cpu: f64, start: f64, end: f64) -> libra_api::ExitReport {
         cpu_seconds: cpu,
         start_time: start,
         end_time: end,
-        stdout: String::new(),
-        stderr: String::new(),
-        truncated: false,
+        output: vec![],
         error: None,
+        timed_out: false,
     }
 }
 
@@ -180,7 +175,7 @@ fn a_batch_is_decided_in_order_stored_at_once_and_a_bad_submission_fails_alone()
         // Each needs 0.4 of the one CPU: the third must see the first two, in the same batch.
         let (a, bad, b, c) =
             (req(40.0, 100.0, 1000), req(-1.0, 100.0, 10), req(40.0, 100.0, 1000), req(40.0, 100.0, 1000));
-        let out = g.submit_batch(&[(&u, &a), (&u, &bad), (&u, &b), (&u, &c)], now);
+        let out = g.submit_batch(&[(&u, &a, None), (&u, &bad, None), (&u, &b, None), (&u, &c, None)], now);
         assert_eq!(out.len(), 4);
         assert_eq!(out[0].as_ref().unwrap().state, JobState::Pending);
         assert!(out[1].as_ref().unwrap_err().to_string().starts_with("estimate"), "{:?}", out[1]);

@@ -96,11 +96,7 @@ fn clients(url: &str) -> Result<(Client, Client)> {
 
 /// A job so small that any number of them fit: the decision and the write are what is timed.
 fn tiny() -> SubmitRequest {
-    SubmitRequest {
-        spec: JobSpec::simple(1.0, 1e6, Money::from_credits(100)),
-        command: vec!["true".into()],
-        name: None,
-    }
+    SubmitRequest::new(JobSpec::simple(1.0, 1e6, Money::from_credits(100)), vec!["true".into()])
 }
 
 fn simulated_nodes(url: &str, n: usize) -> Result<()> {
@@ -254,16 +250,15 @@ fn wait<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> Result<T> {
 }
 
 fn burn(secs: f64, deadline: f64) -> Result<SubmitRequest> {
-    Ok(SubmitRequest {
-        spec: JobSpec::simple(secs, deadline, Money::from_credits(10_000)),
-        command: vec![
+    Ok(SubmitRequest::new(
+        JobSpec::simple(secs, deadline, Money::from_credits(10_000)),
+        vec![
             std::env::current_exe()?.display().to_string(),
             "burn".into(),
             "--cpu-seconds".into(),
             secs.to_string(),
         ],
-        name: None,
-    })
+    ))
 }
 
 /// CPU seconds of the process whose working directory is the job's.

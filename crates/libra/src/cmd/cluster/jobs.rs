@@ -41,12 +41,18 @@ pub struct HistoryArgs {
     pub conn: Conn,
 }
 
+/// A job's output as its nodes have sent it so far: a running job's too. The files themselves
+/// are in the job's working directory on its nodes (`-o`/`-e`, by default `libra-JOB.out`).
 #[derive(Debug, Args)]
 pub struct OutputArgs {
     pub job: u64,
-    /// Show standard error instead of standard output.
+    /// Show standard error instead of standard output (when the job wrote them to different
+    /// files with `-e`).
     #[arg(long)]
     pub stderr: bool,
+    /// Keep printing output as it arrives until the job ends (like tail -f).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -117,6 +123,20 @@ pub fn status(a: StatusArgs) -> Result<()> {
                 ("charged", money(j.charged)),
                 ("exit code", j.exit_code.map(|c| c.to_string()).unwrap_or_default()),
                 ("reason", j.reason.clone().unwrap_or_default()),
+                ("billing", j.settlement.clone().unwrap_or_default()),
+                ("cpus per task", j.cpus_per_task.to_string()),
+                ("time limit", j.time_limit.map(fmt_dur).unwrap_or_else(|| "none".into())),
+                ("working dir", j.workdir.clone().unwrap_or_else(|| "(the node's)".into())),
+                (
+                    "output",
+                    j.stdout.clone().unwrap_or_else(|| {
+                        if j.workdir.is_some() {
+                            "libra-%j.out".into()
+                        } else {
+                            String::new()
+                        }
+                    }),
+                ),
             ];
             for (k, v) in rows {
                 t.add_row(vec![k.to_string(), v]);
@@ -143,7 +163,13 @@ pub fn cancel(a: CancelArgs) -> Result<()> {
     if a.conn.json {
         return print_json(&j);
     }
-    println!("job {} CANCELLED: charged {} of the {} held", j.id, money(j.charged), money(j.cost));
+    println!(
+        "job {} CANCELLED: charged {} (quoted {}): {}",
+        j.id,
+        money(j.charged),
+        money(j.cost),
+        j.settlement.as_deref().unwrap_or("")
+    );
     Ok(())
 }
 
@@ -179,7 +205,7 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
 pub fn sacct_table(jobs: &[JobInfo]) -> comfy_table::Table {
     let mut t = table(&[
         "JobID", "JobName", "User", "State", "Submit", "Start", "End", "CPUTime", "Cost", "Budget",
-        "ExitCode",
+        "ExitCode", "Billing",
     ]);
     for j in jobs {
         t.add_row(vec![
@@ -194,6 +220,7 @@ pub fn sacct_table(jobs: &[JobInfo]) -> comfy_table::Table {
             money(if j.state.is_active() { j.cost } else { j.charged }),
             money(j.budget),
             j.exit_code.map(|c| format!("{c}:0")).unwrap_or_default(),
+            j.settlement.clone().unwrap_or_default(),
         ]);
     }
     t
@@ -220,16 +247,55 @@ pub fn history(a: HistoryArgs) -> Result<()> {
 }
 
 pub fn output(a: OutputArgs) -> Result<()> {
-    let o = a.conn.client()?.output(a.job)?;
-    if a.conn.json {
+    let c = a.conn.client()?;
+    let o = c.output(a.job)?;
+    if a.conn.json && !a.follow {
         return print_json(&o);
-    }
-    if o.state.is_active() {
-        eprintln!("job {} is {}: its output is collected when it ends", o.id, o.state);
     }
     if o.truncated {
         eprintln!("(only the end of a long output was kept)");
     }
-    print!("{}", if a.stderr { &o.stderr } else { &o.stdout });
+    let text = |p: &libra_api::OutputPart| if a.stderr { p.stderr.clone() } else { p.stdout.clone() };
+    let with_text = o.parts.iter().filter(|p| !text(p).is_empty()).count();
+    if o.parts.is_empty() || with_text == 0 {
+        print!("{}", if a.stderr { &o.stderr } else { &o.stdout });
+    } else {
+        for p in &o.parts {
+            if with_text > 1 {
+                println!("== rank {} on {} ==", p.rank, p.node);
+            }
+            print!("{}", text(p));
+        }
+    }
+    if !a.follow {
+        if o.state.is_active() {
+            eprintln!("(job {} is {}: this is its output so far; --follow waits for more)", o.id, o.state);
+        }
+        return Ok(());
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // Each rank's files, from where what was printed ends.
+    let mut ends: Vec<(u32, u64, u64)> =
+        o.parts.iter().map(|p| (p.rank, p.stdout_end, p.stderr_end)).collect();
+    let mut state = o.state;
+    while state.is_active() {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let job = c.job(a.job)?;
+        state = job.state;
+        if ends.is_empty() {
+            // Queued jobs have no nodes yet.
+            ends = c.output(a.job)?.parts.iter().map(|p| (p.rank, 0, 0)).collect();
+        }
+        for (rank, out_end, err_end) in &mut ends {
+            let more = c.output_from(a.job, *rank, *out_end, *err_end)?;
+            for p in more.parts.iter().filter(|p| p.rank == *rank) {
+                print!("{}", text(p));
+                (*out_end, *err_end) = (p.stdout_end.max(*out_end), p.stderr_end.max(*err_end));
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+    eprintln!("(job {} {})", a.job, state);
     Ok(())
 }

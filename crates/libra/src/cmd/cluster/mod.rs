@@ -74,6 +74,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Bench(a) => bench::run(a),
         ClusterCommand::Man(a) => docs::man(a),
         ClusterCommand::Completions(a) => docs::completions(a),
-        ClusterCommand::JobKeeper(a) => std::process::exit(libra_node::proc::keep(&a.command)),
+        ClusterCommand::JobKeeper(a) => std::process::exit(libra_node::proc::keep(&a.record, &a.command)),
     }
 }

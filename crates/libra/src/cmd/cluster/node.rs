@@ -39,6 +39,10 @@ pub struct NodeArgs {
 
 #[derive(Debug, Args)]
 pub struct KeeperArgs {
+    /// The node agent's directory for the job, where the keeper records how the job ended
+    /// (default: the working directory).
+    #[arg(long, default_value = ".")]
+    pub record: PathBuf,
     /// The job's command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,

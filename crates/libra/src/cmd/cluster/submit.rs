@@ -13,8 +13,9 @@ use std::path::Path;
 /// The job's specification (flags, or `#LIBRA` lines in a script; flags win).
 #[derive(Debug, Clone, Default, Args)]
 pub struct JobOpts {
-    /// Runtime estimate: CPU time on one dedicated CPU (90s, 10m, 2h).
-    #[arg(long, short = 'e')]
+    /// Runtime estimate: CPU time per node on one dedicated CPU (90s, 10m, 2h). A job with
+    /// `-c N` may use it on up to N CPUs at once.
+    #[arg(long)]
     pub estimate: Option<String>,
     /// Deadline: relative (1h) or absolute UTC (2026-11-22T21:00:00Z, @UNIXSECONDS).
     #[arg(long, short = 'd')]
@@ -22,9 +23,32 @@ pub struct JobOpts {
     /// Budget in credits (500, 12.50): the most you will be charged.
     #[arg(long, short = 'b')]
     pub budget: Option<String>,
-    /// Processors (nodes), each running the command with the same share.
-    #[arg(long, short = 'n')]
+    /// Nodes: the command runs on each of N nodes at once (ranks 0..N-1 in LIBRA_PROCID), each
+    /// with the same share; the job progresses at the pace of its slowest node.
+    #[arg(long = "procs", short = 'n', visible_alias = "nodes")]
     pub procs: Option<u32>,
+    /// CPUs per node the job may use at once (its share can then be up to N CPUs).
+    #[arg(long, short = 'c')]
+    pub cpus_per_task: Option<u32>,
+    /// Hard wall-clock limit (like sbatch --time): the node stops the job (SIGTERM, then SIGKILL
+    /// 3 s later) when it has run this long; it ends TIMEOUT and pays for the CPU it used.
+    #[arg(long, short = 't', visible_alias = "time")]
+    pub time_limit: Option<String>,
+    /// Run the job in DIR (default: the directory you submit from).
+    #[arg(long, short = 'D')]
+    pub chdir: Option<String>,
+    /// Standard output file, in the working directory: %j job id, %x name, %N node, %t rank
+    /// (default: libra-%j.out).
+    #[arg(long, short = 'o')]
+    pub output: Option<String>,
+    /// Standard error file (default: the standard output file).
+    #[arg(long, short = 'e')]
+    pub error: Option<String>,
+    /// The job's environment: ALL (the default: your whole environment now), NONE (only the
+    /// LIBRA_* variables and a minimal PATH and HOME), or a comma list of NAME (its value now)
+    /// and NAME=VALUE, after ALL or alone.
+    #[arg(long)]
+    pub export: Option<String>,
     /// Memory per node: 512M, 2G, or MB.
     #[arg(long)]
     pub mem: Option<String>,
@@ -60,9 +84,39 @@ impl JobOpts {
             deadline: self.deadline.or(other.deadline),
             budget: self.budget.or(other.budget),
             procs: self.procs.or(other.procs),
+            cpus_per_task: self.cpus_per_task.or(other.cpus_per_task),
+            time_limit: self.time_limit.or(other.time_limit),
+            chdir: self.chdir.or(other.chdir),
+            output: self.output.or(other.output),
+            error: self.error.or(other.error),
+            export: self.export.or(other.export),
             mem: self.mem.or(other.mem),
             name: self.name.or(other.name),
         }
+    }
+
+    /// Where and how the job runs: the working directory (absolute), the environment, the
+    /// output files and the time limit.
+    fn place(&self, req: &mut SubmitRequest) -> Result<()> {
+        let here = std::env::current_dir().context("finding the current directory")?;
+        let dir = match self.chdir.as_deref() {
+            Some(d) => here.join(d),
+            None => here,
+        };
+        if !dir.is_dir() {
+            bail!("--chdir: {} is not a directory", dir.display());
+        }
+        req.workdir = Some(dir.display().to_string());
+        req.env = export(self.export.as_deref().unwrap_or("ALL"), std::env::vars())?;
+        req.stdout = self.output.clone();
+        req.stderr = self.error.clone();
+        req.time_limit = match self.time_limit.as_deref() {
+            None => None,
+            Some(t) => Some(parse_duration(t).ok().filter(|v| *v > 0.0).ok_or_else(|| {
+                anyhow!("--time-limit: '{t}' is not accepted: give a wall-clock duration greater than 0 (90s, 10m, 2h)")
+            })?),
+        };
+        Ok(())
     }
 
     pub fn spec(&self, now: f64) -> Result<JobSpec> {
@@ -89,7 +143,12 @@ impl JobOpts {
         };
         Ok(JobSpec {
             details: JobDetails { estimate, length_mi: None },
-            resources: ResourceRequirements { procs: self.procs.unwrap_or(1), mem_mb, disk_mb: 0 },
+            resources: ResourceRequirements {
+                procs: self.procs.unwrap_or(1),
+                cpus_per_task: self.cpus_per_task.unwrap_or(1),
+                mem_mb,
+                disk_mb: 0,
+            },
             qos: QosConstraints { deadline, budget },
             optimise: QosOptimisation::Cost,
         })
@@ -106,6 +165,45 @@ fn parse_mem(s: &str) -> Option<u64> {
     };
     let v: f64 = num.parse().ok()?;
     (v.is_finite() && v >= 0.0).then(|| (v * mult).ceil() as u64)
+}
+
+/// The environment `--export` asks for: ALL (everything in `vars`), NONE (nothing: the node adds
+/// only Libra's variables and a minimal PATH and HOME), or a list of NAME (taken from `vars`)
+/// and NAME=VALUE, optionally after ALL.
+pub fn export(
+    spec: &str,
+    vars: impl Iterator<Item = (String, String)>,
+) -> Result<Option<std::collections::BTreeMap<String, String>>> {
+    let vars: std::collections::BTreeMap<String, String> = vars.collect();
+    let mut out = std::collections::BTreeMap::new();
+    let items: Vec<&str> = spec.split(',').map(str::trim).filter(|t| !t.is_empty()).collect();
+    match items.as_slice() {
+        [] => bail!("--export: give ALL, NONE, or a comma list of NAME and NAME=VALUE"),
+        ["NONE"] => return Ok(None),
+        _ => {}
+    }
+    for (i, item) in items.iter().enumerate() {
+        match (*item, item.split_once('=')) {
+            ("ALL", _) if i == 0 => out.extend(vars.clone()),
+            ("ALL" | "NONE", _) => bail!("--export: {item} may only stand first (and NONE alone)"),
+            (_, Some((name, value))) if valid_var(name) => {
+                out.insert(name.to_string(), value.to_string());
+            }
+            (name, None) if valid_var(name) => {
+                if let Some(v) = vars.get(name) {
+                    out.insert(name.to_string(), v.clone());
+                }
+            }
+            _ => bail!("--export: '{item}' is not a variable name or NAME=VALUE"),
+        }
+    }
+    Ok(Some(out))
+}
+
+fn valid_var(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Reads `#LIBRA` lines (before the first command line) from a job script.
@@ -145,7 +243,29 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, now: f64) -> Result<Su
         _ => (opts, resolve_command(command)),
     };
     let spec = opts.spec(now)?;
-    Ok(SubmitRequest { spec, command, name: opts.name })
+    let mut req = SubmitRequest { name: opts.name.clone(), ..SubmitRequest::new(spec, command) };
+    opts.place(&mut req)?;
+    Ok(req)
+}
+
+/// Submits with an idempotency key of this invocation's own, retrying when the connection fails
+/// (the server may be restarting, or the answer was lost on the way): a retry that reaches a
+/// server which already took the job gets that job back, never a second one.
+pub fn submit_retrying(client: &libra_api::Client, req: &SubmitRequest) -> Result<JobInfo> {
+    let key = libra_api::new_idempotency_key();
+    let mut wait = std::time::Duration::from_millis(200);
+    let mut tries = 0;
+    loop {
+        match client.submit_with_key(req, &key) {
+            Err(e @ libra_api::ClientError::Transport { .. }) if tries < 6 => {
+                tries += 1;
+                eprintln!("libra: {e}; trying again in {:.1} s", wait.as_secs_f64());
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(std::time::Duration::from_secs(5));
+            }
+            r => return Ok(r?),
+        }
+    }
 }
 
 pub fn print_decision(job: &JobInfo) {
@@ -179,7 +299,7 @@ pub fn print_decision(job: &JobInfo) {
 pub fn run(a: SubmitArgs) -> Result<()> {
     let req = build_request(a.opts, a.command, now())?;
     let client = a.conn.client()?;
-    let job = client.submit(&req)?;
+    let job = submit_retrying(&client, &req)?;
     if a.conn.json {
         print_json(&job)?;
     } else {
@@ -207,6 +327,7 @@ mod tests {
         .unwrap();
         let flags = JobOpts { budget: Some("20".into()), ..Default::default() };
         let req = build_request(flags, vec![p.display().to_string()], 1000.0).unwrap();
+        assert_eq!(req.workdir, Some(std::env::current_dir().unwrap().display().to_string()));
         assert_eq!(req.spec.estimate(), 600.0);
         assert_eq!(req.spec.deadline(), 3600.0);
         assert_eq!(req.spec.budget(), Money::from_credits(20));
@@ -217,6 +338,29 @@ mod tests {
             build_request(JobOpts::default(), vec![p.display().to_string()], 0.0).unwrap_err().to_string();
         assert!(err.contains("job.sh:1"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn export_captures_what_it_is_told_to() {
+        let vars = || {
+            [("HOME", "/home/a"), ("FOO", "1"), ("CARGO_X", "y")]
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+        };
+        let all = export("ALL", vars()).unwrap().unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(export("NONE", vars()).unwrap(), None);
+        let some = export("FOO,BAR=2,MISSING", vars()).unwrap().unwrap();
+        assert_eq!(
+            some.into_iter().collect::<Vec<_>>(),
+            vec![("BAR".into(), "2".into()), ("FOO".into(), "1".into())]
+        );
+        let more = export("ALL,FOO=9", vars()).unwrap().unwrap();
+        assert_eq!(more["FOO"], "9");
+        for bad in ["", "NONE,FOO", "FOO,ALL", "1X", "A-B=3"] {
+            let e = export(bad, vars()).unwrap_err().to_string();
+            assert!(e.starts_with("--export"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -222,14 +222,11 @@ pub fn run(a: UpArgs) -> Result<()> {
 
 fn burn(secs: f64, deadline: f64, budget: Money, procs: u32, name: &str) -> SubmitRequest {
     SubmitRequest {
-        spec: JobSpec::simple(secs, deadline, budget).with_procs(procs),
-        command: resolve_command(vec![
-            "libra".into(),
-            "burn".into(),
-            "--cpu-seconds".into(),
-            format!("{secs}"),
-        ]),
         name: Some(name.into()),
+        ..SubmitRequest::new(
+            JobSpec::simple(secs, deadline, budget).with_procs(procs),
+            resolve_command(vec!["libra".into(), "burn".into(), "--cpu-seconds".into(), format!("{secs}")]),
+        )
     }
 }
 

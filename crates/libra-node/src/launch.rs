@@ -1,0 +1,291 @@
+//! Where and how a job runs on this node, from what the server sent: its working directory (the
+//! directory it was submitted from, as sbatch does), its output files (patterns with `%j`,
+//! `%x`, `%N`, `%t`), its environment (the one captured at submission, never the agent's own,
+//! plus the `LIBRA_*` variables), and the chunks of output sent back to the server as it runs.
+
+use libra_api::{OutputChunk, StartJob, Stream, OUTPUT_LIMIT};
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// The default output file, in the job's working directory (Slurm's is `slurm-%j.out`).
+pub const DEFAULT_OUTPUT: &str = "libra-%j.out";
+
+/// The most output of one stream sent with one report of a running job.
+pub const RUNNING_CHUNK: u64 = 256 * 1024;
+
+/// An output file the agent sends on to the server, from where the server's copy ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watched {
+    pub stream: Stream,
+    pub path: PathBuf,
+    /// Where the server's copy ends (its last acknowledgement).
+    pub acked: u64,
+}
+
+/// A job's files on this node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFiles {
+    pub cwd: PathBuf,
+    pub stdout: PathBuf,
+    /// None: standard error goes to the standard output file.
+    pub stderr: Option<PathBuf>,
+    /// Appended to, not truncated: several nodes of one job may share the file.
+    pub append: bool,
+    /// The files this node sends to the server (a file shared by every rank is sent by rank 0).
+    pub watched: Vec<Watched>,
+}
+
+/// `%j` job id, `%x` job name, `%N` node, `%t` rank, `%%` a percent sign; any other `%`
+/// sequence is left as it is.
+pub fn expand(pattern: &str, s: &StartJob, node: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 16);
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek().copied() {
+            Some('j') => out.push_str(&s.job.to_string()),
+            Some('x') => out.push_str(&job_name(s)),
+            Some('N') => out.push_str(node),
+            Some('t') => out.push_str(&s.rank.to_string()),
+            Some('%') => out.push('%'),
+            _ => {
+                out.push('%');
+                continue;
+            }
+        }
+        chars.next();
+    }
+    out
+}
+
+/// The job's name, else its program's base name.
+pub fn job_name(s: &StartJob) -> String {
+    s.name.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| {
+        s.command
+            .first()
+            .and_then(|p| Path::new(p).file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "job".into())
+    })
+}
+
+fn per_rank(pattern: &str) -> bool {
+    pattern.contains("%t") || pattern.contains("%N")
+}
+
+impl JobFiles {
+    /// Plans a job's files. `record` is the agent's own directory for the job (its record, and
+    /// the job's working directory when the server sent none). Refused, with the reason the
+    /// user will read, when the working directory is not on this node.
+    pub fn plan(s: &StartJob, record: &Path, node: &str) -> Result<JobFiles, String> {
+        let Some(dir) = &s.workdir else {
+            // A client that sent no directory: the job runs in the agent's directory for it.
+            return Ok(JobFiles {
+                cwd: record.to_path_buf(),
+                stdout: record.join("stdout"),
+                stderr: Some(record.join("stderr")),
+                append: false,
+                watched: vec![
+                    Watched { stream: Stream::Stdout, path: record.join("stdout"), acked: 0 },
+                    Watched { stream: Stream::Stderr, path: record.join("stderr"), acked: 0 },
+                ],
+            });
+        };
+        let cwd = PathBuf::from(dir);
+        if !cwd.is_dir() {
+            return Err(format!(
+                "the working directory {dir} does not exist on node {node}: a job runs in the directory it was \
+                 submitted from (or --chdir), so submit from a directory the nodes share"
+            ));
+        }
+        let out_pattern = s.stdout.as_deref().unwrap_or(DEFAULT_OUTPUT);
+        let stdout = cwd.join(expand(out_pattern, s, node));
+        let stderr = s.stderr.as_deref().map(|p| cwd.join(expand(p, s, node))).filter(|e| *e != stdout);
+        let mut watched = Vec::new();
+        if s.rank == 0 || per_rank(out_pattern) {
+            watched.push(Watched { stream: Stream::Stdout, path: stdout.clone(), acked: 0 });
+        }
+        if let (Some(path), Some(p)) = (&stderr, &s.stderr) {
+            if s.rank == 0 || per_rank(p) {
+                watched.push(Watched { stream: Stream::Stderr, path: path.clone(), acked: 0 });
+            }
+        }
+        Ok(JobFiles { cwd, stdout, stderr, append: s.procs > 1, watched })
+    }
+}
+
+/// The job's environment: a minimal base (PATH, HOME, USER, LOGNAME, SHELL of the account the
+/// job runs as), then what was captured at submission (all of it for `--export=ALL`), then the
+/// `LIBRA_*` variables, which nothing overrides. Nothing of the agent's own environment.
+pub fn environment(s: &StartJob, node: &str, files: &JobFiles) -> Vec<(String, String)> {
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    env.insert("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into());
+    if let Some((user, home, shell)) = account() {
+        env.insert("HOME".into(), home);
+        env.insert("USER".into(), user.clone());
+        env.insert("LOGNAME".into(), user);
+        env.insert("SHELL".into(), shell);
+    }
+    if let Some(captured) = &s.env {
+        env.extend(captured.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let submit_dir = s.workdir.clone().unwrap_or_else(|| files.cwd.display().to_string());
+    let libra = [
+        ("LIBRA_JOB_ID", s.job.to_string()),
+        ("LIBRA_JOB_NAME", job_name(s)),
+        ("LIBRA_NODE", node.to_string()),
+        ("LIBRA_NNODES", s.procs.to_string()),
+        ("LIBRA_PROCID", s.rank.to_string()),
+        ("LIBRA_NODELIST", if s.nodes.is_empty() { node.to_string() } else { s.nodes.join(",") }),
+        ("LIBRA_DEADLINE", format!("{:.0}", s.deadline_at)),
+        ("LIBRA_SUBMIT_DIR", submit_dir),
+        ("LIBRA_CPUS_PER_TASK", s.cpus_per_task.to_string()),
+    ];
+    env.extend(libra.into_iter().map(|(k, v)| (k.to_string(), v)));
+    env.into_iter().collect()
+}
+
+/// The name, home and shell of the account this process runs as (what a job started by it runs
+/// as).
+fn account() -> Option<(String, String, String)> {
+    // SAFETY: getpwuid returns a pointer into static storage or null; it is read at once, on
+    // this thread, before any other call that could overwrite it.
+    unsafe {
+        let pw = libc::getpwuid(libc::geteuid());
+        if pw.is_null() {
+            return None;
+        }
+        let s = |p: *const libc::c_char| {
+            if p.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        };
+        Some((s((*pw).pw_name), s((*pw).pw_dir), s((*pw).pw_shell)))
+    }
+}
+
+/// The output of `w` past what the server has, at most `max` bytes: None when there is nothing
+/// new. When more than the server keeps has piled up, it skips to the last `OUTPUT_LIMIT`
+/// bytes (the server marks its copy truncated).
+pub fn chunk(w: &Watched, max: u64) -> Option<OutputChunk> {
+    let mut f = std::fs::File::open(&w.path).ok()?;
+    let len = f.metadata().ok()?.len();
+    if len <= w.acked {
+        return None;
+    }
+    let start = w.acked.max(len.saturating_sub(OUTPUT_LIMIT as u64));
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    f.take(max.min(len - start)).read_to_end(&mut buf).ok()?;
+    (!buf.is_empty()).then(|| OutputChunk::new(w.stream, start, &buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(job: u64, workdir: Option<&Path>) -> StartJob {
+        StartJob {
+            job,
+            command: vec!["/usr/bin/simulate".into(), "--steps".into()],
+            estimate: 10.0,
+            submit_time: 0.0,
+            deadline_at: 1_800_000_000.4,
+            share: 0.5,
+            suspended: false,
+            mem_mb: 0,
+            procs: 2,
+            cpus_per_task: 1,
+            name: None,
+            rank: 1,
+            nodes: vec!["n1".into(), "n2".into()],
+            workdir: workdir.map(|w| w.display().to_string()),
+            env: None,
+            stdout: None,
+            stderr: None,
+            time_limit: None,
+        }
+    }
+
+    #[test]
+    fn patterns_expand_like_slurms() {
+        let mut s = start(42, None);
+        assert_eq!(expand("out-%j-%x-%N-%t-%%-%q.txt", &s, "n2"), "out-42-simulate-n2-1-%-%q.txt");
+        s.name = Some("sweep".into());
+        assert_eq!(expand("%x.%j", &s, "n2"), "sweep.42");
+        assert_eq!(expand("trailing%", &s, "n2"), "trailing%");
+    }
+
+    #[test]
+    fn files_are_planned_in_the_submit_directory_and_refused_without_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = dir.path().join("job-42");
+        let mut s = start(42, Some(dir.path()));
+        let f = JobFiles::plan(&s, &record, "n2").unwrap();
+        assert_eq!(
+            (f.cwd.as_path(), f.stdout.clone(), f.stderr.clone()),
+            (dir.path(), dir.path().join("libra-42.out"), None)
+        );
+        // Rank 1 shares rank 0's file: rank 0 sends it.
+        assert!(f.watched.is_empty() && f.append);
+        s.stdout = Some("o-%t.txt".into());
+        s.stderr = Some("e-%N.txt".into());
+        let f = JobFiles::plan(&s, &record, "n2").unwrap();
+        assert_eq!(f.stderr, Some(dir.path().join("e-n2.txt")));
+        assert_eq!(f.watched.len(), 2);
+        s.workdir = Some("/nonexistent/libra/dir".into());
+        let err = JobFiles::plan(&s, &record, "n2").unwrap_err();
+        assert!(err.contains("/nonexistent/libra/dir") && err.contains("n2"), "{err}");
+    }
+
+    #[test]
+    fn the_environment_is_the_captured_one_and_libras() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = start(7, Some(dir.path()));
+        s.env = Some(BTreeMap::from([
+            ("FOO".to_string(), "bar".to_string()),
+            ("PATH".to_string(), "/opt/bin".to_string()),
+            ("LIBRA_JOB_ID".to_string(), "forged".to_string()),
+        ]));
+        let f = JobFiles::plan(&s, dir.path(), "n2").unwrap();
+        let env: BTreeMap<String, String> = environment(&s, "n2", &f).into_iter().collect();
+        assert_eq!(env["FOO"], "bar");
+        assert_eq!(env["PATH"], "/opt/bin");
+        assert_eq!(env["LIBRA_JOB_ID"], "7");
+        assert_eq!(env["LIBRA_PROCID"], "1");
+        assert_eq!(env["LIBRA_NNODES"], "2");
+        assert_eq!(env["LIBRA_NODELIST"], "n1,n2");
+        assert_eq!(env["LIBRA_DEADLINE"], "1800000000");
+        assert_eq!(env["LIBRA_SUBMIT_DIR"], dir.path().display().to_string());
+        // Nothing of the agent's (this test's) own environment.
+        assert!(!env.keys().any(|k| k.starts_with("CARGO")), "{env:?}");
+        s.env = None;
+        let env: BTreeMap<String, String> = environment(&s, "n2", &f).into_iter().collect();
+        assert_eq!(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
+        assert!(!env.contains_key("FOO"));
+    }
+
+    #[test]
+    fn chunks_continue_from_the_servers_copy_and_skip_what_it_would_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out");
+        std::fs::write(&p, b"hello world").unwrap();
+        let mut w = Watched { stream: Stream::Stdout, path: p.clone(), acked: 0 };
+        let c = chunk(&w, 5).unwrap();
+        assert_eq!((c.offset, c.bytes().unwrap()), (0, b"hello".to_vec()));
+        w.acked = 6;
+        assert_eq!(chunk(&w, 100).unwrap().bytes().unwrap(), b"world".to_vec());
+        w.acked = 11;
+        assert!(chunk(&w, 100).is_none());
+        let big = vec![b'x'; OUTPUT_LIMIT + 10];
+        std::fs::write(&p, &big).unwrap();
+        w.acked = 0;
+        assert_eq!(chunk(&w, 4).unwrap().offset, 10);
+    }
+}

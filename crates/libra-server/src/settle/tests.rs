@@ -1,0 +1,281 @@
+//! Settlement in the running server: the money rules applied to what nodes report, exits and
+//! settlements in one transaction, stranded jobs settled on start, idempotent submission, and
+//! node fields that survive a restart.
+
+use crate::app::App;
+use crate::ledger;
+use crate::sched::tests::{app, exit, req, sync, user};
+use libra_api::{JobState, OutputChunk, RegisterRequest, RunningReport, Stream};
+use libra_core::Money;
+
+fn node(app: &App, name: &str, mem_mb: u64, now: f64) {
+    app.lock()
+        .register(
+            &RegisterRequest { name: name.into(), cpus: 1.0, mem_mb, mechanism: "none".into() },
+            1.0,
+            now,
+        )
+        .unwrap();
+}
+
+fn running(job: u64, cpu: f64, start: f64) -> RunningReport {
+    RunningReport { job, cpu_seconds: cpu, suspended: false, share: 0.5, start_time: start, output: vec![] }
+}
+
+fn failed(job: u64, code: i32, cpu: f64, start: f64, end: f64) -> libra_api::ExitReport {
+    libra_api::ExitReport { exit_code: Some(code), ..exit(job, cpu, start, end) }
+}
+
+#[test]
+fn users_pay_for_the_cpu_they_used_and_only_the_clusters_faults_are_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 100_000);
+    let mut g = app.lock();
+    let mut settle = |estimate: f64, deadline: f64, report: libra_api::ExitReport| {
+        let j = g.submit(&u, &req(estimate, deadline, 1000), now).unwrap();
+        assert_eq!(j.state, JobState::Pending, "{j:?}");
+        let report = libra_api::ExitReport { job: j.id, ..report };
+        g.sync(&sync("n1", vec![], vec![report]), now + 100.0).unwrap();
+        let done = crate::store::job(&g.db, j.id).unwrap().unwrap();
+        (j.cost, done)
+    };
+    // Overran a 2 s estimate (used 12) and ended after its 20 s deadline: today's trial charged
+    // 0.00; it pays for the 12 CPU-seconds at the quoted rate.
+    let (quoted, d) = settle(2.0, 20.0, exit(0, 12.0, now, now + 25.0));
+    assert_eq!(d.state, JobState::Deadline);
+    assert_eq!(d.charged, Money((quoted.0 as f64 * 6.0).floor() as i64), "{d:?}");
+    assert!(!d.settlement.as_deref().unwrap().starts_with("free"), "{d:?}");
+    // Exited non-zero after working: pays for what it used.
+    let (quoted, d) = settle(10.0, 100.0, failed(0, 3, 6.0, now, now + 8.0));
+    assert_eq!((d.state, d.charged), (JobState::Failed, Money((quoted.0 as f64 * 0.6).floor() as i64)));
+    // Ended early: pays for what it used, not the whole quote.
+    let (quoted, d) = settle(10.0, 100.0, exit(0, 5.0, now, now + 6.0));
+    assert_eq!((d.state, d.charged), (JobState::Completed, Money(quoted.0 / 2)));
+    // Late within its estimate: the cluster broke its promise, so it is free and says so.
+    let (_, d) = settle(10.0, 20.0, exit(0, 9.5, now, now + 30.0));
+    assert_eq!((d.state, d.charged), (JobState::Deadline, Money::ZERO));
+    assert!(d.settlement.as_deref().unwrap().starts_with("free"), "{d:?}");
+    // The ledger agrees with every settlement: nothing left on hold.
+    let b = ledger::balance(&g.db, u.id).unwrap();
+    assert_eq!(b.held, Money::ZERO);
+    assert_eq!(b.deposited, b.available + b.charged);
+}
+
+#[test]
+fn an_overrunning_job_raises_its_hold_and_is_stopped_when_its_budget_is_used_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 100_000);
+    let mut g = app.lock();
+    // Budget 3x the quote (Libra+$ prices 10 CPU-s at about 10 credits).
+    let j = g.submit(&u, &req(10.0, 1000.0, 30), now).unwrap();
+    assert_eq!(j.state, JobState::Pending);
+    let rate = j.cost.0 as f64 / 10.0;
+    g.sync(&sync("n1", vec![running(j.id, 15.0, now)], vec![]), now + 20.0).unwrap();
+    let held = ledger::open_hold(&g.db, j.id).unwrap().unwrap().1;
+    assert!(held.0 as f64 >= rate * 15.0, "held {held} for 15 CPU-s at {rate} cents/s");
+    assert!(held <= j.budget);
+    // Past the budget's worth of CPU: settled, charged the budget, and the node told to stop it.
+    let cpu = j.budget.0 as f64 / rate + 1.0;
+    let resp = g.sync(&sync("n1", vec![running(j.id, cpu, now)], vec![]), now + 40.0).unwrap();
+    assert!(resp.kill.contains(&j.id), "{resp:?}");
+    let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert_eq!((d.state, d.charged), (JobState::Failed, j.budget), "{d:?}");
+    assert!(d.reason.as_deref().unwrap().starts_with("budget exhausted"), "{d:?}");
+    assert_eq!(ledger::balance(&g.db, u.id).unwrap().held, Money::ZERO);
+}
+
+#[test]
+fn an_overrun_the_owners_credit_cannot_cover_stops_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 12);
+    let mut g = app.lock();
+    let j = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+    assert_eq!(j.state, JobState::Pending, "{j:?}");
+    let resp = g.sync(&sync("n1", vec![running(j.id, 40.0, now)], vec![]), now + 50.0).unwrap();
+    assert!(resp.kill.contains(&j.id));
+    let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert!(d.reason.as_deref().unwrap().contains("credit"), "{d:?}");
+    // It pays what it used as far as the owner's credit goes, and no balance goes below zero.
+    let b = ledger::balance(&g.db, u.id).unwrap();
+    assert_eq!(
+        (b.available, b.held, b.charged),
+        (Money::ZERO, Money::ZERO, Money::from_credits(12)),
+        "{b:?}"
+    );
+    assert_eq!(d.charged, Money::from_credits(12));
+}
+
+#[test]
+fn an_exit_is_recorded_only_with_its_settlement() {
+    // A failure while settling (a full disk, here a trigger) must not leave the exit recorded and
+    // the job unsettled: the whole report is refused, the node reports again, and then it settles.
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 1000);
+    let mut g = app.lock();
+    let j = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+    g.db.execute_batch(
+        "CREATE TRIGGER no_charges BEFORE INSERT ON ledger WHEN NEW.kind IN ('charge','release') \
+         BEGIN SELECT RAISE(ABORT, 'disk full'); END;",
+    )
+    .unwrap();
+    assert!(g.sync(&sync("n1", vec![], vec![exit(j.id, 10.0, now, now + 10.0)]), now + 11.0).is_err());
+    let mid = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    let open: i64 = g
+        .db
+        .query_row("SELECT COUNT(*) FROM job_nodes WHERE job = ?1 AND done = 0", [j.id as i64], |r| r.get(0))
+        .unwrap();
+    assert_eq!((mid.state, open), (JobState::Pending, 1), "the exit was kept without its settlement");
+    g.db.execute_batch("DROP TRIGGER no_charges").unwrap();
+    let resp = g.sync(&sync("n1", vec![], vec![exit(j.id, 10.0, now, now + 10.0)]), now + 12.0).unwrap();
+    assert!(resp.ack.contains(&j.id));
+    let done = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert_eq!((done.state, done.charged), (JobState::Completed, j.cost));
+}
+
+#[test]
+fn jobs_an_earlier_version_left_ended_and_unsettled_are_settled_on_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let (a, b, uid);
+    {
+        let app = app(dir.path());
+        node(&app, "n1", 0, now);
+        let u = user(&app, "u", 1000);
+        uid = u.id;
+        let mut g = app.lock();
+        a = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+        b = g.submit(&u, &req(10.0, 20.0, 100), now).unwrap();
+        // What a crash between the old two transactions left: the exit recorded, no settlement.
+        g.db.execute(
+            "UPDATE job_nodes SET seen = 1, done = 1, exit_code = 0, cpu_seconds = 10, end_time = ?2 WHERE job = ?1",
+            rusqlite::params![a.id as i64, now + 10.0],
+        )
+        .unwrap();
+        g.db.execute(
+            "UPDATE jobs SET state = 'RUNNING', cpu_seconds = 10, start_time = ?2 WHERE id = ?1",
+            rusqlite::params![a.id as i64, now],
+        )
+        .unwrap();
+    }
+    // Restarted well after b's deadline, which no node ever started.
+    let mut cfg =
+        crate::Config { db: dir.path().join("t.db"), join_token: "join-token".into(), ..Default::default() };
+    cfg.sync_full = false;
+    let app = App::open(cfg).unwrap();
+    let g = app.lock();
+    let ja = crate::store::job(&g.db, a.id).unwrap().unwrap();
+    assert_eq!((ja.state, ja.charged), (JobState::Completed, a.cost));
+    drop(g);
+    let mut g = app.lock();
+    g.settle_stranded(now + 50.0, Some(now + 50.0)).unwrap();
+    let jb = crate::store::job(&g.db, b.id).unwrap().unwrap();
+    assert_eq!((jb.state, jb.charged), (JobState::Deadline, Money::ZERO), "{jb:?}");
+    assert_eq!(ledger::balance(&g.db, uid).unwrap().held, Money::ZERO);
+    assert_eq!(g.cluster.job_count(), 0);
+}
+
+#[test]
+fn a_retried_submission_gets_the_job_the_first_one_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 1000);
+    let mut g = app.lock();
+    let r = req(10.0, 100.0, 100);
+    let first = g.submit_batch(&[(&u, &r, Some("k1"))], now).pop().unwrap().unwrap();
+    let again = g.submit_batch(&[(&u, &r, Some("k1")), (&u, &r, Some("k1"))], now + 1.0);
+    for a in again {
+        assert_eq!(a.unwrap().id, first.id);
+    }
+    let other = g.submit_batch(&[(&u, &r, Some("k2"))], now).pop().unwrap().unwrap();
+    assert_ne!(other.id, first.id);
+    let holds: i64 =
+        g.db.query_row("SELECT COUNT(*) FROM ledger WHERE kind = 'hold'", [], |r| r.get(0)).unwrap();
+    assert_eq!(holds, 2);
+    // Keys are per user: another user's same key is another job.
+    drop(g);
+    let v = user(&app, "v", 1000);
+    let mut g = app.lock();
+    assert_ne!(g.submit_batch(&[(&v, &r, Some("k1"))], now).pop().unwrap().unwrap().id, first.id);
+}
+
+#[test]
+fn a_nodes_memory_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let mem_job = |mb: u64| {
+        let mut r = req(1.0, 100.0, 10);
+        r.spec.resources.mem_mb = mb;
+        r
+    };
+    {
+        let app = app(dir.path());
+        node(&app, "unstated", 0, now);
+        node(&app, "small", 1024, now);
+        let u = user(&app, "u", 1000);
+        let mut g = app.lock();
+        assert_eq!(g.submit(&u, &mem_job(512), now).unwrap().state, JobState::Pending);
+    }
+    let app = app(dir.path());
+    let g = app.lock();
+    let specs: Vec<_> = (0..2).map(|i| g.cluster.node(i).spec.clone()).collect();
+    drop(g);
+    let u = crate::auth::Caller { id: 1, name: "u".into(), admin: false };
+    let mut g = app.lock();
+    for s in &specs {
+        match s.name.as_str() {
+            "small" => assert_eq!(s.mem_mb, 1024),
+            _ => assert!(s.mem_mb > 1 << 40, "unstated memory came back as {} MB", s.mem_mb),
+        }
+        assert_eq!((s.cpus, s.price_base), (1.0, 1.0));
+    }
+    // Every --mem job was refused after a restart when unstated memory came back as 0 MB.
+    let j = g.submit(&u, &mem_job(4096), now + 1.0).unwrap();
+    assert_eq!(j.state, JobState::Pending, "{j:?}");
+    assert_eq!(j.nodes, vec!["unstated".to_string()]);
+}
+
+#[test]
+fn output_is_kept_per_node_once_whatever_is_sent_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 1000);
+    let mut g = app.lock();
+    let j = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+    let with = |chunks: Vec<OutputChunk>| RunningReport { output: chunks, ..running(j.id, 1.0, now) };
+    let c = |off: u64, s: &str| OutputChunk::new(Stream::Stdout, off, s.as_bytes());
+    let r = g.sync(&sync("n1", vec![with(vec![c(0, "hello ")])], vec![]), now + 1.0).unwrap();
+    assert_eq!((r.output_acks[0].job, r.output_acks[0].stdout), (j.id, 6));
+    // The same chunk again (a lost answer) and then the next one.
+    g.sync(&sync("n1", vec![with(vec![c(0, "hello ")])], vec![]), now + 2.0).unwrap();
+    g.sync(&sync("n1", vec![with(vec![c(6, "world")])], vec![]), now + 3.0).unwrap();
+    let o = crate::store::output(&g.db, j.id, JobState::Running, None, 0, 0).unwrap();
+    assert_eq!((o.stdout.as_str(), o.truncated), ("hello world", false));
+    // A follower asks from where it is.
+    let o = crate::store::output(&g.db, j.id, JobState::Running, Some(0), 6, 0).unwrap();
+    assert_eq!(
+        (o.parts[0].stdout.as_str(), o.parts[0].stdout_start, o.parts[0].stdout_end),
+        ("world", 6, 11)
+    );
+    // A chunk past the end (output the node skipped): kept, marked truncated.
+    let mut last = exit(j.id, 2.0, now, now + 5.0);
+    last.output = vec![c(100, "!")];
+    g.sync(&sync("n1", vec![], vec![last]), now + 6.0).unwrap();
+    let o = crate::store::output(&g.db, j.id, JobState::Completed, None, 0, 0).unwrap();
+    assert_eq!((o.stdout.as_str(), o.truncated), ("!", true));
+}

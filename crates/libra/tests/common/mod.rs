@@ -1,0 +1,228 @@
+//! A real cluster for the end-to-end tests: a `libra server` and `libra node` agents on
+//! loopback, in a directory of their own, stopped (with every process they left) when dropped.
+#![allow(dead_code)]
+
+use libra_api::{Client, JobInfo, JobState, SubmitRequest, UserAdd};
+use libra_core::{JobSpec, Money};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub static SERIAL: Mutex<()> = Mutex::new(());
+pub const EXE: &str = env!("CARGO_BIN_EXE_libra");
+pub const JOIN: &str = "test-join-token";
+pub const ADMIN_PW: &str = "admin-pw";
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub port: u16,
+    pub server: Option<Child>,
+    pub nodes: Vec<Child>,
+    pub url: String,
+    pub node_timeout: f64,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Cluster {
+    pub fn start(nodes: usize, cpus: f64, node_timeout: f64) -> Cluster {
+        let dir = std::env::temp_dir().join(format!("libra-e2e-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port = free_port();
+        let mut c = Cluster {
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+            port,
+            server: None,
+            nodes: Vec::new(),
+            node_timeout,
+        };
+        c.start_server();
+        for i in 0..nodes {
+            c.start_node(&format!("n{i}-{port}"), cpus);
+        }
+        let admin = c.admin();
+        wait_until("nodes up", || admin.nodes().ok().filter(|n| n.iter().filter(|x| x.up).count() == nodes));
+        c
+    }
+
+    pub fn start_server(&mut self) {
+        let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
+        let child = Command::new(EXE)
+            .args([
+                "server",
+                "--listen",
+                &format!("127.0.0.1:{}", self.port),
+                "--join-token",
+                JOIN,
+                "--admin-password",
+                ADMIN_PW,
+            ])
+            .args([
+                "--db",
+                &self.dir.join("server.db").display().to_string(),
+                "--period",
+                "0.5",
+                "--no-fsync",
+            ])
+            .args(["--node-timeout", &self.node_timeout.to_string()])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.server = Some(child);
+        let anon = Client::new(&self.url, None);
+        wait_until("server", || {
+            anon.get::<serde_json::Value>("/api/health")
+                .ok()
+                .or_else(|| anon.get::<serde_json::Value>("/api/openapi.json").ok())
+        });
+    }
+
+    pub fn start_node(&mut self, name: &str, cpus: f64) {
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).unwrap();
+        let child = Command::new(EXE)
+            .args([
+                "node",
+                "--server",
+                &self.url,
+                "--join-token",
+                JOIN,
+                "--cpus",
+                &cpus.to_string(),
+                "--name",
+                name,
+            ])
+            .args(["--workdir", &self.dir.join(name).display().to_string(), "--period", "0.5"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.nodes.push(child);
+    }
+
+    pub fn kill_server(&mut self) {
+        if let Some(mut s) = self.server.take() {
+            s.kill().unwrap(); // SIGKILL
+            s.wait().unwrap();
+        }
+    }
+
+    pub fn admin(&self) -> Client {
+        let t = Client::new(&self.url, None).login("admin", ADMIN_PW).unwrap().token;
+        Client::new(&self.url, Some(t))
+    }
+
+    /// A user with `credit` credits, logged in.
+    pub fn user(&self, name: &str, credit: i64) -> Client {
+        let admin = self.admin();
+        admin
+            .user_add(&UserAdd { name: name.into(), password: "pw-".to_string() + name, admin: false })
+            .unwrap();
+        admin.credit(name, Money::from_credits(credit)).unwrap();
+        let t = Client::new(&self.url, None).login(name, &("pw-".to_string() + name)).unwrap().token;
+        Client::new(&self.url, Some(t))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in self.nodes.iter_mut().chain(self.server.iter_mut()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Jobs outlive a killed agent by design; these are ours, stop them.
+        for pid in pids_under(&self.dir, "") {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        // The nodes' control groups (empty once their processes are gone).
+        std::thread::sleep(Duration::from_millis(100));
+        for root in ["/sys/fs/cgroup/cpu/libra", "/sys/fs/cgroup/memory/libra", "/sys/fs/cgroup/libra"] {
+            let Ok(nodes) = std::fs::read_dir(root) else { continue };
+            for node in nodes
+                .flatten()
+                .filter(|n| n.file_name().to_string_lossy().ends_with(&format!("-{}", self.port)))
+            {
+                for job in std::fs::read_dir(node.path()).into_iter().flatten().flatten() {
+                    if job.file_name().to_string_lossy().starts_with("job-") {
+                        let _ = std::fs::remove_dir(job.path());
+                    }
+                }
+                let _ = std::fs::remove_dir(node.path());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn burn(cpu: f64, estimate: f64, deadline: f64, budget: i64) -> SubmitRequest {
+    SubmitRequest::new(
+        JobSpec::simple(estimate, deadline, Money::from_credits(budget)),
+        vec![EXE.into(), "burn".into(), "--cpu-seconds".into(), cpu.to_string()],
+    )
+}
+
+pub fn wait_done(c: &Client, id: u64) -> JobInfo {
+    wait_until(&format!("job {id} to end"), || c.job(id).ok().filter(|j| !j.state.is_active()))
+}
+
+pub fn wait_running(c: &Client, id: u64) -> JobInfo {
+    wait_until(&format!("job {id} to run"), || c.job(id).ok().filter(|j| j.state == JobState::Running))
+}
+
+/// The processes of a job (found by their working directory, which is the job's own).
+pub fn job_pids(cl: &Cluster, job: u64) -> Vec<i32> {
+    pids_under(&cl.dir, &format!("job-{job}"))
+}
+
+/// Processes whose working directory is under `dir` and ends with `needle`.
+pub fn pids_under(dir: &std::path::Path, needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
+            if cwd.starts_with(dir) && cwd.to_string_lossy().ends_with(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// utime + stime of a process, seconds (assuming the usual 100 ticks per second).
+pub fn proc_cpu(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<f64> = rest.split_whitespace().map(|v| v.parse().unwrap_or(0.0)).collect();
+    (f[11] + f[12]) / 100.0
+}
+
+/// Runs the `libra` command against the cluster with a token; returns stdout.
+pub fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
+    // In the cluster's directory: jobs run (and write their output files) where they are
+    // submitted from.
+    let out = Command::new(EXE)
+        .args(args)
+        .current_dir(&cl.dir)
+        .env("LIBRA_SERVER", &cl.url)
+        .env("LIBRA_TOKEN", token)
+        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "libra {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}

@@ -1,0 +1,249 @@
+//! End-to-end: a job runs as a Slurm user expects, on a real cluster: in the directory it was
+//! submitted from, with the submitter's environment (never the agent's) and Libra's variables,
+//! its output in `libra-%j.out` (or the `-o`/`-e` patterns) and readable while it runs, stopped
+//! at its time limit; and a retried submission never makes a second job.
+
+mod common;
+
+use common::*;
+use libra_api::{JobState, SubmitRequest};
+use libra_core::{JobSpec, Money};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `libra` run from `dir` with a clean environment plus `env`.
+fn libra_in(
+    cl: &Cluster,
+    token: &str,
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> std::process::Output {
+    Command::new(EXE)
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("LIBRA_SERVER", &cl.url)
+        .env("LIBRA_TOKEN", token)
+        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn job_id(out: &std::process::Output) -> u64 {
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["id"].as_u64().unwrap()
+}
+
+#[test]
+fn a_job_runs_where_it_was_submitted_with_the_submitters_environment_and_its_output_files() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // The node agents run with this test's environment (CARGO_* and more): none of it may
+    // reach a job.
+    let cl = Cluster::start(2, 0.5, 30.0);
+    let c = cl.user("sam", 100);
+    let token = token_of(&cl, "sam");
+    let proj = cl.dir.join("project");
+    std::fs::create_dir_all(&proj).unwrap();
+    let sim = proj.join("simulate");
+    std::fs::write(
+        &sim,
+        "#!/bin/sh\necho \"pwd=$(pwd)\"\necho \"foo=$FOO\"\necho \"job=$LIBRA_JOB_ID node=$LIBRA_NODE rank=$LIBRA_PROCID of $LIBRA_NNODES\"\n\
+         echo \"submit=$LIBRA_SUBMIT_DIR deadline=$LIBRA_DEADLINE name=$LIBRA_JOB_NAME\"\nenv | grep -c '^CARGO' || true\necho oops >&2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&sim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The README's own example: a relative program, run in the submit directory.
+    let out = libra_in(
+        &cl,
+        &token,
+        &proj,
+        &[("FOO", "bar")],
+        &["submit", "--json", "--estimate", "1s", "-d", "1m", "-b", "10", "--", "./simulate", "--steps", "3"],
+    );
+    let id = job_id(&out);
+    let j = wait_done(&c, id);
+    assert_eq!(j.state, JobState::Completed, "{j:?}");
+    let file = std::fs::read_to_string(proj.join(format!("libra-{id}.out"))).unwrap();
+    assert!(file.contains(&format!("pwd={}", proj.display())), "{file}");
+    assert!(file.contains("foo=bar"), "{file}");
+    assert!(file.contains(&format!("job={id} node={} rank=0 of 1", j.nodes[0])), "{file}");
+    assert!(
+        file.contains(&format!("submit={} deadline={:.0} name=simulate", proj.display(), j.deadline_at)),
+        "{file}"
+    );
+    assert!(file.contains("\n0\n"), "the agent's CARGO_* variables reached the job: {file}");
+    assert!(file.contains("oops"), "stderr goes to the same file by default: {file}");
+    let mode = std::fs::metadata(proj.join(format!("libra-{id}.out"))).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // `libra output` shows the same.
+    let shown = c.output(id).unwrap();
+    assert_eq!(shown.stdout, file);
+
+    // --export=NONE: only Libra's variables and a minimal PATH; -o/-e patterns; a two-node job
+    // writes one file per rank with %t.
+    let out = libra_in(
+        &cl,
+        &token,
+        &proj,
+        &[("FOO", "bar")],
+        &[
+            "submit",
+            "--json",
+            "--estimate",
+            "1s",
+            "-d",
+            "1m",
+            "-b",
+            "10",
+            "-n",
+            "2",
+            "--export=NONE",
+            "-o",
+            "out-%j-%t.txt",
+            "-e",
+            "err-%x-%N.txt",
+            "-J",
+            "two",
+            "--",
+            "./simulate",
+        ],
+    );
+    let id = job_id(&out);
+    let j = wait_done(&c, id);
+    assert_eq!(j.state, JobState::Completed, "{j:?}");
+    for (rank, node) in j.nodes.iter().enumerate() {
+        let o = std::fs::read_to_string(proj.join(format!("out-{id}-{rank}.txt"))).unwrap();
+        assert!(o.contains("foo=\n") && o.contains(&format!("rank={rank} of 2")), "{o}");
+        let e = std::fs::read_to_string(proj.join(format!("err-two-{node}.txt"))).unwrap();
+        assert_eq!(e, "oops\n");
+    }
+    let shown = c.output(id).unwrap();
+    assert_eq!(shown.parts.len(), 2);
+    assert!(shown.parts[1].stdout.contains("rank=1 of 2"), "{shown:?}");
+
+    // --chdir, and a directory the node does not have: failed, with the reason, never run
+    // somewhere else.
+    let sub = proj.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    let out = libra_in(
+        &cl,
+        &token,
+        &proj,
+        &[],
+        &["submit", "--json", "--estimate", "1s", "-d", "1m", "-b", "10", "-D", "sub", "--", "pwd"],
+    );
+    let id = job_id(&out);
+    wait_done(&c, id);
+    assert_eq!(
+        std::fs::read_to_string(sub.join(format!("libra-{id}.out"))).unwrap().trim(),
+        sub.display().to_string()
+    );
+    let mut req =
+        SubmitRequest::new(JobSpec::simple(1.0, 60.0, Money::from_credits(10)), vec!["true".into()]);
+    req.workdir = Some("/nonexistent/libra-e2e".into());
+    let j = wait_done(&c, c.submit(&req).unwrap().id);
+    assert_eq!(j.state, JobState::Failed, "{j:?}");
+    let why = j.reason.unwrap_or_default();
+    assert!(why.contains("/nonexistent/libra-e2e") && why.contains("does not exist on node"), "{why}");
+    assert_eq!(j.charged, Money::ZERO);
+}
+
+/// A user's API token, for running the command line as them.
+fn token_of(cl: &Cluster, user: &str) -> String {
+    libra_api::Client::new(&cl.url, None).login(user, &format!("pw-{user}")).unwrap().token
+}
+
+#[test]
+fn output_can_be_read_and_followed_while_the_job_runs_and_a_time_limit_stops_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let c = cl.user("tia", 100);
+    let token = token_of(&cl, "tia");
+    let dir = cl.dir.join("work");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.5; done";
+    let out = libra_in(
+        &cl,
+        &token,
+        &dir,
+        &[],
+        &["submit", "--json", "--estimate", "1s", "-d", "1m", "-b", "10", "--", "sh", "-c", script],
+    );
+    let id = job_id(&out);
+    // Read while it runs.
+    let seen = wait_until("output of the running job", || {
+        let o = c.output(id).ok()?;
+        (o.state == JobState::Running && o.stdout.contains("line-2")).then_some(o)
+    });
+    assert!(!seen.stdout.contains("line-6"), "{seen:?}");
+    // Followed to the end: every line once, in order, and the command returns when the job ends.
+    let mut follow = Command::new(EXE)
+        .args(["output", "--follow", &id.to_string()])
+        .env("LIBRA_SERVER", &cl.url)
+        .env("LIBRA_TOKEN", &token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while follow.try_wait().unwrap().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "libra output --follow did not return");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut text = String::new();
+    follow.stdout.take().unwrap().read_to_string(&mut text).unwrap();
+    let expected: String = (1..=6).map(|i| format!("line-{i}\n")).collect();
+    assert_eq!(text, expected);
+
+    // A time limit: stopped (TIMEOUT) long before its deadline, paying for what it used.
+    let out = libra_in(
+        &cl,
+        &token,
+        &dir,
+        &[],
+        &[
+            "submit",
+            "--json",
+            "--estimate",
+            "2s",
+            "-d",
+            "5m",
+            "-b",
+            "10",
+            "--time-limit",
+            "2s",
+            "--",
+            "sleep",
+            "60",
+        ],
+    );
+    let id = job_id(&out);
+    let t0 = Instant::now();
+    let j = wait_done(&c, id);
+    assert_eq!(j.state, JobState::Timeout, "{j:?}");
+    assert!(t0.elapsed() < Duration::from_secs(15), "stopped after {:?}", t0.elapsed());
+    assert!(j.charged <= j.cost, "{j:?}");
+    let b = c.balance().unwrap();
+    assert_eq!(b.held, Money::ZERO);
+}
+
+#[test]
+fn the_same_idempotency_key_never_makes_a_second_job() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let c = cl.user("uma", 100);
+    let req = SubmitRequest::new(JobSpec::simple(1.0, 60.0, Money::from_credits(10)), vec!["true".into()]);
+    let a = c.submit_with_key(&req, "retry-1").unwrap();
+    let b = c.submit_with_key(&req, "retry-1").unwrap();
+    assert_eq!(a.id, b.id);
+    assert_eq!(c.jobs(false).unwrap().len(), 1);
+    let err = c.submit_with_key(&req, &"k".repeat(500)).unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err}");
+}
