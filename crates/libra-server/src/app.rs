@@ -75,10 +75,17 @@ impl App {
     }
 }
 
-pub fn spec_of(estimate: f64, deadline: f64, budget: Money, procs: u32, mem_mb: u64) -> JobSpec {
+pub fn spec_of(
+    estimate: f64,
+    deadline: f64,
+    budget: Money,
+    procs: u32,
+    mem_mb: u64,
+    cpus_per_task: u32,
+) -> JobSpec {
     JobSpec {
         details: JobDetails { estimate, length_mi: None },
-        resources: ResourceRequirements { procs, cpus_per_task: 1, mem_mb, disk_mb: 0 },
+        resources: ResourceRequirements { procs, cpus_per_task, mem_mb, disk_mb: 0 },
         qos: QosConstraints { deadline, budget },
         optimise: QosOptimisation::Cost,
     }
@@ -122,7 +129,7 @@ impl Inner {
             "SELECT id, estimate, deadline, budget, procs, mem_mb, submit_time, \
              (SELECT group_concat(node, ',') FROM job_nodes n WHERE n.job = jobs.id), \
              (SELECT MIN(cpu_seconds) FROM job_nodes n WHERE n.job = jobs.id), \
-             COALESCE(reserved, estimate) \
+             COALESCE(reserved, estimate), cpus_per_task \
              FROM jobs WHERE state IN ('PENDING','RUNNING','SUSPENDED')",
         )?;
         let active: Vec<(u64, JobSpec, f64, String, f64, f64)> = st
@@ -133,6 +140,7 @@ impl Inner {
                     Money(r.get(3)?),
                     r.get(4)?,
                     r.get::<_, i64>(5)?.max(0) as u64,
+                    r.get::<_, i64>(10)?.clamp(1, i64::from(u32::MAX)) as u32,
                 );
                 Ok((
                     r.get::<_, i64>(0)? as u64,

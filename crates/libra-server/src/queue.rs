@@ -75,7 +75,7 @@ impl Inner {
                     ledger::reduce_hold(&tx, job, cost, now)
                         .map_err(|e| ApiError::Internal(e.to_string()))?;
                     tx.commit()?;
-                    let spec = spec_of(q.estimate, q.deadline_abs - q.submit, *budget, q.procs, *mem);
+                    let spec = spec_of(q.estimate, q.deadline_abs - q.submit, *budget, q.procs, *mem, 1);
                     if let Err(e) = self.cluster.commit_spec(job, &spec, q.submit, &nodes, now) {
                         tracing::error!("job {job}: cluster view refused the dispatch: {e}");
                     }

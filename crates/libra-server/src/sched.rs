@@ -209,8 +209,8 @@ impl Inner {
         let mut state = state;
         tx.prepare_cached(
             "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved, \
-             workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+             workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key, cpus_per_task) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
         )?
         .execute(params![
             caller.id,
@@ -236,6 +236,7 @@ impl Inner {
             req.stderr,
             req.time_limit,
             key,
+            spec.resources.cpus_per_task,
         ])?;
         let id = tx.last_insert_rowid() as u64;
         if state == JobState::Pending {

@@ -379,3 +379,68 @@ pub fn observations(conn: &Connection) -> rusqlite::Result<Vec<(u64, f64, f64)>>
         .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)))?
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_newer_or_unwritable_store_is_refused_at_start_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = dir.path().join("garbage.db");
+        std::fs::write(
+            &garbage,
+            "this is not a database, only text that looks nothing like one\n".repeat(200),
+        )
+        .unwrap();
+        let e = open(&garbage, false).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt(_)), "{e}");
+        assert!(e.to_string().contains("restore it from a backup"), "{e}");
+
+        let newer = dir.path().join("newer.db");
+        drop(open(&newer, false).unwrap());
+        Connection::open(&newer).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        let e = open(&newer, false).unwrap_err();
+        assert!(matches!(e, StoreError::Newer { .. }), "{e}");
+
+        // Unwritable even for root: an immutable file (where the file system has the flag).
+        let fixed = dir.path().join("fixed.db");
+        drop(open(&fixed, false).unwrap());
+        let immutable = std::process::Command::new("chattr").arg("+i").arg(&fixed).status();
+        if immutable.is_ok_and(|s| s.success()) {
+            let e = open(&fixed, false);
+            let _ = std::process::Command::new("chattr").arg("-i").arg(&fixed).status();
+            let e = e.unwrap_err();
+            assert!(matches!(e, StoreError::ReadOnly(_)), "{e}");
+            assert!(e.to_string().contains("cannot be written"), "{e}");
+        } else {
+            eprintln!("chattr +i is not available here: the unwritable store is not tested");
+        }
+    }
+
+    #[test]
+    fn a_store_from_before_versions_were_recorded_is_brought_up_to_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.db");
+        {
+            // Schema 1 as the first releases wrote it: no `reserved`, no user_version.
+            let c = Connection::open(&p).unwrap();
+            c.execute_batch(&SCHEMA.replace("    reserved REAL\n", "    unused_tail INTEGER\n")).unwrap();
+            c.execute("INSERT INTO users(name, pw_hash) VALUES ('u', 'x')", []).unwrap();
+        }
+        let c = open(&p, false).unwrap();
+        let v: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        for col in ["reserved", "workdir", "settlement", "idem_key"] {
+            let has: bool = c
+                .prepare(&format!("SELECT 1 FROM pragma_table_info('jobs') WHERE name = '{col}'"))
+                .unwrap()
+                .exists([])
+                .unwrap();
+            assert!(has, "{col}");
+        }
+        // Opening again applies nothing twice.
+        drop(c);
+        open(&p, false).unwrap();
+    }
+}
