@@ -110,24 +110,32 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
     for d in dirs.flatten() {
         let dir = d.path();
         let Ok(text) = std::fs::read_to_string(dir.join(PID_FILE)) else { continue };
-        let mut f = text.split_whitespace().map(str::parse::<u64>);
-        let (pid, ticks) = match (f.next(), f.next()) {
-            (Some(Ok(pid)), Some(Ok(ticks))) if pid > 1 && pid <= i32::MAX as u64 => (pid as i32, ticks),
-            _ => {
-                let _ = std::fs::remove_file(dir.join(PID_FILE));
-                continue;
-            }
+        let mut f = text.split_whitespace();
+        let pid = f.next().and_then(|p| p.parse::<i32>().ok()).filter(|p| *p > 1);
+        let ticks = f.next().and_then(|t| t.parse::<u64>().ok());
+        let Some(pid) = pid else {
+            let _ = std::fs::remove_file(dir.join(PID_FILE));
+            continue;
         };
-        let alive = proc::alive(pid, ticks);
         let record = std::fs::read_to_string(dir.join(JOB_FILE))
             .ok()
             .and_then(|t| serde_json::from_str::<JobRecord>(&t).ok());
-        match record {
-            Some(record) if alive => found.push(Orphan::Running { record, pid, ticks, dir }),
-            Some(record) => found.push(Orphan::Ended { record, dir }),
-            None => {
-                if alive {
-                    tracing::warn!(pid, dir = %dir.display(), "stopping a process an earlier agent left running");
+        // The job's process: the one that started at `ticks`; or, when the agent died between
+        // starting it and recording its start time (the child wrote its pid itself), the live
+        // process with this job's LIBRA_JOB_ID in its environment.
+        let live = match (ticks, &record) {
+            (Some(t), _) => proc::alive(pid, t).then_some(t),
+            (None, Some(r)) => proc::start_ticks(pid).filter(|t| {
+                proc::alive(pid, *t) && proc::has_env(pid, "LIBRA_JOB_ID", &r.spec.job.to_string())
+            }),
+            (None, None) => None,
+        };
+        match (record, live) {
+            (Some(record), Some(ticks)) => found.push(Orphan::Running { record, pid, ticks, dir }),
+            (Some(record), None) => found.push(Orphan::Ended { record, dir }),
+            (None, live) => {
+                if let Some(t) = ticks.filter(|t| live == Some(*t)) {
+                    tracing::warn!(pid, ticks = t, dir = %dir.display(), "stopping a process an earlier agent left running");
                     proc::signal_group(pid, libc::SIGCONT);
                     proc::signal_group(pid, libc::SIGKILL);
                 }
@@ -480,6 +488,18 @@ impl Agent {
         // A keeper's exit file from an earlier run of a job with this id must not be taken
         // for this one's.
         let _ = std::fs::remove_file(dir.join(proc::EXIT_FILE));
+        // What the server asked for, before the process exists: an agent that dies the instant
+        // after starting it leaves the next one all it needs to adopt the job (the child writes
+        // its own pid file before exec) instead of starting it a second time.
+        let record = serde_json::to_string(&JobRecord { spec: s.clone(), start_time: now })
+            .map_err(std::io::Error::other)
+            .and_then(|r| std::fs::write(dir.join(JOB_FILE), r));
+        if let Err(e) = record {
+            tracing::warn!(
+                job = s.job,
+                "job record not written (a crash of this agent would lose the job): {e}"
+            );
+        }
         let launched = launched.and_then(|groups| {
             proc::launch(&proc::Launch {
                 argv: &argv,
@@ -489,26 +509,22 @@ impl Agent {
                 append: files.append,
                 env: Some(&env),
                 cgroup_procs: &groups,
+                pid_file: Some(&dir.join(PID_FILE)),
             })
             .map_err(|e| format!("cannot start {:?}: {e}", s.command))
         });
         match launched {
             Ok(pid) => {
                 tracing::info!(job = s.job, pid, share, "started");
-                // So that an agent started after this one crashed can adopt the job: what it is
-                // owed, and its process told apart from whatever later reuses its pid.
+                // Its process told apart from whatever later reuses its pid.
                 let ticks = proc::start_ticks(pid);
-                let record = serde_json::to_string(&JobRecord { spec: s.clone(), start_time: now })
-                    .map_err(std::io::Error::other);
-                let mark = ticks.map(|t| format!("{pid} {t}\n")).unwrap_or_default();
-                if let Err(e) = record
-                    .and_then(|r| std::fs::write(dir.join(JOB_FILE), r))
-                    .and_then(|()| std::fs::write(dir.join(PID_FILE), mark))
-                {
-                    tracing::warn!(
-                        job = s.job,
-                        "job record not written (a crash of this agent would lose the job): {e}"
-                    );
+                if let Some(t) = ticks {
+                    let tmp = dir.join(format!("{PID_FILE}.tmp"));
+                    if let Err(e) = std::fs::write(&tmp, format!("{pid} {t}\n"))
+                        .and_then(|()| std::fs::rename(&tmp, dir.join(PID_FILE)))
+                    {
+                        tracing::warn!(job = s.job, "start time not recorded: {e}");
+                    }
                 }
                 self.enforcer.started(s.job, pid);
                 if s.suspended {
@@ -724,6 +740,46 @@ mod tests {
         std::fs::write(job.join(PID_FILE), format!("{pid} {ticks}\n")).unwrap();
         assert!(orphans(dir.path()).is_empty());
         assert_eq!(reap_within(pid, 10).signal, Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_job_whose_agent_died_before_recording_its_start_time_is_adopted_not_started_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join("job-7");
+        std::fs::create_dir_all(&job).unwrap();
+        std::fs::write(job.join(JOB_FILE), record(7)).unwrap();
+        let argv: Vec<String> = vec!["sleep".into(), "30".into()];
+        let env = |id: &str| vec![("LIBRA_JOB_ID".to_string(), id.to_string())];
+        let (e7, e8) = (env("7"), env("8"));
+        let launch = |env: &[(String, String)], pid_file: &std::path::Path| {
+            proc::launch(&proc::Launch {
+                argv: &argv,
+                cwd: &job,
+                stdout: &job.join("stdout"),
+                stderr: None,
+                append: false,
+                env: Some(env),
+                cgroup_procs: &[],
+                pid_file: Some(pid_file),
+            })
+            .unwrap()
+        };
+        // Only what the child wrote before exec: its pid, no start time.
+        let pid = launch(&e7, &job.join(PID_FILE));
+        let found = orphans(dir.path());
+        assert!(matches!(&found[..], [Orphan::Running { pid: p, .. }] if *p == pid), "not adopted");
+        // A pid now held by some other job's process is not taken for this one.
+        let other = dir.path().join("job-9");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join(JOB_FILE), record(9)).unwrap();
+        let pid8 = launch(&e8, &other.join(PID_FILE));
+        let found = orphans(dir.path());
+        assert!(found.iter().any(|o| matches!(o, Orphan::Ended { record, .. } if record.spec.job == 9)));
+        assert!(proc::try_reap(pid8).is_none(), "the other process was stopped");
+        for p in [pid, pid8] {
+            proc::signal_group(p, libc::SIGKILL);
+            reap_within(p, 10);
+        }
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct Launch<'a> {
     pub env: Option<&'a [(String, String)]>,
     /// Control groups to join before `exec`.
     pub cgroup_procs: &'a [PathBuf],
+    /// Written by the child itself ("PID\n") before `exec`: a job started by an agent that dies
+    /// the next instant is still known to the agent that follows (see `agent::orphans`).
+    pub pid_file: Option<&'a Path>,
 }
 
 /// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
@@ -44,7 +47,28 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::
         append: false,
         env: None,
         cgroup_procs,
+        pid_file: None,
     })
+}
+
+/// Writes `n` in decimal into `buf`, returning the length; no allocation (it runs between fork
+/// and exec).
+fn decimal(mut n: u32, buf: &mut [u8; 12]) -> usize {
+    let mut tmp = [0u8; 12];
+    let mut len = 0;
+    loop {
+        tmp[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        buf[i] = tmp[len - 1 - i];
+    }
+    buf[len] = b'\n';
+    len + 1
 }
 
 fn open_output(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
@@ -76,17 +100,39 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
         .map(|p| CString::new(p.as_os_str().as_bytes()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|_| std::io::Error::other("cgroup path contains a NUL byte"))?;
+    let pid_file = l
+        .pid_file
+        .map(|p| CString::new(p.as_os_str().as_bytes()))
+        .transpose()
+        .map_err(|_| std::io::Error::other("pid file path contains a NUL byte"))?;
     let mut cmd = Command::new(prog);
     cmd.args(args).current_dir(l.cwd).stdin(Stdio::null()).stdout(stdout).stderr(stderr);
     if let Some(env) = l.env {
         cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }
-    // SAFETY: between fork and exec only async-signal-safe calls are made (setsid, open,
-    // write, close), on memory prepared before the fork.
+    // SAFETY: between fork and exec only async-signal-safe calls are made (setsid, getpid,
+    // open, write, close), on memory prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some(p) = &pid_file {
+                let fd = libc::open(
+                    p.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                    0o600,
+                );
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let mut buf = [0u8; 12];
+                let n = decimal(libc::getpid() as u32, &mut buf);
+                let w = libc::write(fd, buf.as_ptr().cast(), n);
+                libc::close(fd);
+                if w != n as isize {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             for p in &procs {
                 let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -219,6 +265,14 @@ pub fn alive(pid: i32, ticks: u64) -> bool {
         && f.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
 }
 
+/// Whether process `pid` has `name=value` in its environment (how a job's process is told
+/// apart from an unrelated one that reused its pid when its start time was never recorded).
+pub fn has_env(pid: i32, name: &str, value: &str) -> bool {
+    let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { return false };
+    let want = format!("{name}={value}");
+    env.split(|b| *b == 0).any(|v| v == want.as_bytes())
+}
+
 /// CPU seconds used by each session on the machine: the live processes' own time plus the
 /// children they have reaped (utime, stime, cutime, cstime). A job is started in a session of
 /// its own (`spawn`), whose id is its first process's pid, so this counts the whole job,
@@ -334,6 +388,35 @@ mod tests {
         assert_eq!(exit.code, Some(3));
         assert_eq!(tail(&dir.path().join("stdout"), 100).0, "hello\n");
         assert_eq!(tail(&dir.path().join("stderr"), 3), ("ps\n".to_string(), true));
+    }
+
+    #[test]
+    fn the_child_writes_its_own_pid_file_before_exec() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = ["sleep", "5"].iter().map(|s| s.to_string()).collect();
+        let env = vec![("LIBRA_JOB_ID".to_string(), "77".to_string())];
+        let pid = launch(&Launch {
+            argv: &argv,
+            cwd: dir.path(),
+            stdout: &dir.path().join("o"),
+            stderr: None,
+            append: false,
+            env: Some(&env),
+            cgroup_procs: &[],
+            pid_file: Some(&dir.path().join("pid")),
+        })
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(dir.path().join("pid")).unwrap(), format!("{pid}\n"));
+        assert!(has_env(pid, "LIBRA_JOB_ID", "77") && !has_env(pid, "LIBRA_JOB_ID", "7"));
+        signal_group(pid, libc::SIGKILL);
+        while try_reap(pid).is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut b = [0u8; 12];
+        let n = decimal(4_294_967_295, &mut b);
+        assert_eq!(&b[..n], b"4294967295\n");
+        let n = decimal(0, &mut b);
+        assert_eq!(&b[..n], b"0\n");
     }
 
     #[test]

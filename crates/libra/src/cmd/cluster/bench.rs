@@ -24,6 +24,9 @@ pub struct BenchArgs {
 pub enum BenchWhat {
     /// Submissions per second, admission latency, start latency, share error, `libra submit` time.
     Cluster(ClusterBench),
+    /// Crash safety: submitters, jobs, and the server and node agents killed with SIGKILL at
+    /// random over and over; then every invariant of jobs, money and answers is checked.
+    Torture(super::torture::TortureArgs),
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +62,7 @@ const ADMIN_PW: &str = "bench-admin";
 pub fn run(a: BenchArgs) -> Result<()> {
     match a.what {
         BenchWhat::Cluster(c) => cluster(c),
+        BenchWhat::Torture(t) => super::torture::run(t),
     }
 }
 

@@ -12,6 +12,7 @@ mod node;
 mod quote;
 mod server;
 mod submit;
+mod torture;
 mod up;
 
 use clap::Subcommand;
