@@ -43,6 +43,32 @@ pub trait Enforcer: Send {
     fn clear_stale(&mut self, _keep: &std::collections::HashSet<u64>) {}
 }
 
+/// Kills every process in a job's control group until it stays empty (a process may fork while
+/// it is being killed), then removes the group. True when the group is gone.
+pub fn end_group(kernel: &dyn Kernel, dir: &Path) -> bool {
+    // cgroup v2 kills the whole group atomically where the kernel offers it.
+    let _ = kernel.write(&dir.join("cgroup.kill"), "1");
+    for _ in 0..100 {
+        let procs = kernel.read(&dir.join("cgroup.procs")).unwrap_or_default();
+        // Never 0 or 1: kill(0) would signal our own process group.
+        let pids: Vec<i32> =
+            procs.split_whitespace().filter_map(|p| p.parse().ok()).filter(|p| *p > 1).collect();
+        for &pid in &pids {
+            // SAFETY: kill(2) with a pid read from the job's own group: continued first, so a
+            // stopped process dies too.
+            unsafe {
+                libc::kill(pid, libc::SIGCONT);
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        if pids.is_empty() && (kernel.rmdir(dir).is_ok() || !kernel.exists(dir)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
 /// Which cgroup interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupVersion {
@@ -243,28 +269,18 @@ impl Enforcer for CgroupEnforcer {
             let name = e.file_name().to_string_lossy().into_owned();
             let job = name.strip_prefix("job-").and_then(|j| j.parse::<u64>().ok());
             if job.is_some_and(|j| !keep.contains(&j) && !self.jobs.contains_key(&j)) {
-                let procs = self.kernel.read(&e.path().join("cgroup.procs")).unwrap_or_default();
-                for pid in procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-                    tracing::warn!("stopping process {pid} left in {}", e.path().display());
-                    // SAFETY: kill(2) with a pid read from our own job group.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
-                }
-                for _ in 0..50 {
-                    if self.kernel.rmdir(&e.path()).is_ok() {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
+                tracing::warn!("stopping what is left in {}", e.path().display());
+                end_group(self.kernel.as_ref(), &e.path());
             }
         }
     }
 
+    /// A job ends as a whole: whatever it left in its group (a `setsid` escapee, a daemon it
+    /// forked) is killed with it, and the group removed.
     fn remove(&mut self, job: u64) {
         if let Some(JobGroup { dir, .. }) = self.jobs.remove(&job) {
-            if let Err(e) = self.kernel.rmdir(&dir) {
-                tracing::debug!("removing {}: {e}", dir.display());
+            if !end_group(self.kernel.as_ref(), &dir) {
+                tracing::warn!("{} could not be emptied and removed", dir.display());
             }
             if let Err(e) = self.rebalance() {
                 tracing::warn!("shares after job {job} left: {e}");

@@ -43,7 +43,7 @@ impl MemoryLimiter {
 
     pub fn remove(&mut self, job: u64) {
         if let Some(dir) = self.jobs.remove(&job) {
-            let _ = self.kernel.rmdir(&dir);
+            crate::enforce::end_group(self.kernel.as_ref(), &dir);
         }
     }
 }

@@ -247,3 +247,47 @@ fn the_same_idempotency_key_never_makes_a_second_job() {
     let err = c.submit_with_key(&req, &"k".repeat(500)).unwrap_err();
     assert_eq!(err.status(), Some(400), "{err}");
 }
+
+/// Live processes with `LIBRA_JOB_ID=id` in their environment (a job's processes, escaped or not).
+fn processes_of_job(id: u64) -> Vec<i32> {
+    let want = format!("LIBRA_JOB_ID={id}");
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(true);
+        if !zombie && env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn a_job_ends_as_a_whole_with_the_processes_that_escaped_its_session() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let mech = cl.admin().nodes().unwrap()[0].mechanism.clone();
+    let c = cl.user("vic", 100);
+    let escape = "setsid sh -c 'exec sleep 600' </dev/null >/dev/null 2>&1 & sleep 0.5; echo left-behind";
+    let mut req = SubmitRequest::new(
+        JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
+        vec!["sh".into(), "-c".into(), escape.into()],
+    );
+    req.workdir = Some(cl.dir.display().to_string());
+    let id = c.submit(&req).unwrap().id;
+    wait_until("the escapee to start", || (!processes_of_job(id).is_empty()).then_some(()));
+    let j = wait_done(&c, id);
+    assert_eq!(j.state, JobState::Completed, "{j:?}");
+    if !mech.starts_with("cgroup") {
+        eprintln!("no control groups here ({mech}): a setsid escapee cannot be found, not tested");
+        return;
+    }
+    wait_until("the escapee to be killed with its job", || processes_of_job(id).is_empty().then_some(()));
+    let node = &j.nodes[0];
+    let group = std::path::Path::new("/sys/fs/cgroup/cpu/libra").join(node).join(format!("job-{id}"));
+    let v2 = std::path::Path::new("/sys/fs/cgroup/libra").join(node).join(format!("job-{id}"));
+    wait_until("the job's group to be removed", || (!group.exists() && !v2.exists()).then_some(()));
+}
