@@ -23,6 +23,8 @@ pub struct App {
     pub sweeps: std::sync::Arc<crate::sweeps::Sweeps>,
     /// Submissions waiting for the next group commit.
     pub(crate) submissions: crate::group_commit::SubmitQueue,
+    /// Throttles password guessing and bounds concurrent password hashing.
+    pub login_guard: crate::login_guard::LoginGuard,
 }
 
 pub struct NodeRt {
@@ -65,6 +67,10 @@ impl App {
             work: Notify::new(),
             sweeps,
             submissions: Default::default(),
+            // Argon2 takes about 19 MiB and tens of milliseconds per hash: a few at a time.
+            login_guard: crate::login_guard::LoginGuard::new(
+                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8),
+            ),
         })
     }
 

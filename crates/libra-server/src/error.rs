@@ -18,6 +18,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// 429, with how many seconds to wait (Retry-After).
+    #[error("{0}")]
+    TooMany(String, u64),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -45,9 +48,16 @@ impl IntoResponse for ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::TooMany(..) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        (status, Json(ErrorBody { error: self.to_string() })).into_response()
+        let mut r = (status, Json(ErrorBody { error: self.to_string() })).into_response();
+        if let ApiError::TooMany(_, secs) = &self {
+            if let Ok(v) = axum::http::HeaderValue::from_str(&secs.to_string()) {
+                r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+            }
+        }
+        r
     }
 }
 

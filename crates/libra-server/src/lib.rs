@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 mod group_commit;
 pub mod ledger;
+pub mod login_guard;
 mod nodes;
 pub mod openapi;
 mod queue;
@@ -79,7 +80,9 @@ pub async fn serve(
             }
         })
     };
-    let r = axum::serve(listener, routes::router(app)).with_graceful_shutdown(shutdown).await;
+    // The peer's address reaches the handlers (login throttling is per address).
+    let service = routes::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let r = axum::serve(listener, service).with_graceful_shutdown(shutdown).await;
     watchdog.abort();
     r.map_err(ServerError::Io)
 }

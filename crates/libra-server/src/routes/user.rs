@@ -5,7 +5,7 @@ use crate::app::{now, App};
 use crate::auth;
 use crate::error::ApiError;
 use crate::{ledger, store};
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::*;
@@ -15,7 +15,32 @@ use std::sync::Arc;
 
 type Res<T> = Result<Json<T>, ApiError>;
 
-pub async fn login(State(app): State<Arc<App>>, Body(req): Body<LoginRequest>) -> Res<LoginResponse> {
+/// Passwords are checked a few at a time, an unknown user costs the same as a known one, and
+/// repeated wrong passwords back off (`crate::login_guard`).
+pub async fn login(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Body(req): Body<LoginRequest>,
+) -> Res<LoginResponse> {
+    let guard = &app.login_guard;
+    let started = std::time::Instant::now();
+    if let Err(wait) = guard.check(&req.user, peer.ip(), started) {
+        let secs = wait.as_secs().max(1);
+        return Err(ApiError::TooMany(
+            format!(
+                "login: too many wrong passwords for {} from {}; try again in {secs} s",
+                req.user,
+                peer.ip()
+            ),
+            secs,
+        ));
+    }
+    let Some(permit) = guard.try_hash() else {
+        return Err(ApiError::TooMany(
+            "login: the server is checking too many passwords at once; try again in a second".into(),
+            1,
+        ));
+    };
     let found = {
         let g = app.lock();
         g.db.query_row("SELECT id, pw_hash, admin FROM users WHERE name = ?1", params![req.user], |r| {
@@ -23,16 +48,22 @@ pub async fn login(State(app): State<Arc<App>>, Body(req): Body<LoginRequest>) -
         })
         .ok()
     };
-    let refused = || ApiError::Unauthorized("login refused: unknown user or wrong password".into());
-    let (id, hash, admin) = found.ok_or_else(refused)?;
-    // Argon2 is slow on purpose: verify off the async workers and outside the lock.
+    // Argon2 is slow on purpose: verify off the async workers and outside the lock; an unknown
+    // user is checked against a decoy so that both take the same time.
+    let hash = found.as_ref().map_or_else(|| guard.decoy.clone(), |f| f.1.clone());
     let password = req.password.clone();
-    let ok = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
+    let verified = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    if !ok {
-        return Err(refused());
-    }
+    drop(permit);
+    let (id, admin) = match found {
+        Some((id, _, admin)) if verified => (id, admin),
+        _ => {
+            guard.failed(&req.user, peer.ip(), std::time::Instant::now());
+            return Err(ApiError::Unauthorized("login refused: unknown user or wrong password".into()));
+        }
+    };
+    guard.succeeded(&req.user, peer.ip());
     let token = auth::new_token();
     app.lock().db.execute(
         "INSERT INTO tokens(hash, user_id, created) VALUES (?1, ?2, ?3)",

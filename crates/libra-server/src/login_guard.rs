@@ -1,0 +1,156 @@
+//! Guessing passwords is slow and cheap to refuse: after a few wrong passwords for one account
+//! from one address (or many from one address, whatever the accounts) each further attempt
+//! waits out a doubling backoff and is refused at once with 429 and Retry-After; at most a few
+//! password hashes are computed at a time (Argon2 is slow and takes memory on purpose, so a
+//! flood of logins would otherwise take the whole machine), the rest answered 429 at once; and
+//! an unknown user costs the same hash as a known one, so timings do not tell which names exist.
+//!
+//! A user's own logins from another address are not locked out by an attacker's failures.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Wrong passwords for one account from one address before backoff starts.
+pub const FREE_ACCOUNT_FAILURES: u32 = 5;
+/// Wrong passwords from one address, over all accounts, before backoff starts.
+pub const FREE_ADDRESS_FAILURES: u32 = 20;
+/// The longest backoff.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Entries not touched for this long are forgotten.
+const FORGET_AFTER: Duration = Duration::from_secs(3600);
+/// The most entries kept (an attacker with many addresses cannot grow the map without bound).
+const MAX_ENTRIES: usize = 100_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Account(String, IpAddr),
+    Address(IpAddr),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Failures {
+    count: u32,
+    /// No attempt before this instant.
+    until: Instant,
+    last: Instant,
+}
+
+pub struct LoginGuard {
+    hashing: tokio::sync::Semaphore,
+    failures: Mutex<HashMap<Key, Failures>>,
+    /// A hash of a password nobody has: what an unknown user's attempt is checked against.
+    pub decoy: String,
+}
+
+fn backoff(count: u32, free: u32) -> Duration {
+    if count < free {
+        return Duration::ZERO;
+    }
+    let secs = 1u64 << (count - free).min(16);
+    Duration::from_secs(secs).min(MAX_BACKOFF)
+}
+
+impl LoginGuard {
+    /// `hashers`: how many password hashes may be computed at once.
+    pub fn new(hashers: usize) -> LoginGuard {
+        let decoy = crate::auth::hash_password(&crate::auth::new_token()).unwrap_or_default();
+        LoginGuard { hashing: tokio::sync::Semaphore::new(hashers.max(1)), failures: Mutex::default(), decoy }
+    }
+
+    /// Refused (with how long to wait) while the account from this address, or the address
+    /// itself, is backing off.
+    pub fn check(&self, user: &str, addr: IpAddr, now: Instant) -> Result<(), Duration> {
+        let f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = [Key::Account(user.to_string(), addr), Key::Address(addr)]
+            .iter()
+            .filter_map(|k| f.get(k))
+            .map(|x| x.until.saturating_duration_since(now))
+            .max()
+            .unwrap_or(Duration::ZERO);
+        if wait.is_zero() {
+            Ok(())
+        } else {
+            Err(wait)
+        }
+    }
+
+    /// A permit to hash one password, if one is free now.
+    pub fn try_hash(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.hashing.try_acquire().ok()
+    }
+
+    pub fn failed(&self, user: &str, addr: IpAddr, now: Instant) {
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if f.len() >= MAX_ENTRIES {
+            f.retain(|_, x| now.duration_since(x.last) < FORGET_AFTER);
+            if f.len() >= MAX_ENTRIES {
+                f.clear();
+            }
+        }
+        for (key, free) in [
+            (Key::Account(user.to_string(), addr), FREE_ACCOUNT_FAILURES),
+            (Key::Address(addr), FREE_ADDRESS_FAILURES),
+        ] {
+            let e = f.entry(key).or_insert(Failures { count: 0, until: now, last: now });
+            if now.duration_since(e.last) > FORGET_AFTER {
+                e.count = 0;
+            }
+            e.count += 1;
+            e.last = now;
+            e.until = now + backoff(e.count, free);
+        }
+    }
+
+    /// The right password: this account's failures from this address are forgiven.
+    pub fn succeeded(&self, user: &str, addr: IpAddr) {
+        let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        f.remove(&Key::Account(user.to_string(), addr));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_back_off_per_account_and_address_and_success_forgives() {
+        let g = LoginGuard::new(2);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t = Instant::now();
+        for _ in 0..FREE_ACCOUNT_FAILURES - 1 {
+            assert!(g.check("alice", a, t).is_ok());
+            g.failed("alice", a, t);
+        }
+        assert!(g.check("alice", a, t).is_ok());
+        g.failed("alice", a, t);
+        let wait = g.check("alice", a, t).unwrap_err();
+        assert_eq!(wait, Duration::from_secs(1));
+        // Alice from elsewhere, and Bob from the same address, are not held back.
+        assert!(g.check("alice", b, t).is_ok() && g.check("bob", a, t).is_ok());
+        // It doubles with every further failure, and ends.
+        g.failed("alice", a, t + wait);
+        assert_eq!(g.check("alice", a, t + wait).unwrap_err(), Duration::from_secs(2));
+        assert!(g.check("alice", a, t + Duration::from_secs(10)).is_ok());
+        g.succeeded("alice", a);
+        g.failed("alice", a, t + Duration::from_secs(10));
+        assert!(g.check("alice", a, t + Duration::from_secs(10)).is_ok());
+        // Spraying many accounts from one address backs the address off.
+        for i in 0..FREE_ADDRESS_FAILURES {
+            g.failed(&format!("u{i}"), b, t);
+        }
+        assert!(g.check("carol", b, t).is_err());
+        assert_eq!(backoff(100, 5), MAX_BACKOFF);
+    }
+
+    #[test]
+    fn hashing_is_bounded() {
+        let g = LoginGuard::new(2);
+        let p1 = g.try_hash().unwrap();
+        let _p2 = g.try_hash().unwrap();
+        assert!(g.try_hash().is_none());
+        drop(p1);
+        assert!(g.try_hash().is_some());
+    }
+}
