@@ -20,9 +20,9 @@ Libra.views = Libra.views || {};
   };
 
   Libra.costCell = function (j) {
-    if (Libra.isActive(j.state)) return "held " + Libra.money(j.cost);
+    if (Libra.isActive(j.state)) return "held " + Libra.money(j.cost_cents);
     if (j.state === "REJECTED") return "-";
-    return "charged " + Libra.money(j.charged);
+    return "charged " + Libra.money(j.charged_cents);
   };
 
   // One row of a job table; `actions` adds the buttons the viewer may use.
