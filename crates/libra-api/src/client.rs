@@ -271,9 +271,9 @@ mod tests {
                 }
                 let body = serde_json::json!({
                     "id": 7, "user": "u", "name": null, "state": "CANCELLED", "command": ["true"],
-                    "estimate": 1.0, "procs": 1, "deadline": 10.0, "budget": 5, "submit_time": 0.0,
+                    "estimate": 1.0, "procs": 1, "deadline": 10.0, "budget_cents": 5, "submit_time": 0.0,
                     "deadline_at": 10.0, "start_time": null, "end_time": null, "nodes": [],
-                    "share": 0.0, "cost": 0, "charged": 0, "cpu_seconds": 0.0, "exit_code": null,
+                    "share": 0.0, "cost_cents": 0, "charged_cents": 0, "cpu_seconds": 0.0, "exit_code": null,
                     "reason": null, "suggestion": null
                 })
                 .to_string();

@@ -1,6 +1,11 @@
 //! Libra's wire types: every request and response of the server's HTTP API (JSON bodies), shared
 //! by the server, the node agent and the command line, plus a small blocking client.
 //!
+//! Money is an integer count of cents (`libra_core::Money`, exact, never a float) in a field whose
+//! JSON name ends in `_cents` (`budget_cents`, `available_cents`), while people see credits with
+//! two decimals: the suffix keeps a program from reading 100000 cents as 100,000 credits. The
+//! names from before the suffix are still read, for older clients and stored rows.
+//!
 //! The client is blocking on purpose: `libra submit` is one request, and starting an async
 //! runtime for it would cost more than the request itself.
 

@@ -1,6 +1,7 @@
 //! Sweeps hosted by a server: the broker's experiments, created, watched and steered through
-//! the API. Money is integer cents; times are Unix seconds (the server's clock, which every
-//! answer carries as `now` so that a client can show "in 5 min" without trusting its own).
+//! the API. Money is integer cents (fields named `*_cents`); times are Unix seconds (the
+//! server's clock, which every answer carries as `now` so that a client can show "in 5 min"
+//! without trusting its own).
 
 use libra_core::Money;
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,7 @@ pub struct SweepCreate {
     pub deadline: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_in: Option<f64>,
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
     /// cost, time, conservative, cost-time, nimrod-cost, nimrod-time, nimrod-conservative
     /// (default cost).
@@ -60,6 +62,7 @@ pub struct SweepResource {
     pub done: u64,
     pub failed: u64,
     pub running: u64,
+    #[serde(rename = "spent_cents", alias = "spent")]
     pub spent: Money,
     /// Measured wall seconds per successful job.
     pub secs_per_job: Option<f64>,
@@ -79,10 +82,13 @@ pub struct SweepInfo {
     pub created: f64,
     pub finished: Option<f64>,
     pub deadline: f64,
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
     /// Paid for finished jobs.
+    #[serde(rename = "spent_cents", alias = "spent")]
     pub spent: Money,
     /// Held (committed) for running jobs.
+    #[serde(rename = "held_cents", alias = "held")]
     pub held: Money,
     pub jobs: SweepCounts,
     /// When the sweep should end at the pace so far (none before the first job is done).
@@ -120,6 +126,7 @@ pub struct SweepJob {
     pub attempts: u32,
     pub exit_code: Option<i32>,
     pub wall: Option<f64>,
+    #[serde(rename = "cost_cents", alias = "cost")]
     pub cost: Money,
     /// The last attempt's directory on the server.
     pub output: Option<String>,
@@ -138,5 +145,6 @@ pub struct SweepDeadline {
 /// `POST /api/sweeps/{id}/budget`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SweepBudget {
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
 }

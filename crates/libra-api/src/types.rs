@@ -160,6 +160,7 @@ pub struct NodePrice {
 pub struct QuoteResponse {
     pub policy: String,
     pub accepted: bool,
+    #[serde(rename = "cost_cents", alias = "cost")]
     pub cost: Option<Money>,
     pub nodes: Vec<String>,
     pub share: Option<f64>,
@@ -180,6 +181,7 @@ pub struct JobInfo {
     pub procs: u32,
     /// Deadline as seconds after submission.
     pub deadline: f64,
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
     pub submit_time: f64,
     pub deadline_at: f64,
@@ -189,8 +191,10 @@ pub struct JobInfo {
     /// CPUs per node the job was admitted with.
     pub share: f64,
     /// The quoted cost placed on hold at admission.
+    #[serde(rename = "cost_cents", alias = "cost")]
     pub cost: Money,
     /// What was finally charged (captured); zero until settled.
+    #[serde(rename = "charged_cents", alias = "charged")]
     pub charged: Money,
     pub cpu_seconds: f64,
     pub exit_code: Option<i32>,
@@ -295,11 +299,15 @@ pub struct OutputAck {
 pub struct Balance {
     pub user: String,
     /// What can be held for new jobs.
+    #[serde(rename = "available_cents", alias = "available")]
     pub available: Money,
     /// Held for accepted jobs that have not settled.
+    #[serde(rename = "held_cents", alias = "held")]
     pub held: Money,
     /// Charged so far, in total.
+    #[serde(rename = "charged_cents", alias = "charged")]
     pub charged: Money,
+    #[serde(rename = "deposited_cents", alias = "deposited")]
     pub deposited: Money,
 }
 
@@ -318,6 +326,7 @@ pub struct LedgerEntry {
     pub user: String,
     pub job: Option<u64>,
     pub kind: LedgerKind,
+    #[serde(rename = "amount_cents", alias = "amount")]
     pub amount: Money,
     pub time: f64,
 }
@@ -351,6 +360,7 @@ pub struct UsageRow {
     pub jobs: u64,
     pub completed: u64,
     pub cpu_hours: f64,
+    #[serde(rename = "revenue_cents", alias = "revenue")]
     pub revenue: Money,
 }
 
@@ -395,7 +405,9 @@ pub struct UserAdd {
 pub struct UserInfo {
     pub name: String,
     pub admin: bool,
+    #[serde(rename = "available_cents", alias = "available")]
     pub available: Money,
+    #[serde(rename = "held_cents", alias = "held")]
     pub held: Money,
 }
 
@@ -403,6 +415,7 @@ pub struct UserInfo {
 pub struct CreditRequest {
     pub user: String,
     /// Positive deposits; negative withdraws (never below zero available).
+    #[serde(rename = "amount_cents", alias = "amount")]
     pub amount: Money,
 }
 

@@ -55,7 +55,9 @@ pub fn live_engine(e: &crate::store::Experiment, now: f64) -> Option<(i64, f64)>
 pub struct Progress {
     pub counts: Counts,
     pub total: u64,
+    #[serde(rename = "spent_cents")]
     pub spent: Money,
+    #[serde(rename = "held_cents")]
     pub held: Money,
     pub state: String,
 }

@@ -95,6 +95,7 @@ pub struct Experiment {
     pub algorithm: String,
     /// Unix seconds.
     pub deadline: f64,
+    #[serde(rename = "budget_cents")]
     pub budget: Money,
     /// running, paused, cancelled, done, stalled
     pub state: String,
@@ -139,6 +140,7 @@ pub struct JobResult {
     pub attempts: u32,
     pub exit_code: Option<i32>,
     pub wall: Option<f64>,
+    #[serde(rename = "cost_cents")]
     pub cost: Money,
     pub output: Option<String>,
     /// Files the job copied back to the root.
@@ -151,6 +153,7 @@ pub struct ResourceSummary {
     pub done: u64,
     pub failed: u64,
     pub running: u64,
+    #[serde(rename = "spent_cents")]
     pub spent: Money,
     pub wall_sum: f64,
     pub cpu_sum: f64,

@@ -47,7 +47,10 @@ fn one_cpu() -> u32 {
 pub struct QosConstraints {
     /// Deadline D, seconds after submission.
     pub deadline: f64,
-    /// Budget B: the most the user will pay.
+    /// Budget B: the most the user will pay. Named `budget_cents` in JSON, as every amount is, so
+    /// nobody reads cents as credits; `budget` is still read, from clients and stores written
+    /// before the rename.
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
 }
 
@@ -191,5 +194,15 @@ mod tests {
         let s = JobSpec::simple(1.5, 10.0, Money(123)).with_procs(4);
         let j = serde_json::to_string(&s).unwrap();
         assert_eq!(serde_json::from_str::<JobSpec>(&j).unwrap(), s);
+    }
+
+    #[test]
+    fn budget_is_written_in_cents_by_name_and_read_under_its_old_name_too() {
+        let q = QosConstraints { deadline: 60.0, budget: Money(1250) };
+        let v = serde_json::to_value(q).unwrap();
+        assert_eq!(v, serde_json::json!({"deadline": 60.0, "budget_cents": 1250}));
+        // A client from before the rename still submits.
+        let old: QosConstraints = serde_json::from_str(r#"{"deadline": 60.0, "budget": 1250}"#).unwrap();
+        assert_eq!(old.budget, Money(1250));
     }
 }

@@ -18,6 +18,7 @@ pub struct Outcome {
     pub job: u64,
     pub submit: f64,
     pub deadline_abs: f64,
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
     /// Actual runtime on a dedicated processor.
     pub runtime: f64,
@@ -27,6 +28,7 @@ pub struct Outcome {
     pub start: Option<f64>,
     pub finish: Option<f64>,
     /// The price quoted at acceptance (charged only if the QoS is met).
+    #[serde(rename = "cost_cents", alias = "cost")]
     pub cost: Money,
 }
 
@@ -62,6 +64,7 @@ pub struct Metrics {
     pub qos_satisfaction: f64,
     /// Eq. (8): sum of costs of QoS-satisfied jobs / sum of all budgets.
     pub profitability: f64,
+    #[serde(rename = "revenue_cents", alias = "revenue")]
     pub revenue: Money,
     /// Mean seconds from submission to start over started jobs.
     pub mean_wait: f64,

@@ -7,13 +7,13 @@ Libra.views = Libra.views || {};
 
   function render(b, jobs, ledger) {
     Libra.replace($("balance"), Libra.h("dl", { class: "facts", id: "balance-facts" },
-      Libra.h("dt", null, "Available"), Libra.h("dd", { id: "balance-available" }, Libra.money(b.available) + " credits"),
-      Libra.h("dt", null, "On hold"), Libra.h("dd", { id: "balance-held" }, Libra.money(b.held) + " credits"),
-      Libra.h("dt", null, "Charged in total"), Libra.h("dd", { id: "balance-charged" }, Libra.money(b.charged) + " credits"),
-      Libra.h("dt", null, "Deposited in total"), Libra.h("dd", null, Libra.money(b.deposited) + " credits")));
+      Libra.h("dt", null, "Available"), Libra.h("dd", { id: "balance-available" }, Libra.money(b.available_cents) + " credits"),
+      Libra.h("dt", null, "On hold"), Libra.h("dd", { id: "balance-held" }, Libra.money(b.held_cents) + " credits"),
+      Libra.h("dt", null, "Charged in total"), Libra.h("dd", { id: "balance-charged" }, Libra.money(b.charged_cents) + " credits"),
+      Libra.h("dt", null, "Deposited in total"), Libra.h("dd", null, Libra.money(b.deposited_cents) + " credits")));
 
     var holds = jobs.filter(function (j) { return Libra.isActive(j.state); }).map(function (j) {
-      return [Libra.h("a", { href: "#job/" + j.id }, String(j.id)), j.state, Libra.money(j.cost), Libra.time(j.deadline_at)];
+      return [Libra.h("a", { href: "#job/" + j.id }, String(j.id)), j.state, Libra.money(j.cost_cents), Libra.time(j.deadline_at)];
     });
     Libra.replace($("holds"), Libra.table("Credit held for accepted jobs until they settle",
       ["Job", "State", "Held", "Deadline"], holds, "Nothing on hold."));
@@ -22,7 +22,7 @@ Libra.views = Libra.views || {};
     var total = 0, points = [];
     ledger.slice().sort(function (a, b) { return a.time - b.time; }).forEach(function (e) {
       if (e.kind !== "charge") return;
-      total += Math.abs(e.amount);
+      total += Math.abs(e.amount_cents);
       points.push([e.time, total]);
     });
     Libra.replace($("spending-chart"), Libra.stepChart({
@@ -37,7 +37,7 @@ Libra.views = Libra.views || {};
     }));
 
     var rows = ledger.slice().sort(function (a, b) { return b.id - a.id; }).slice(0, 100).map(function (e) {
-      return [String(e.id), Libra.time(e.time), e.kind, e.job === null || e.job === undefined ? "-" : String(e.job), Libra.money(e.amount)];
+      return [String(e.id), Libra.time(e.time), e.kind, e.job === null || e.job === undefined ? "-" : String(e.job), Libra.money(e.amount_cents)];
     });
     Libra.replace($("ledger"), Libra.table("Ledger entries, newest first (at most 100)",
       ["Entry", "Time", "Kind", "Job", "Amount"], rows, "No ledger entries."));

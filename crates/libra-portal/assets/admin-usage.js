@@ -18,7 +18,7 @@ Libra.views = Libra.views || {};
         order.push(k);
       }
       var g = groups[k];
-      g.jobs += r.jobs; g.completed += r.completed; g.cpu_hours += r.cpu_hours; g.revenue += r.revenue;
+      g.jobs += r.jobs; g.completed += r.completed; g.cpu_hours += r.cpu_hours; g.revenue += r.revenue_cents;
     });
     var total = { jobs: 0, completed: 0, cpu_hours: 0, revenue: 0 };
     var body = order.map(function (k) {

@@ -7,7 +7,7 @@ Libra.views = Libra.views || {};
 
   function render(users) {
     Libra.replace($("users-table"), Libra.table("Users", ["User", "Role", "Available", "On hold"], users.map(function (u) {
-      return [u.name, u.admin ? "administrator" : "user", Libra.money(u.available), Libra.money(u.held)];
+      return [u.name, u.admin ? "administrator" : "user", Libra.money(u.available_cents), Libra.money(u.held_cents)];
     }), "No users."));
     // Keep the administrator's choice in the credit form across refreshes.
     var sel = $("credit-user"), chosen = sel.value;
@@ -31,8 +31,8 @@ Libra.views = Libra.views || {};
     var amount = Libra.parseMoney($("credit-amount").value);
     if (amount === null) { Libra.announce("Amount: give credits with at most two decimals, e.g. 100 or -12.50."); return; }
     var user = $("credit-user").value;
-    Libra.post("/api/admin/credit", { user: user, amount: amount }).then(function (b) {
-      Libra.announce(user + " now has " + Libra.money(b.available) + " credits available.");
+    Libra.post("/api/admin/credit", { user: user, amount_cents: amount }).then(function (b) {
+      Libra.announce(user + " now has " + Libra.money(b.available_cents) + " credits available.");
       $("credit-amount").value = "";
       last = null;
     }).catch(function (e) { Libra.announce(String(e)); });

@@ -27,7 +27,7 @@ Libra.views = Libra.views || {};
       ["Started", Libra.time(j.start_time)],
       ["Ended", Libra.time(j.end_time)],
       ["Deadline", Libra.time(j.deadline_at) + " (" + Libra.toDeadline(j) + ")"],
-      ["Budget", Libra.money(j.budget) + " credits"],
+      ["Budget", Libra.money(j.budget_cents) + " credits"],
       ["Cost", Libra.costCell(j) + " credits"],
       ["Exit code", j.exit_code === null || j.exit_code === undefined ? "-" : String(j.exit_code)],
       ["Reason", j.reason || "-"],

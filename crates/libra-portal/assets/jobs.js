@@ -3,12 +3,24 @@
 // keyboard user's focus on a button is not thrown away every two seconds.
 Libra.views = Libra.views || {};
 (function () {
+  // CPU used is summed over the job's nodes while the estimate is per node, so the whole job's
+  // work is estimate x procs: a two-node job at its end used twice its estimate, and comparing
+  // the sum with one node's estimate read "180 of 90 CPU-s".
   Libra.progress = function (j) {
-    var frac = j.estimate > 0 ? Math.min(j.cpu_seconds / j.estimate, 1) : 0;
-    var label = Libra.num(j.cpu_seconds, 1) + " of " + Libra.num(j.estimate, 1) + " CPU-s";
+    var procs = j.procs > 1 ? j.procs : 1;
+    var work = j.estimate * procs;
+    var frac = work > 0 ? Math.min(j.cpu_seconds / work, 1) : 0;
+    var label = Libra.num(j.cpu_seconds, 1) + " of " + Libra.num(work, 1) + " CPU-s";
+    var nodes = procs > 1 ? "on " + procs + " nodes" : null;
+    // The bar and the label may sit on two lines, so a narrow table column need not be wider
+    // than the label; each stays whole.
     return Libra.h("span", { class: "progress" },
-      Libra.h("progress", { max: "1", value: String(frac), "aria-label": "Job " + j.id + " progress: " + label }),
-      " " + label);
+      Libra.h("progress", {
+        max: "1", value: String(frac),
+        "aria-label": "Job " + j.id + " progress: " + label + (nodes ? " " + nodes : ""),
+      }),
+      " ", Libra.h("span", { class: "progress-label" }, label),
+      nodes ? [" ", Libra.h("span", { class: "progress-label" }, nodes)] : null);
   };
 
   Libra.toDeadline = function (j) {
@@ -20,16 +32,19 @@ Libra.views = Libra.views || {};
   };
 
   Libra.costCell = function (j) {
-    if (Libra.isActive(j.state)) return "held " + Libra.money(j.cost);
+    if (Libra.isActive(j.state)) return "held " + Libra.money(j.cost_cents);
     if (j.state === "REJECTED") return "-";
-    return "charged " + Libra.money(j.charged);
+    return "charged " + Libra.money(j.charged_cents);
   };
 
   // One row of a job table; `actions` adds the buttons the viewer may use.
   Libra.jobCells = function (j, actions, withUser) {
     var cells = [Libra.h("a", { href: "#job/" + j.id }, String(j.id))];
-    if (withUser) cells.push(j.user);
-    cells.push(j.name || j.command.join(" "), Libra.stateBadge(j.state), j.nodes.join(", ") || "-",
+    // Names, commands and node lists may be one long word: they break anywhere rather than
+    // widen the table past the screen.
+    if (withUser) cells.push(Libra.h("span", { class: "long named" }, j.user));
+    cells.push(Libra.h("span", { class: "long named" }, j.name || j.command.join(" ")), Libra.stateBadge(j.state),
+      Libra.h("span", { class: "long" }, j.nodes.join(", ") || "-"),
       Libra.num(j.share, 3), Libra.progress(j), Libra.toDeadline(j), Libra.costCell(j),
       Libra.h("span", { class: "actions" }, actions));
     return cells;

@@ -22,7 +22,7 @@ Libra.views = Libra.views || {};
     if (budget === null || budget < 0) return { error: "Budget: give credits with at most two decimals, e.g. 50 or 12.50." };
     var procs = parseInt($("job-procs").value, 10);
     if (!(procs >= 1)) return { error: "Processors: give a whole number, at least 1." };
-    return { spec: { details: { estimate: estimate }, resources: { procs: procs }, qos: { deadline: deadline, budget: budget } } };
+    return { spec: { details: { estimate: estimate }, resources: { procs: procs }, qos: { deadline: deadline, budget_cents: budget } } };
   }
 
   function readCommand() {
@@ -38,14 +38,14 @@ Libra.views = Libra.views || {};
     if (!suggestion) return;
     Libra.append(box, Libra.h("p", { class: "suggestion" },
       "Suggestion: a deadline of " + Libra.duration(s.deadline) + " (" + Math.ceil(s.deadline) + " s) and a budget of " +
-      Libra.money(s.budget) + " credits would be accepted."));
+      Libra.money(s.budget_cents) + " credits would be accepted."));
   }
 
   function showQuote(q) {
     var box = Libra.h("div", { id: "quote-answer", "data-accepted": q.accepted ? "yes" : "no" });
     if (q.accepted) {
       Libra.append(box, Libra.h("p", { class: "ok" },
-        "Accepted now at a cost of ", Libra.h("strong", { id: "quote-cost" }, Libra.money(q.cost)),
+        "Accepted now at a cost of ", Libra.h("strong", { id: "quote-cost" }, Libra.money(q.cost_cents)),
         " credits on " + q.nodes.join(", ") + ", share " + Libra.num(q.share, 3) + " CPU (policy " + q.policy + ")."));
     } else {
       Libra.append(box, Libra.h("p", { class: "bad" }, "Would be rejected: " + (q.reason || "no reason given") + "."));
@@ -79,8 +79,8 @@ Libra.views = Libra.views || {};
   takeBtn.addEventListener("click", function () {
     if (!suggestion) return;
     $("job-deadline").value = Math.ceil(suggestion.deadline) + "s";
-    $("job-budget").value = Libra.money(suggestion.budget);
-    Libra.announce("Took the suggestion: deadline " + Math.ceil(suggestion.deadline) + " s, budget " + Libra.money(suggestion.budget) + " credits.");
+    $("job-budget").value = Libra.money(suggestion.budget_cents);
+    Libra.announce("Took the suggestion: deadline " + Math.ceil(suggestion.deadline) + " s, budget " + Libra.money(suggestion.budget_cents) + " credits.");
     requestQuote();
     $("job-deadline").focus();
   });
@@ -101,7 +101,7 @@ Libra.views = Libra.views || {};
       }
       Libra.replace(result, Libra.h("p", { class: "ok", id: "submitted" },
         "Accepted: ", Libra.h("a", { href: "#job/" + j.id, id: "submitted-link" }, "job " + j.id),
-        " on " + j.nodes.join(", ") + ", " + Libra.money(j.cost) + " credits on hold."));
+        " on " + j.nodes.join(", ") + ", " + Libra.money(j.cost_cents) + " credits on hold."));
       requestQuote();
     }).catch(function (e) { Libra.replace(result, Libra.h("p", { class: "bad" }, String(e))); });
   });

@@ -19,8 +19,8 @@ Libra.views = Libra.views || {};
   }
 
   function money(s) {
-    return Libra.money(s.spent) + " of " + Libra.money(s.budget) + " credits" +
-      (s.held ? " (" + Libra.money(s.held) + " held)" : "");
+    return Libra.money(s.spent_cents) + " of " + Libra.money(s.budget_cents) + " credits" +
+      (s.held_cents ? " (" + Libra.money(s.held_cents) + " held)" : "");
   }
 
   // Times in the server's clock, shown relative to the server's `now`.
@@ -36,7 +36,7 @@ Libra.views = Libra.views || {};
 
   function showList(list) {
     var sess = Libra.session();
-    var key = JSON.stringify(list.map(function (s) { return [s.id, s.state, s.jobs, s.spent, s.held, s.budget, s.deadline, Math.round((s.projected_finish || 0) / 5)]; }));
+    var key = JSON.stringify(list.map(function (s) { return [s.id, s.state, s.jobs, s.spent_cents, s.held_cents, s.budget_cents, s.deadline, Math.round((s.projected_finish || 0) / 5)]; }));
     if (key === lastList) return;
     lastList = key;
     var head = ["Sweep", "State", "Progress", "Spent of budget", "Projected finish", "Deadline"];
@@ -92,12 +92,12 @@ Libra.views = Libra.views || {};
     Libra.replace($("sweep-resources"), Libra.table("Resources", ["Resource", "Kind", "Slots", "Price/CPU-s", "Done", "Failed", "Running", "Spent", "s/job"],
       s.resources.map(function (r) {
         return [r.name, r.kind, String(r.slots), String(r.price), String(r.done), String(r.failed), String(r.running),
-          Libra.money(r.spent), r.secs_per_job === null || r.secs_per_job === undefined ? "-" : Libra.num(r.secs_per_job, 3)];
+          Libra.money(r.spent_cents), r.secs_per_job === null || r.secs_per_job === undefined ? "-" : Libra.num(r.secs_per_job, 3)];
       }), "No resources."));
     // Fill the budget field once per sweep, never while someone may be typing in it.
     if (filled !== s.id) {
       filled = s.id;
-      $("sweep-budget").value = Libra.money(s.budget);
+      $("sweep-budget").value = Libra.money(s.budget_cents);
       $("sweep-deadline").value = "";
     }
   }
@@ -180,7 +180,7 @@ Libra.views = Libra.views || {};
     ev.preventDefault();
     var cents = Libra.parseMoney($("sweep-budget").value);
     if (cents === null || cents < 0) { fail("New budget: give credits with at most two decimals, e.g. 500 or 12.50."); return; }
-    Libra.post("/api/sweeps/" + current + "/budget", { budget: cents })
-      .then(after(function (s) { return "budget " + Libra.money(s.budget) + " credits, " + s.state; })).catch(fail);
+    Libra.post("/api/sweeps/" + current + "/budget", { budget_cents: cents })
+      .then(after(function (s) { return "budget " + Libra.money(s.budget_cents) + " credits, " + s.state; })).catch(fail);
   });
 })();

@@ -5,6 +5,10 @@
 //! the next quote changes; credit through the form; a sweep hosted by the server shows its
 //! progress and its chart of jobs in execution per resource, and its budget is set from the page.
 //! Screenshots go to target/portal-screenshots/.
+//!
+//! A second test, on two nodes: "Sign out" only once signed in; a two-node job's progress
+//! counts its work over both nodes; the administrator's table of many jobs with long names fits
+//! a 1280 px window.
 
 #[macro_use]
 mod common;
@@ -100,16 +104,20 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     b.wait_text("#job-stdout", "the job's output", |t| t.contains("burned")).await?;
     b.shot("job").await?;
     let job = alice.job(id).map_err(|e| e.to_string())?;
+    // It pays for the CPU it used at the quoted rate (it may end before its estimate).
+    let pro_rata =
+        Money((cost.0 as f64 * job.cpu_seconds / job.estimate).floor() as i64).min(cost.max(job.budget));
     check!(
-        job.state == JobState::Completed && job.charged == cost,
-        "job {id} settled as {job:?}, quoted {cost}"
+        job.state == JobState::Completed && job.cost == cost && job.charged == pro_rata,
+        "job {id} settled as {job:?}, quoted {cost}, pro rata {pro_rata}"
     );
+    let cost = job.charged;
 
     // The balance changed by the charge, and the page says so.
     b.open("#account").await?;
     let charged = b.wait_text("#balance-charged", "the charge", |t| !t.starts_with("0.00")).await?;
     let available = b.wait_text("#balance-available", "the balance", |t| !t.is_empty()).await?;
-    check!(credits(&charged)? == cost, "charged {charged}, the quote was {cost}");
+    check!(credits(&charged)? == cost, "the page says charged {charged}, the job was charged {cost}");
     check!(
         credits(&available)? == Money::from_credits(100) - cost,
         "available {available} after paying {cost}"
@@ -253,5 +261,124 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
         .map_err(|e| e.to_string())?;
     check!(overflow == serde_json::Value::Bool(false), "the sweep page is wider than a phone");
     b.shot("phone-sweep").await?;
+    Ok(())
+}
+
+/// Longer than any column should be: one word, so only breaking it keeps the table narrow.
+const LONG: &str = "parameter-sweep-of-the-ocean-model-with-a-very-long-name";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portal_layout_on_two_nodes() {
+    Browser::require();
+    let cluster = Cluster::with_nodes(2, 0.5);
+    let browser = Browser::start(&cluster.url).await;
+    let mut sleepers = Vec::new();
+    let result = layout(&cluster, &browser, &mut sleepers).await;
+    if result.is_err() {
+        let _ = browser.shot("layout-failure").await;
+    }
+    browser.close().await;
+    // The sleeping jobs would outlive their node agents (each runs under its own keeper).
+    let admin = cluster.admin();
+    for id in sleepers {
+        let _ = admin.admin_job(id, "cancel");
+    }
+    if let Err(e) = result {
+        panic!(
+            "{e}\n(server log: {})",
+            std::fs::read_to_string(cluster.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+}
+
+async fn displayed(b: &Browser, css: &str) -> R<bool> {
+    let e = b.client.find(fantoccini::Locator::Css(css)).await.map_err(|e| format!("{css}: {e}"))?;
+    e.is_displayed().await.map_err(|e| format!("{css} displayed: {e}"))
+}
+
+async fn layout(cl: &Cluster, b: &Browser, sleepers: &mut Vec<u64>) -> R<()> {
+    let user = "carol-from-the-department-of-oceanography";
+    let carol = cl.user(user, "pw-carol", 1000);
+
+    // Nobody is signed in: the page offers no "Sign out" (nor any other navigation).
+    b.client.set_window_size(1280, 900).await.map_err(|e| e.to_string())?;
+    b.open("").await?;
+    b.wait_text("#h-login", "the sign-in page", |t| t == "Sign in").await?;
+    check!(!displayed(b, "#signout").await?, "'Sign out' is shown on the sign-in page");
+    check!(!displayed(b, "#nav").await?, "the navigation is shown on the sign-in page");
+    b.login(user, "pw-carol").await?;
+    check!(displayed(b, "#signout").await?, "no 'Sign out' once signed in");
+
+    // A job on both nodes: its CPU is counted over both, so its work is twice its estimate.
+    let two = carol
+        .submit(&SubmitRequest {
+            name: Some("on-two-nodes".into()),
+            ..SubmitRequest::new(
+                JobSpec::simple(1.0, 120.0, Money::from_credits(100)).with_procs(2),
+                vec![cl.bin.display().to_string(), "burn".into(), "--cpu-seconds".into(), "1".into()],
+            )
+        })
+        .map_err(|e| format!("the two-node job: {e}"))?;
+    check!(two.nodes.len() == 2, "the two-node job was not put on two nodes: {two:?}");
+    let done = wait_until("the two-node job", || carol.job(two.id).ok().filter(|j| !j.state.is_active()));
+    check!(done.state == JobState::Completed, "the two-node job ended {:?}", done.state);
+    b.open(&format!("#job/{}", two.id)).await?;
+    let text = b.wait_text("#job-detail .progress", "the job's progress", |t| t.contains("CPU-s")).await?;
+    // Rendered text: the bar and its label may sit on two lines.
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (used, rest) = text.split_once(" of ").ok_or(format!("progress '{text}'"))?;
+    check!(rest == "2.0 CPU-s on 2 nodes", "progress '{text}': the work is 2 x 1.0 CPU-s on 2 nodes");
+    let used: f64 = used.trim().parse().map_err(|e| format!("progress '{text}': {e}"))?;
+    check!(
+        (used - done.cpu_seconds).abs() <= 0.051,
+        "progress '{text}' but the job used {} CPU-s",
+        done.cpu_seconds
+    );
+    b.shot("two-node-job").await?;
+
+    // Many jobs with long names and commands, all active (so with Suspend and Cancel, the widest
+    // actions), for the administrator's table.
+    for i in 0..24 {
+        let (command, name) = if i % 3 == 0 {
+            (vec!["sh".into(), "-c".into(), format!("sleep 120 # {LONG}-{i}")], None)
+        } else {
+            (vec!["sleep".into(), "120".into()], Some(format!("{LONG}-{i}")))
+        };
+        let j = carol
+            .submit(&SubmitRequest {
+                name,
+                ..SubmitRequest::new(JobSpec::simple(1.0, 3600.0, Money::from_credits(10)), command)
+            })
+            .map_err(|e| format!("job {i}: {e}"))?;
+        check!(j.state.is_active(), "job {i} was not accepted: {j:?}");
+        sleepers.push(j.id);
+    }
+    let last = *sleepers.last().unwrap_or(&0);
+    b.sign_out().await?;
+    check!(!displayed(b, "#signout").await?, "'Sign out' is still shown after signing out");
+    b.login("admin", ADMIN_PW).await?;
+    b.open("#admin-jobs").await?;
+    b.wait_present(&format!("button[aria-label='Cancel job {last}']")).await?;
+    b.wait_text("#alljobs-table", "the two-node job", |t| t.contains("on 2 nodes")).await?;
+    let m = b
+        .client
+        .execute(
+            "var w = document.getElementById('alljobs-table'); var t = w.querySelector('table'); \
+             return [window.innerWidth, w.scrollWidth, w.clientWidth, t.getBoundingClientRect().right, \
+                     document.documentElement.scrollWidth];",
+            vec![],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let m: Vec<f64> = m.as_array().map(|a| a.iter().filter_map(|x| x.as_f64()).collect()).unwrap_or_default();
+    b.shot("admin-jobs-1280").await?;
+    check!(m.len() == 5, "measurements {m:?}");
+    let (inner, scroll, client, right, page) = (m[0], m[1], m[2], m[3], m[4]);
+    check!(inner == 1280.0, "the window is {inner} px wide, not 1280");
+    check!(
+        scroll <= client && right <= inner && page <= inner,
+        "the jobs table does not fit {inner} px: it needs {scroll} px in a box of {client} px, \
+         ends at {right} px, the page is {page} px wide"
+    );
     Ok(())
 }

@@ -211,7 +211,7 @@ pub fn build() -> Value {
     json!({
         "openapi": "3.0.3",
         "info": {"title": "Libra cluster API", "version": env!("CARGO_PKG_VERSION"),
-                 "description": "Economy-driven admission, pricing and accounting. Money is integer cents; times are Unix seconds; durations are seconds."},
+                 "description": "Economy-driven admission, pricing and accounting. Money is integer cents, in fields whose names end in _cents (budget_cents, available_cents; the names without the suffix are still read); times are Unix seconds; durations are seconds."},
         "paths": paths,
         "components": {"schemas": schemas, "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
     })

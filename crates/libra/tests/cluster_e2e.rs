@@ -344,7 +344,7 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     assert!(charged <= Money::from_credits(200));
     let status: serde_json::Value = serde_json::from_str(&sweep(&["status", "1", "--json"])).unwrap();
     eprintln!("{status}");
-    assert_eq!(status["spent"].as_i64(), Some(charged.0), "{status}");
+    assert_eq!(status["spent_cents"].as_i64(), Some(charged.0), "{status}");
     for j in jobs {
         assert_eq!(j["state"], "done", "{j}");
         assert_eq!(j["resource"], "cluster", "{j}");
@@ -377,7 +377,7 @@ fn the_command_line_prints_tables_and_json() {
     let hist: Vec<JobInfo> = serde_json::from_str(&libra(&cl, &token, &["history", "--json"])).unwrap();
     assert_eq!(hist.len(), 1);
     let bal: serde_json::Value = serde_json::from_str(&libra(&cl, &token, &["balance", "--json"])).unwrap();
-    assert_eq!(bal["charged"].as_i64(), Some(done.charged.0));
+    assert_eq!(bal["charged_cents"].as_i64(), Some(done.charged.0));
     assert!(
         libra(&cl, &token, &["quote", "--estimate", "1m", "--deadline", "1h"]).contains("would be accepted")
     );

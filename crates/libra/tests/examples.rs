@@ -35,4 +35,35 @@ fn the_sweep_example_checks_loads_and_runs() {
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(v["jobs"]["done"], 12, "{v}");
+    // Money in JSON is integer cents under `*_cents`: the budget of 5000 credits is 500000.
+    assert_eq!(v["budget_cents"], 500_000, "{v}");
+    assert!(v["spent_cents"].as_i64().is_some() && v["held_cents"].as_i64().is_some(), "{v}");
+    assert!(v["resources"][0]["spent_cents"].as_i64().is_some(), "{v}");
+    let sweep = |args: &[&str]| -> serde_json::Value {
+        let o = Command::new(EXE)
+            .args(args)
+            .env("LIBRA_BROKER_DB", dir.path().join("broker.db"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let list = sweep(&["sweep", "status", "--json"]);
+    assert_eq!(list["experiments"][0]["budget_cents"], 500_000, "{list}");
+    assert_eq!(list["experiments"][0]["spent_cents"], v["spent_cents"], "{list}");
+    let set = sweep(&["sweep", "set-budget", "1", "6000", "--json"]);
+    assert_eq!(set["budget_cents"], 600_000, "{set}");
+    // The plan in virtual time, on a simulated queue of 90 s jobs at 1 credit per CPU-second.
+    let queue = dir.path().join("queue.toml");
+    std::fs::write(
+        &queue,
+        "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nslots = 4\nprice = 1.0\nwall = 90\n",
+    )
+    .unwrap();
+    let plan = example("plan.pln");
+    let (plan, queue) = (plan.to_str().unwrap(), queue.to_str().unwrap());
+    let sim =
+        sweep(&["sweep", "simulate", plan, "-r", queue, "--deadline", "1h", "--budget", "5000", "--json"]);
+    assert_eq!(sim["budget_cents"], 500_000, "{sim}");
+    assert!(sim["cost_cents"].as_i64().is_some_and(|c| c > 0 && c <= 500_000), "{sim}");
 }

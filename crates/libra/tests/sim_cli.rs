@@ -44,6 +44,16 @@ fn replays_an_exact_scenario_with_decisions() {
     assert!(d[0]["finish"].as_f64().unwrap() <= 200.0);
     assert!(d[2]["finish"].as_f64().unwrap() <= 150.0);
     assert_eq!(v["runs"][0]["metrics"]["qos_satisfied"], 2);
+    // Money in JSON is integer cents under `*_cents`: a budget of 500 credits is 50000.
+    assert_eq!(d[0]["budget_cents"], 50_000, "{d}");
+    assert!(d[0]["cost_cents"].as_i64().is_some_and(|c| c > 0 && c <= 50_000), "{d}");
+    assert!(d[1]["cost_cents"].is_null(), "a rejected job has no cost: {d}");
+    let revenue = v["runs"][0]["metrics"]["revenue_cents"].as_i64();
+    assert_eq!(
+        revenue,
+        Some(d[0]["cost_cents"].as_i64().unwrap() + d[2]["cost_cents"].as_i64().unwrap()),
+        "{v}"
+    );
 }
 
 #[test]

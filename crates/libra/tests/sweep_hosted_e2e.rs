@@ -179,7 +179,7 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
 
     // Steering from the command line, through the API.
     let s = json(libra(&dir, &["sweep", "set-budget", "--server", &url, &id.to_string(), "2000", "--json"]));
-    assert_eq!(s["budget"], Money::from_credits(2000).cents());
+    assert_eq!(s["budget_cents"], Money::from_credits(2000).cents());
     let s = json(libra(&dir, &["sweep", "set-deadline", "--server", &url, &id.to_string(), "2h", "--json"]));
     let left = s["deadline"].as_f64().unwrap() - s["now"].as_f64().unwrap();
     assert!((left - 7200.0).abs() < 5.0, "deadline in {left} s");

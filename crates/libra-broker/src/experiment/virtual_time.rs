@@ -21,6 +21,7 @@ pub struct VirtualOutcome {
     pub completed: usize,
     /// When the last job ended.
     pub time: f64,
+    #[serde(rename = "cost_cents")]
     pub cost: Money,
     /// Jobs done per resource.
     pub per_resource: Vec<usize>,

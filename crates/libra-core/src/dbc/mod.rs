@@ -35,6 +35,7 @@ pub struct ResourceState {
     /// `None` until known.
     pub secs_per_job: Option<f64>,
     /// What one more job costs on this resource, rounded up to the cent.
+    #[serde(rename = "cost_per_job_cents", alias = "cost_per_job")]
     pub cost_per_job: Money,
     /// False while the resource does not answer or is paused: it gets no jobs.
     pub available: bool,
@@ -86,6 +87,7 @@ pub struct PlanInput {
     /// Seconds from now to the deadline.
     pub time_left: f64,
     /// Budget minus what was spent and what is committed to running jobs.
+    #[serde(rename = "budget_left_cents", alias = "budget_left")]
     pub budget_left: Money,
 }
 
@@ -95,6 +97,7 @@ pub struct Plan {
     /// Jobs per resource, in the order of `PlanInput::resources`.
     pub jobs: Vec<u64>,
     /// Predicted cost of the planned jobs.
+    #[serde(rename = "cost_cents", alias = "cost")]
     pub cost: Money,
     /// Predicted seconds from now until the last planned job ends (0 if none planned).
     pub finish: f64,

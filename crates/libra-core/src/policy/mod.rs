@@ -53,6 +53,9 @@ impl fmt::Display for RejectReason {
 pub struct Suggestion {
     /// Seconds after submission.
     pub deadline: f64,
+    /// `budget_cents` in JSON; `budget` is still read, because suggestions stored before the
+    /// rename (the server's `jobs.suggestion` column) and older clients use it.
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
 }
 
@@ -64,6 +67,7 @@ pub enum Decision {
     Accept {
         nodes: Vec<NodeIdx>,
         share: f64,
+        #[serde(rename = "cost_cents", alias = "cost")]
         cost: Money,
     },
     Reject {

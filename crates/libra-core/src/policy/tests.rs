@@ -296,3 +296,14 @@ proptest! {
         }
     }
 }
+
+/// The server stores a rejected job's suggestion as JSON; rows written before money fields were
+/// named `*_cents` must still read, or the suggestion silently disappears from the job.
+#[test]
+fn suggestion_in_the_old_stored_format_still_reads() {
+    let old: Suggestion = serde_json::from_str(r#"{"deadline": 6.5, "budget": 1200}"#).unwrap();
+    assert_eq!(old, Suggestion { deadline: 6.5, budget: Money(1200) });
+    let now = serde_json::to_value(old).unwrap();
+    assert_eq!(now, serde_json::json!({"deadline": 6.5, "budget_cents": 1200}));
+    assert_eq!(serde_json::from_value::<Suggestion>(now).unwrap(), old);
+}

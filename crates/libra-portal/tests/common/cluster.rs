@@ -73,7 +73,13 @@ pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 }
 
 impl Cluster {
+    /// A server and one node agent, `n0`, of `cpus` CPUs.
     pub fn start(cpus: f64) -> Cluster {
+        Cluster::with_nodes(1, cpus)
+    }
+
+    /// A server and `nodes` node agents, `n0`, `n1`, ..., of `cpus` CPUs each.
+    pub fn with_nodes(nodes: usize, cpus: f64) -> Cluster {
         let bin = libra_bin();
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("libra-portal-e2e-{}-{port}", std::process::id()));
@@ -92,18 +98,23 @@ impl Cluster {
         c.children.push(server);
         let anon = Client::new(&c.url, None);
         wait_until("the server", || anon.get::<serde_json::Value>("/api/openapi.json").ok());
-        let log = std::fs::File::create(c.dir.join("node.log")).unwrap();
-        let node = Command::new(&c.bin)
-            .args(["node", "--server", &c.url, "--join-token", JOIN, "--cpus", &cpus.to_string()])
-            .args(["--name", "n0", "--period", "0.5", "--workdir"])
-            .arg(c.dir.join("n0"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start libra node");
-        c.children.push(node);
+        for i in 0..nodes {
+            // Unique on the machine: agents of the same name share control groups, and two
+            // test clusters at once would stop each other's jobs.
+            let name = format!("n{i}-{}", c.url.rsplit(':').next().unwrap_or("0"));
+            let log = std::fs::File::create(c.dir.join(format!("{name}.log"))).unwrap();
+            let node = Command::new(&c.bin)
+                .args(["node", "--server", &c.url, "--join-token", JOIN, "--cpus", &cpus.to_string()])
+                .args(["--name", &name, "--period", "0.5", "--workdir"])
+                .arg(c.dir.join(&name))
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start libra node");
+            c.children.push(node);
+        }
         let admin = c.admin();
-        wait_until("the node", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+        wait_until("the nodes", || admin.nodes().ok().filter(|n| n.iter().filter(|x| x.up).count() == nodes));
         c
     }
 

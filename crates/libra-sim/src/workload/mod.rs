@@ -32,6 +32,7 @@ pub struct SimJob {
     /// Deadline, seconds after `submit`.
     pub deadline: f64,
     /// Budget.
+    #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,
     /// User number.
     pub user: u32,

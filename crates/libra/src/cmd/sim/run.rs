@@ -177,8 +177,9 @@ fn result_json(r: &SimResult, jobs: &[SimJob], decisions: bool) -> serde_json::V
                     "id": job.id,
                     "decision": verdict_text(&rec.verdict),
                     "nodes": rec.nodes,
-                    "cost": rec.outcome.accepted.then(|| rec.outcome.cost.to_string()),
-                    "budget": rec.outcome.budget.to_string(),
+                    // Integer cents under `*_cents`, as every amount in Libra's JSON.
+                    "cost_cents": rec.outcome.accepted.then_some(rec.outcome.cost),
+                    "budget_cents": rec.outcome.budget,
                     "start": rec.outcome.start,
                     "finish": rec.outcome.finish,
                     "deadline": rec.outcome.deadline_abs,

@@ -79,7 +79,7 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<()> {
     if a.json {
         return print_json(&serde_json::json!({
             "algorithm": a.optimise, "jobs": out.jobs, "completed_pct": pct, "time": out.time,
-            "cost": out.cost, "budget": a.budget, "deadline": a.deadline,
+            "cost_cents": out.cost, "budget_cents": a.budget, "deadline": a.deadline,
             "per_resource": names.iter().zip(&out.per_resource).map(|(n, j)| serde_json::json!({"name": n, "jobs": j})).collect::<Vec<_>>(),
         }));
     }

@@ -41,25 +41,31 @@ pub fn run(db: &Path, a: StatusArgs) -> anyhow::Result<()> {
 
 fn list(store: &Store, json: bool) -> anyhow::Result<()> {
     let mut rows = Vec::new();
+    let mut t = table(&["id", "name", "state", "optimise", "done", "failed", "total", "spent", "budget"]);
     for e in store.experiments()? {
         let c = store.counts(e.id)?;
+        let total = c.pending + c.running + c.done + c.failed + c.cancelled;
+        let spent = store.spent(e.id)?;
+        // Money in integer cents under `*_cents`, as everywhere in Libra's JSON; the table shows credits.
         rows.push(serde_json::json!({
             "id": e.id, "name": e.name, "state": e.state, "algorithm": e.algorithm,
-            "done": c.done, "failed": c.failed, "total": c.pending + c.running + c.done + c.failed + c.cancelled,
-            "spent": store.spent(e.id)?.to_string(), "budget": e.budget.to_string(),
+            "done": c.done, "failed": c.failed, "total": total,
+            "spent_cents": spent, "budget_cents": e.budget,
         }));
+        t.add_row(vec![
+            e.id.to_string(),
+            e.name,
+            e.state,
+            e.algorithm,
+            c.done.to_string(),
+            c.failed.to_string(),
+            total.to_string(),
+            spent.to_string(),
+            e.budget.to_string(),
+        ]);
     }
     if json {
         return print_json(&serde_json::json!({ "experiments": rows }));
-    }
-    let mut t = table(&["id", "name", "state", "optimise", "done", "failed", "total", "spent", "budget"]);
-    for r in &rows {
-        t.add_row(["id", "name", "state", "algorithm", "done", "failed", "total", "spent", "budget"].map(
-            |k| match &r[k] {
-                serde_json::Value::String(s) => s.clone(),
-                v => v.to_string(),
-            },
-        ));
     }
     println!("{t}");
     Ok(())
@@ -84,12 +90,12 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
         return print_json(&serde_json::json!({
             "id": e.id, "name": e.name, "state": e.state, "algorithm": e.algorithm,
             "jobs": { "total": total, "done": c.done, "failed": c.failed, "running": c.running, "pending": c.pending, "cancelled": c.cancelled },
-            "spent": spent, "held": held, "budget": e.budget,
+            "spent_cents": spent, "held_cents": held, "budget_cents": e.budget,
             "deadline_in_s": e.deadline - now, "elapsed_s": elapsed, "projected_finish_in_s": projected,
             "engine_pid": engine, "work_dir": e.work_dir,
             "resources": per.iter().zip(&configs).map(|(p, cfg)| serde_json::json!({
                 "name": p.name, "kind": cfg.kind, "slots": cfg.slots, "price": cfg.price_at(now),
-                "done": p.done, "failed": p.failed, "running": p.running, "spent": p.spent,
+                "done": p.done, "failed": p.failed, "running": p.running, "spent_cents": p.spent,
                 "secs_per_job": (p.done > 0).then(|| p.wall_sum / p.done as f64),
             })).collect::<Vec<_>>(),
         }));

@@ -44,7 +44,7 @@ fn report(store: &libra_broker::store::Store, exp: i64, json: bool, sentence: St
     if json {
         let e = store.experiment(exp)?;
         super::output::print_json(&serde_json::json!({
-            "experiment": exp, "state": e.state, "budget": e.budget,
+            "experiment": exp, "state": e.state, "budget_cents": e.budget,
             "deadline_in_s": e.deadline - now_unix(),
         }))
     } else {
