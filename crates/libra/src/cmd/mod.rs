@@ -4,3 +4,4 @@
 pub mod cluster;
 pub mod sim;
 pub mod sweep;
+pub mod time;

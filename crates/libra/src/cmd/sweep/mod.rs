@@ -46,7 +46,7 @@ pub enum SweepCommand {
     Results(results::ResultsArgs),
     /// Run the failed jobs of a sweep again.
     Rerun(run::RerunArgs),
-    /// Move a sweep's deadline (a duration from now: 90m, 2h, 3600s).
+    /// Move a sweep's deadline (from now: 90m, 2h, 3600s; or a time: 2026-11-22T21:00:00Z).
     SetDeadline(steer::DeadlineArgs),
     /// Change a sweep's budget (credits, e.g. 396000 or 12.50).
     SetBudget(steer::BudgetArgs),
