@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use comfy_table::Table;
 use libra_api::Client;
 use libra_core::Money;
 use serde::{Deserialize, Serialize};
@@ -105,8 +105,7 @@ pub fn money(m: Money) -> String {
 }
 
 pub fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = crate::cmd::new_table();
     t.set_header(header.iter().copied());
     t
 }

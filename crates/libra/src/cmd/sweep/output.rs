@@ -1,7 +1,7 @@
 //! Shared helpers: opening the database, tables, JSON.
 
 use anyhow::Context;
-use libra_broker::comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use libra_broker::comfy_table::Table;
 use libra_broker::store::Store;
 use std::path::Path;
 
@@ -13,8 +13,7 @@ pub fn open(db: &Path) -> anyhow::Result<Store> {
 }
 
 pub fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = crate::cmd::new_table();
     t.set_header(header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
     t
 }
