@@ -122,6 +122,7 @@ fn cluster(a: ClusterBench) -> Result<()> {
     let result = measure(&a, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let rows = result?;
+    crate::cmd::quiet_on_closed_stdout();
     if a.json {
         return print_json(&rows);
     }

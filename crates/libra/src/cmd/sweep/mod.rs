@@ -62,8 +62,15 @@ pub enum SweepCommand {
     Bench(bench::BenchArgs),
 }
 
+impl SweepArgs {
+    /// Whether the command runs a sweep's engine here (see `cmd::quiet_on_closed_stdout`).
+    pub fn runs_engine(&self) -> bool {
+        use SweepCommand::*;
+        self.server.is_none() && matches!(self.command, Run(_) | Resume(_) | Rerun(_) | Bench(_))
+    }
+}
+
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
-    libra_broker::default_sigpipe();
     if let Some(server) = args.server {
         return remote::run(server, args.token, args.command);
     }

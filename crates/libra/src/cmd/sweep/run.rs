@@ -94,6 +94,7 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
         eprintln!("experiment {exp} created (database {})", db.display());
     }
     if a.detach {
+        crate::cmd::quiet_on_closed_stdout();
         if a.json {
             super::output::print_json(&serde_json::json!({ "experiment": exp }))?;
         } else {
@@ -127,6 +128,7 @@ pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
     }
     let state = engine::run(db, exp, opts)?;
     tracing::info!(exp, state, "sweep ended");
+    crate::cmd::quiet_on_closed_stdout();
     let store = open(db)?;
     status::print(&store, exp, json)?;
     let c = store.counts(exp)?;
@@ -152,6 +154,7 @@ pub fn rerun(db: &Path, a: RerunArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     let n = store.rerun_failed(a.exp)?;
     if n == 0 && store.counts(a.exp)?.pending == 0 {
+        crate::cmd::quiet_on_closed_stdout();
         if !a.json {
             println!("experiment {}: no failed jobs", a.exp);
         }

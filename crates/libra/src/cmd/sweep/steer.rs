@@ -43,6 +43,8 @@ pub struct BudgetArgs {
 
 /// Prints what a steering command did: a sentence, or the experiment's new settings as JSON.
 fn report(store: &libra_broker::store::Store, exp: i64, json: bool, sentence: String) -> anyhow::Result<()> {
+    // `resume` runs an engine, but not when all it does is say so.
+    crate::cmd::quiet_on_closed_stdout();
     if json {
         let e = store.experiment(exp)?;
         super::output::print_json(&serde_json::json!({
