@@ -18,7 +18,8 @@ use std::path::PathBuf;
 /// budget, and watch or steer them from any shell.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    /// The broker database (default: the user's data directory, libra/broker.db).
+    /// The broker database (default: broker.db in the data directory: LIBRA_DATA_DIR, else
+    /// libra/ in the user's data directory, as for every other command).
     #[arg(long, global = true, env = "LIBRA_BROKER_DB")]
     pub db: Option<PathBuf>,
     /// A Libra server that hosts the sweep (e.g. http://127.0.0.1:7878): run, status, results
@@ -74,7 +75,10 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     if let Some(server) = args.server {
         return remote::run(server, args.token, args.command);
     }
-    let db = args.db.unwrap_or_else(libra_broker::create::default_db);
+    let db = match args.db {
+        Some(db) => db,
+        None => crate::cmd::cluster::common::data_dir()?.join("broker.db"),
+    };
     match args.command {
         SweepCommand::Check(a) => check::run(a),
         SweepCommand::Run(a) => run::run(&db, a),
