@@ -39,11 +39,6 @@ pub struct SweepSpec<'a> {
     pub now: f64,
 }
 
-/// The default broker database: `<data dir>/libra/broker.db`.
-pub fn default_db() -> PathBuf {
-    dirs::data_dir().unwrap_or_else(std::env::temp_dir).join("libra").join("broker.db")
-}
-
 /// Reads and parses a plan, expanding it relative to its own directory.
 pub fn load_plan(path: &Path, seed: u64) -> Result<(String, plan::Plan, plan::JobParams), CreateError> {
     let text = std::fs::read_to_string(path)

@@ -47,7 +47,7 @@ pub enum Kind {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Peak {
-    /// "HH:MM" in the resource's own time zone.
+    /// "HH:MM" (or "HH:MM:SS") in the resource's own time zone.
     pub start: String,
     pub end: String,
     /// Credits per CPU-second inside the window.
@@ -118,24 +118,27 @@ pub fn parse(text: &str) -> Result<Vec<ResourceConfig>, ResourcesError> {
     Ok(f.resource)
 }
 
-/// Minutes past midnight from "HH:MM".
-fn hhmm(s: &str) -> Option<i64> {
-    let (h, m) = s.split_once(':')?;
-    let (h, m) = (h.parse::<i64>().ok()?, m.parse::<i64>().ok()?);
-    ((0..24).contains(&h) && (0..60).contains(&m)).then_some(h * 60 + m)
+/// Seconds past midnight of a time of day ("09:00", "17:30:15"); jiff refuses what no clock
+/// shows ("24:00", "16:99") rather than rolling it over.
+fn time_of_day(s: &str) -> Option<i64> {
+    let t: jiff::civil::Time = s.trim().parse().ok()?;
+    Some(i64::from(t.hour()) * 3600 + i64::from(t.minute()) * 60 + i64::from(t.second()))
 }
 
-/// Seconds east of UTC from "+10:00" / "-05:30" / "Z".
+/// Seconds east of UTC from "+10:00" / "-05:30" / "Z" / "UTC" (-12:00 to +14:00).
 fn offset(s: &str) -> Option<i64> {
+    let s = s.trim();
     if s == "Z" || s == "UTC" {
         return Some(0);
     }
-    let (sign, rest) = match s.as_bytes().first()? {
-        b'+' => (1, &s[1..]),
-        b'-' => (-1, &s[1..]),
-        _ => return None,
-    };
-    Some(sign * hhmm(rest)? * 60)
+    // Only a fixed offset: a named zone would need the time-zone database, which is not built in.
+    if !s.starts_with(['+', '-']) {
+        return None;
+    }
+    let tz = jiff::fmt::temporal::DateTimeParser::new().parse_time_zone(s).ok()?;
+    let secs = i64::from(tz.to_fixed_offset().ok()?.seconds());
+    // jiff takes offsets up to ±25:59; the world's clocks run from UTC-12 to UTC+14.
+    (-12 * 3600..=14 * 3600).contains(&secs).then_some(secs)
 }
 
 impl ResourceConfig {
@@ -159,12 +162,12 @@ impl ResourceConfig {
         }
         if let Some(o) = &self.utc_offset {
             if offset(o).is_none() {
-                return Err(self.bad("utc_offset", "must look like +10:00, -05:30 or Z"));
+                return Err(self.bad("utc_offset", "must look like +10:00, -05:30 or Z (-12:00 to +14:00)"));
             }
         }
         if let Some(p) = &self.peak {
-            if hhmm(&p.start).is_none() || hhmm(&p.end).is_none() {
-                return Err(self.bad("peak", "start and end must be HH:MM (00:00 to 23:59)"));
+            if time_of_day(&p.start).is_none() || time_of_day(&p.end).is_none() {
+                return Err(self.bad("peak", "start and end must be times of day HH:MM (00:00 to 23:59)"));
             }
             if !p.price.is_finite() || p.price < 0.0 {
                 return Err(self.bad("peak", "price must be a non-negative number"));
@@ -199,9 +202,9 @@ impl ResourceConfig {
     pub fn price_at(&self, unix: f64) -> f64 {
         let Some(p) = &self.peak else { return self.price };
         let off = self.utc_offset.as_deref().and_then(offset).unwrap_or(0);
-        let (Some(a), Some(b)) = (hhmm(&p.start), hhmm(&p.end)) else { return self.price };
-        let minute = ((unix as i64 + off).rem_euclid(86_400)) / 60;
-        let inside = if a <= b { minute >= a && minute < b } else { minute >= a || minute < b };
+        let (Some(a), Some(b)) = (time_of_day(&p.start), time_of_day(&p.end)) else { return self.price };
+        let second = (unix.floor() as i64 + off).rem_euclid(86_400);
+        let inside = if a <= b { second >= a && second < b } else { second >= a || second < b };
         if inside {
             p.price
         } else {
@@ -261,5 +264,27 @@ time_scale = 0.001
         let e = parse("[[resource]]\nname = \"a\"\nkind = \"slurm\"\n").unwrap_err();
         assert!(e.to_string().contains("kind") || e.to_string().contains("variant"), "{e}");
         assert!(matches!(parse(""), Err(ResourcesError::Empty)));
+    }
+
+    #[test]
+    fn peak_times_and_offsets_are_real_clock_readings() {
+        let res = |offset: &str, start: &str| {
+            parse(&format!(
+                "[[resource]]\nname = \"a\"\nkind = \"local\"\nutc_offset = \"{offset}\"\npeak = {{ start = \"{start}\", end = \"18:00\", price = 2 }}\n"
+            ))
+        };
+        for bad in ["16:99", "24:00", "+09:00", "9", "nine"] {
+            let e = res("+10:00", bad).unwrap_err().to_string();
+            assert!(e.contains("'a': peak") && e.contains("HH:MM"), "{bad}: {e}");
+        }
+        for bad in ["+25:00", "10:00", "Australia/Melbourne", "+1O:00"] {
+            let e = res(bad, "09:00").unwrap_err().to_string();
+            assert!(e.contains("utc_offset"), "{bad}: {e}");
+        }
+        // Seconds count: 08:59:59 UTC at -05:30 is 03:29:59 there, before a 03:30 start.
+        let r = &res("-05:30", "03:30:00").unwrap()[0];
+        assert_eq!(r.price_at(8.0 * 3600.0 + 59.0 * 60.0 + 59.0), 0.0);
+        assert_eq!(r.price_at(9.0 * 3600.0), 2.0);
+        assert_eq!(res("Z", "09:00").unwrap()[0].price_at(9.0 * 3600.0), 2.0);
     }
 }

@@ -180,6 +180,21 @@ fn exit_report(
     }
 }
 
+/// The name of this agent's control groups: the node's name and a digest of its work directory,
+/// so that two agents of the same name on one machine (two users' `libra up`, a test cluster
+/// beside a real one) never share groups, where each would stop the other's jobs as strays.
+pub fn group_name(name: &str, workdir: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
+    // FNV-1a: stable across builds and platforms (a std hasher is not).
+    let h = dir
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("{name}-{:08x}", h as u32)
+}
+
 pub fn unix_now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
@@ -209,7 +224,8 @@ impl Agent {
         }
         std::fs::create_dir_all(&cfg.workdir)?;
         let orphans = orphans(&cfg.workdir);
-        let mut enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &cfg.name, cfg.cpus)?;
+        let group = group_name(&cfg.name, &cfg.workdir);
+        let mut enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &group, cfg.cpus)?;
         let adopting: std::collections::HashSet<u64> = orphans
             .iter()
             .filter_map(|o| match o {
@@ -220,7 +236,6 @@ impl Agent {
         enforcer.clear_stale(&adopting);
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
         let client = Client::new(&cfg.server, Some(cfg.join_token.clone()));
-        let name = cfg.name.clone();
         let (tx, ended) = channel();
         std::thread::Builder::new().name("reaper".into()).spawn(move || loop {
             match proc::wait_any() {
@@ -245,7 +260,7 @@ impl Agent {
             memory: crate::memory::MemoryLimiter::new(
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/memory"),
-                &name,
+                &group,
             ),
         };
         for o in orphans {

@@ -69,6 +69,22 @@ pub fn end_group(kernel: &dyn Kernel, dir: &Path) -> bool {
     false
 }
 
+/// Removes the control groups an agent left under `group` (its `group_name`): every job group
+/// (killing what is still in it) and the node's own, in every hierarchy the agents use. For
+/// those who start agents and clean up after them: benchmarks, tests, `libra up`.
+pub fn remove_node_groups(group: &str) {
+    let kernel = crate::kernel::RealKernel;
+    for root in ["/sys/fs/cgroup/cpu/libra", "/sys/fs/cgroup/memory/libra", "/sys/fs/cgroup/libra"] {
+        let node = Path::new(root).join(group);
+        for job in std::fs::read_dir(&node).into_iter().flatten().flatten() {
+            if job.file_name().to_string_lossy().starts_with("job-") {
+                end_group(&kernel, &job.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&node);
+    }
+}
+
 /// Which cgroup interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupVersion {

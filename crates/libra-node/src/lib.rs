@@ -12,4 +12,4 @@ pub mod memory;
 pub mod proc;
 pub mod stride;
 
-pub use agent::{Agent, AgentConfig, NodeError};
+pub use agent::{group_name, Agent, AgentConfig, NodeError};

@@ -27,6 +27,18 @@ pub enum Command {
     Cluster(cmd::cluster::ClusterCommand),
 }
 
+impl Command {
+    /// Whether the command serves or runs work (a server, a node agent, a sweep's engine) rather
+    /// than only printing: such a command keeps SIGPIPE ignored (`cmd::quiet_on_closed_stdout`).
+    fn serves(&self) -> bool {
+        match self {
+            Command::Sim(_) => false,
+            Command::Sweep(a) => a.runs_engine(),
+            Command::Cluster(c) => c.serves(),
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -36,6 +48,9 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if !cli.command.serves() {
+        cmd::quiet_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Sim(args) => cmd::sim::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),

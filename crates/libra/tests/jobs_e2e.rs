@@ -286,8 +286,8 @@ fn a_job_ends_as_a_whole_with_the_processes_that_escaped_its_session() {
         return;
     }
     wait_until("the escapee to be killed with its job", || processes_of_job(id).is_empty().then_some(()));
-    let node = &j.nodes[0];
-    let group = std::path::Path::new("/sys/fs/cgroup/cpu/libra").join(node).join(format!("job-{id}"));
-    let v2 = std::path::Path::new("/sys/fs/cgroup/libra").join(node).join(format!("job-{id}"));
+    let node = libra_node::group_name(&j.nodes[0], &cl.dir.join(&j.nodes[0]));
+    let group = std::path::Path::new("/sys/fs/cgroup/cpu/libra").join(&node).join(format!("job-{id}"));
+    let v2 = std::path::Path::new("/sys/fs/cgroup/libra").join(&node).join(format!("job-{id}"));
     wait_until("the job's group to be removed", || (!group.exists() && !v2.exists()).then_some(()));
 }

@@ -214,6 +214,35 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("line 2, column 1"), "{err}");
+
+    // An administrator's list is everyone's sweeps, with their owners (as on the portal); a
+    // plain user's is their own.
+    let bobs = json(libra(
+        &dir,
+        &["sweep", "run", &small, "-r", &res, "--deadline", "10m", "--budget", "100", "--server", &url]
+            .into_iter()
+            .chain(["--token", &bob, "--detach", "--json"])
+            .collect::<Vec<_>>(),
+    ));
+    let admin_token = Client::new(&url, None).login("admin", ADMIN_PW).unwrap().token;
+    let owners = |list: serde_json::Value| -> Vec<(i64, String)> {
+        let list = list.as_array().unwrap_or_else(|| panic!("{list}")).clone();
+        list.iter().map(|s| (s["id"].as_i64().unwrap(), s["owner"].as_str().unwrap().to_string())).collect()
+    };
+    let all =
+        owners(json(libra(&dir, &["sweep", "status", "--server", &url, "--token", &admin_token, "--json"])));
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(all.contains(&(bobs["experiment"].as_i64().unwrap(), "bob".into())), "{all:?}");
+    assert_eq!(all.iter().filter(|(_, o)| o == "alice").count(), 2, "{all:?}");
+    let table = ok(libra(&dir, &["sweep", "status", "--server", &url, "--token", &admin_token]));
+    assert!(table.contains("owner") && table.contains("bob") && table.contains("alice"), "{table}");
+    let bob_sees =
+        owners(json(libra(&dir, &["sweep", "status", "--server", &url, "--token", &bob, "--json"])));
+    assert_eq!(bob_sees.iter().map(|(_, o)| o.as_str()).collect::<Vec<_>>(), ["bob"]);
+    let alice_sees = owners(json(libra(&dir, &["sweep", "status", "--server", &url, "--json"])));
+    assert!(alice_sees.len() == 2 && alice_sees.iter().all(|(_, o)| o == "alice"), "{alice_sees:?}");
+    let table = ok(libra(&dir, &["sweep", "status", "--server", &url]));
+    assert!(!table.contains("owner"), "{table}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,14 +1,15 @@
 //! The `libra` resource: a Libra cluster through its HTTP API. Each job is submitted with its
-//! estimate, the time left to the sweep's deadline and the budget held for it; the cluster
-//! admits it or rejects it (then the resource is dropped from the plan for a while), runs it,
-//! and bills what it charged, which is what the broker pays.
+//! estimate, the time left to the sweep's deadline and the budget held for it, once the
+//! cluster's quote says it would be admitted (else the resource is dropped from the plan for a
+//! while, and nothing is recorded on the cluster); the cluster runs it and bills what it charged,
+//! which is what the broker pays.
 
 use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
 use crate::plan::{substitute, Command, ExecKind, Plan, Vars};
 use crate::resources::ResourceConfig;
 use libra_api::Client;
-use libra_api::{JobState, SubmitRequest};
-use libra_core::JobSpec;
+use libra_api::{JobState, QuoteRequest, SubmitRequest};
+use libra_core::{JobSpec, Suggestion};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -90,6 +91,23 @@ impl ResourceAdapter for LibraCluster {
     }
 }
 
+/// Why the cluster will not take a job, with what it would take: the price that its suggested
+/// budget means tells the user how far the resource's `price` (what the sweep offers per
+/// CPU-second) falls short.
+fn refusal(reason: String, suggestion: Option<Suggestion>, spec: &JobSpec) -> String {
+    let mut message = reason;
+    if let Some(s) = suggestion {
+        message.push_str(&format!(
+            " (the cluster would take it with a budget of {} and a deadline of {:.0} s: {:.4} per CPU-second of its {:.0} s estimate; the resource's price caps what the sweep offers)",
+            s.budget,
+            s.deadline,
+            s.budget.as_credits_f64() / spec.estimate().max(1e-9),
+            spec.estimate()
+        ));
+    }
+    message
+}
+
 fn run_remote(
     client: &Client,
     cancelled: &AtomicBool,
@@ -109,30 +127,51 @@ fn run_remote(
         billed: None,
     };
     let spec = JobSpec::simple(l.estimate.max(1.0), l.deadline_in.max(1.0), l.budget);
+    // Asked first, the cluster says whether it would take the job without keeping a record: a
+    // submission it refuses stays in the user's job history as REJECTED, and a sweep that keeps
+    // retrying an underpriced resource would fill that history with them.
+    let quote = match client.quote(&QuoteRequest { spec: spec.clone() }) {
+        Ok(q) => q,
+        // Unreachable, or it refused the request: the resource sits out for a while.
+        Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
+    };
+    // A space-shared policy queues what it cannot start now: that is an admission, with the
+    // whole budget held until the job is dispatched.
+    let queued = !quote.accepted && quote.reason.as_deref() == Some("queue");
+    if !quote.accepted && !queued {
+        let reason = quote.reason.unwrap_or_else(|| "it would not be accepted".into());
+        return Some(Outcome { message: refusal(reason, quote.suggestion, &spec), rejected: true, ..base });
+    }
+    // The quote does not look at the user's credit; a hold the balance cannot cover would be a
+    // REJECTED job too.
+    let hold = if queued { spec.budget() } else { quote.cost.unwrap_or(spec.budget()) };
+    match client.balance() {
+        Ok(b) if b.available < hold => {
+            let message = format!(
+                "credit: {} available, the job needs {hold} on hold (ask the cluster's administrator for credit)",
+                b.available
+            );
+            return Some(Outcome { message, rejected: true, ..base });
+        }
+        Ok(_) => {}
+        Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
+    }
     let req = SubmitRequest {
         name: Some(name),
         ..SubmitRequest::new(spec, vec!["/bin/sh".into(), "-c".into(), script])
     };
     let info = match client.submit(&req) {
         Ok(i) => i,
-        // Unreachable, or it refused the request: the resource sits out for a while.
         Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
     };
+    // Possible still, when other work took the room between the quote and the submission.
     if info.state == JobState::Rejected {
-        let mut message = info.reason.unwrap_or_else(|| "rejected".into());
-        // The cluster's suggestion says what it would have taken: the price that budget means
-        // tells the user how far the resource's `price` (what the sweep offers per CPU-second)
-        // falls short.
-        if let Some(s) = info.suggestion {
-            message.push_str(&format!(
-                " (the cluster would take it with a budget of {} and a deadline of {:.0} s: {:.4} per CPU-second of its {:.0} s estimate; the resource's price caps what the sweep offers)",
-                s.budget,
-                s.deadline,
-                s.budget.as_credits_f64() / req.spec.estimate().max(1e-9),
-                req.spec.estimate()
-            ));
-        }
-        return Some(Outcome { message, rejected: true, ..base });
+        let reason = info.reason.unwrap_or_else(|| "rejected".into());
+        return Some(Outcome {
+            message: refusal(reason, info.suggestion, &req.spec),
+            rejected: true,
+            ..base
+        });
     }
     let mut info = info;
     while info.state.is_active() {

@@ -59,6 +59,7 @@ pub struct Cluster {
     pub url: String,
     pub bin: PathBuf,
     children: Vec<Child>,
+    node_names: Vec<String>,
 }
 
 pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
@@ -85,7 +86,7 @@ impl Cluster {
         let dir = std::env::temp_dir().join(format!("libra-portal-e2e-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let url = format!("http://127.0.0.1:{port}");
-        let mut c = Cluster { dir, url, bin, children: Vec::new() };
+        let mut c = Cluster { dir, url, bin, children: Vec::new(), node_names: Vec::new() };
         let log = std::fs::File::create(c.dir.join("server.log")).unwrap();
         let server = Command::new(&c.bin)
             .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--join-token", JOIN])
@@ -102,6 +103,7 @@ impl Cluster {
             // Unique on the machine: agents of the same name share control groups, and two
             // test clusters at once would stop each other's jobs.
             let name = format!("n{i}-{}", c.url.rsplit(':').next().unwrap_or("0"));
+            c.node_names.push(name.clone());
             let log = std::fs::File::create(c.dir.join(format!("{name}.log"))).unwrap();
             let node = Command::new(&c.bin)
                 .args(["node", "--server", &c.url, "--join-token", JOIN, "--cpus", &cpus.to_string()])
@@ -139,6 +141,10 @@ impl Drop for Cluster {
         for c in self.children.iter_mut().rev() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        // Their control groups, and any job still in them.
+        for name in &self.node_names {
+            libra_node::enforce::remove_node_groups(&libra_node::group_name(name, &self.dir.join(name)));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -4,3 +4,23 @@
 pub mod cluster;
 pub mod sim;
 pub mod sweep;
+pub mod time;
+
+/// Lets a command end quietly when the reader of its output goes away (`libra history | head`),
+/// as command-line tools do, instead of panicking on a broken pipe: SIGPIPE back to its default.
+/// Not for what serves or runs work (the server, a node agent, `libra up`, a job's keeper, a
+/// sweep's engine): for them SIGPIPE stays ignored, so a peer that closes a socket or a pipe is
+/// an error they handle, not their death. They call this once their work is done and only
+/// printing is left.
+pub fn quiet_on_closed_stdout() {
+    libra_broker::default_sigpipe();
+}
+
+/// A table for people. On a terminal its columns are wrapped to the terminal's width (comfy-table
+/// asks the terminal); in a pipe it stays as wide as its content, for grep and friends.
+pub fn new_table() -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    t
+}

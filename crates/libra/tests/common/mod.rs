@@ -21,6 +21,7 @@ pub struct Cluster {
     pub nodes: Vec<Child>,
     pub url: String,
     pub node_timeout: f64,
+    pub node_names: Vec<String>,
 }
 
 pub fn free_port() -> u16 {
@@ -39,6 +40,7 @@ impl Cluster {
             server: None,
             nodes: Vec::new(),
             node_timeout,
+            node_names: Vec::new(),
         };
         c.start_server();
         for i in 0..nodes {
@@ -102,6 +104,9 @@ impl Cluster {
             .spawn()
             .unwrap();
         self.nodes.push(child);
+        if !self.node_names.iter().any(|n| n == name) {
+            self.node_names.push(name.to_string());
+        }
     }
 
     pub fn kill_server(&mut self) {
@@ -138,21 +143,9 @@ impl Drop for Cluster {
         for pid in pids_under(&self.dir, "") {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
-        // The nodes' control groups (empty once their processes are gone).
-        std::thread::sleep(Duration::from_millis(100));
-        for root in ["/sys/fs/cgroup/cpu/libra", "/sys/fs/cgroup/memory/libra", "/sys/fs/cgroup/libra"] {
-            let Ok(nodes) = std::fs::read_dir(root) else { continue };
-            for node in nodes
-                .flatten()
-                .filter(|n| n.file_name().to_string_lossy().ends_with(&format!("-{}", self.port)))
-            {
-                for job in std::fs::read_dir(node.path()).into_iter().flatten().flatten() {
-                    if job.file_name().to_string_lossy().starts_with("job-") {
-                        let _ = std::fs::remove_dir(job.path());
-                    }
-                }
-                let _ = std::fs::remove_dir(node.path());
-            }
+        // The nodes' control groups.
+        for name in &self.node_names {
+            libra_node::enforce::remove_node_groups(&libra_node::group_name(name, &self.dir.join(name)));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -122,6 +122,7 @@ fn cluster(a: ClusterBench) -> Result<()> {
     let result = measure(&a, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let rows = result?;
+    crate::cmd::quiet_on_closed_stdout();
     if a.json {
         return print_json(&rows);
     }
@@ -383,12 +384,6 @@ fn real_node(dir: &Path) -> Result<Vec<Row>> {
     std::thread::sleep(Duration::from_millis(700));
     drop(node);
     // The benchmark node's control groups go with it.
-    for root in ["/sys/fs/cgroup/cpu/libra", "/sys/fs/cgroup/memory/libra", "/sys/fs/cgroup/libra"] {
-        let node_dir = Path::new(root).join(&name);
-        for job in std::fs::read_dir(&node_dir).into_iter().flatten().flatten() {
-            let _ = std::fs::remove_dir(job.path());
-        }
-        let _ = std::fs::remove_dir(&node_dir);
-    }
+    libra_node::enforce::remove_node_groups(&libra_node::group_name(&name, &workdir));
     Ok(rows)
 }

@@ -29,10 +29,16 @@ fn write_pages(cmd: &clap::Command, prefix: &str, out: &std::path::Path, n: &mut
     let path = out.join(format!("{name}.1"));
     std::fs::write(&path, buf).with_context(|| format!("writing {}", path.display()))?;
     *n += 1;
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+    for sub in documented(cmd) {
         write_pages(sub, &name, out, n)?;
     }
     Ok(())
+}
+
+/// The subcommands that get a page: not the hidden ones, nor the `help` subcommand clap adds to
+/// every command that has subcommands (it would only repeat the parent's page, ~90 times over).
+fn documented(cmd: &clap::Command) -> impl Iterator<Item = &clap::Command> {
+    cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help")
 }
 
 pub fn man(a: ManArgs) -> Result<()> {
@@ -49,4 +55,49 @@ pub fn completions(a: CompletionsArgs) -> Result<()> {
     let mut cmd = crate::command_tree();
     clap_complete::generate(a.shell, &mut cmd, "libra", &mut std::io::stdout());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command's page name, walking the tree as a reader would (`libra-sweep-run`).
+    fn real_commands(cmd: &clap::Command, prefix: &str, out: &mut Vec<String>) {
+        let name = if prefix.is_empty() {
+            cmd.get_name().to_string()
+        } else {
+            format!("{prefix}-{}", cmd.get_name())
+        };
+        out.push(name.clone());
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set() && s.get_name() != "help") {
+            real_commands(sub, &name, out);
+        }
+    }
+
+    #[test]
+    fn one_page_per_real_command_and_none_for_help() {
+        let dir = std::env::temp_dir().join(format!("libra-man-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        man(ManArgs { out: dir.clone() }).unwrap();
+        let mut written: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().trim_end_matches(".1").to_string())
+            .collect();
+        written.sort();
+        assert!(!written.iter().any(|p| p == "libra-help" || p.ends_with("-help")), "{written:?}");
+        let mut want = Vec::new();
+        // The tree as users see it: built (so clap's own additions are there to be skipped), and
+        // without clap's auto help.
+        let mut tree = crate::command_tree();
+        tree.build();
+        real_commands(&tree, "", &mut want);
+        want.sort();
+        assert_eq!(written, want);
+        for page in
+            ["libra", "libra-submit", "libra-sweep-set-deadline", "libra-admin-user-add", "libra-sim-run"]
+        {
+            assert!(written.iter().any(|w| w == page), "no page {page}: {written:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -57,6 +57,15 @@ pub enum ClusterCommand {
     JobKeeper(node::KeeperArgs),
 }
 
+impl ClusterCommand {
+    /// Whether the command serves or runs work rather than only printing (see
+    /// `cmd::quiet_on_closed_stdout`). The benchmark runs a server and node agents in this process.
+    pub fn serves(&self) -> bool {
+        use ClusterCommand::*;
+        matches!(self, Server(_) | Node(_) | Up(_) | JobKeeper(_) | Bench(_))
+    }
+}
+
 pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
     match cmd {
         ClusterCommand::Server(a) => server::run(a),

@@ -32,8 +32,8 @@ pub struct NodeArgs {
     /// stride (SIGSTOP/SIGCONT in user space) or none.
     #[arg(long, default_value = "auto")]
     pub mechanism: String,
-    /// Job-control period in seconds (default: what the server asks for).
-    #[arg(long)]
+    /// Job-control period: 2, 500ms, 2s (default: what the server asks for).
+    #[arg(long, value_parser = crate::cmd::time::parse_positive_duration)]
     pub period: Option<f64>,
 }
 

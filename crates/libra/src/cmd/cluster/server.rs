@@ -41,11 +41,11 @@ pub struct ServerArgs {
     /// Base price (PBase, credits per CPU-second) given to nodes when they first join.
     #[arg(long)]
     pub price_base: Option<f64>,
-    /// Seconds without a word from a node before it is marked down and its jobs lost.
-    #[arg(long)]
+    /// How long a node may say nothing before it is marked down and its jobs lost: 15, 15s, 1m.
+    #[arg(long, value_parser = crate::cmd::time::parse_positive_duration)]
     pub node_timeout: Option<f64>,
-    /// Job-control period asked of node agents, seconds.
-    #[arg(long)]
+    /// Job-control period asked of node agents: 2, 2s, 500ms.
+    #[arg(long, value_parser = crate::cmd::time::parse_positive_duration)]
     pub period: Option<f64>,
     /// Do not fsync every commit (a crash of the server process still loses nothing; a power
     /// cut may lose the last commits).

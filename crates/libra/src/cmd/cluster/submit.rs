@@ -64,7 +64,7 @@ pub struct SubmitArgs {
     #[command(flatten)]
     pub conn: Conn,
     /// A job script with `#LIBRA --estimate 10m` lines, or (after `--`) a command and its
-    /// arguments: `libra submit -e 10m -d 1h -b 500 -- ./simulate --steps 100`.
+    /// arguments: `libra submit --estimate 10m -d 1h -b 500 -- ./simulate --steps 100`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<String>,
 }
@@ -137,9 +137,7 @@ impl JobOpts {
         let budget: Money = budget.parse().map_err(|e| anyhow!("--budget: {e}"))?;
         let mem_mb = match self.mem.as_deref() {
             None => 0,
-            Some(m) => parse_mem(m).ok_or_else(|| {
-                anyhow!("--mem: '{m}' is not accepted: give e.g. 512M, 2G or a number of MB")
-            })?,
+            Some(m) => parse_mem(m).map_err(|e| anyhow!("--mem: {e}"))?,
         };
         Ok(JobSpec {
             details: JobDetails { estimate, length_mi: None },
@@ -155,16 +153,29 @@ impl JobOpts {
     }
 }
 
-fn parse_mem(s: &str) -> Option<u64> {
+/// The most memory per node a job may ask for, in MB (a pebibyte): anything above is a typo.
+const MEM_MAX_MB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Memory per node in MB from `512M`, `2G`, `1T`, `4096K` or a number of MB.
+fn parse_mem(s: &str) -> Result<u64, String> {
+    const FORMS: &str = "give e.g. 512M, 2G, 1T or a number of MB";
     let t = s.trim().to_ascii_uppercase();
-    let (num, mult) = match t.chars().last()? {
-        'G' => (&t[..t.len() - 1], 1024.0),
-        'M' => (&t[..t.len() - 1], 1.0),
-        'K' => (&t[..t.len() - 1], 1.0 / 1024.0),
+    let (num, mult) = match t.chars().last() {
+        Some('T') => (&t[..t.len() - 1], 1024.0 * 1024.0),
+        Some('G') => (&t[..t.len() - 1], 1024.0),
+        Some('M') => (&t[..t.len() - 1], 1.0),
+        Some('K') => (&t[..t.len() - 1], 1.0 / 1024.0),
         _ => (t.as_str(), 1.0),
     };
-    let v: f64 = num.parse().ok()?;
-    (v.is_finite() && v >= 0.0).then(|| (v * mult).ceil() as u64)
+    let v: f64 = num.trim().parse().map_err(|_| format!("'{s}' is not an amount of memory: {FORMS}"))?;
+    let mb = v * mult;
+    if !mb.is_finite() || mb <= 0.0 {
+        return Err(format!("'{s}' is not accepted: memory per node must be more than zero; {FORMS}"));
+    }
+    if mb > MEM_MAX_MB {
+        return Err(format!("'{s}' is more than any node has (at most 1024T per node): {FORMS}"));
+    }
+    Ok(mb.ceil() as u64)
 }
 
 /// The environment `--export` asks for: ALL (everything in `vars`), NONE (nothing: the node adds
@@ -206,14 +217,31 @@ fn valid_var(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Reads `#LIBRA` lines (before the first command line) from a job script.
+/// Reads the `#LIBRA` lines of a job script as sbatch reads `#SBATCH`: only in the header, before
+/// the first command (the shebang, comments and blank lines may come before and between them),
+/// and split into words as the shell would, so `#LIBRA -J "my job"` names the job `my job`.
 fn script_opts(text: &str, path: &Path) -> Result<JobOpts> {
     let mut opts = JobOpts::default();
     for (i, line) in text.lines().enumerate() {
-        let Some(rest) = line.trim().strip_prefix("#LIBRA") else { continue };
-        let line_opts = ScriptLine::try_parse_from(rest.split_whitespace()).map_err(|e| {
-            anyhow!("{}:{}: {}", path.display(), i + 1, e.to_string().lines().next().unwrap_or(""))
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if !line.starts_with('#') {
+            break;
+        }
+        // `#LIBRAX ...` is a comment like any other.
+        let Some(rest) =
+            line.strip_prefix("#LIBRA").filter(|r| r.is_empty() || r.starts_with(char::is_whitespace))
+        else {
+            continue;
+        };
+        let at = || format!("{}:{}", path.display(), i + 1);
+        let words = shlex::split(rest).ok_or_else(|| {
+            anyhow!("{}: unbalanced quotes or a trailing backslash in the #LIBRA line", at())
         })?;
+        let line_opts = ScriptLine::try_parse_from(words)
+            .map_err(|e| anyhow!("{}: {}", at(), e.to_string().lines().next().unwrap_or("")))?;
         opts = line_opts.opts.or(opts);
     }
     Ok(opts)
@@ -230,7 +258,9 @@ pub fn resolve_command(mut cmd: Vec<String>) -> Vec<String> {
     cmd
 }
 
-pub fn build_request(opts: JobOpts, command: Vec<String>, now: f64) -> Result<SubmitRequest> {
+/// `dashdash`: whether `--` came before the command, which makes a lone argument a program to
+/// run rather than a job script.
+pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f64) -> Result<SubmitRequest> {
     let (opts, command) = match command.as_slice() {
         [one] if Path::new(one).is_file() => {
             let path = Path::new(one);
@@ -240,6 +270,11 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, now: f64) -> Result<Su
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             (opts.or(from_script), vec!["sh".into(), "-c".into(), text, name])
         }
+        // Sent on, it would only fail on the node with exit status 127.
+        [one] if !dashdash => bail!(
+            "job script {one}: {}; to run a program instead, give it after `--`: libra submit [OPTIONS] -- {one} [ARGS]",
+            if Path::new(one).exists() { "not a file" } else { "no such file" }
+        ),
         _ => (opts, resolve_command(command)),
     };
     let spec = opts.spec(now)?;
@@ -268,18 +303,17 @@ pub fn submit_retrying(client: &libra_api::Client, req: &SubmitRequest) -> Resul
     }
 }
 
-pub fn print_decision(job: &JobInfo) {
+/// `argv`, the command line the job was submitted with, is repeated in a rejection's suggestion.
+pub fn print_decision(job: &JobInfo, argv: &[String]) {
     if job.state == JobState::Rejected {
         println!("job {} REJECTED: {}", job.id, job.reason.as_deref().unwrap_or("no reason given"));
         match &job.suggestion {
             Some(s) => println!(
-                "suggestion: a deadline of {} ({}) and a budget of {} would be accepted now:\n  libra submit --estimate {}s --deadline {}s --budget {} ...",
+                "suggestion: a deadline of {} ({}) and a budget of {} would be accepted now:\n  {}",
                 fmt_dur(s.deadline),
                 fmt_time(job.submit_time + s.deadline),
                 s.budget,
-                job.estimate,
-                s.deadline.ceil(),
-                s.budget
+                resubmit_command(argv, &format!("{}s", s.deadline.ceil()), &s.budget.to_string())
             ),
             None => println!("no deadline or budget would be accepted now (not enough nodes have room)"),
         }
@@ -296,14 +330,104 @@ pub fn print_decision(job: &JobInfo) {
     }
 }
 
+/// The user's own `libra submit` command line with only the deadline and the budget replaced
+/// (or added, when they came from `#LIBRA` lines), quoted for the shell, so that copying it
+/// resubmits the same job. Every spelling of the old values goes: `-d 1h`, `-d1h`,
+/// `--deadline 1h`, `--deadline=1h`; the job's own command after `--` (or the script) is kept
+/// as it was, whatever flags it has.
+pub fn resubmit_command(argv: &[String], deadline: &str, budget: &str) -> String {
+    let tree = crate::command_tree();
+    let Some((at, submit)) = argv.iter().position(|a| a == "submit").zip(tree.find_subcommand("submit"))
+    else {
+        return format!("libra submit --deadline {deadline} --budget {budget} ...");
+    };
+    let find = |id: &str| submit.get_arguments().find(|a| a.get_id() == id);
+    let (d, b) = (find("deadline"), find("budget"));
+    let replaced =
+        |a: Option<&clap::Arg>| [d, b].iter().flatten().any(|r| a.is_some_and(|a| a.get_id() == r.get_id()));
+    let takes_value = |a: Option<&clap::Arg>| a.is_some_and(|a| a.get_action().takes_values());
+
+    let mut words: Vec<String> = argv[..=at].to_vec();
+    let mut rest = argv[at + 1..].iter();
+    let mut tail: Vec<String> = Vec::new();
+    while let Some(w) = rest.next() {
+        if w == "--" || !w.starts_with('-') || w == "-" {
+            // The job's own command or script: from here on, nothing is ours to change.
+            tail.push(w.clone());
+            tail.extend(rest.cloned());
+            break;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let arg = submit
+                .get_arguments()
+                .find(|a| a.get_long_and_visible_aliases().is_some_and(|l| l.contains(&name)));
+            let value = if takes_value(arg) && inline.is_none() { rest.next() } else { None };
+            if !replaced(arg) {
+                words.push(w.clone());
+                words.extend(value.cloned());
+            }
+            continue;
+        }
+        // A cluster of short flags: `-n2`, `-d1h`, `-J name`; the first one that takes a value
+        // takes the rest of the word, or the next word.
+        let flags: Vec<char> = w[1..].chars().collect();
+        let mut kept = String::from("-");
+        for (k, c) in flags.iter().enumerate() {
+            let arg = submit
+                .get_arguments()
+                .find(|a| a.get_short_and_visible_aliases().is_some_and(|s| s.contains(c)));
+            if !takes_value(arg) {
+                kept.push(*c);
+                continue;
+            }
+            let inline: String = flags[k + 1..].iter().collect();
+            let value = if inline.is_empty() { rest.next().cloned() } else { Some(inline) };
+            if replaced(arg) {
+                if kept.len() > 1 {
+                    words.push(std::mem::take(&mut kept));
+                }
+            } else {
+                kept.push(*c);
+                words.push(std::mem::take(&mut kept));
+                words.extend(value);
+            }
+            kept.clear();
+            break;
+        }
+        if kept.len() > 1 {
+            words.push(kept);
+        }
+    }
+    words.extend(["--deadline".into(), deadline.into(), "--budget".into(), budget.into()]);
+    words.extend(tail);
+    words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// A word as the shell reads it back: as it is when that is safe (`--mem=2G` too, which shlex
+/// would quote whole), quoted by shlex otherwise.
+fn shell_word(w: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "+-./:@_=,%".contains(c);
+    if !w.is_empty() && w.chars().all(plain) {
+        return w.into();
+    }
+    shlex::try_quote(w).unwrap_or_else(|_| w.into())
+}
+
 pub fn run(a: SubmitArgs) -> Result<()> {
-    let req = build_request(a.opts, a.command, now())?;
+    // Only the raw arguments tell whether `--` was given, and are what a suggestion repeats.
+    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    let dashdash = argv.iter().any(|a| a == "--");
+    let req = build_request(a.opts, a.command, dashdash, now())?;
     let client = a.conn.client()?;
     let job = submit_retrying(&client, &req)?;
     if a.conn.json {
         print_json(&job)?;
     } else {
-        print_decision(&job);
+        print_decision(&job, &argv);
     }
     if job.state == JobState::Rejected {
         bail!("job {} was rejected", job.id);
@@ -315,10 +439,15 @@ pub fn run(a: SubmitArgs) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("libra-submit-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn script_lines_fill_what_flags_leave_open() {
-        let dir = std::env::temp_dir().join(format!("libra-submit-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = temp_dir("fill");
         let p = dir.join("job.sh");
         std::fs::write(
             &p,
@@ -326,7 +455,7 @@ mod tests {
         )
         .unwrap();
         let flags = JobOpts { budget: Some("20".into()), ..Default::default() };
-        let req = build_request(flags, vec![p.display().to_string()], 1000.0).unwrap();
+        let req = build_request(flags, vec![p.display().to_string()], false, 1000.0).unwrap();
         assert_eq!(req.workdir, Some(std::env::current_dir().unwrap().display().to_string()));
         assert_eq!(req.spec.estimate(), 600.0);
         assert_eq!(req.spec.deadline(), 3600.0);
@@ -334,8 +463,9 @@ mod tests {
         assert_eq!(req.spec.procs(), 2);
         assert_eq!(req.command[0], "sh");
         std::fs::write(&p, "#LIBRA --estimat 10m\n").unwrap();
-        let err =
-            build_request(JobOpts::default(), vec![p.display().to_string()], 0.0).unwrap_err().to_string();
+        let err = build_request(JobOpts::default(), vec![p.display().to_string()], false, 0.0)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("job.sh:1"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -364,13 +494,121 @@ mod tests {
     }
 
     #[test]
+    fn script_lines_are_read_only_before_the_first_command() {
+        let p = Path::new("job.sh");
+        let text =
+            "#!/bin/bash\n\n# a comment\n#LIBRA --estimate 10m\n  \n#LIBRA -d 1h # why: the data is due\n\
+                    module load sim\n#LIBRA -b 999\necho '#LIBRA -n 4'\n";
+        let o = script_opts(text, p).unwrap();
+        assert_eq!((o.estimate.as_deref(), o.deadline.as_deref()), (Some("10m"), Some("1h")));
+        assert_eq!((o.budget, o.procs), (None, None));
+        // `#LIBRAX` is a comment, not an option line, and does not end the header.
+        let o = script_opts("#LIBRAX --estimate 1m\n#LIBRA --estimate 2m\n", p).unwrap();
+        assert_eq!(o.estimate.as_deref(), Some("2m"));
+    }
+
+    #[test]
+    fn script_lines_honour_shell_quoting() {
+        let p = Path::new("dir/job.sh");
+        let o = script_opts("#LIBRA -J \"my job\" --mem '2 G'\n#LIBRA --estimate 1m\n", p).unwrap();
+        assert_eq!(o.name.as_deref(), Some("my job"));
+        assert_eq!(o.mem.as_deref(), Some("2 G"));
+        let e = script_opts("#!/bin/sh\n#LIBRA -J \"my job\n", p).unwrap_err().to_string();
+        assert!(e.starts_with("dir/job.sh:2:") && e.contains("quotes"), "{e}");
+        let e = script_opts("\n#LIBRA -J a --nope\n", p).unwrap_err().to_string();
+        assert!(e.starts_with("dir/job.sh:2:") && e.contains("--nope"), "{e}");
+    }
+
+    #[test]
+    fn a_lone_argument_that_is_no_file_is_a_missing_script_unless_after_dashdash() {
+        let o = JobOpts {
+            estimate: Some("1m".into()),
+            deadline: Some("1h".into()),
+            budget: Some("5".into()),
+            ..Default::default()
+        };
+        let missing = "no-such-dir/missing.sh".to_string();
+        let e = build_request(o.clone(), vec![missing.clone()], false, 0.0).unwrap_err().to_string();
+        assert!(e.contains("job script no-such-dir/missing.sh: no such file"), "{e}");
+        assert!(e.contains("after `--`") && e.contains("-- no-such-dir/missing.sh"), "{e}");
+        let dir = temp_dir("dir");
+        let e = build_request(o.clone(), vec![dir.display().to_string()], false, 0.0).unwrap_err();
+        assert!(e.to_string().contains("not a file"), "{e}");
+        let req = build_request(o.clone(), vec![missing.clone()], true, 0.0).unwrap();
+        assert_eq!(req.command, vec![missing]);
+        let req = build_request(o, vec!["hostname".into(), "-f".into()], false, 0.0).unwrap();
+        assert_eq!(req.command, ["hostname", "-f"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn missing_and_bad_fields_are_named() {
         let o = JobOpts { estimate: Some("10m".into()), deadline: Some("1h".into()), ..Default::default() };
         assert!(o.spec(0.0).unwrap_err().to_string().starts_with("--budget"));
         let o = JobOpts { budget: Some("x".into()), ..o };
         assert!(o.spec(0.0).unwrap_err().to_string().starts_with("--budget"));
-        assert_eq!(parse_mem("2G"), Some(2048));
-        assert_eq!(parse_mem("512"), Some(512));
-        assert_eq!(parse_mem("lots"), None);
+        let o = JobOpts { budget: Some("5".into()), deadline: Some("2026-02-30".into()), ..o };
+        let e = o.spec(0.0).unwrap_err().to_string();
+        assert!(e.starts_with("--deadline: '2026-02-30' is not a valid date"), "{e}");
+    }
+
+    #[test]
+    fn memory_is_positive_finite_and_sane() {
+        assert_eq!(parse_mem("2G"), Ok(2048));
+        assert_eq!(parse_mem("512"), Ok(512));
+        assert_eq!(parse_mem("512m"), Ok(512));
+        assert_eq!(parse_mem("1T"), Ok(1024 * 1024));
+        assert_eq!(parse_mem("1536K"), Ok(2));
+        for bad in ["0", "0G", "-1", "-2G", "NaN", "inf", "1e300", "2000T", "lots", "", "G"] {
+            let e = parse_mem(bad).expect_err(bad);
+            assert!(e.contains("512M, 2G"), "{bad}: {e}");
+        }
+        let o = JobOpts {
+            estimate: Some("1m".into()),
+            deadline: Some("1h".into()),
+            budget: Some("5".into()),
+            mem: Some("0".into()),
+            ..Default::default()
+        };
+        let e = o.spec(0.0).unwrap_err().to_string();
+        assert!(e.starts_with("--mem: '0'") && e.contains("more than zero"), "{e}");
+    }
+
+    fn argv(line: &str) -> Vec<String> {
+        shlex::split(line).unwrap()
+    }
+
+    #[test]
+    fn a_suggestion_repeats_the_command_line_with_only_deadline_and_budget_replaced() {
+        let r = |line: &str| resubmit_command(&argv(line), "62s", "13.00");
+        assert_eq!(
+            r("libra submit --estimate 10m -d 1h -b 5 -n 2 --mem 512M -J sim -- ./sim -d 3 -b x --budget=1"),
+            "libra submit --estimate 10m -n 2 --mem 512M -J sim --deadline 62s --budget 13.00 -- ./sim -d 3 -b x --budget=1"
+        );
+        for spelling in [
+            "-d 1h -b 5",
+            "-d1h -b5",
+            "--deadline 1h --budget 5",
+            "--deadline=1h --budget=5",
+            "-b 5 --deadline=2026-11-22T21:00:00+05:00",
+        ] {
+            assert_eq!(
+                r(&format!("libra submit --estimate 90s {spelling} -n2 -- hostname")),
+                "libra submit --estimate 90s -n 2 --deadline 62s --budget 13.00 -- hostname",
+                "{spelling}"
+            );
+        }
+        // From #LIBRA lines: added before the script.
+        assert_eq!(r("libra submit job.sh"), "libra submit --deadline 62s --budget 13.00 job.sh");
+        assert_eq!(
+            r("./target/debug/libra submit --server http://127.0.0.1:7878 -n 3 -d 1h job.sh"),
+            "./target/debug/libra submit --server http://127.0.0.1:7878 -n 3 --deadline 62s --budget 13.00 job.sh"
+        );
+        // Quoted for the shell where needed.
+        assert_eq!(
+            r("libra submit -J 'my job' -d 1h -b 5 -- sh -c 'echo $HOME > out'"),
+            "libra submit -J 'my job' --deadline 62s --budget 13.00 -- sh -c 'echo $HOME > out'"
+        );
+        assert_eq!(r("libra"), "libra submit --deadline 62s --budget 13.00 ...");
     }
 }

@@ -168,6 +168,10 @@ impl Drop for Procs {
                 libc::kill(pid, libc::SIGKILL);
             }
         }
+        for i in 0..self.nodes.len() {
+            let name = format!("node-{i}");
+            libra_node::enforce::remove_node_groups(&libra_node::group_name(&name, &self.dir.join(&name)));
+        }
     }
 }
 

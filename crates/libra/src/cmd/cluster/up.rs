@@ -230,25 +230,33 @@ fn burn(secs: f64, deadline: f64, budget: Money, procs: u32, name: &str) -> Subm
     }
 }
 
+/// The `libra submit` command line that would submit `burn(...)`, for the demo's suggestion.
+fn burn_line(secs: f64, deadline: f64, budget: Money, procs: u32, name: &str) -> Vec<String> {
+    let words = ["libra", "submit", "--estimate", &format!("{secs}s"), "--deadline", &format!("{deadline}s")];
+    let more = ["--budget", &budget.to_string(), "-n", &procs.to_string(), "-J", name, "--", "libra", "burn"];
+    words.iter().chain(&more).chain(&["--cpu-seconds", &format!("{secs}")]).map(|w| w.to_string()).collect()
+}
+
 /// Submits a few jobs (one too urgent to fit, then again with the suggestion), watches them
 /// finish and shows the balance.
 fn demo_run(c: &Client, cpus: f64, nodes: u32) -> Result<()> {
     println!("\n== demo: three jobs with relaxed deadlines");
     let mut ids = Vec::new();
     for (i, secs) in [2.0, 3.0, 2.0].into_iter().enumerate() {
-        let j = c.submit(&burn(secs, 30.0, Money::from_credits(50), 1, &format!("relaxed-{i}")))?;
-        print_decision(&j);
+        let (budget, name) = (Money::from_credits(50), format!("relaxed-{i}"));
+        let j = c.submit(&burn(secs, 30.0, budget, 1, &name))?;
+        print_decision(&j, &burn_line(secs, 30.0, budget, 1, &name));
         ids.push(j.id);
     }
     println!("\n== demo: an urgent job on every node at once, needing 90% of each node");
     // Best fit has packed the relaxed jobs onto one node, which has no 90% left: rejected.
     let urgent = 0.9 * cpus.min(1.0) * 4.0;
     let j = c.submit(&burn(urgent, 4.0, Money::from_credits(50), nodes, "urgent"))?;
-    print_decision(&j);
+    print_decision(&j, &burn_line(urgent, 4.0, Money::from_credits(50), nodes, "urgent"));
     if let (JobState::Rejected, Some(s)) = (j.state, j.suggestion) {
         println!("\n== demo: resubmitting with the suggestion");
         let again = c.submit(&burn(urgent, s.deadline.ceil(), s.budget, nodes, "urgent-again"))?;
-        print_decision(&again);
+        print_decision(&again, &burn_line(urgent, s.deadline.ceil(), s.budget, nodes, "urgent-again"));
         ids.push(again.id);
     } else {
         ids.push(j.id);

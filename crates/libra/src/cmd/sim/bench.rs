@@ -4,7 +4,6 @@
 use super::load::{read_trace, trace_path};
 use anyhow::Context;
 use clap::Args;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use libra_core::policy::{build_policy, POLICY_NAMES};
 use libra_core::PricingParams;
 use libra_sim::engine::{simulate, ClusterConfig};
@@ -170,8 +169,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cases": rows }))?);
         return Ok(());
     }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = crate::cmd::new_table();
     t.set_header(vec![
         "case",
         "policy",

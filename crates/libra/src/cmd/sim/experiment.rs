@@ -3,7 +3,6 @@
 use super::load::{read_trace, trace_path, ModelArgs, PricingArgs};
 use anyhow::Context;
 use clap::Args;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use indicatif::{ProgressBar, ProgressStyle};
 use libra_sim::engine::ClusterConfig;
 use libra_sim::experiment::{beyond, libraplus, table1, Point, EXPERIMENTS};
@@ -148,10 +147,9 @@ pub fn study_grid(study: &libraplus::Study, points: &[Point]) -> (Vec<String>, V
 }
 
 /// The grid as a terminal table.
-pub fn study_table(study: &libraplus::Study, points: &[Point]) -> Table {
+pub fn study_table(study: &libraplus::Study, points: &[Point]) -> comfy_table::Table {
     let (header, rows) = study_grid(study, points);
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = crate::cmd::new_table();
     t.set_header(header);
     for r in rows {
         t.add_row(r);

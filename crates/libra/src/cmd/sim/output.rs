@@ -3,7 +3,6 @@
 
 use super::experiment::{ensure_dir, points_json, study_grid, study_table};
 use anyhow::Context;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use libra_sim::experiment::libraplus::Study;
 use libra_sim::experiment::table1::Cell;
 use libra_sim::experiment::Point;
@@ -81,8 +80,7 @@ pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
     if as_json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
+        let mut t = crate::cmd::new_table();
         t.set_header(headers);
         for r in rows {
             t.add_row(r);

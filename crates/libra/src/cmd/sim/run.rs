@@ -3,7 +3,7 @@
 use super::load::{read_trace, trace_path, ModelArgs, PricingArgs};
 use anyhow::Context;
 use clap::Args;
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use comfy_table::Table;
 use libra_core::policy::POLICY_NAMES;
 use libra_sim::engine::{ClusterConfig, SimResult, Verdict};
 use libra_sim::experiment::runner::{run_all, RunSpec};
@@ -107,8 +107,7 @@ fn load_workload(a: &RunArgs) -> anyhow::Result<(Vec<SimJob>, Option<usize>, Str
 }
 
 pub fn metrics_table(results: &[SimResult]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = crate::cmd::new_table();
     t.set_header(vec![
         "policy",
         "accepted",
@@ -146,8 +145,7 @@ fn verdict_text(v: &Verdict) -> String {
 }
 
 fn decisions_table(r: &SimResult, jobs: &[SimJob]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut t = crate::cmd::new_table();
     t.set_header(vec!["job", "decision", "nodes", "cost", "budget", "finish", "deadline", "met"]);
     for (rec, job) in r.records.iter().zip(jobs) {
         let o = &rec.outcome;

@@ -32,6 +32,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let report = libra_broker::bench::run(&scratch, a.jobs, a.slots, a.rounds, !a.no_xargs);
     let _ = std::fs::remove_dir_all(&scratch);
     let report = report?;
+    crate::cmd::quiet_on_closed_stdout();
     if a.json {
         return print_json(&report);
     }

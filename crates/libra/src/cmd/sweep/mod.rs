@@ -18,7 +18,8 @@ use std::path::PathBuf;
 /// budget, and watch or steer them from any shell.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    /// The broker database (default: the user's data directory, libra/broker.db).
+    /// The broker database (default: broker.db in the data directory: LIBRA_DATA_DIR, else
+    /// libra/ in the user's data directory, as for every other command).
     #[arg(long, global = true, env = "LIBRA_BROKER_DB")]
     pub db: Option<PathBuf>,
     /// A Libra server that hosts the sweep (e.g. http://127.0.0.1:7878): run, status, results
@@ -46,7 +47,7 @@ pub enum SweepCommand {
     Results(results::ResultsArgs),
     /// Run the failed jobs of a sweep again.
     Rerun(run::RerunArgs),
-    /// Move a sweep's deadline (a duration from now: 90m, 2h, 3600s).
+    /// Move a sweep's deadline (from now: 90m, 2h, 3600s; or a time: 2026-11-22T21:00:00Z).
     SetDeadline(steer::DeadlineArgs),
     /// Change a sweep's budget (credits, e.g. 396000 or 12.50).
     SetBudget(steer::BudgetArgs),
@@ -62,12 +63,22 @@ pub enum SweepCommand {
     Bench(bench::BenchArgs),
 }
 
+impl SweepArgs {
+    /// Whether the command runs a sweep's engine here (see `cmd::quiet_on_closed_stdout`).
+    pub fn runs_engine(&self) -> bool {
+        use SweepCommand::*;
+        self.server.is_none() && matches!(self.command, Run(_) | Resume(_) | Rerun(_) | Bench(_))
+    }
+}
+
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
-    libra_broker::default_sigpipe();
     if let Some(server) = args.server {
         return remote::run(server, args.token, args.command);
     }
-    let db = args.db.unwrap_or_else(libra_broker::create::default_db);
+    let db = match args.db {
+        Some(db) => db,
+        None => crate::cmd::cluster::common::data_dir()?.join("broker.db"),
+    };
     match args.command {
         SweepCommand::Check(a) => check::run(a),
         SweepCommand::Run(a) => run::run(&db, a),

@@ -107,15 +107,18 @@ fn follow(c: &Client, id: i64, json: bool) -> anyhow::Result<()> {
 
 fn status(c: &Client, a: StatusArgs) -> anyhow::Result<()> {
     let Some(id) = a.exp else {
-        let list = c.sweeps(false)?;
+        let (list, everyone) = visible_sweeps(c)?;
         if a.json {
             return print_json(&list);
         }
-        let mut t = table(&["id", "name", "state", "optimise", "done", "failed", "total", "spent", "budget"]);
+        let mut head = vec!["id", "name", "state", "optimise", "done", "failed", "total", "spent", "budget"];
+        if everyone {
+            head.insert(2, "owner");
+        }
+        let mut t = table(&head);
         for s in &list {
-            t.add_row(vec![
-                s.id.to_string(),
-                s.name.clone(),
+            let owner = everyone.then(|| s.owner.clone());
+            t.add_row([s.id.to_string(), s.name.clone()].into_iter().chain(owner).chain([
                 s.state.clone(),
                 s.optimise.clone(),
                 s.jobs.done.to_string(),
@@ -123,7 +126,7 @@ fn status(c: &Client, a: StatusArgs) -> anyhow::Result<()> {
                 s.jobs.total.to_string(),
                 s.spent.to_string(),
                 s.budget.to_string(),
-            ]);
+            ]));
         }
         println!("{t}");
         return Ok(());
@@ -138,6 +141,17 @@ fn status(c: &Client, a: StatusArgs) -> anyhow::Result<()> {
             return Ok(());
         }
         std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Every sweep the caller may see: everyone's for an administrator (as on the portal's Sweeps
+/// page), else their own; and whether that is everyone's. The server alone knows who is an
+/// administrator, so the question is put to it, and a refusal means a plain user.
+fn visible_sweeps(c: &Client) -> anyhow::Result<(Vec<SweepInfo>, bool)> {
+    match c.sweeps(true) {
+        Ok(list) => Ok((list, true)),
+        Err(e) if e.status() == Some(403) => Ok((c.sweeps(false)?, false)),
+        Err(e) => Err(e.into()),
     }
 }
 

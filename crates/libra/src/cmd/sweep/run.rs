@@ -1,7 +1,8 @@
 //! `libra sweep run` and `libra sweep rerun --failed`.
 
-use super::output::{is_terminal, open, parse_duration};
+use super::output::{is_terminal, open};
 use super::status;
+use crate::cmd::time::{deadline_from_now, parse_positive_duration};
 use anyhow::Context;
 use clap::Args;
 use libra_broker::create::{create, load_resources, SweepSpec};
@@ -29,8 +30,9 @@ pub struct RunArgs {
     /// price = 1.5
     #[arg(long, short, verbatim_doc_comment)]
     pub resources: PathBuf,
-    /// When every job must be done, from now: 3600, 90m, 2h.
-    #[arg(long, value_parser = parse_duration)]
+    /// When every job must be done: from now (3600, 90m, 2h) or a time (2026-11-22T21:00:00Z,
+    /// 2026-11-22 21:00 UTC, @UNIXSECONDS).
+    #[arg(long, value_parser = deadline_from_now)]
     pub deadline: f64,
     /// The most the sweep may spend, in credits (e.g. 396000 or 12.50).
     #[arg(long)]
@@ -43,7 +45,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 2)]
     pub max_retries: u32,
     /// Expected wall time of one job before calibration has measured it (e.g. 5m).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub estimate: Option<f64>,
     /// Seed for `random` parameters.
     #[arg(long, default_value_t = 0)]
@@ -92,6 +94,7 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
         eprintln!("experiment {exp} created (database {})", db.display());
     }
     if a.detach {
+        crate::cmd::quiet_on_closed_stdout();
         if a.json {
             super::output::print_json(&serde_json::json!({ "experiment": exp }))?;
         } else {
@@ -125,6 +128,7 @@ pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
     }
     let state = engine::run(db, exp, opts)?;
     tracing::info!(exp, state, "sweep ended");
+    crate::cmd::quiet_on_closed_stdout();
     let store = open(db)?;
     status::print(&store, exp, json)?;
     let c = store.counts(exp)?;
@@ -150,6 +154,7 @@ pub fn rerun(db: &Path, a: RerunArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     let n = store.rerun_failed(a.exp)?;
     if n == 0 && store.counts(a.exp)?.pending == 0 {
+        crate::cmd::quiet_on_closed_stdout();
         if !a.json {
             println!("experiment {}: no failed jobs", a.exp);
         }

@@ -1,7 +1,8 @@
 //! `libra sweep simulate`: a plan over test queues on virtual time (the test queue's
 //! virtual-time mode): deterministic and instant, through the engine's own scheduler.
 
-use super::output::{parse_duration, print_json, table};
+use super::output::{print_json, table};
+use crate::cmd::time::parse_positive_duration;
 use anyhow::{bail, Context};
 use clap::Args;
 use libra_broker::create::{load_plan, load_resources};
@@ -20,7 +21,7 @@ pub struct SimulateArgs {
     #[arg(long, short)]
     pub resources: PathBuf,
     /// The deadline from the start: 990, 33m, 2h.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub deadline: f64,
     /// The budget in credits.
     #[arg(long)]

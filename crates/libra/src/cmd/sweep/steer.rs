@@ -1,7 +1,8 @@
 //! Steering through the database: any process may change a running sweep.
 
-use super::output::{open, parse_duration};
+use super::output::open;
 use super::run::drive;
+use crate::cmd::time::deadline_from_now;
 use clap::Args;
 use libra_broker::engine::{live_engine, now_unix};
 use libra_core::Money;
@@ -20,8 +21,9 @@ pub struct ExpArgs {
 pub struct DeadlineArgs {
     /// The experiment id.
     pub exp: i64,
-    /// The new deadline as a duration from now: 3600, 90m, 2h.
-    #[arg(value_parser = parse_duration)]
+    /// The new deadline: from now (3600, 90m, 2h) or a time (2026-11-22T21:00:00Z, 2026-11-22
+    /// 21:00 UTC, @UNIXSECONDS).
+    #[arg(value_parser = deadline_from_now)]
     pub deadline: f64,
     /// Print JSON instead of a sentence.
     #[arg(long)]
@@ -41,6 +43,8 @@ pub struct BudgetArgs {
 
 /// Prints what a steering command did: a sentence, or the experiment's new settings as JSON.
 fn report(store: &libra_broker::store::Store, exp: i64, json: bool, sentence: String) -> anyhow::Result<()> {
+    // `resume` runs an engine, but not when all it does is say so.
+    crate::cmd::quiet_on_closed_stdout();
     if json {
         let e = store.experiment(exp)?;
         super::output::print_json(&serde_json::json!({

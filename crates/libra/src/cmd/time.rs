@@ -1,0 +1,250 @@
+//! Durations, deadlines and times for every command: one parser of durations, one of deadlines,
+//! one way of printing a time. Calendar work is jiff's, so that an impossible date or time is
+//! refused instead of rolled over, and an offset in a timestamp is honoured.
+
+use jiff::civil::DateTime;
+use jiff::tz::TimeZone;
+use jiff::{Span, SpanTotal, Timestamp, Unit};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const DURATION_FORMS: &str = "give e.g. 90s, 10m, 2h, 1d, 1h30m or a number of seconds";
+const TIME_FORMS: &str =
+    "2026-11-22T21:00:00Z, 2026-11-22T21:00:00+05:00, 2026-11-22 21:00 (UTC) or @UNIXSECONDS";
+
+pub fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// A length of time in seconds: `90s`, `10m`, `2h`, `1d`, `1h30m`, `2h 30m`, `1.5h`, or a plain
+/// number of seconds. Zero is a duration; what must be longer checks it itself.
+pub fn parse_duration(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(format!("an empty duration: {DURATION_FORMS}"));
+    }
+    if let Ok(v) = t.parse::<f64>() {
+        return match v {
+            v if !v.is_finite() => Err(format!("'{s}' is not a finite number of seconds: {DURATION_FORMS}")),
+            v if v < 0.0 => Err(format!("'{s}' is negative: a duration is zero or more; {DURATION_FORMS}")),
+            v => Ok(v),
+        };
+    }
+    let span: Span = t.parse().map_err(|_| format!("'{s}' is not a duration: {DURATION_FORMS}"))?;
+    if span.is_negative() {
+        return Err(format!("'{s}' is negative: a duration is zero or more; {DURATION_FORMS}"));
+    }
+    // A month or a year has no fixed number of seconds; a day here is 24 hours, as in Slurm.
+    if span.get_years() != 0 || span.get_months() != 0 {
+        return Err(format!("'{s}': months and years have no fixed length; give days (30d) instead"));
+    }
+    span.total(SpanTotal::from(Unit::Second).days_are_24_hours())
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| format!("'{s}' is too long a duration: {DURATION_FORMS}"))
+}
+
+/// A duration that must be longer than zero (a deadline from now, an estimate, a period).
+pub fn parse_positive_duration(s: &str) -> Result<f64, String> {
+    match parse_duration(s)? {
+        v if v > 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is zero: give a longer duration, e.g. 90s, 10m, 2h, 1d, 1h30m or seconds")),
+    }
+}
+
+/// A deadline: relative (`1h`, `90s`: from `now`) or absolute: RFC 3339 with `Z` or an offset
+/// (`2026-11-22T21:00:00+05:00`), a civil `2026-11-22 21:00[:SS]` or `2026-11-22T21:00[:SS]`
+/// taken as UTC, or `@UNIXSECONDS`. Returns seconds after `now`, which must be more than zero.
+pub fn parse_deadline(s: &str, now: f64) -> Result<f64, String> {
+    let t = s.trim();
+    let at = if let Some(secs) = t.strip_prefix('@') {
+        secs.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("'{s}': give @ followed by Unix seconds, e.g. @1800000000"))?
+    } else if looks_like_a_date(t) {
+        parse_time(t)
+            .map_err(|e| format!("'{s}' is not a valid date and time ({e}): give e.g. {TIME_FORMS}"))?
+    } else {
+        return match parse_duration(t) {
+            Ok(d) if d > 0.0 => Ok(d),
+            Ok(_) => Err(format!("'{s}' is now: give a deadline later than that")),
+            Err(e) if t.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '.') && !t.contains(':') => {
+                Err(format!("{e}; or give a time: {TIME_FORMS}"))
+            }
+            Err(_) if t.contains(':') => Err(format!(
+                "'{s}' is not accepted: a time of day needs its date, e.g. {TIME_FORMS}; or give a duration from now (90s, 10m, 2h, 1h30m)"
+            )),
+            Err(_) => Err(format!(
+                "'{s}' is not accepted: give a duration from now (90s, 10m, 2h, 1h30m) or a time: {TIME_FORMS}"
+            )),
+        };
+    };
+    if at <= now {
+        return Err(format!("'{s}' ({} UTC) is in the past", fmt_time(at)));
+    }
+    Ok(at - now)
+}
+
+/// A clap value parser for deadlines: seconds from the moment the arguments are read.
+pub fn deadline_from_now(s: &str) -> Result<f64, String> {
+    parse_deadline(s, now())
+}
+
+/// `YYYY-...`: meant as a calendar date, so its errors are about the date.
+fn looks_like_a_date(t: &str) -> bool {
+    let b = t.as_bytes();
+    b.len() >= 5 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-'
+}
+
+/// Unix seconds of an absolute time: with `Z` or an offset, that instant; without, UTC.
+fn parse_time(t: &str) -> Result<f64, jiff::Error> {
+    let ts = match t.parse::<Timestamp>() {
+        Ok(ts) => ts,
+        // Only a time that carries no offset is civil; one with an offset that failed to parse
+        // must not be read again without it (its offset would be silently dropped).
+        Err(e) if has_offset(t) => return Err(e),
+        Err(_) => t.parse::<DateTime>()?.to_zoned_datetime(TimeZone::UTC)?.timestamp(),
+    };
+    Ok(ts.as_duration().as_secs_f64())
+}
+
+/// Whether the part after the date ends in `Z` or a `+HH:MM` / `-HH:MM` offset.
+fn has_offset(t: &str) -> bool {
+    let time = t.get(10..).unwrap_or("");
+    time.ends_with(['Z', 'z']) || time.contains(['+', '-'])
+}
+
+/// A Unix time as `YYYY-MM-DD HH:MM:SS` UTC (`-` for a time no calendar holds).
+pub fn fmt_time(t: f64) -> String {
+    if !t.is_finite() {
+        return "-".into();
+    }
+    match Timestamp::from_second(t.floor() as i64) {
+        Ok(ts) => ts.strftime("%Y-%m-%d %H:%M:%S").to_string(),
+        Err(_) => "-".into(),
+    }
+}
+
+pub fn fmt_opt_time(t: Option<f64>) -> String {
+    t.map(fmt_time).unwrap_or_else(|| "-".into())
+}
+
+/// Seconds as a short duration: `1h02m`, `3m20s`, `45.2s`.
+pub fn fmt_dur(s: f64) -> String {
+    if !s.is_finite() {
+        return "-".into();
+    }
+    let n = s.round() as i64;
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else if n < 3600 {
+        format!("{}m{:02}s", n / 60, n % 60)
+    } else {
+        format!("{}h{:02}m", n / 3600, n / 60 % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_every_form_both_old_parsers_took() {
+        for (s, secs) in [
+            ("90s", 90.0),
+            ("10m", 600.0),
+            ("2h", 7200.0),
+            ("1d", 86_400.0),
+            ("1h30m", 5400.0),
+            ("2h 30m", 9000.0),
+            ("1.5h", 5400.0),
+            ("42", 42.0),
+            ("990", 990.0),
+            ("0.5", 0.5),
+            (" 3600 ", 3600.0),
+            ("0", 0.0),
+            ("1w", 7.0 * 86_400.0),
+        ] {
+            assert_eq!(parse_duration(s), Ok(secs), "{s}");
+        }
+    }
+
+    #[test]
+    fn durations_refused() {
+        for s in
+            ["", "  ", "-3", "-5", "-1h", "1h ago", "NaN", "inf", "ten", "soon", "5x", "1h30", "3mo", "1y"]
+        {
+            let e = parse_duration(s).expect_err(s);
+            assert!(e.contains("90s") || e.contains("days"), "{s}: {e}");
+        }
+        assert!(parse_duration("-3").unwrap_err().contains("negative"));
+        assert!(parse_positive_duration("0").unwrap_err().contains("zero"));
+        assert!(parse_positive_duration("0s").is_err());
+        assert_eq!(parse_positive_duration("1m"), Ok(60.0));
+    }
+
+    const NOW: f64 = 1_800_000_000.0; // 2027-01-15 08:00:00 UTC
+
+    #[test]
+    fn deadlines_relative_and_absolute() {
+        assert_eq!(parse_deadline("1h", NOW), Ok(3600.0));
+        assert_eq!(parse_deadline("1h30m", NOW), Ok(5400.0));
+        assert_eq!(parse_deadline("@1800000100", NOW), Ok(100.0));
+        assert_eq!(parse_deadline("2027-01-15T10:00:00Z", NOW), Ok(7200.0));
+        assert_eq!(parse_deadline("2027-01-15 10:00:00Z", NOW), Ok(7200.0));
+        // Civil times are UTC, with or without seconds, with a space or a T.
+        assert_eq!(parse_deadline("2027-01-15 10:00", NOW), Ok(7200.0));
+        assert_eq!(parse_deadline("2027-01-15T10:00", NOW), Ok(7200.0));
+        assert_eq!(parse_deadline("2027-01-15T10:00:30", NOW), Ok(7230.0));
+        let iso = fmt_time(NOW + 7200.0).replace(' ', "T") + "Z";
+        assert_eq!(parse_deadline(&iso, NOW), Ok(7200.0));
+    }
+
+    #[test]
+    fn offsets_are_honoured() {
+        // 15:00 at +05:00 is 10:00 UTC; at -02:30 it is 17:30 UTC.
+        assert_eq!(parse_deadline("2027-01-15T15:00:00+05:00", NOW), Ok(7200.0));
+        assert_eq!(parse_deadline("2027-01-15T15:00:00-02:30", NOW), Ok(9.5 * 3600.0));
+        let e = parse_deadline("2027-01-15T12:00:00+05:00", NOW).unwrap_err();
+        assert!(e.contains("in the past") && e.contains("07:00:00"), "{e}");
+    }
+
+    #[test]
+    fn impossible_dates_and_times_are_invalid_not_rolled_over() {
+        for s in
+            ["2026-13-45T99:00:00Z", "2027-01-15 16:99", "2027-01-15T25:00:00", "2026-02-30", "2027-02-29"]
+        {
+            let e = parse_deadline(s, 0.0).expect_err(s);
+            assert!(e.contains("not a valid date and time"), "{s}: {e}");
+        }
+        let e = parse_deadline("16:99", 0.0).unwrap_err();
+        assert!(e.contains("not accepted") && e.contains("needs its date"), "{e}");
+        let e = parse_deadline("2027-01-15T10:00:00+99:00", 0.0).unwrap_err();
+        assert!(e.contains("not a valid date and time"), "{e}");
+    }
+
+    #[test]
+    fn the_past_and_nonsense_are_refused_and_say_why() {
+        assert!(parse_deadline("@1", NOW).unwrap_err().contains("in the past"));
+        assert!(parse_deadline("2027-01-15 07:59:59", NOW).unwrap_err().contains("in the past"));
+        assert!(parse_deadline("0", NOW).unwrap_err().contains("is now"));
+        let e = parse_deadline("-1h", NOW).unwrap_err();
+        assert!(e.contains("negative") && e.contains("@UNIXSECONDS"), "{e}");
+        assert!(parse_deadline("1mo", NOW).unwrap_err().contains("months and years have no fixed length"));
+        assert!(parse_deadline("5x", NOW).unwrap_err().contains("not a duration"));
+        assert!(parse_deadline("tomorrow", NOW).unwrap_err().contains("not accepted"));
+        assert!(parse_deadline("@soon", NOW).unwrap_err().contains("Unix seconds"));
+        assert!(parse_deadline("@NaN", NOW).is_err());
+    }
+
+    #[test]
+    fn time_formatting() {
+        assert_eq!(fmt_time(0.0), "1970-01-01 00:00:00");
+        assert_eq!(fmt_time(951_782_400.0), "2000-02-29 00:00:00");
+        assert_eq!(fmt_time(NOW + 0.9), "2027-01-15 08:00:00");
+        assert_eq!(fmt_time(f64::NAN), "-");
+        assert_eq!(fmt_time(1e30), "-");
+        assert_eq!(fmt_dur(200.0), "3m20s");
+        assert_eq!(fmt_dur(3720.0), "1h02m");
+    }
+}

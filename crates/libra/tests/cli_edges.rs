@@ -1,0 +1,261 @@
+//! The command line at its edges, on the built binary: a reader that goes away early, tables on
+//! a terminal and in a pipe, a job script that is not there, where a standalone sweep keeps its
+//! database, and daemons that must not die of SIGPIPE.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::io::FromRawFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_libra");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("libra-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `libra ARGS` with nothing of the user's: no saved login, no server, its own data directory.
+fn libra(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(EXE);
+    c.args(args)
+        .current_dir(dir)
+        .env("LIBRA_CONFIG_DIR", dir.join("config"))
+        .env("LIBRA_DATA_DIR", dir.join("data"))
+        .env_remove("LIBRA_SERVER")
+        .env_remove("LIBRA_TOKEN")
+        .env_remove("LIBRA_BROKER_DB")
+        .stdin(Stdio::null());
+    c
+}
+
+fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A plan whose table of first jobs is wide: long text values in four columns.
+const WIDE_PLAN: &str = "parameter alpha text select anyof \"the first of several rather long values\" \"b\"
+parameter beta text select anyof \"another value that takes up a good deal of room\"
+parameter gamma text select anyof \"and a third, so that the row is far wider than sixty columns\"
+parameter delta integer range from 1 to 2 step 1
+task main
+    exec true
+endtask
+";
+
+#[test]
+fn printing_into_a_pipe_closed_early_ends_quietly() {
+    let dir = scratch("pipe");
+    std::fs::write(dir.join("plan.pln"), WIDE_PLAN).unwrap();
+    let man = dir.join("man").display().to_string();
+    for args in [
+        &["completions", "zsh"][..],
+        &["completions", "bash"],
+        &["completions", "fish"],
+        &["man", "--out", &man],
+        &["sweep", "check", "plan.pln"],
+        &["sim", "experiment", "list"],
+    ] {
+        let mut child = libra(&dir, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // `| head -0`: the reader is gone before the first line is written.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.is_empty(), "libra {args:?} complained about a closed stdout: {err}");
+        assert!(
+            o.status.success() || o.status.signal() == Some(libc::SIGPIPE),
+            "libra {args:?} ended {:?}",
+            o.status
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Whether SIGPIPE is ignored by process `pid` (the `SigIgn` mask of /proc/PID/status).
+fn ignores_sigpipe(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).unwrap().trim();
+    u64::from_str_radix(mask, 16).unwrap() & (1 << (libc::SIGPIPE - 1)) != 0
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn daemons_and_sweep_engines_keep_sigpipe_ignored() {
+    let dir = scratch("daemons");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let db = dir.join("server.db").display().to_string();
+    let server = Killed(
+        libra(
+            &dir,
+            &[
+                "server",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--join-token",
+                "test-join-token",
+                "--db",
+                &db,
+            ],
+        )
+        .args(["--no-fsync", "--admin-password", "pw"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    let mut server = server;
+    wait_until("the server", || {
+        if let Ok(Some(status)) = server.0.try_wait() {
+            panic!("the server ended: {status}");
+        }
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    assert!(ignores_sigpipe(server.0.id()), "a peer closing a socket would kill the server");
+    drop(server);
+
+    // A standalone sweep runs its engine in the `libra sweep run` process.
+    std::fs::write(
+        dir.join("plan.pln"),
+        "parameter x integer range from 1 to 3 step 1\ntask main\n    exec true\nendtask\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("res.toml"),
+        "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nslots = 1\nprice = 1\nwall = 10\ntime_scale = 0.1\n",
+    )
+    .unwrap();
+    let sweep = Killed(
+        libra(&dir, &["sweep", "run", "plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget", "1000"])
+            .args(["--db", "engine.db"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The engine runs once the sweep is in its database.
+    wait_until("the sweep's database", || dir.join("engine.db").exists().then_some(()));
+    assert!(ignores_sigpipe(sweep.0.id()), "a closed pipe or socket would kill the sweep's engine");
+    drop(sweep);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
+    let dir = scratch("datadir");
+    std::fs::write(
+        dir.join("plan.pln"),
+        "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("res.toml"),
+        "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = 1\ntime_scale = 0.01\n",
+    )
+    .unwrap();
+    let o =
+        libra(&dir, &["sweep", "run", "plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget", "9"])
+            .arg("--detach")
+            .output()
+            .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.join("data/broker.db").is_file(), "no broker.db in LIBRA_DATA_DIR");
+    // And every later command finds it there.
+    let o = libra(&dir, &["sweep", "status", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list["experiments"].as_array().map(Vec::len), Some(1), "{list}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
+    let dir = scratch("missing");
+    let o =
+        libra(&dir, &["submit", "--estimate", "1m", "-d", "1h", "-b", "5", "missing.sh"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("job script missing.sh: no such file") && err.contains("after `--`"), "{err}");
+    // After `--` it is a program to run: the submission goes on (and finds no server here).
+    let o = libra(&dir, &["submit", "--estimate", "1m", "-d", "1h", "-b", "5", "--", "missing.sh"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("no server") && !err.contains("job script"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `libra ARGS` on a terminal `cols` columns wide (a pseudo-terminal that is the process's
+/// controlling terminal and its stdout) and returns what it printed.
+fn on_a_terminal(dir: &Path, args: &[&str], cols: u16) -> String {
+    let (mut master, mut slave) = (-1, -1);
+    let size = libc::winsize { ws_row: 40, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: openpty writes two descriptors into the integers given; the rest may be null.
+    let rc = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), &size) };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (mut master, slave) = unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) };
+    let mut cmd = libra(dir, args);
+    cmd.stdout(slave.try_clone().unwrap()).stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(1, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(cmd);
+    drop(slave);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Reading the master fails (EIO) once every copy of the slave is closed: the child is done.
+    while let Ok(n) = master.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    assert!(child.wait().unwrap().success());
+    String::from_utf8_lossy(&out).replace("\r\n", "\n")
+}
+
+fn widest(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+#[test]
+fn tables_fit_the_terminal_and_are_left_alone_in_pipes() {
+    let dir = scratch("width");
+    std::fs::write(dir.join("plan.pln"), WIDE_PLAN).unwrap();
+    let piped = libra(&dir, &["sweep", "check", "plan.pln"]).output().unwrap();
+    let piped = String::from_utf8(piped.stdout).unwrap();
+    assert!(widest(&piped) > 100, "the test's table is not wide enough:\n{piped}");
+    let shown = on_a_terminal(&dir, &["sweep", "check", "plan.pln"], 60);
+    let table: String =
+        shown.lines().filter(|l| l.starts_with(['┌', '│', '├', '└', '╞'])).collect::<Vec<_>>().join("\n");
+    assert!(table.lines().count() > 3, "no table on the terminal:\n{shown}");
+    assert!(widest(&table) <= 60, "the table overflows a 60-column terminal:\n{shown}");
+    // Nothing is lost, only wrapped.
+    assert!(table.contains("rather") && table.contains("sixty"), "{shown}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
