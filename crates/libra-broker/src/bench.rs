@@ -108,7 +108,7 @@ pub fn run(
         e_secs += t0.elapsed().as_secs_f64();
         e_cpu += cpu_seconds() - c0;
         let d = Store::open(&db)?.counts(exp)?.done;
-        if state != "done" {
+        if state != crate::state::ExperimentState::Done {
             return Err(BenchError::Failed(format!("the sweep ended {state} with {d} of {n} jobs done")));
         }
         done += d;

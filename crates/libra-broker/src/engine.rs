@@ -1,11 +1,18 @@
 //! The persistent task-farming engine: dispatches an experiment's jobs to its resources as the
 //! DBC planner says, records every start, end and payment in the broker's database, re-plans
 //! at every event, obeys steering written to the database by any process, and resumes after
-//! a crash without running a finished job again.
+//! a crash without running a job twice: an attempt is recorded before its resource hears of it,
+//! and on resume every attempt left in flight is asked after (a Libra cluster by the attempt's
+//! idempotency key, a local job through its keeper) instead of being started again.
+//!
+//! One round of the loop, in one transaction: `absorb` the outcomes that arrived, `steer` by
+//! what the database now says (deadline, budget, state), `plan` the starts; after the commit,
+//! `launch` them (a start that is not on disk never runs).
 
 use crate::adapter::{self, Launch, Outcome, ResourceAdapter};
 use crate::farm::{Farm, FarmResource, Running};
 use crate::plan::{self, PlanError, Vars};
+use crate::state::ExperimentState;
 use crate::store::{AttemptRow, Counts, Store, StoreError};
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
@@ -59,7 +66,7 @@ pub struct Progress {
     pub spent: Money,
     #[serde(rename = "held_cents")]
     pub held: Money,
-    pub state: String,
+    pub state: ExperimentState,
 }
 
 /// Called with the experiment's progress as it runs (at most ten times a second).
@@ -69,11 +76,15 @@ pub struct EngineOptions {
     /// How often steering is read while nothing happens.
     pub poll: Duration,
     pub on_progress: Option<ProgressFn>,
+    /// The `libra` binary, to run each local job under a keeper (`libra sweep keep-attempt`)
+    /// that outlives this process, so that a resumed engine adopts the job instead of running it
+    /// again. None: local jobs run on this process's threads and die with it.
+    pub keeper: Option<PathBuf>,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { poll: Duration::from_millis(100), on_progress: None }
+        EngineOptions { poll: Duration::from_millis(100), on_progress: None, keeper: None }
     }
 }
 
@@ -95,241 +106,326 @@ impl Pending {
 
 /// Runs (or resumes) experiment `exp` in this process until it is done, stalls, or is
 /// cancelled. Returns the final state.
-pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, EngineError> {
-    let store = Store::open(db)?;
-    let e = store.experiment(exp)?;
-    if let Some((pid, age)) = live_engine(&e, now_unix()) {
-        return Err(EngineError::AlreadyRunning { exp, pid, age });
+pub fn run(db: &Path, exp: i64, opts: EngineOptions) -> Result<ExperimentState, EngineError> {
+    match Engine::open(db, exp, opts)? {
+        Some(engine) => engine.run(),
+        None => Ok(Store::open(db)?.experiment(exp)?.state),
     }
-    if e.state == "done" || e.state == "cancelled" {
-        return Ok(e.state);
-    }
-    store.claim(exp, std::process::id(), now_unix())?;
-    if e.state == "stalled" {
-        // Run again (after a new deadline or budget, say): it is running until it stalls anew.
-        store.set_state(exp, "running", None)?;
-    }
-    let plan = Arc::new(plan::parse(&e.plan_text)?);
-    let algorithm: Algorithm = e.algorithm.parse()?;
-    let configs = store.resources(exp)?;
-    let root = PathBuf::from(&e.root_dir);
-    let work = PathBuf::from(&e.work_dir);
-    let mut adapters: Vec<Option<Box<dyn ResourceAdapter>>> = Vec::new();
-    let measured = store.per_resource(exp)?;
-    let mut resources = Vec::new();
-    for (k, cfg) in configs.iter().enumerate() {
-        let mut fr = FarmResource::new(cfg.clone(), cfg.prior_secs(e.estimate_secs));
-        if let Some(m) = measured.get(k) {
-            fr.done = m.done;
-            fr.wall_sum = m.wall_sum;
-            fr.cpu_sum = m.cpu_sum;
-            fr.failed = m.failed;
-            fr.spent = m.spent;
-        }
-        match adapter::build(cfg, plan.clone(), root.clone()) {
-            Ok(a) => adapters.push(Some(a)),
-            Err(err) => {
-                tracing::warn!("{err}; the resource is left out");
-                fr.available = false;
-                adapters.push(None);
-            }
-        }
-        resources.push(fr);
-    }
-    if adapters.iter().all(Option::is_none) {
-        return Err(EngineError::NoResource(exp));
-    }
-    let mut farm = Farm {
-        resources,
-        algorithm,
-        deadline: e.deadline,
-        budget: e.budget,
-        spent: store.spent(exp)?,
-        fallback_secs: e.estimate_secs.unwrap_or(60.0),
-    };
-    let max_retries = e.max_retries;
-    let now = now_unix();
+}
 
-    // Recovery: an attempt left running either finished (the outcome log says how) or is lost.
-    let mut recorded = adapter::read_outcomes(&work);
-    store.begin()?;
-    for a in store.running_attempts(exp)? {
-        let run = Running { attempt: a.id, job: a.job_id, started: a.started, hold: a.hold, price: a.price };
-        if let Some(r) = farm.resources.get_mut(a.pos) {
-            r.running.push(run);
+/// The idempotency key of an attempt: the same whenever the attempt is asked after, and no
+/// other attempt's (the experiment's work directory names the experiment and its database).
+pub fn attempt_key(work_dir: &Path, attempt: i64) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let h = work_dir
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("libra-sweep-{h:016x}-{attempt}")
+}
+
+/// One experiment being run by this process.
+pub struct Engine {
+    store: Store,
+    exp: i64,
+    farm: Farm,
+    adapters: Vec<Option<Box<dyn ResourceAdapter>>>,
+    pending: Pending,
+    in_flight: HashMap<i64, AttemptRow>,
+    unavailable_until: Vec<f64>,
+    tx: mpsc::Sender<Outcome>,
+    rx: mpsc::Receiver<Outcome>,
+    state: ExperimentState,
+    max_retries: u32,
+    total: u64,
+    work: PathBuf,
+    jobs_dir: PathBuf,
+    os: String,
+    opts: EngineOptions,
+}
+
+impl Engine {
+    /// Claims the experiment for this process and recovers what an engine before it left in
+    /// flight. None when there is nothing to run (it has ended).
+    pub fn open(db: &Path, exp: i64, opts: EngineOptions) -> Result<Option<Engine>, EngineError> {
+        let store = Store::open(db)?;
+        let e = store.experiment(exp)?;
+        if let Some((pid, age)) = live_engine(&e, now_unix()) {
+            return Err(EngineError::AlreadyRunning { exp, pid, age });
         }
-        match recorded.remove(&a.id).map(|o| Outcome { resource: a.pos, ..o }) {
-            Some(o) => {
-                let charge = farm
-                    .finish_billed(a.pos, a.id, o.wall, o.cpu, o.ok, o.billed)
-                    .map_or(Money::ZERO, |x| x.1);
-                store.finish_attempt(
-                    exp,
-                    &a,
-                    o.ok,
-                    o.exit_code,
-                    o.wall,
-                    o.cpu,
-                    charge,
-                    &o.message,
-                    now,
-                    max_retries,
-                )?;
+        if e.state.is_final() {
+            return Ok(None);
+        }
+        store.claim(exp, std::process::id(), now_unix())?;
+        if e.state == ExperimentState::Stalled {
+            // Run again (after a new deadline or budget, say): it is running until it stalls anew.
+            store.set_state(exp, ExperimentState::Running, None)?;
+        }
+        let plan = Arc::new(plan::parse(&e.plan_text)?);
+        let algorithm: Algorithm = e.algorithm.parse()?;
+        let configs = store.resources(exp)?;
+        let root = PathBuf::from(&e.root_dir);
+        let work = PathBuf::from(&e.work_dir);
+        let measured = store.per_resource(exp)?;
+        let mut adapters: Vec<Option<Box<dyn ResourceAdapter>>> = Vec::new();
+        let mut resources = Vec::new();
+        for (k, cfg) in configs.iter().enumerate() {
+            let mut fr = FarmResource::new(cfg.clone(), cfg.prior_secs(e.estimate_secs));
+            if let Some(m) = measured.get(k) {
+                fr.done = m.done;
+                fr.wall_sum = m.wall_sum;
+                fr.cpu_sum = m.cpu_sum;
+                fr.failed = m.failed;
+                fr.spent = m.spent;
             }
-            None => {
-                if let Some(r) = farm.resources.get_mut(a.pos) {
-                    r.running.retain(|x| x.attempt != a.id);
+            let built = adapter::build(cfg, plan.clone(), &e.plan_text, root.clone(), opts.keeper.clone());
+            match built {
+                Ok(a) => adapters.push(Some(a)),
+                Err(err) => {
+                    tracing::warn!("{err}; the resource is left out");
+                    fr.available = false;
+                    adapters.push(None);
                 }
-                store.lose_attempt(&a, now, "the broker stopped while it ran and it left no outcome")?;
             }
+            resources.push(fr);
         }
+        if adapters.iter().all(Option::is_none) {
+            return Err(EngineError::NoResource(exp));
+        }
+        let farm = Farm {
+            resources,
+            algorithm,
+            deadline: e.deadline,
+            budget: e.budget,
+            spent: store.spent(exp)?,
+            fallback_secs: e.estimate_secs.unwrap_or(60.0),
+        };
+        let total = {
+            let c = store.counts(exp)?;
+            c.pending + c.running + c.done + c.failed + c.cancelled
+        };
+        let (tx, rx) = mpsc::channel::<Outcome>();
+        let n = farm.resources.len();
+        let mut engine = Engine {
+            store,
+            exp,
+            farm,
+            adapters,
+            pending: Pending { queue: VecDeque::new() },
+            in_flight: HashMap::new(),
+            unavailable_until: vec![0.0; n],
+            tx,
+            rx,
+            state: ExperimentState::Running,
+            max_retries: e.max_retries,
+            total,
+            jobs_dir: work.join("jobs"),
+            work,
+            os: std::env::consts::OS.to_string(),
+            opts,
+        };
+        engine.recover(now_unix())?;
+        engine.pending.queue = engine.store.pending(exp)?.into();
+        Ok(Some(engine))
     }
-    store.commit()?;
 
-    let mut pending = Pending { queue: store.pending(exp)?.into() };
-    let (tx, rx) = mpsc::channel::<Outcome>();
-    let mut in_flight: HashMap<i64, AttemptRow> = HashMap::new();
-    let mut unavailable_until = vec![0.0f64; farm.resources.len()];
-    let mut last_beat = Instant::now();
-    let mut last_progress = Instant::now() - Duration::from_secs(1);
-    let mut state = String::from("running");
-    let total: u64 = {
-        let c = store.counts(exp)?;
-        c.pending + c.running + c.done + c.failed + c.cancelled
-    };
-    let ctx = Ctx { exp, jobs_dir: work.join("jobs"), os: std::env::consts::OS.to_string() };
-
-    loop {
-        let mut events = Vec::new();
-        if !in_flight.is_empty() {
-            if let Ok(o) = rx.recv_timeout(opts.poll) {
-                events.push(o);
+    /// Attempts an earlier engine left running: finished (its resource's outcome log says how),
+    /// still known to its resource (taken up again: a Libra cluster answers by the attempt's key,
+    /// a local keeper is still running), or lost (its job runs again).
+    fn recover(&mut self, now: f64) -> Result<(), EngineError> {
+        let mut recorded = adapter::read_outcomes(&self.work);
+        self.store.begin()?;
+        for a in self.store.running_attempts(self.exp)? {
+            let run =
+                Running { attempt: a.id, job: a.job_id, started: a.started, hold: a.hold, price: a.price };
+            if let Some(r) = self.farm.resources.get_mut(a.pos) {
+                r.running.push(run);
             }
-        } else if state == "paused" {
-            std::thread::sleep(opts.poll);
-        }
-        while let Ok(o) = rx.try_recv() {
-            events.push(o);
-        }
-        let now = now_unix();
-        store.begin()?;
-        for o in events {
-            let Some(a) = in_flight.remove(&o.attempt) else { continue };
-            if o.rejected {
-                tracing::warn!(resource = %farm.resources[o.resource].cfg.name, "job refused: {}; the resource sits out {SIT_OUT_SECS} s", o.message);
-                unavailable_until[o.resource] = now + SIT_OUT_SECS;
-                if let Some(r) = farm.resources.get_mut(o.resource) {
-                    r.running.retain(|x| x.attempt != o.attempt);
-                }
-                store.lose_attempt(&a, now, &format!("refused by the resource: {}", o.message))?;
-                pending.queue.push_back((a.job_id, Some(o.resource)));
+            if let Some(o) = recorded.remove(&a.id) {
+                self.finish(&a, Outcome { resource: a.pos, ..o }, now)?;
                 continue;
             }
-            let charge = farm
-                .finish_billed(o.resource, o.attempt, o.wall, o.cpu, o.ok, o.billed)
-                .map_or(Money::ZERO, |x| x.1);
-            let st = store.finish_attempt(
-                exp,
-                &a,
-                o.ok,
-                o.exit_code,
-                o.wall,
-                o.cpu,
-                charge,
-                &o.message,
-                now,
-                max_retries,
-            )?;
-            if st == "pending" {
-                pending.queue.push_back((a.job_id, Some(o.resource)));
+            let launch = self.launch_for(&a, now)?;
+            let resumed = match self.adapters.get_mut(a.pos).and_then(Option::as_mut) {
+                Some(ad) => ad.resume(launch, self.tx.clone()).unwrap_or_else(|e| {
+                    tracing::warn!("{e}");
+                    false
+                }),
+                None => false,
+            };
+            if resumed {
+                tracing::info!(attempt = a.id, "taken up again from where the last engine left it");
+                self.in_flight.insert(a.id, a);
+            } else {
+                if let Some(r) = self.farm.resources.get_mut(a.pos) {
+                    r.running.retain(|x| x.attempt != a.id);
+                }
+                self.store.lose_attempt(
+                    &a,
+                    now,
+                    "the broker stopped while it ran, and its resource cannot tell how it went",
+                )?;
             }
         }
-        // Steering: whatever another process wrote takes effect at this event.
-        let ex = store.experiment(exp)?;
-        farm.deadline = ex.deadline;
-        farm.budget = ex.budget;
-        state = ex.state.clone();
-        for (k, r) in farm.resources.iter_mut().enumerate() {
-            r.available = adapters[k].is_some() && now >= unavailable_until[k];
+        self.store.commit()?;
+        Ok(())
+    }
+
+    /// Records an attempt's end and what it cost.
+    fn finish(&mut self, a: &AttemptRow, o: Outcome, now: f64) -> Result<(), EngineError> {
+        let charge = self
+            .farm
+            .finish_billed(o.resource, o.attempt, o.wall, o.cpu, o.ok, o.billed)
+            .map_or(Money::ZERO, |x| x.1);
+        let st = self.store.finish_attempt(
+            self.exp,
+            a,
+            o.ok,
+            o.exit_code,
+            o.wall,
+            o.cpu,
+            charge,
+            &o.message,
+            now,
+            self.max_retries,
+        )?;
+        if st == "pending" {
+            self.pending.queue.push_back((a.job_id, Some(o.resource)));
         }
+        Ok(())
+    }
+
+    /// The outcomes that arrived since the last round.
+    fn absorb(&mut self, events: Vec<Outcome>, now: f64) -> Result<(), EngineError> {
+        for o in events {
+            let Some(a) = self.in_flight.remove(&o.attempt) else { continue };
+            if o.rejected {
+                let name = &self.farm.resources[o.resource].cfg.name;
+                tracing::warn!(resource = %name, "job refused: {}; the resource sits out {SIT_OUT_SECS} s", o.message);
+                self.unavailable_until[o.resource] = now + SIT_OUT_SECS;
+                if let Some(r) = self.farm.resources.get_mut(o.resource) {
+                    r.running.retain(|x| x.attempt != o.attempt);
+                }
+                self.store.lose_attempt(&a, now, &format!("refused by the resource: {}", o.message))?;
+                self.pending.queue.push_back((a.job_id, Some(o.resource)));
+                continue;
+            }
+            self.finish(&a, o, now)?;
+        }
+        Ok(())
+    }
+
+    /// What any process wrote takes effect: the deadline, the budget, the state.
+    fn steer(&mut self, now: f64) -> Result<(), EngineError> {
+        let ex = self.store.experiment(self.exp)?;
+        self.farm.deadline = ex.deadline;
+        self.farm.budget = ex.budget;
+        self.state = ex.state;
+        for (k, r) in self.farm.resources.iter_mut().enumerate() {
+            r.available = self.adapters[k].is_some() && now >= self.unavailable_until[k];
+        }
+        Ok(())
+    }
+
+    /// A cancel: every attempt stopped, nothing more starts.
+    fn cancel(&mut self, now: f64) -> Result<(), EngineError> {
+        for a in self.adapters.iter_mut().flatten() {
+            a.cancel_all();
+        }
+        for a in self.in_flight.values() {
+            self.store.lose_attempt(a, now, "cancelled")?;
+        }
+        self.store.cancel_pending(self.exp)?;
+        self.store.set_state(self.exp, ExperimentState::Cancelled, Some(now))?;
+        self.store.release(self.exp)?;
+        Ok(())
+    }
+
+    /// The starts the planner asks for now, recorded (not yet launched).
+    fn plan_starts(&mut self, now: f64) -> Result<Vec<Launch>, EngineError> {
         let mut launches = Vec::new();
-        if state == "cancelled" {
-            for a in adapters.iter_mut().flatten() {
-                a.cancel_all();
+        let d = self.farm.decide(now, self.pending.queue.len() as u64);
+        let usable = self.farm.resources.iter().filter(|r| r.available).count();
+        for (r, &n) in d.start.iter().enumerate() {
+            for _ in 0..n {
+                let Some((job_id, _)) = self.pending.pop_for(r, usable <= 1) else { break };
+                launches.push(self.dispatch(job_id, r, now)?);
             }
-            for a in in_flight.values() {
-                store.lose_attempt(a, now, "cancelled")?;
-            }
-            store.cancel_pending(exp)?;
-            store.set_state(exp, "cancelled", Some(now))?;
-            store.release(exp)?;
-            store.commit()?;
-            return Ok(state);
         }
-        if state != "paused" {
-            let d = farm.decide(now, pending.queue.len() as u64);
-            let usable = farm.resources.iter().filter(|r| r.available).count();
-            for (r, &n) in d.start.iter().enumerate() {
-                for _ in 0..n {
-                    let Some((job_id, _)) = pending.pop_for(r, usable <= 1) else { break };
-                    let (row, l) = dispatch(&store, &mut farm, &ctx, job_id, r, now)?;
-                    in_flight.insert(row.id, row);
-                    launches.push(l);
+        // A job that failed on one resource is offered to another with a free slot.
+        let mut k = 0;
+        while k < self.pending.queue.len().min(64) {
+            let (job_id, avoid) = self.pending.queue[k];
+            let farm = &self.farm;
+            let target = avoid.and_then(|a| {
+                (0..farm.resources.len())
+                    .filter(|&r| r != a && farm.resources[r].available && farm.resources[r].free_slots() > 0)
+                    .filter(|&r| farm.job_cost(r, now) <= farm.budget_left())
+                    .min_by_key(|&r| farm.job_cost(r, now))
+            });
+            match target {
+                Some(r) => {
+                    self.pending.queue.remove(k);
+                    launches.push(self.dispatch(job_id, r, now)?);
                 }
-            }
-            // A job that failed on one resource is offered to another with a free slot.
-            let mut k = 0;
-            while k < pending.queue.len().min(64) {
-                let (job_id, avoid) = pending.queue[k];
-                let target = avoid.and_then(|a| {
-                    (0..farm.resources.len())
-                        .filter(|&r| {
-                            r != a && farm.resources[r].available && farm.resources[r].free_slots() > 0
-                        })
-                        .filter(|&r| farm.job_cost(r, now) <= farm.budget_left())
-                        .min_by_key(|&r| farm.job_cost(r, now))
-                });
-                match target {
-                    Some(r) => {
-                        pending.queue.remove(k);
-                        let (row, l) = dispatch(&store, &mut farm, &ctx, job_id, r, now)?;
-                        in_flight.insert(row.id, row);
-                        launches.push(l);
-                    }
-                    None => k += 1,
-                }
+                None => k += 1,
             }
         }
-        if last_beat.elapsed() > Duration::from_secs(1) {
-            store.heartbeat(exp, now)?;
-            last_beat = Instant::now();
+        Ok(launches)
+    }
+
+    /// Records the start of job `job_id` on resource `r` (its attempt, hold and directory).
+    fn dispatch(&mut self, job_id: i64, r: usize, now: f64) -> Result<Launch, EngineError> {
+        let hold = self.farm.start(r, 0, job_id, now);
+        let price = self.farm.resources[r].cfg.price_at(now);
+        let (idx, _) = self.store.job(job_id)?;
+        let jobs_dir = self.jobs_dir.clone();
+        let (id, dir) = self.store.start_attempt(self.exp, job_id, r, now, price, hold, &|id| {
+            jobs_dir.join(format!("{}-{id}", idx + 1)).to_string_lossy().into_owned()
+        })?;
+        if let Some(run) = self.farm.resources[r].running.last_mut() {
+            run.attempt = id;
         }
-        let finished = pending.queue.is_empty() && in_flight.is_empty();
-        // A resource sitting out will be back: wait for it rather than give up.
-        let waiting = unavailable_until.iter().any(|&t| t > now);
-        let stalled =
-            !finished && in_flight.is_empty() && launches.is_empty() && state != "paused" && !waiting;
-        // Nothing to do until a resource is back: wait, but only once the transaction is
-        // committed, or the write lock held through the wait would starve every steering
-        // command (`cancel`, `set-budget`, ...) for as long as the resource sits out.
-        let idle = !finished && in_flight.is_empty() && launches.is_empty() && waiting;
-        if finished || stalled {
-            state = if finished { "done".into() } else { "stalled".into() };
-            store.set_state(exp, &state, Some(now))?;
-            store.release(exp)?;
-        }
-        // Records first, then the processes: a start that is not on disk never runs.
-        store.commit()?;
+        let row = AttemptRow { id, job_id, pos: r, started: now, price, hold, dir };
+        let launch = self.launch_for(&row, now)?;
+        self.in_flight.insert(id, row);
+        Ok(launch)
+    }
+
+    /// What a resource is handed for an attempt (at its start, or when it is taken up again).
+    fn launch_for(&self, a: &AttemptRow, now: f64) -> Result<Launch, EngineError> {
+        let (idx, params) = self.store.job(a.job_id)?;
+        let mut vars: Vars = serde_json::from_str::<std::collections::BTreeMap<String, String>>(&params)
+            .map_err(|err| StoreError::Corrupt { what: "job parameters", detail: err.to_string() })?;
+        vars.insert("jobname".into(), (idx + 1).to_string());
+        vars.insert("nimrod_jobindex".into(), (idx + 1).to_string());
+        vars.insert("OS".into(), self.os.clone());
+        let res = &self.farm.resources[a.pos];
+        Ok(Launch {
+            attempt: a.id,
+            key: attempt_key(&self.work, a.id),
+            resource: a.pos,
+            dir: PathBuf::from(&a.dir),
+            vars,
+            estimate: res.secs_per_job(true).unwrap_or(self.farm.fallback_secs),
+            deadline_in: self.farm.deadline - now,
+            budget: a.hold,
+        })
+    }
+
+    /// Hands the recorded starts to their resources (after the commit that recorded them).
+    fn launch(&mut self, launches: Vec<Launch>, now: f64) {
         for l in launches {
             let (r, attempt) = (l.resource, l.attempt);
-            let started = match adapters[r].as_mut() {
-                Some(a) => a.start(l, tx.clone()),
+            let started = match self.adapters[r].as_mut() {
+                Some(a) => a.start(l, self.tx.clone()),
                 None => continue,
             };
             if let Err(err) = started {
                 tracing::warn!("{err}; dropping the resource for {SIT_OUT_SECS} s");
-                unavailable_until[r] = now + SIT_OUT_SECS;
-                let _ = tx.send(Outcome {
+                self.unavailable_until[r] = now + SIT_OUT_SECS;
+                let _ = self.tx.send(Outcome {
                     attempt,
                     resource: r,
                     ok: false,
@@ -342,62 +438,94 @@ pub fn run(db: &Path, exp: i64, mut opts: EngineOptions) -> Result<String, Engin
                 });
             }
         }
-        if let Some(cb) = opts.on_progress.as_mut() {
-            if finished || stalled || last_progress.elapsed() > Duration::from_millis(100) {
-                last_progress = Instant::now();
-                let counts = store.counts(exp)?;
-                cb(&Progress { counts, total, spent: farm.spent, held: farm.held(), state: state.clone() });
+    }
+
+    fn progress(&mut self, force: bool, last: &mut Instant) -> Result<(), EngineError> {
+        if let Some(cb) = self.opts.on_progress.as_mut() {
+            if force || last.elapsed() > Duration::from_millis(100) {
+                *last = Instant::now();
+                let counts = self.store.counts(self.exp)?;
+                cb(&Progress {
+                    counts,
+                    total: self.total,
+                    spent: self.farm.spent,
+                    held: self.farm.held(),
+                    state: self.state,
+                });
             }
         }
-        if finished || stalled {
-            return Ok(state);
-        }
-        if idle {
-            std::thread::sleep(opts.poll);
+        Ok(())
+    }
+
+    /// The loop, until the experiment is done, stalls, or is cancelled.
+    pub fn run(mut self) -> Result<ExperimentState, EngineError> {
+        let mut last_beat = Instant::now();
+        let mut last_progress = Instant::now() - Duration::from_secs(1);
+        loop {
+            let mut events = Vec::new();
+            if !self.in_flight.is_empty() {
+                if let Ok(o) = self.rx.recv_timeout(self.opts.poll) {
+                    events.push(o);
+                }
+            } else if self.state == ExperimentState::Paused {
+                std::thread::sleep(self.opts.poll);
+            }
+            while let Ok(o) = self.rx.try_recv() {
+                events.push(o);
+            }
+            let now = now_unix();
+            self.store.begin()?;
+            self.absorb(events, now)?;
+            self.steer(now)?;
+            if self.state == ExperimentState::Cancelled {
+                self.cancel(now)?;
+                self.store.commit()?;
+                return Ok(self.state);
+            }
+            let launches =
+                if self.state == ExperimentState::Paused { Vec::new() } else { self.plan_starts(now)? };
+            if last_beat.elapsed() > Duration::from_secs(1) {
+                self.store.heartbeat(self.exp, now)?;
+                last_beat = Instant::now();
+            }
+            let finished = self.pending.queue.is_empty() && self.in_flight.is_empty();
+            // A resource sitting out will be back: wait for it rather than give up.
+            let waiting = self.unavailable_until.iter().any(|&t| t > now);
+            let quiet = !finished && self.in_flight.is_empty() && launches.is_empty();
+            let stalled = quiet && self.state != ExperimentState::Paused && !waiting;
+            // Nothing to do until a resource is back: wait, but only once the transaction is
+            // committed, or the write lock held through the wait would starve every steering
+            // command (`cancel`, `set-budget`, ...) for as long as the resource sits out.
+            let idle = quiet && waiting;
+            if finished || stalled {
+                self.state = if finished { ExperimentState::Done } else { ExperimentState::Stalled };
+                self.store.set_state(self.exp, self.state, Some(now))?;
+                self.store.release(self.exp)?;
+            }
+            // Records first, then the processes: a start that is not on disk never runs.
+            self.store.commit()?;
+            self.launch(launches, now);
+            self.progress(finished || stalled, &mut last_progress)?;
+            if finished || stalled {
+                return Ok(self.state);
+            }
+            if idle {
+                std::thread::sleep(self.opts.poll);
+            }
         }
     }
 }
 
-struct Ctx {
-    exp: i64,
-    jobs_dir: PathBuf,
-    os: String,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Records the start of job `job_id` on resource `r` and prepares its launch.
-fn dispatch(
-    store: &Store,
-    farm: &mut Farm,
-    ctx: &Ctx,
-    job_id: i64,
-    r: usize,
-    now: f64,
-) -> Result<(AttemptRow, Launch), EngineError> {
-    let (idx, params) = store.job(job_id)?;
-    let hold = farm.start(r, 0, job_id, now);
-    let price = farm.resources[r].cfg.price_at(now);
-    let (id, dir) = store.start_attempt(ctx.exp, job_id, r, now, price, hold, &|id| {
-        ctx.jobs_dir.join(format!("{}-{id}", idx + 1)).to_string_lossy().into_owned()
-    })?;
-    if let Some(run) = farm.resources[r].running.last_mut() {
-        run.attempt = id;
+    #[test]
+    fn attempt_keys_are_stable_and_distinct() {
+        let a = Path::new("/data/experiments/1");
+        assert_eq!(attempt_key(a, 7), attempt_key(a, 7));
+        assert_ne!(attempt_key(a, 7), attempt_key(a, 8));
+        assert_ne!(attempt_key(a, 7), attempt_key(Path::new("/data/experiments/2"), 7));
+        assert!(attempt_key(a, 7).len() <= 128);
     }
-    let mut vars: Vars = serde_json::from_str::<std::collections::BTreeMap<String, String>>(&params)
-        .map_err(|err| StoreError::Corrupt { what: "job parameters", detail: err.to_string() })?;
-    vars.insert("jobname".into(), (idx + 1).to_string());
-    vars.insert("nimrod_jobindex".into(), (idx + 1).to_string());
-    vars.insert("OS".into(), ctx.os.clone());
-    let row = AttemptRow { id, job_id, pos: r, started: now, price, hold, dir: dir.clone() };
-    let res = &farm.resources[r];
-    let estimate = res.secs_per_job(true).unwrap_or(farm.fallback_secs);
-    let launch = Launch {
-        attempt: id,
-        resource: r,
-        dir: PathBuf::from(dir),
-        vars,
-        estimate,
-        deadline_in: farm.deadline - now,
-        budget: hold,
-    };
-    Ok((row, launch))
 }

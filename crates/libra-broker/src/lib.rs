@@ -9,6 +9,7 @@ pub mod experiment;
 pub mod farm;
 pub mod plan;
 pub mod resources;
+pub mod state;
 pub mod store;
 pub mod view;
 

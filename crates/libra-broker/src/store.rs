@@ -3,6 +3,7 @@
 
 use crate::plan::JobParams;
 use crate::resources::ResourceConfig;
+use crate::state::ExperimentState;
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
@@ -16,6 +17,8 @@ pub enum StoreError {
     Corrupt { what: &'static str, detail: String },
     #[error("no experiment {0} in the broker database (see `libra sweep status`)")]
     NoExperiment(i64),
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 const SCHEMA: &str = r#"
@@ -97,8 +100,7 @@ pub struct Experiment {
     pub deadline: f64,
     #[serde(rename = "budget_cents")]
     pub budget: Money,
-    /// running, paused, cancelled, done, stalled
-    pub state: String,
+    pub state: ExperimentState,
     pub max_retries: u32,
     pub estimate_secs: Option<f64>,
     pub created: f64,
@@ -182,7 +184,12 @@ fn row_experiment(r: &rusqlite::Row) -> rusqlite::Result<Experiment> {
         algorithm: r.get(5)?,
         deadline: r.get(6)?,
         budget: Money::from_cents(r.get(7)?),
-        state: r.get(8)?,
+        state: {
+            let s: String = r.get(8)?;
+            ExperimentState::parse(&s).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(8, rusqlite::types::Type::Text, Box::new(e))
+            })?
+        },
         max_retries: r.get(9)?,
         estimate_secs: r.get(10)?,
         created: r.get(11)?,
@@ -292,11 +299,16 @@ impl Store {
         Ok(())
     }
 
-    pub fn set_state(&self, exp: i64, state: &str, now: Option<f64>) -> Result<(), StoreError> {
-        self.experiment(exp)?;
+    /// Moves an experiment to `state` (with the time it ended, for a final state), refusing a
+    /// change `ExperimentState::can_become` does not allow.
+    pub fn set_state(&self, exp: i64, state: ExperimentState, now: Option<f64>) -> Result<(), StoreError> {
+        let from = self.experiment(exp)?.state;
+        if !from.can_become(state) {
+            return Err(crate::state::StateError::Transition { exp, from, to: state }.into());
+        }
         self.conn.execute(
             "UPDATE experiments SET state = ?2, finished = ?3 WHERE id = ?1",
-            params![exp, state, now],
+            params![exp, state.as_str(), now],
         )?;
         Ok(())
     }

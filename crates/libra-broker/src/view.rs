@@ -14,7 +14,7 @@ pub fn info(store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo,
     let configs = store.resources(exp)?;
     let total = c.pending + c.running + c.done + c.failed + c.cancelled;
     let elapsed = (e.finished.unwrap_or(now) - e.created).max(0.0);
-    let active = e.state == "running" || e.state == "paused";
+    let active = e.state.is_active();
     // From the pace so far, as `libra sweep status` does: simple, and honest about what it is.
     let projected_finish = (active && c.done > 0 && c.pending + c.running > 0)
         .then(|| now + elapsed / c.done as f64 * (c.pending + c.running) as f64);
@@ -37,7 +37,7 @@ pub fn info(store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo,
         id: e.id,
         name: e.name,
         owner: owner.to_string(),
-        state: e.state,
+        state: e.state.to_string(),
         optimise: e.algorithm,
         created: e.created,
         finished: e.finished,

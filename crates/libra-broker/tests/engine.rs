@@ -124,7 +124,10 @@ time_scale = 0.05
     let exp = s.exp;
     let steer = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(300));
-        Store::open(&db).unwrap().set_state(exp, "cancelled", None).unwrap();
+        Store::open(&db)
+            .unwrap()
+            .set_state(exp, libra_broker::state::ExperimentState::Cancelled, None)
+            .unwrap();
     });
     assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "cancelled");
     steer.join().unwrap();
@@ -186,7 +189,9 @@ fn steering_is_not_locked_out_while_the_only_resource_sits_out() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    store.set_state(exp, "cancelled", None).expect("the cancel was locked out");
+    store
+        .set_state(exp, libra_broker::state::ExperimentState::Cancelled, None)
+        .expect("the cancel was locked out");
     assert_eq!(engine.join().unwrap().unwrap(), "cancelled");
 }
 

@@ -59,8 +59,11 @@ impl App {
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
-        let sweeps =
-            std::sync::Arc::new(crate::sweeps::Sweeps::open(config.broker_db(), &config.sweep_clusters)?);
+        let sweeps = std::sync::Arc::new(crate::sweeps::Sweeps::open(
+            config.broker_db(),
+            &config.sweep_clusters,
+            config.sweep_keeper.clone(),
+        )?);
         Ok(App {
             config,
             inner: Mutex::new(inner),

@@ -36,6 +36,10 @@ pub struct Config {
     /// sweep may send jobs to, besides this server itself. The server makes those requests, so
     /// an open list would let any user aim it at any address it can reach.
     pub sweep_clusters: Vec<String>,
+    /// The program that keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`), so
+    /// that they outlive a restart of the server: the `libra` binary sets it to itself.
+    #[serde(skip)]
+    pub sweep_keeper: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -53,6 +57,7 @@ impl Default for Config {
             period: 2.0,
             sync_full: true,
             sweep_clusters: Vec::new(),
+            sweep_keeper: None,
         }
     }
 }

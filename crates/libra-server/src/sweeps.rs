@@ -16,6 +16,7 @@ use libra_api::{SweepCreate, SweepInfo, SweepJob, SweepUsage};
 use libra_broker::create::{create_from_text, CreateError, TextSweep};
 use libra_broker::engine::{self, EngineOptions};
 use libra_broker::resources::{self, Kind};
+use libra_broker::state::ExperimentState;
 use libra_broker::store::{Store, StoreError};
 use libra_broker::view;
 use libra_core::dbc::Algorithm;
@@ -42,6 +43,8 @@ pub struct Sweeps {
     clusters: Mutex<Vec<String>>,
     /// Experiments with an engine thread in this process.
     running: Mutex<HashSet<i64>>,
+    /// The program that keeps local sweep jobs (`EngineOptions::keeper`).
+    keeper: Option<PathBuf>,
 }
 
 /// The origin of an `http://` address, `http://host:port` in lower case with the port made
@@ -86,15 +89,15 @@ impl From<StoreError> for ApiError {
     }
 }
 
-fn is_active(state: &str) -> bool {
-    state == "running" || state == "paused"
+fn is_active(state: &ExperimentState) -> bool {
+    state.is_active()
 }
 
 impl Sweeps {
     /// Opens (creating) the broker database.
     /// `clusters`: the Libra clusters besides this server that users' hosted sweeps may send
     /// jobs to.
-    pub fn open(db: PathBuf, clusters: &[String]) -> Result<Sweeps, ServerError> {
+    pub fn open(db: PathBuf, clusters: &[String], keeper: Option<PathBuf>) -> Result<Sweeps, ServerError> {
         if let Some(dir) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -102,7 +105,7 @@ impl Sweeps {
         for c in clusters {
             allowed.push(origin(c).map_err(|e| ServerError::Invalid(format!("sweep_clusters: {e}")))?);
         }
-        let s = Sweeps { db, clusters: Mutex::new(allowed), running: Mutex::new(HashSet::new()) };
+        let s = Sweeps { db, clusters: Mutex::new(allowed), running: Mutex::new(HashSet::new()), keeper };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
     }
@@ -138,7 +141,8 @@ impl Sweeps {
         }
         let me = self.clone();
         let spawned = std::thread::Builder::new().name(format!("sweep-{exp}")).spawn(move || loop {
-            let r = engine::run(&me.db, exp, EngineOptions::default());
+            let opts = EngineOptions { keeper: me.keeper.clone(), ..EngineOptions::default() };
+            let r = engine::run(&me.db, exp, opts);
             if let Err(e) = &r {
                 tracing::error!(exp, "hosted sweep engine: {e}");
             }
@@ -356,8 +360,8 @@ impl Sweeps {
             }
             store.set_budget(exp, b)?;
         }
-        if store.experiment(exp)?.state == "stalled" {
-            store.set_state(exp, "running", None)?;
+        if store.experiment(exp)?.state == ExperimentState::Stalled {
+            store.set_state(exp, ExperimentState::Running, None)?;
             self.start_engine(exp);
         }
         Ok(view::info(&store, exp, &owner, now)?)
@@ -373,27 +377,27 @@ impl Sweeps {
     ) -> Result<SweepInfo, ApiError> {
         let (store, owner) = self.owned(who, exp)?;
         let state = store.experiment(exp)?.state;
-        let ended = state == "done" || state == "cancelled";
+        let ended = state.is_final();
         let conflict = || ApiError::Conflict(format!("sweep {exp} is {state}: it cannot {action}"));
         match action {
             "pause" => {
                 if ended {
                     return Err(conflict());
                 }
-                store.set_state(exp, "paused", None)?;
+                store.set_state(exp, ExperimentState::Paused, None)?;
             }
             "resume" => {
                 if ended {
                     return Err(conflict());
                 }
-                store.set_state(exp, "running", None)?;
+                store.set_state(exp, ExperimentState::Running, None)?;
                 self.start_engine(exp);
             }
             "cancel" => {
                 if ended {
                     return Err(conflict());
                 }
-                store.set_state(exp, "cancelled", None)?;
+                store.set_state(exp, ExperimentState::Cancelled, None)?;
                 // A live engine kills the running jobs and records the cancellation itself.
                 if !self.has_engine(exp) {
                     finish_cancel(&store, exp)?;
@@ -402,7 +406,7 @@ impl Sweeps {
             "rerun" => {
                 store.rerun_failed(exp)?;
                 if store.counts(exp)?.pending > 0 {
-                    store.set_state(exp, "running", None)?;
+                    store.set_state(exp, ExperimentState::Running, None)?;
                     self.start_engine(exp);
                 }
             }
@@ -429,7 +433,7 @@ fn owner(store: &Store, exp: i64) -> Result<Option<(i64, String)>, ApiError> {
 /// cancelled. Does nothing unless the sweep is cancelled and not yet finished.
 fn finish_cancel(store: &Store, exp: i64) -> Result<(), StoreError> {
     let e = store.experiment(exp)?;
-    if e.state != "cancelled" || e.finished.is_some() {
+    if e.state != ExperimentState::Cancelled || e.finished.is_some() {
         return Ok(());
     }
     let now = engine::now_unix();
@@ -438,7 +442,7 @@ fn finish_cancel(store: &Store, exp: i64) -> Result<(), StoreError> {
         store.lose_attempt(&a, now, "cancelled")?;
     }
     store.cancel_pending(exp)?;
-    store.set_state(exp, "cancelled", Some(now))?;
+    store.set_state(exp, ExperimentState::Cancelled, Some(now))?;
     store.commit()?;
     Ok(())
 }

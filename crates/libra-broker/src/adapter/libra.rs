@@ -65,8 +65,8 @@ fn subst(text: &str, vars: &Vars) -> String {
     substitute(text, &|n| vars.get(n).cloned()).unwrap_or_else(|_| text.to_string())
 }
 
-impl ResourceAdapter for LibraCluster {
-    fn start(&mut self, l: Launch, done: Sender<Outcome>) -> Result<(), AdapterError> {
+impl LibraCluster {
+    fn spawn(&mut self, l: Launch, done: Sender<Outcome>, resumed: bool) -> Result<(), AdapterError> {
         std::fs::create_dir_all(&l.dir).map_err(|e| AdapterError::Start {
             resource: self.name.clone(),
             msg: format!("{}: {e}", l.dir.display()),
@@ -75,7 +75,7 @@ impl ResourceAdapter for LibraCluster {
         let script = subst(&self.script, &l.vars);
         let name = format!("sweep-job-{}", l.vars.get("jobname").cloned().unwrap_or_default());
         std::thread::spawn(move || {
-            let o = run_remote(&client, &cancelled, &l, script, name);
+            let o = run_remote(&client, &cancelled, &l, script, name, resumed);
             if let Some(o) = o {
                 if !o.rejected {
                     write_marker(&l.dir, &o);
@@ -84,6 +84,19 @@ impl ResourceAdapter for LibraCluster {
             }
         });
         Ok(())
+    }
+}
+
+impl ResourceAdapter for LibraCluster {
+    fn start(&mut self, l: Launch, done: Sender<Outcome>) -> Result<(), AdapterError> {
+        self.spawn(l, done, false)
+    }
+
+    /// The attempt's key asks the cluster for the job the first engine submitted (or submits
+    /// it, if that engine died before it could): never a second job.
+    fn resume(&mut self, l: Launch, done: Sender<Outcome>) -> Result<bool, AdapterError> {
+        self.spawn(l, done, true)?;
+        Ok(true)
     }
 
     fn cancel_all(&mut self) {
@@ -108,12 +121,52 @@ fn refusal(reason: String, suggestion: Option<Suggestion>, spec: &JobSpec) -> St
     message
 }
 
+/// Whether the cluster would take the job now (its quote, and the credit for the hold), without
+/// leaving a record: a submission it refuses stays in the user's history as REJECTED.
+fn admissible(client: &Client, spec: &JobSpec, base: &Outcome) -> Result<(), Box<Outcome>> {
+    // Asked first, the cluster says whether it would take the job without keeping a record: a
+    // submission it refuses stays in the user's job history as REJECTED, and a sweep that keeps
+    // retrying an underpriced resource would fill that history with them.
+    let quote = match client.quote(&QuoteRequest { spec: spec.clone() }) {
+        Ok(q) => q,
+        // Unreachable, or it refused the request: the resource sits out for a while.
+        Err(e) => return Err(Box::new(Outcome { message: e.to_string(), rejected: true, ..base.clone() })),
+    };
+    // A space-shared policy queues what it cannot start now: that is an admission, with the
+    // whole budget held until the job is dispatched.
+    let queued = !quote.accepted && quote.reason.as_deref() == Some("queue");
+    if !quote.accepted && !queued {
+        let reason = quote.reason.unwrap_or_else(|| "it would not be accepted".into());
+        return Err(Box::new(Outcome {
+            message: refusal(reason, quote.suggestion, spec),
+            rejected: true,
+            ..base.clone()
+        }));
+    }
+    // The quote does not look at the user's credit; a hold the balance cannot cover would be a
+    // REJECTED job too.
+    let hold = if queued { spec.budget() } else { quote.cost.unwrap_or(spec.budget()) };
+    match client.balance() {
+        Ok(b) if b.available < hold => {
+            let message = format!(
+                "credit: {} available, the job needs {hold} on hold (ask the cluster's administrator for credit)",
+                b.available
+            );
+            return Err(Box::new(Outcome { message, rejected: true, ..base.clone() }));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(Box::new(Outcome { message: e.to_string(), rejected: true, ..base.clone() })),
+    }
+    Ok(())
+}
+
 fn run_remote(
     client: &Client,
     cancelled: &AtomicBool,
     l: &Launch,
     script: String,
     name: String,
+    resumed: bool,
 ) -> Option<Outcome> {
     let base = Outcome {
         attempt: l.attempt,
@@ -127,42 +180,35 @@ fn run_remote(
         billed: None,
     };
     let spec = JobSpec::simple(l.estimate.max(1.0), l.deadline_in.max(1.0), l.budget);
-    // Asked first, the cluster says whether it would take the job without keeping a record: a
-    // submission it refuses stays in the user's job history as REJECTED, and a sweep that keeps
-    // retrying an underpriced resource would fill that history with them.
-    let quote = match client.quote(&QuoteRequest { spec: spec.clone() }) {
-        Ok(q) => q,
-        // Unreachable, or it refused the request: the resource sits out for a while.
-        Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
-    };
-    // A space-shared policy queues what it cannot start now: that is an admission, with the
-    // whole budget held until the job is dispatched.
-    let queued = !quote.accepted && quote.reason.as_deref() == Some("queue");
-    if !quote.accepted && !queued {
-        let reason = quote.reason.unwrap_or_else(|| "it would not be accepted".into());
-        return Some(Outcome { message: refusal(reason, quote.suggestion, &spec), rejected: true, ..base });
-    }
-    // The quote does not look at the user's credit; a hold the balance cannot cover would be a
-    // REJECTED job too.
-    let hold = if queued { spec.budget() } else { quote.cost.unwrap_or(spec.budget()) };
-    match client.balance() {
-        Ok(b) if b.available < hold => {
-            let message = format!(
-                "credit: {} available, the job needs {hold} on hold (ask the cluster's administrator for credit)",
-                b.available
-            );
-            return Some(Outcome { message, rejected: true, ..base });
+    // A resumed attempt may already be on the cluster: its key finds it, whatever a quote would
+    // say now; only a fresh one is quoted first.
+    if !resumed {
+        if let Err(o) = admissible(client, &spec, &base) {
+            return Some(*o);
         }
-        Ok(_) => {}
-        Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
     }
     let req = SubmitRequest {
         name: Some(name),
         ..SubmitRequest::new(spec, vec!["/bin/sh".into(), "-c".into(), script])
     };
-    let info = match client.submit(&req) {
-        Ok(i) => i,
-        Err(e) => return Some(Outcome { message: e.to_string(), rejected: true, ..base }),
+    // Sent with the attempt's key until the cluster answers: a submission whose answer was lost
+    // may have made the job, and only the same key finds it again instead of making a second.
+    let mut wait = Duration::from_millis(200);
+    let info = loop {
+        match client.submit_with_key(&req, &l.key) {
+            Ok(i) => break i,
+            Err(e @ libra_api::ClientError::Status { .. }) => {
+                return Some(Outcome { message: e.to_string(), rejected: true, ..base })
+            }
+            Err(e) => {
+                if cancelled.load(Ordering::Relaxed) {
+                    return None;
+                }
+                tracing::warn!(attempt = l.attempt, "submitting to the Libra cluster: {e}; trying again");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(10));
+            }
+        }
     };
     // Possible still, when other work took the room between the quote and the submission.
     if info.state == JobState::Rejected {

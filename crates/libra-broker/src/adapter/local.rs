@@ -1,7 +1,15 @@
 //! The `local` resource: real processes on this machine, each attempt in its own directory,
 //! files staged in and out as the plan's task says.
+//!
+//! With a keeper (the `libra` binary, `EngineOptions::keeper`) each attempt runs in a process of
+//! its own, `libra sweep keep-attempt DIR`, in a session of its own: it outlives the engine, and
+//! records its outcome in its directory, so a resumed engine waits for it (or reads how it
+//! ended) instead of running the job a second time. Without one, attempts run on the engine's
+//! threads and a crash of the engine loses them.
 
-use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
+use super::{
+    read_outcome_file, write_marker, write_outcome_file, AdapterError, Launch, Outcome, ResourceAdapter,
+};
 use crate::plan::{substitute, Command, ExecKind, FileRef, Loc, Plan, Step, Stream, Vars};
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -9,23 +17,217 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// In an attempt's directory: what its keeper runs.
+pub const ATTEMPT_FILE: &str = "libra.attempt";
+/// In an attempt's directory: the keeper's pid, written by the keeper itself before it starts
+/// any of the job.
+pub const KEEPER_PID_FILE: &str = "libra.keeper";
+/// In a keeper's environment: its attempt's key, by which a resumed engine knows the process.
+pub const KEY_VAR: &str = "LIBRA_SWEEP_ATTEMPT";
+
+/// Everything a keeper needs to run an attempt without the engine.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct AttemptSpec {
+    pub attempt: i64,
+    pub resource: usize,
+    pub plan: String,
+    pub root: PathBuf,
+    pub vars: Vars,
+}
 
 pub struct Local {
     name: String,
     plan: Arc<Plan>,
+    plan_text: Arc<str>,
     root: PathBuf,
     pids: Arc<Mutex<HashSet<i32>>>,
     node_started: bool,
+    keeper: Option<PathBuf>,
+    /// Running keepers (each the leader of its own process group).
+    keepers: Arc<Mutex<HashSet<i32>>>,
 }
 
 impl Local {
-    pub fn new(name: String, plan: Arc<Plan>, root: PathBuf) -> Self {
-        Local { name, plan, root, pids: Arc::new(Mutex::new(HashSet::new())), node_started: false }
+    pub fn new(
+        name: String,
+        plan: Arc<Plan>,
+        plan_text: Arc<str>,
+        root: PathBuf,
+        keeper: Option<PathBuf>,
+    ) -> Self {
+        Local {
+            name,
+            plan,
+            plan_text,
+            root,
+            pids: Arc::new(Mutex::new(HashSet::new())),
+            node_started: false,
+            keeper,
+            keepers: Arc::default(),
+        }
+    }
+
+    fn start_keeper(&mut self, exe: &Path, l: Launch, done: Sender<Outcome>) -> Result<(), AdapterError> {
+        use std::os::unix::process::CommandExt;
+        let err = |msg: String| AdapterError::Start { resource: self.name.clone(), msg };
+        let spec = AttemptSpec {
+            attempt: l.attempt,
+            resource: l.resource,
+            plan: self.plan_text.to_string(),
+            root: self.root.clone(),
+            vars: l.vars.clone(),
+        };
+        let text = serde_json::to_string(&spec).map_err(|e| err(e.to_string()))?;
+        std::fs::write(l.dir.join(ATTEMPT_FILE), text)
+            .map_err(|e| err(format!("{}: {e}", l.dir.display())))?;
+        let log = File::create(l.dir.join("keeper.log")).map_err(|e| err(e.to_string()))?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["sweep", "keep-attempt"])
+            .arg(&l.dir)
+            .env(KEY_VAR, &l.key)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| err(e.to_string()))?)
+            .stderr(log);
+        // SAFETY: setsid between fork and exec is async-signal-safe; the keeper's session (and
+        // so its jobs) outlives this process and can be signalled as one group.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut child =
+            cmd.spawn().map_err(|e| err(format!("cannot start the keeper {}: {e}", exe.display())))?;
+        let pid = child.id() as i32;
+        if let Ok(mut k) = self.keepers.lock() {
+            k.insert(pid);
+        }
+        let keepers = self.keepers.clone();
+        std::thread::spawn(move || {
+            let status = child.wait();
+            if let Ok(mut k) = keepers.lock() {
+                k.remove(&pid);
+            }
+            let o = read_outcome_file(&l.dir).unwrap_or_else(|| Outcome {
+                attempt: l.attempt,
+                resource: l.resource,
+                ok: false,
+                exit_code: None,
+                wall: 0.0,
+                cpu: 0.0,
+                message: format!(
+                    "the keeper ended ({status:?}) without recording an outcome; see keeper.log"
+                ),
+                rejected: false,
+                billed: None,
+            });
+            let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
+        });
+        Ok(())
     }
 }
 
+/// The live keeper process of an attempt, if there is one: the pid its keeper recorded, still
+/// running with the attempt's key in its environment (not some later process with that pid).
+fn live_keeper(dir: &Path, key: &str) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(dir.join(KEEPER_PID_FILE)).ok()?.trim().parse().ok()?;
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let want = format!("{KEY_VAR}={key}");
+    (pid > 1 && env.split(|b| *b == 0).any(|v| v == want.as_bytes())).then_some(pid)
+}
+
+/// `libra sweep keep-attempt DIR`: runs the attempt described in DIR as the engine would have
+/// (its main task), records the outcome in DIR and in the experiment's outcome log, and returns
+/// the exit status to leave with.
+pub fn keep_attempt(dir: &Path) -> i32 {
+    if let Err(e) = std::fs::write(dir.join(KEEPER_PID_FILE), format!("{}\n", std::process::id())) {
+        eprintln!("libra sweep keep-attempt: recording the pid in {}: {e}", dir.display());
+        return 1;
+    }
+    let spec: AttemptSpec = match std::fs::read_to_string(dir.join(ATTEMPT_FILE))
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("libra sweep keep-attempt: {}: {e}", dir.join(ATTEMPT_FILE).display());
+            return 1;
+        }
+    };
+    let plan = match crate::plan::parse(&spec.plan) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("libra sweep keep-attempt: the plan: {e}");
+            return 1;
+        }
+    };
+    let t0 = Instant::now();
+    let pids = Mutex::new(HashSet::new());
+    let (ok, exit_code, (message, cpu)) = run_steps(&plan.main, &spec.root, dir, &spec.vars, &pids);
+    let o = Outcome {
+        attempt: spec.attempt,
+        resource: spec.resource,
+        ok,
+        exit_code,
+        wall: t0.elapsed().as_secs_f64(),
+        cpu,
+        message,
+        rejected: false,
+        billed: None,
+    };
+    write_marker(dir, &o);
+    if let Err(e) = write_outcome_file(dir, &o) {
+        eprintln!("libra sweep keep-attempt: recording the outcome: {e}");
+        return 1;
+    }
+    0
+}
+
 impl ResourceAdapter for Local {
+    fn resume(&mut self, l: Launch, done: Sender<Outcome>) -> Result<bool, AdapterError> {
+        if self.keeper.is_none() {
+            return Ok(false);
+        }
+        if let Some(pid) = live_keeper(&l.dir, &l.key) {
+            // Not our child: its end is seen by looking, and its outcome read from its directory.
+            if let Ok(mut k) = self.keepers.lock() {
+                k.insert(pid);
+            }
+            let keepers = self.keepers.clone();
+            std::thread::spawn(move || {
+                while live_keeper(&l.dir, &l.key).is_some() {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                if let Ok(mut k) = keepers.lock() {
+                    k.remove(&pid);
+                }
+                let o = read_outcome_file(&l.dir).unwrap_or_else(|| Outcome {
+                    attempt: l.attempt,
+                    resource: l.resource,
+                    ok: false,
+                    exit_code: None,
+                    wall: 0.0,
+                    cpu: 0.0,
+                    message: "its keeper ended without recording an outcome".into(),
+                    rejected: false,
+                    billed: None,
+                });
+                let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
+            });
+            return Ok(true);
+        }
+        // Ended while no engine listened, its outcome in its own directory.
+        match read_outcome_file(&l.dir) {
+            Some(o) => {
+                let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
     fn start(&mut self, l: Launch, done: Sender<Outcome>) -> Result<(), AdapterError> {
         let err = |msg: String| AdapterError::Start { resource: self.name.clone(), msg };
         std::fs::create_dir_all(&l.dir)
@@ -40,6 +242,9 @@ impl ResourceAdapter for Local {
                 return Err(err(format!("nodestart failed (exit {code:?}): {}", msg.0)));
             }
             self.node_started = true;
+        }
+        if let Some(exe) = self.keeper.clone() {
+            return self.start_keeper(&exe, l, done);
         }
         let (plan, root, pids) = (self.plan.clone(), self.root.clone(), self.pids.clone());
         std::thread::spawn(move || {
@@ -68,6 +273,15 @@ impl ResourceAdapter for Local {
                 // SAFETY: sending a signal to a child this adapter started and has not reaped.
                 unsafe {
                     libc::kill(pid, libc::SIGTERM);
+                }
+            }
+        }
+        if let Ok(k) = self.keepers.lock() {
+            for &pid in k.iter() {
+                // SAFETY: the process group of a keeper this adapter started or adopted (its
+                // pid was checked against the attempt's key).
+                unsafe {
+                    libc::kill(-pid, libc::SIGTERM);
                 }
             }
         }

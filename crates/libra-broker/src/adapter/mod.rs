@@ -2,7 +2,8 @@
 //!
 //! Every adapter appends the outcome of an attempt to the experiment's outcome log before it
 //! reports it, so that a broker killed in between finds the result on resume instead of running
-//! the job again.
+//! the job again; and an attempt still running when the broker died is taken up again by
+//! `resume` where the resource can tell what became of it.
 //!
 //! The `libra` kind (a Libra cluster through its HTTP API) plugs in here: `start` submits with
 //! the job's estimate, the deadline and its budget share, and a rejection comes back as an
@@ -24,6 +25,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct Launch {
     pub attempt: i64,
+    /// The attempt's idempotency key: a resource that is handed the same key again (a resumed
+    /// engine asking after it) answers with the same job, never a second one.
+    pub key: String,
     pub resource: usize,
     /// The attempt's own directory: the job's working directory, its stdout and stderr.
     pub dir: PathBuf,
@@ -61,6 +65,13 @@ pub enum AdapterError {
 pub trait ResourceAdapter: Send {
     /// Starts the attempt without blocking; its outcome arrives on `done`.
     fn start(&mut self, launch: Launch, done: Sender<Outcome>) -> Result<(), AdapterError>;
+    /// Takes up an attempt an engine that stopped had started and heard nothing back from:
+    /// true when the resource knows it (it will report the outcome on `done`, and has not run
+    /// the job a second time), false when it cannot tell (the attempt is lost and its job runs
+    /// again).
+    fn resume(&mut self, _launch: Launch, _done: Sender<Outcome>) -> Result<bool, AdapterError> {
+        Ok(false)
+    }
     /// Stops every attempt still running (cancel).
     fn cancel_all(&mut self);
 }
@@ -75,12 +86,37 @@ pub fn outcome_log(attempt_dir: &Path) -> PathBuf {
     attempt_dir.parent().and_then(Path::parent).unwrap_or(attempt_dir).join(OUTCOMES)
 }
 
+fn outcome_line(o: &Outcome) -> String {
+    let code = o.exit_code.map_or("-".to_string(), |c| c.to_string());
+    let billed = o.billed.map_or("-".to_string(), |m| m.cents().to_string());
+    format!("{} {} {} {} {} {}\n", o.attempt, u8::from(o.ok), code, o.wall, o.cpu, billed)
+}
+
+fn parse_outcome(line: &str) -> Option<Outcome> {
+    let mut it = line.split_whitespace();
+    let attempt = it.next()?.parse::<i64>().ok()?;
+    let ok = it.next()? == "1";
+    let exit_code = it.next()?.parse::<i32>().ok();
+    let wall = it.next()?.parse::<f64>().ok()?;
+    let cpu = it.next()?.parse::<f64>().ok()?;
+    let billed = it.next().and_then(|b| b.parse::<i64>().ok()).map(Money::from_cents);
+    Some(Outcome {
+        attempt,
+        resource: 0,
+        ok,
+        exit_code,
+        wall,
+        cpu,
+        message: "recovered from the outcome log".into(),
+        rejected: false,
+        billed,
+    })
+}
+
 /// Appends the outcome of an attempt to the experiment's log.
 pub fn write_marker(dir: &Path, o: &Outcome) {
     use std::io::Write;
-    let code = o.exit_code.map_or("-".to_string(), |c| c.to_string());
-    let billed = o.billed.map_or("-".to_string(), |m| m.cents().to_string());
-    let line = format!("{} {} {} {} {} {}\n", o.attempt, u8::from(o.ok), code, o.wall, o.cpu, billed);
+    let line = outcome_line(o);
     let path = outcome_log(dir);
     // O_APPEND with one small write per line: concurrent jobs never interleave their lines.
     let r = std::fs::OpenOptions::new()
@@ -98,42 +134,44 @@ pub fn read_outcomes(work: &Path) -> HashMap<i64, Outcome> {
     let mut out = HashMap::new();
     let Ok(text) = std::fs::read_to_string(work.join(OUTCOMES)) else { return out };
     for line in text.lines() {
-        let mut it = line.split_whitespace();
-        let parsed = (|| {
-            let attempt = it.next()?.parse::<i64>().ok()?;
-            let ok = it.next()? == "1";
-            let exit_code = it.next()?.parse::<i32>().ok();
-            let wall = it.next()?.parse::<f64>().ok()?;
-            let cpu = it.next()?.parse::<f64>().ok()?;
-            let billed = it.next().and_then(|b| b.parse::<i64>().ok()).map(Money::from_cents);
-            Some(Outcome {
-                attempt,
-                resource: 0,
-                ok,
-                exit_code,
-                wall,
-                cpu,
-                message: "recovered from the outcome log".into(),
-                rejected: false,
-                billed,
-            })
-        })();
         // A line cut short by a crash is simply not an outcome: that attempt runs again.
-        if let Some(o) = parsed {
+        if let Some(o) = parse_outcome(line) {
             out.insert(o.attempt, o);
         }
     }
     out
 }
 
-/// Builds the adapter for one resource of an experiment.
+/// In an attempt's directory: its outcome alone (what a local keeper reports to the engine that
+/// waits for it; the message, if any, on the second line).
+pub const OUTCOME_FILE: &str = "libra.outcome";
+
+pub fn write_outcome_file(dir: &Path, o: &Outcome) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{OUTCOME_FILE}.tmp"));
+    std::fs::write(&tmp, format!("{}{}\n", outcome_line(o), o.message.replace('\n', " ")))?;
+    std::fs::rename(tmp, dir.join(OUTCOME_FILE))
+}
+
+pub fn read_outcome_file(dir: &Path) -> Option<Outcome> {
+    let text = std::fs::read_to_string(dir.join(OUTCOME_FILE)).ok()?;
+    let mut lines = text.lines();
+    let mut o = parse_outcome(lines.next()?)?;
+    o.message = lines.next().unwrap_or("").to_string();
+    Some(o)
+}
+
+/// Builds the adapter for one resource of an experiment. `keeper`: see `EngineOptions`.
 pub fn build(
     cfg: &ResourceConfig,
     plan: Arc<Plan>,
+    plan_text: &str,
     root: PathBuf,
+    keeper: Option<PathBuf>,
 ) -> Result<Box<dyn ResourceAdapter>, AdapterError> {
     match cfg.kind {
-        Kind::Local => Ok(Box::new(local::Local::new(cfg.name.clone(), plan, root))),
+        Kind::Local => {
+            Ok(Box::new(local::Local::new(cfg.name.clone(), plan, plan_text.into(), root, keeper)))
+        }
         Kind::Testqueue => Ok(Box::new(testqueue::TestQueue::new(cfg))),
         Kind::Libra => Ok(Box::new(libra::LibraCluster::new(cfg, &plan)?)),
     }

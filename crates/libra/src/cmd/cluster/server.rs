@@ -99,6 +99,8 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
         c.sync_full = false;
     }
     c.sweep_clusters.extend(a.sweep_clusters.iter().cloned());
+    // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
+    c.sweep_keeper = std::env::current_exe().ok();
     Ok(c)
 }
 

@@ -61,13 +61,25 @@ pub enum SweepCommand {
     Simulate(simulate::SimulateArgs),
     /// Trivial jobs through the engine and the local resource, beside xargs -P.
     Bench(bench::BenchArgs),
+    /// Run one local attempt of a sweep on its own and record its outcome in its directory
+    /// (what the engine starts each local job through, so that the job outlives a crashed
+    /// engine; not for direct use).
+    #[command(hide = true)]
+    KeepAttempt(KeepArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct KeepArgs {
+    /// The attempt's directory, holding what to run.
+    pub dir: PathBuf,
 }
 
 impl SweepArgs {
     /// Whether the command runs a sweep's engine here (see `cmd::quiet_on_closed_stdout`).
     pub fn runs_engine(&self) -> bool {
         use SweepCommand::*;
-        self.server.is_none() && matches!(self.command, Run(_) | Resume(_) | Rerun(_) | Bench(_))
+        self.server.is_none()
+            && matches!(self.command, Run(_) | Resume(_) | Rerun(_) | Bench(_) | KeepAttempt(_))
     }
 }
 
@@ -93,5 +105,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         SweepCommand::Experiment(a) => experiment::run(a),
         SweepCommand::Simulate(a) => simulate::run(a),
         SweepCommand::Bench(a) => bench::run(a),
+        SweepCommand::KeepAttempt(a) => {
+            std::process::exit(libra_broker::adapter::local::keep_attempt(&a.dir))
+        }
     }
 }

@@ -8,6 +8,7 @@ use clap::Args;
 use libra_broker::create::{create, load_resources, SweepSpec};
 use libra_broker::engine::{self, now_unix, EngineOptions, Progress};
 use libra_broker::indicatif::{ProgressBar, ProgressStyle};
+use libra_broker::state::ExperimentState;
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
 use std::path::{Path, PathBuf};
@@ -107,7 +108,9 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
 
 /// Runs the engine here with a progress bar on a terminal, then prints the status.
 pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
-    let mut opts = EngineOptions::default();
+    // Local jobs run under a keeper (this binary), so a killed sweep's jobs are adopted by the
+    // next `libra sweep resume`, not run again.
+    let mut opts = EngineOptions { keeper: std::env::current_exe().ok(), ..EngineOptions::default() };
     if !json && is_terminal() {
         let bar = ProgressBar::new(0);
         bar.set_style(
@@ -121,18 +124,18 @@ pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
                 "running {} · failed {} · spent {} · held {}",
                 p.counts.running, p.counts.failed, p.spent, p.held
             ));
-            if p.state != "running" && p.state != "paused" {
+            if !p.state.is_active() {
                 bar.finish();
             }
         }));
     }
     let state = engine::run(db, exp, opts)?;
-    tracing::info!(exp, state, "sweep ended");
+    tracing::info!(exp, state = %state, "sweep ended");
     crate::cmd::quiet_on_closed_stdout();
     let store = open(db)?;
     status::print(&store, exp, json)?;
     let c = store.counts(exp)?;
-    ended(exp, &state, c.done, c.pending + c.running + c.done + c.failed + c.cancelled)
+    ended(exp, state.as_str(), c.done, c.pending + c.running + c.done + c.failed + c.cancelled)
 }
 
 /// A sweep that ends without every job done is an error for the shell (after its status has
@@ -160,7 +163,7 @@ pub fn rerun(db: &Path, a: RerunArgs) -> anyhow::Result<()> {
         }
         return status::print(&store, a.exp, a.json);
     }
-    store.set_state(a.exp, "running", None)?;
+    store.set_state(a.exp, ExperimentState::Running, None)?;
     if !a.json {
         eprintln!("experiment {}: {n} failed jobs to run again", a.exp);
     }

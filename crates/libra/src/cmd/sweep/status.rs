@@ -55,7 +55,7 @@ fn list(store: &Store, json: bool) -> anyhow::Result<()> {
         t.add_row(vec![
             e.id.to_string(),
             e.name,
-            e.state,
+            e.state.to_string(),
             e.algorithm,
             c.done.to_string(),
             c.failed.to_string(),

@@ -5,6 +5,7 @@ use super::run::drive;
 use crate::cmd::time::deadline_from_now;
 use clap::Args;
 use libra_broker::engine::{live_engine, now_unix};
+use libra_broker::state::ExperimentState;
 use libra_core::Money;
 use std::path::Path;
 
@@ -74,7 +75,7 @@ pub fn set_budget(db: &Path, a: BudgetArgs) -> anyhow::Result<()> {
 
 pub fn pause(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     let store = open(db)?;
-    store.set_state(a.exp, "paused", None)?;
+    store.set_state(a.exp, ExperimentState::Paused, None)?;
     report(
         &store,
         a.exp,
@@ -91,14 +92,14 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     let e = store.experiment(a.exp)?;
     if live_engine(&e, now_unix()).is_some() {
         // The live engine kills the running jobs and records the cancellation.
-        store.set_state(a.exp, "cancelled", None)?;
+        store.set_state(a.exp, ExperimentState::Cancelled, None)?;
     } else {
         store.begin()?;
         for at in store.running_attempts(a.exp)? {
             store.lose_attempt(&at, now_unix(), "cancelled")?;
         }
         store.cancel_pending(a.exp)?;
-        store.set_state(a.exp, "cancelled", Some(now_unix()))?;
+        store.set_state(a.exp, ExperimentState::Cancelled, Some(now_unix()))?;
         store.commit()?;
     }
     report(&store, a.exp, a.json, format!("experiment {}: cancelled", a.exp))
@@ -112,7 +113,7 @@ pub fn resume(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     if e.state == "done" || e.state == "cancelled" {
         return report(&store, a.exp, a.json, format!("experiment {}: already {}", a.exp, e.state));
     }
-    store.set_state(a.exp, "running", None)?;
+    store.set_state(a.exp, ExperimentState::Running, None)?;
     if let Some((pid, _)) = live_engine(&e, now_unix()) {
         return report(
             &store,
