@@ -258,7 +258,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     } else if !a.no_demo {
         let when = std::fs::read_to_string(&demo_done).unwrap_or_default();
         println!(
-            "\nthe demo ran on the first `up` of this state directory ({}); add --demo to run it again",
+            "\nthe demo already ran in this state directory ({}); add --demo to run it again",
             when.trim()
         );
     }
@@ -356,10 +356,12 @@ fn choose_login(url: &str, demo_token: &str, libra: &str) -> Result<String> {
     let replaced = match saved_login() {
         None => None,
         Some(l) => match check_saved(&l) {
-            Saved::Works(user) if l.server.trim_end_matches('/') == url => return Ok(format!(
+            Saved::Works(user) if l.server.trim_end_matches('/') == url => {
+                return Ok(format!(
                 "the commands below use your saved login ({user}, in {}); to act as the demo user: {switch}",
                 path.display()
-            )),
+            ))
+            }
             Saved::Works(_) | Saved::Unknown => {
                 return Ok(format!(
                     "your saved login ({} at {}, in {}) is kept; to use this cluster first: {switch}",
