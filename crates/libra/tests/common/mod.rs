@@ -1,11 +1,14 @@
-//! A real cluster for the end-to-end tests: a `libra server` and `libra node` agents on
-//! loopback, in a directory of their own, stopped (with every process they left) when dropped.
+//! What the whole-process tests share: a real cluster (a `libra server` and `libra node` agents on
+//! loopback, in a directory of their own, stopped with every process they left when dropped),
+//! finding and stopping the processes a test started, and reading a child's output as it comes.
 #![allow(dead_code)]
 
 use libra_api::{Client, JobInfo, JobState, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -218,4 +221,122 @@ pub fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
         .unwrap();
     assert!(out.status.success(), "libra {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Processes whose command line mentions `needle` (the test's own temporary directory).
+pub fn processes_mentioning(needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Stops whatever the test started under its directory, even when an assertion failed.
+pub struct Cleanup(pub String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for pid in processes_mentioning(&self.0) {
+            // SAFETY: kill(2) on processes started by this test (their command line names the
+            // test's own temporary directory).
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+pub fn wait_gone(needle: &str) {
+    let t0 = Instant::now();
+    while !processes_mentioning(needle).is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "cluster processes outlived `libra up`");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A child's output, line by line, as it comes (read on a thread of its own, so that a child
+/// that prints nothing cannot hang the test past its deadline).
+pub struct Lines {
+    rx: Receiver<String>,
+    /// Everything read so far.
+    pub seen: String,
+}
+
+impl Lines {
+    pub fn new(r: impl Read + Send + 'static) -> Lines {
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines { rx, seen: String::new() }
+    }
+
+    /// Reads until a line contains `want`; says why not, with the output so far, if the output
+    /// ends first or `timeout` passes.
+    pub fn until(&mut self, want: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                    if line.contains(want) {
+                        return Ok(());
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(format!("no '{want}' after {timeout:?}; output so far:\n{}", self.seen))
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(format!("the output ended without '{want}':\n{}", self.seen))
+                }
+            }
+        }
+    }
+
+    /// Reads until the output ends (every writer has closed it: the child has exited); panics
+    /// with `what` if that takes longer than `timeout`.
+    pub fn until_end(&mut self, timeout: Duration, what: &str) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("{what}: still writing after {timeout:?}; output so far:\n{}", self.seen)
+                }
+            }
+        }
+    }
+
+    /// Whatever else arrives within `wait` (for error messages).
+    pub fn rest(&mut self, wait: Duration) -> String {
+        while let Ok(line) = self.rx.recv_timeout(wait) {
+            self.seen.push_str(&line);
+            self.seen.push('\n');
+        }
+        self.seen.clone()
+    }
+}
+
+/// The value after `key` on the line that has it, up to the next space.
+pub fn word_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let at = text.find(key)? + key.len();
+    text[at..].split_whitespace().next()
 }

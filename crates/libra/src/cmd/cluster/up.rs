@@ -2,14 +2,16 @@
 //! capped at its own slice of the machine), an administrator and a demo user with credit, and a
 //! short scripted demo.
 
-use super::common::{data_dir, fmt_dur, money, save_login, Login};
+use super::common::{data_dir, fmt_dur, fmt_time, login_path, money, now, save_login, saved_login, Login};
 use super::jobs::jobs_table;
 use super::submit::{print_decision, resolve_command};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use libra_api::{Client, JobInfo, JobState, SubmitRequest, UserAdd};
+use libra_api::{Client, ClientError, JobInfo, JobState, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
-use std::io::Read;
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +32,12 @@ pub struct UpArgs {
     #[arg(long)]
     pub state: Option<PathBuf>,
     /// Skip the scripted demo.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "demo")]
     pub no_demo: bool,
+    /// Run the scripted demo again (by itself it runs only on the first `up` of a state
+    /// directory, so that later ones do not charge the demo user again).
+    #[arg(long)]
+    pub demo: bool,
     /// Start, run the demo, and stop (instead of serving until interrupted).
     #[arg(long)]
     pub exit: bool,
@@ -68,18 +74,50 @@ impl Drop for Children {
     }
 }
 
-fn secret(path: &Path) -> Result<String> {
-    if let Ok(s) = std::fs::read_to_string(path) {
-        if s.trim().len() >= 8 {
-            return Ok(s.trim().to_string());
-        }
-    }
-    let mut b = [0u8; 12];
+/// The state directory holds secrets (the join token, the passwords): only its owner may read
+/// it. Created 0700; one left more open by an older `up` is closed.
+fn private_dir(dir: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("making {} private", dir.display()))
+}
+
+/// Writes a secret into a file only its owner can read: created 0600, never readable by others
+/// even for a moment, and one left more open by an older `up` is closed before it is written.
+fn write_secret(path: &Path, text: &str) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
+fn random_hex(bytes: usize) -> Result<String> {
+    let mut b = vec![0u8; bytes];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut b))
         .context("reading /dev/urandom")?;
-    let s: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    std::fs::write(path, &s).with_context(|| format!("writing {}", path.display()))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// A secret of the state directory: the one saved in `path`, else a new random one saved there.
+fn secret(path: &Path, min_len: usize) -> Result<String> {
+    if let Ok(s) = std::fs::read_to_string(path) {
+        if s.trim().len() >= min_len {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+            return Ok(s.trim().to_string());
+        }
+    }
+    let s = random_hex(12)?;
+    write_secret(path, &s)?;
     Ok(s)
 }
 
@@ -95,6 +133,14 @@ fn spawn(args: &[String], log: &Path) -> Result<Child> {
         .context("starting a libra process")
 }
 
+/// An error once SIGINT or SIGTERM has come: what `up` is waiting for is not worth finishing.
+fn interrupted() -> Result<()> {
+    if STOP.load(Ordering::Relaxed) {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
 fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Result<T> {
     let t0 = Instant::now();
     loop {
@@ -104,6 +150,7 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
         if t0.elapsed() > timeout {
             bail!("timed out waiting for {what}");
         }
+        interrupted()?;
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -112,7 +159,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     if a.nodes == 0 || a.nodes > 64 {
         bail!("--nodes: {} is not accepted: give 1 to 64 local nodes", a.nodes);
     }
-    // From here on a SIGTERM or SIGINT stops the cluster with `up` (once the demo is over).
+    // From here on a SIGTERM or SIGINT stops the cluster with `up`.
     let stop = stop_on_signals();
     let cores = std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0);
     let cpus = a.cpus_per_node.unwrap_or(cores / a.nodes as f64).min(cores);
@@ -120,9 +167,9 @@ pub fn run(a: UpArgs) -> Result<()> {
         Some(s) => s,
         None => data_dir()?.join("up"),
     };
-    std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
-    let join = secret(&state.join("join-token"))?;
-    let admin_pw = secret(&state.join("admin-password"))?;
+    private_dir(&state)?;
+    let join = secret(&state.join("join-token"), 8)?;
+    let admin_pw = secret(&state.join("admin-password"), 8)?;
     // A server already on the port would answer for ours: say so rather than talk to it.
     if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", a.port)) {
         bail!(
@@ -174,33 +221,46 @@ pub fn run(a: UpArgs) -> Result<()> {
         )?);
     }
     let admin = Client::new(&url, Some(anon.login("admin", &admin_pw)?.token));
-    match admin.user_add(&UserAdd { name: "demo".into(), password: "demo".into(), admin: false }) {
-        Ok(_) => {
-            admin.credit("demo", Money::from_credits(1000))?;
-        }
-        Err(e) if e.status() == Some(409) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let demo_token = anon.login("demo", "demo")?.token;
-    save_login(&Login { server: url.clone(), user: "demo".into(), token: demo_token.clone() })?;
+    let (demo_pw, demo_token) = demo_account(&anon, &admin, &state)?;
+    let libra = invocation(std::env::var_os("PATH").as_deref(), &std::env::current_exe()?);
+    let login_note = choose_login(&url, &demo_token, &libra)?;
     let demo = Client::new(&url, Some(demo_token));
     let nodes = wait_for("the node agents", Duration::from_secs(20), || {
         admin.nodes().ok().filter(|n| n.iter().filter(|x| x.up).count() >= a.nodes as usize)
     })?;
+    let credit = demo.balance()?.available;
     println!(
         "Libra is up at {url}: {} nodes of {cpus:.2} CPUs ({}), state in {}",
         nodes.len(),
         nodes[0].mechanism,
         state.display()
     );
+    println!("  portal: {url}/  sign in as demo, password {demo_pw} ({} credits available)", money(credit));
+    println!("          administrator: admin, password in {}", state.join("admin-password").display());
+    println!("  {login_note}");
     println!(
-        "  logged in as demo (1000 credits); administrator: admin / password in {}",
-        state.join("admin-password").display()
+        "  try:  {libra} submit --estimate 5s --deadline 1m --budget 50 -- {libra} burn --cpu-seconds 5"
     );
-    println!("  try:  libra submit --estimate 5s --deadline 1m --budget 50 -- libra burn --cpu-seconds 5");
-    println!("        libra status; libra quote; libra balance; libra history");
-    if !a.no_demo {
-        demo_run(&demo, cpus, a.nodes)?;
+    println!("        {libra} status; {libra} quote; {libra} balance; {libra} history");
+    let demo_done = state.join("demo-done");
+    if a.demo || (!a.no_demo && !demo_done.exists()) {
+        demo_run(&demo, cpus, a.nodes).map_err(|e| {
+            // A terminal's Ctrl-C also reaches the server and the node agents, so the demo may
+            // fail on a vanished server first: say what happened rather than what it broke.
+            if stop.load(Ordering::Relaxed) {
+                anyhow::anyhow!("interrupted during the demo (it runs again on the next `up`)")
+            } else {
+                e
+            }
+        })?;
+        std::fs::write(&demo_done, format!("{} UTC\n", fmt_time(now())))
+            .with_context(|| format!("writing {}", demo_done.display()))?;
+    } else if !a.no_demo {
+        let when = std::fs::read_to_string(&demo_done).unwrap_or_default();
+        println!(
+            "\nthe demo already ran in this state directory ({}); add --demo to run it again",
+            when.trim()
+        );
     }
     if a.exit {
         return Ok(());
@@ -209,14 +269,143 @@ pub fn run(a: UpArgs) -> Result<()> {
     loop {
         std::thread::sleep(Duration::from_millis(200));
         if stop.load(Ordering::Relaxed) {
-            println!("stopping the cluster (its jobs keep running; the next `libra up` adopts them)");
+            println!("{STOPPING}");
             return Ok(());
         }
         for c in &mut kids.0 {
             if let Ok(Some(st)) = c.try_wait() {
+                // Ctrl-C reaches the whole process group: a child may have stopped on the
+                // signal that is about to stop `up` itself.
+                if stop.load(Ordering::Relaxed) {
+                    println!("{STOPPING}");
+                    return Ok(());
+                }
                 bail!("a cluster process exited ({st}); see the logs in {}", state.display());
             }
         }
+    }
+}
+
+const STOPPING: &str = "stopping the cluster (its jobs keep running; the next `libra up` adopts them)";
+
+/// The demo user: created with a random password (kept in `demo-password` beside
+/// `admin-password`) and 1,000 credits on the first `up` of a state directory, and only then,
+/// so that no later `up` credits it again. Returns its password and a new API token.
+fn demo_account(anon: &Client, admin: &Client, state: &Path) -> Result<(String, String)> {
+    let path = state.join("demo-password");
+    let password = secret(&path, 8)?;
+    match admin.user_add(&UserAdd { name: "demo".into(), password: password.clone(), admin: false }) {
+        Ok(_) => {
+            admin.credit("demo", Money::from_credits(1000))?;
+        }
+        Err(e) if e.status() == Some(409) => {}
+        Err(e) => return Err(e.into()),
+    }
+    match anon.login("demo", &password) {
+        Ok(r) => Ok((password, r.token)),
+        // The API cannot change a password, and the password is not ours to guess.
+        Err(e) if e.status() == Some(401) => bail!(
+            "the demo user of {} does not have the password in {} (an older `libra up` made it with a fixed one): remove {} to start afresh, or give another --state",
+            state.display(),
+            path.display(),
+            state.display()
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a saved login turned out to be.
+enum Saved {
+    /// Its server accepts its token, as this user.
+    Works(String),
+    /// Its server refuses the token, or it was a cluster on this machine that is gone.
+    Stale,
+    /// Not known (another machine's server is not contacted), so kept as it is.
+    Unknown,
+}
+
+fn check_saved(l: &Login) -> Saved {
+    if !is_loopback(&l.server) {
+        return Saved::Unknown;
+    }
+    match Client::new(&l.server, Some(l.token.clone())).balance() {
+        Ok(b) => Saved::Works(b.user),
+        Err(e) if e.status() == Some(401) => Saved::Stale,
+        Err(ClientError::Transport { .. }) => Saved::Stale,
+        Err(_) => Saved::Unknown,
+    }
+}
+
+fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Saves the demo user's login for the other commands only where that takes nothing away:
+/// there is no saved login, or the saved one no longer works. Anyone else's (an
+/// administrator's, a login to another cluster) is kept. Returns which login is in use.
+fn choose_login(url: &str, demo_token: &str, libra: &str) -> Result<String> {
+    let path = login_path()?;
+    let switch = format!("`{libra} login --server {url} --user demo` (the portal's password)");
+    let replaced = match saved_login() {
+        None => None,
+        Some(l) => match check_saved(&l) {
+            Saved::Works(user) if l.server.trim_end_matches('/') == url => {
+                return Ok(format!(
+                "the commands below use your saved login ({user}, in {}); to act as the demo user: {switch}",
+                path.display()
+            ))
+            }
+            Saved::Works(_) | Saved::Unknown => {
+                return Ok(format!(
+                    "your saved login ({} at {}, in {}) is kept; to use this cluster first: {switch}",
+                    l.user,
+                    l.server,
+                    path.display()
+                ))
+            }
+            Saved::Stale => Some(l),
+        },
+    };
+    save_login(&Login { server: url.to_string(), user: "demo".into(), token: demo_token.to_string() })?;
+    Ok(match replaced {
+        None => format!("logged in as demo for the commands below (saved in {})", path.display()),
+        Some(l) => format!(
+            "logged in as demo for the commands below (saved in {}, in place of {}'s login to {}, which no longer works)",
+            path.display(),
+            l.user,
+            l.server
+        ),
+    })
+}
+
+/// How the printed commands call this binary: plain `libra` when that is what a shell finds
+/// first on PATH, else this binary's full path (`cargo run` leaves it in target/, off PATH).
+fn invocation(path_var: Option<&OsStr>, exe: &Path) -> String {
+    let found = path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join("libra"))
+        .find(|c| std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0));
+    let same = |p: &Path| std::fs::canonicalize(p).ok();
+    match found {
+        Some(c) if same(&c).is_some() && same(&c) == same(exe) => "libra".into(),
+        _ => shell_word(&exe.display().to_string()),
+    }
+}
+
+/// Quotes a word for a POSIX shell when it needs it.
+fn shell_word(w: &str) -> String {
+    if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c)) {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', r"'\''"))
     }
 }
 
@@ -269,6 +458,7 @@ fn demo_run(c: &Client, cpus: f64, nodes: u32) -> Result<()> {
             break jobs;
         }
         std::thread::sleep(Duration::from_secs(2));
+        interrupted()?;
         let running = jobs.iter().filter(|j| j.state == JobState::Running).count();
         println!(
             "  {} running, {} done after {}",
@@ -286,4 +476,75 @@ fn demo_run(c: &Client, cpus: f64, nodes: u32) -> Result<()> {
         money(b.charged)
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn plain_libra_only_when_path_finds_this_binary() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("target").join("libra");
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        std::fs::write(&exe, "").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (linked, other, plain) = (dir.path().join("l"), dir.path().join("o"), dir.path().join("p"));
+        for d in [&linked, &other, &plain] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::os::unix::fs::symlink(&exe, linked.join("libra")).unwrap();
+        std::fs::write(other.join("libra"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(other.join("libra"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Not executable: a shell skips it, and so do we.
+        std::fs::write(plain.join("libra"), "").unwrap();
+        let path = |ds: &[&PathBuf]| -> OsString { std::env::join_paths(ds.iter().copied()).unwrap() };
+        let full = exe.display().to_string();
+        assert_eq!(invocation(Some(&path(&[&plain, &linked])), &exe), "libra");
+        assert_eq!(invocation(Some(&path(&[&other, &linked])), &exe), full, "PATH's libra is another binary");
+        assert_eq!(invocation(Some(&path(&[&plain])), &exe), full);
+        assert_eq!(invocation(None, &exe), full);
+    }
+
+    #[test]
+    fn full_paths_are_quoted_for_the_shell() {
+        assert_eq!(shell_word("/home/a/libra/target/release/libra"), "/home/a/libra/target/release/libra");
+        assert_eq!(shell_word("/home/a b/libra"), "'/home/a b/libra'");
+        assert_eq!(shell_word("/x/it's/libra"), r"'/x/it'\''s/libra'");
+    }
+
+    #[test]
+    fn loopback_servers() {
+        assert!(is_loopback("http://127.0.0.1:7878"));
+        assert!(is_loopback("http://localhost:7878/"));
+        assert!(is_loopback("http://[::1]:7878"));
+        assert!(!is_loopback("http://10.0.0.5:7878"));
+        assert!(!is_loopback("https://cluster.example.org"));
+    }
+
+    #[test]
+    fn secrets_are_private_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("up");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(&state).unwrap();
+        assert_eq!(mode(&state), 0o700);
+        let fresh = state.join("a");
+        let s = secret(&fresh, 8).unwrap();
+        assert_eq!(mode(&fresh), 0o600);
+        assert_eq!(secret(&fresh, 8).unwrap(), s, "a saved secret is read back");
+        assert_ne!(secret(&state.join("b"), 8).unwrap(), s, "each secret is random");
+        // One an older `up` left readable is closed.
+        let old = state.join("c");
+        std::fs::write(&old, "0123456789").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(secret(&old, 8).unwrap(), "0123456789");
+        assert_eq!(mode(&old), 0o600);
+    }
 }
