@@ -8,9 +8,7 @@
 
 use crate::app::{Inner, NodeRt};
 use crate::error::ApiError;
-use libra_api::{
-    ExitReport, JobControl, JobState, NodeJobShare, RegisterRequest, StartJob, SyncRequest, SyncResponse,
-};
+use libra_api::{ExitReport, JobState, NodeJobShare, RegisterRequest, StartJob, SyncRequest, SyncResponse};
 use libra_core::{Money, NodeSpec};
 use rusqlite::{params, OptionalExtension};
 use std::collections::{HashMap, HashSet};
@@ -155,7 +153,7 @@ impl Inner {
             self.settle_if_done(job, Some(format!("lost: node {} no longer runs it", r.name)), now)?;
         }
         self.commands(r, &mut resp)?;
-        resp.job_control = if self.policy.edf_job_control() { JobControl::Edf } else { JobControl::Libra };
+        resp.job_control = self.policy.job_control();
         Ok(resp)
     }
 
@@ -188,6 +186,7 @@ impl Inner {
                     suspended: state == "SUSPENDED",
                     mem_mb: row.get::<_, i64>(8)?.max(0) as u64,
                     procs: row.get::<_, i64>(9)?.clamp(1, i64::from(u32::MAX)) as u32,
+                    cpus_per_task: 1,
                 },
                 row.get::<_, bool>(7)?,
             ))

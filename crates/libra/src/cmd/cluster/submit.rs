@@ -89,7 +89,12 @@ impl JobOpts {
         };
         Ok(JobSpec {
             details: JobDetails { estimate, length_mi: None },
-            resources: ResourceRequirements { procs: self.procs.unwrap_or(1), mem_mb, disk_mb: 0 },
+            resources: ResourceRequirements {
+                procs: self.procs.unwrap_or(1),
+                mem_mb,
+                disk_mb: 0,
+                cpus_per_task: 1,
+            },
             qos: QosConstraints { deadline, budget },
             optimise: QosOptimisation::Cost,
         })
