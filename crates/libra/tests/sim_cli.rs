@@ -150,3 +150,33 @@ fn placement_chooses_the_node_and_so_the_price() {
         libra().args(["sim", "run", "--batch", "1", "--placement", "cheapest", "--json"]).output().unwrap();
     assert_eq!(json(&out)["runs"].as_array().unwrap().len(), 6);
 }
+
+#[test]
+fn the_placement_experiment_compares_the_three() {
+    let dir = tmp("placement");
+    let out = libra()
+        .args(["sim", "experiment", "placement", "--json", "--last", "1000", "--out"])
+        .arg(&dir)
+        .args([
+            "--trace",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/SDSC-SP2-1998-4.2-cln.swf.gz"),
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let points = v["points"].as_array().unwrap();
+    // Two policies, three placements, five delay factors.
+    assert_eq!(points.len(), 30);
+    for placement in ["best-fit", "least-loaded", "cheapest"] {
+        let p = points
+            .iter()
+            .find(|p| p["policy"] == "libra+$" && p["placement"] == placement && p["delay_factor"] == 0.5)
+            .unwrap();
+        for k in ["qos_satisfaction", "profitability", "mean_price"] {
+            assert!(p[k].as_f64().is_some(), "{k}");
+        }
+    }
+    for f in ["placement.csv", "placement.json", "placement.md", "placement-qos.svg", "placement-price.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+}
