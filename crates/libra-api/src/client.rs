@@ -177,8 +177,18 @@ impl Client {
         self.get("/api/admin/policy")
     }
 
+    /// Sets the policy with its own default placement.
     pub fn set_policy(&self, name: &str) -> Result<PolicyInfo, ClientError> {
-        self.post("/api/admin/policy", &SetPolicy { policy: name.into() })
+        self.set_policy_placement(name, None)
+    }
+
+    /// Sets the policy and how it chooses nodes (`None`: the policy's default).
+    pub fn set_policy_placement(
+        &self,
+        name: &str,
+        placement: Option<libra_core::policy::Placement>,
+    ) -> Result<PolicyInfo, ClientError> {
+        self.post("/api/admin/policy", &SetPolicy { policy: name.into(), placement })
     }
 
     /// `action` is `suspend` or `resume`.

@@ -2,7 +2,7 @@
 //! are Unix seconds (f64); durations are seconds.
 
 use libra_core::job::JobSpec;
-use libra_core::policy::Suggestion;
+use libra_core::policy::{Placement, Suggestion};
 use libra_core::{Money, PricingParams};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -149,9 +149,11 @@ pub struct NodePrice {
     pub up: bool,
     /// Base price (PBase) per CPU-second.
     pub price_base: f64,
-    /// The current price per CPU-second for the quoted job's window (Libra+$ eq. 3), or the base
-    /// price for policies that do not price by utilisation.
-    pub price_now: f64,
+    /// The price per CPU-second the policy in force would charge the quoted job (or a
+    /// one-CPU-second job due in a minute) on this node now (`Policy::price`): Libra+$'s eq. 3
+    /// for its window, Libra's `alpha + beta/D`, or the base price. `null`: no price (the node is
+    /// full over the job's window).
+    pub price_now: Option<f64>,
     pub load: f64,
     pub cpus: f64,
 }
@@ -386,11 +388,22 @@ pub struct SetPricing {
 pub struct PolicyInfo {
     pub policy: String,
     pub available: Vec<String>,
+    /// How the policy chooses among the nodes that accept a job; `null` for the space-shared
+    /// policies, which have no choice to make.
+    #[serde(default)]
+    pub placement: Option<Placement>,
+    /// Every placement a time-shared policy accepts.
+    #[serde(default)]
+    pub placements: Vec<Placement>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SetPolicy {
     pub policy: String,
+    /// The node choice; absent: the policy's own default (best fit for libra+$ and the EDF
+    /// policies, least loaded for libra). Refused for a space-shared policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -498,7 +511,8 @@ pub struct StartJob {
     /// EDF job control, since its parts on other nodes advance at their own pace.
     #[serde(default = "one")]
     pub procs: u32,
-    /// CPUs the job may use at once on this node (caps its share).
+    /// CPUs the job's task may use at once: job control gives it at most this many (and at most
+    /// the node's).
     #[serde(default = "one")]
     pub cpus_per_task: u32,
     #[serde(default)]
@@ -526,17 +540,9 @@ fn one() -> u32 {
     1
 }
 
-/// How a node divides its CPU among its jobs between syncs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum JobControl {
-    /// Algorithm 2: each job the share that finishes its estimate by its deadline.
-    #[default]
-    Libra,
-    /// Earliest deadline first (`libra-edf`, `libra-risk`): sequential jobs in deadline order,
-    /// each at the rate that finishes it at its deadline, as far as capacity goes.
-    Edf,
-}
+/// How a node divides its CPU among its jobs between syncs: the admission policy's own
+/// (`Policy::job_control`), the one the simulator runs too.
+pub use libra_core::share::JobControl;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SyncResponse {
@@ -560,6 +566,16 @@ pub struct SyncResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_control_and_start_job_keep_their_wire_form() {
+        assert_eq!(serde_json::to_string(&JobControl::Libra).unwrap(), "\"libra\"");
+        assert_eq!(serde_json::from_str::<JobControl>("\"edf\"").unwrap(), JobControl::Edf);
+        // A server from before cpus_per_task: one CPU per task.
+        let old = r#"{"job":1,"command":["true"],"estimate":1.0,"submit_time":0.0,"deadline_at":10.0,"share":0.1,"suspended":false}"#;
+        let s: StartJob = serde_json::from_str(old).unwrap();
+        assert_eq!((s.procs, s.cpus_per_task), (1, 1));
+    }
 
     #[test]
     fn states_round_trip_by_name() {

@@ -3,7 +3,7 @@
 //! the policies only read it. No clock: every query takes `now`.
 
 use crate::job::JobSpec;
-use crate::share::required_share;
+use crate::share::{required_share, ControlledJob};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -17,7 +17,8 @@ pub const SHARE_EPS: f64 = 1e-9;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeSpec {
     pub name: String,
-    /// CPU capacity in processors (0.5 = half a core). One job uses at most one processor.
+    /// CPU capacity in processors (0.5 = half a core). A job's task uses at most its
+    /// `cpus_per_task` of them.
     pub cpus: f64,
     #[serde(default)]
     pub mem_mb: u64,
@@ -33,9 +34,10 @@ impl NodeSpec {
         NodeSpec { name: name.into(), cpus: 1.0, mem_mb: u64::MAX / 4, disk_mb: u64::MAX / 4, price_base }
     }
 
-    /// The most one job can get on this node.
-    pub fn per_job_cap(&self) -> f64 {
-        self.cpus.min(1.0)
+    /// The most a job whose task may use `cpus_per_task` CPUs at once can get on this node:
+    /// that many CPUs, or the whole node if it has fewer.
+    pub fn job_cap(&self, cpus_per_task: u32) -> f64 {
+        self.cpus.min(f64::from(cpus_per_task.max(1)))
     }
 }
 
@@ -63,6 +65,8 @@ pub struct NodeEntry {
     pub cpu_done: f64,
     pub as_of: f64,
     pub rate: f64,
+    /// The most the job can get (its commitment's `cap`).
+    pub cap: f64,
 }
 
 impl NodeEntry {
@@ -77,6 +81,25 @@ impl NodeEntry {
     /// Algorithm 2 at `now`, capped at `cap`.
     pub fn required_share(&self, now: f64, cap: f64) -> f64 {
         required_share(self.estimate, self.cpu_at(now), self.deadline_abs, now, self.admitted_share, cap)
+    }
+
+    /// Algorithm 2 at `now`, capped at the job's own cap.
+    pub fn share(&self, now: f64) -> f64 {
+        self.required_share(now, self.cap)
+    }
+
+    /// The job as job control sees it, with the progress the model assumes at `now`.
+    pub fn controlled(&self, now: f64) -> ControlledJob {
+        ControlledJob {
+            job: self.job,
+            estimate: self.estimate,
+            cpu: self.cpu_at(now),
+            deadline_abs: self.deadline_abs,
+            admitted: self.admitted_share,
+            procs: self.procs,
+            cap: self.cap,
+            suspended: false,
+        }
     }
 }
 
@@ -118,7 +141,10 @@ pub struct Commitment {
     pub nodes: Vec<NodeIdx>,
     pub mem_mb: u64,
     pub disk_mb: u64,
-    /// The most the job can get on its most limited node.
+    /// CPUs the job's task may use at once on each node.
+    pub cpus_per_task: u32,
+    /// The most the job can get on its most limited node: `min(cpus_per_task, node cpus)` over
+    /// its nodes (a parallel job advances at the pace of its slowest part, so more would idle).
     pub cap: f64,
     /// Where this job's entry sits in each node's `entries` (parallel to `nodes`), so progress
     /// updates need no search.
@@ -221,7 +247,8 @@ impl Cluster {
         self.index.len()
     }
 
-    /// Records an accepted job on its nodes. `now` is when the commitment starts.
+    /// Records an accepted job of one CPU per task on its nodes. `now` is when the commitment
+    /// starts.
     pub fn commit(
         &mut self,
         job: u64,
@@ -230,7 +257,7 @@ impl Cluster {
         nodes: &[NodeIdx],
         now: f64,
     ) -> Result<(), ClusterError> {
-        self.commit_with(job, estimate, deadline_abs, nodes, now, 0, 0)
+        self.commit_with(job, estimate, deadline_abs, nodes, now, (0, 0, 1))
     }
 
     /// Records an accepted job with its specification (memory and disk are reserved too).
@@ -256,18 +283,18 @@ impl Cluster {
         nodes: &[NodeIdx],
         now: f64,
     ) -> Result<(), ClusterError> {
+        let r = &spec.resources;
         self.commit_with(
             job,
             reserved,
             submit + spec.deadline(),
             nodes,
             now,
-            spec.resources.mem_mb,
-            spec.resources.disk_mb,
+            (r.mem_mb, r.disk_mb, r.cpus_per_task),
         )
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `resources`: memory and disk reserved per node, and CPUs per task.
     fn commit_with(
         &mut self,
         job: u64,
@@ -275,9 +302,9 @@ impl Cluster {
         deadline_abs: f64,
         nodes: &[NodeIdx],
         now: f64,
-        mem_mb: u64,
-        disk_mb: u64,
+        resources: (u64, u64, u32),
     ) -> Result<(), ClusterError> {
+        let (mem_mb, disk_mb, cpus_per_task) = resources;
         if self.index.contains_key(&job) {
             return Err(ClusterError::Duplicate(job));
         }
@@ -288,7 +315,8 @@ impl Cluster {
         if let Some(&bad) = nodes.iter().find(|&&n| n >= self.nodes.len()) {
             return Err(ClusterError::NoSuchNode(bad));
         }
-        let cap = nodes.iter().map(|&n| self.nodes[n].spec.per_job_cap()).fold(1.0, f64::min);
+        let cap =
+            nodes.iter().map(|&n| self.nodes[n].spec.job_cap(cpus_per_task)).fold(f64::INFINITY, f64::min);
         let admitted_share = required_share(estimate, 0.0, deadline_abs, now, cap, cap);
         let c = Commitment {
             job,
@@ -302,6 +330,7 @@ impl Cluster {
             nodes: nodes.to_vec(),
             mem_mb,
             disk_mb,
+            cpus_per_task,
             cap,
             entry_pos: nodes.iter().map(|&n| self.nodes[n].entries.len()).collect(),
         };
@@ -324,6 +353,7 @@ impl Cluster {
             cpu_done: 0.0,
             as_of: now,
             rate: 0.0,
+            cap,
         };
         for &n in nodes {
             let node = &mut self.nodes[n];
@@ -406,8 +436,12 @@ impl Cluster {
 
     /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).
     pub fn node_load(&self, i: NodeIdx, now: f64) -> f64 {
-        let cap = self.nodes[i].spec.per_job_cap();
-        self.nodes[i].entries.iter().map(|e| e.required_share(now, cap)).sum()
+        self.nodes[i].entries.iter().map(|e| e.share(now)).sum()
+    }
+
+    /// The jobs of node `i` as job control sees them at `now`, in the order of `node_entries`.
+    pub fn controlled_jobs(&self, i: NodeIdx, now: f64) -> Vec<ControlledJob> {
+        self.nodes[i].entries.iter().map(|e| e.controlled(now)).collect()
     }
 
     pub fn required_share(&self, job: u64, now: f64) -> Option<f64> {

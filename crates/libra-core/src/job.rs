@@ -11,6 +11,8 @@ pub const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
 pub const MAX_PROCS: u32 = 1_000_000;
 /// The largest budget accepted, in credits (guards against overflowing sums in the ledger).
 pub const MAX_BUDGET_CREDITS: i64 = 1_000_000_000_000;
+/// The most CPUs one task (the job's part on one node) may use at once.
+pub const MAX_CPUS_PER_TASK: u32 = 1024;
 
 /// JobDetails: what the cluster should know about the job itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,15 +29,17 @@ pub struct JobDetails {
 pub struct ResourceRequirements {
     /// Processors (nodes) the job runs on at once; each gets the same share.
     pub procs: u32,
-    /// CPUs per node the job may use at once: its share on a node is capped at this many.
-    #[serde(default = "one_cpu")]
-    pub cpus_per_task: u32,
     /// Memory per processor, MiB (0 = no requirement).
     #[serde(default)]
     pub mem_mb: u64,
     /// Local disk per processor, MiB (0 = no requirement).
     #[serde(default)]
     pub disk_mb: u64,
+    /// CPUs the job's task on each node may use at once (`-c`/`--cpus-per-task`): its share on
+    /// a node is at most this many CPUs (and at most the node's). Specifications stored or
+    /// traced before the field existed read as 1, what they were admitted with.
+    #[serde(default = "one_cpu")]
+    pub cpus_per_task: u32,
 }
 
 fn one_cpu() -> u32 {
@@ -92,6 +96,8 @@ pub enum SpecError {
     Procs(u32),
     #[error("length_mi: {0} is not accepted: give a positive number of million instructions")]
     Length(f64),
+    #[error("cpus_per_task: {0} is not accepted: give between 1 and {MAX_CPUS_PER_TASK} CPUs per task")]
+    CpusPerTask(u32),
 }
 
 impl JobSpec {
@@ -99,7 +105,7 @@ impl JobSpec {
     pub fn simple(estimate: f64, deadline: f64, budget: Money) -> Self {
         JobSpec {
             details: JobDetails { estimate, length_mi: None },
-            resources: ResourceRequirements { procs: 1, cpus_per_task: 1, mem_mb: 0, disk_mb: 0 },
+            resources: ResourceRequirements { procs: 1, mem_mb: 0, disk_mb: 0, cpus_per_task: 1 },
             qos: QosConstraints { deadline, budget },
             optimise: QosOptimisation::Cost,
         }
@@ -107,6 +113,11 @@ impl JobSpec {
 
     pub fn with_procs(mut self, procs: u32) -> Self {
         self.resources.procs = procs;
+        self
+    }
+
+    pub fn with_cpus_per_task(mut self, cpus: u32) -> Self {
+        self.resources.cpus_per_task = cpus;
         self
     }
 
@@ -124,6 +135,10 @@ impl JobSpec {
 
     pub fn procs(&self) -> u32 {
         self.resources.procs
+    }
+
+    pub fn cpus_per_task(&self) -> u32 {
+        self.resources.cpus_per_task
     }
 
     /// Checks a user's submission. Trace replays bypass this (a trace may hold zero-length jobs),
@@ -147,6 +162,10 @@ impl JobSpec {
         let p = self.resources.procs;
         if p == 0 || p > MAX_PROCS {
             return Err(SpecError::Procs(p));
+        }
+        let c = self.resources.cpus_per_task;
+        if c == 0 || c > MAX_CPUS_PER_TASK {
+            return Err(SpecError::CpusPerTask(c));
         }
         if let Some(l) = self.details.length_mi {
             if !l.is_finite() || l <= 0.0 {
@@ -184,9 +203,33 @@ mod tests {
         let mut s = ok.clone();
         s.resources.procs = 0;
         assert!(s.validate().unwrap_err().to_string().starts_with("procs:"));
+        for bad in [0, MAX_CPUS_PER_TASK + 1] {
+            let mut s = ok.clone();
+            s.resources.cpus_per_task = bad;
+            let e = s.validate().unwrap_err();
+            assert_eq!(e, SpecError::CpusPerTask(bad));
+            assert!(e.to_string().starts_with("cpus_per_task:") && e.to_string().contains("1024"), "{e}");
+        }
+        let mut s = ok.clone();
+        s.resources.cpus_per_task = MAX_CPUS_PER_TASK;
+        assert_eq!(s.validate(), Ok(()));
         let mut s = ok;
         s.details.estimate = 1e12;
         assert!(matches!(s.validate(), Err(SpecError::Estimate(_))));
+    }
+
+    /// A specification written before `cpus_per_task` existed (a stored job, a job list) reads
+    /// as one CPU per task.
+    #[test]
+    fn old_specs_read_as_one_cpu_per_task() {
+        let old =
+            r#"{"details":{"estimate":10.0},"resources":{"procs":2},"qos":{"deadline":100.0,"budget":500}}"#;
+        let s: JobSpec = serde_json::from_str(old).unwrap();
+        assert_eq!(s.cpus_per_task(), 1);
+        assert_eq!(s.procs(), 2);
+        let s = JobSpec::simple(1.0, 10.0, Money(1)).with_cpus_per_task(4);
+        let back: JobSpec = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.cpus_per_task(), 4);
     }
 
     #[test]

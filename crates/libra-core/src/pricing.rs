@@ -1,6 +1,10 @@
 //! Pricing functions. Prices are decimal (credits per CPU-second); a job's cost is turned into
 //! `Money` by rounding up to the cent, and compared with the budget as `Money`.
+//!
+//! Every policy prices by a rate per CPU-second (`Policy::price`) and charges `cost_at` that
+//! rate, so what `libra quote` shows is what admission charges.
 
+use crate::money::Money;
 use serde::{Deserialize, Serialize};
 
 /// The coefficients of every pricing function, in one place so an administrator can change
@@ -48,6 +52,27 @@ pub fn libra_cost(p: &PricingParams, estimate: f64, deadline: f64) -> f64 {
     p.libra_gamma * estimate + p.libra_delta * urgency
 }
 
+/// Libra's cost as a rate per CPU-second: `alpha + beta / D` (coefficients `libra_gamma`,
+/// `libra_delta`), so that `E` times it is `libra_cost`. The same on every node. `D <= 0`: an
+/// infinitely urgent job, priced out.
+pub fn libra_rate(p: &PricingParams, deadline: f64) -> f64 {
+    if deadline > 0.0 {
+        p.libra_gamma + p.libra_delta / deadline
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// What a job of `estimate` CPU-seconds costs at `rate` per CPU-second, rounded up to the cent
+/// (Algorithm 1's `RE_i * P_ij`). A job of no work costs nothing; an unbounded rate has no cost.
+pub fn cost_at(estimate: f64, rate: f64) -> Option<Money> {
+    if estimate <= 0.0 {
+        Some(Money::ZERO)
+    } else {
+        Money::from_credits_f64_ceil(estimate * rate)
+    }
+}
+
 /// The baselines' flat cost: `E * PBase_j`.
 pub fn flat_cost(estimate: f64, price_base: f64) -> f64 {
     estimate.max(0.0) * price_base
@@ -91,6 +116,16 @@ mod tests {
         assert!((libra_cost(&p, 100.0, 400.0) - 225.0).abs() < 1e-9);
         assert_eq!(libra_cost(&p, 0.0, 0.0), 0.0);
         assert!(libra_cost(&p, 1.0, 0.0).is_infinite());
+    }
+
+    #[test]
+    fn libra_rate_times_the_estimate_is_libra_cost() {
+        let p = PricingParams { libra_gamma: 2.0, libra_delta: 100.0, ..Default::default() };
+        assert!((100.0 * libra_rate(&p, 200.0) - libra_cost(&p, 100.0, 200.0)).abs() < 1e-9);
+        assert_eq!(cost_at(100.0, libra_rate(&p, 400.0)), Some(Money::from_credits(225)));
+        assert_eq!(cost_at(0.0, f64::INFINITY), Some(Money::ZERO));
+        assert_eq!(cost_at(1.0, libra_rate(&p, 0.0)), None);
+        assert_eq!(cost_at(3.0, 0.125), Some(Money(38)));
     }
 
     #[test]

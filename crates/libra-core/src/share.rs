@@ -1,9 +1,89 @@
 //! Job control: Algorithm 2 of Libra+$ (the share a running job needs from now on to finish by
-//! its deadline) and the stride scheduler of the Libra SRS (3.1.6, 3.1.10) for nodes that have to
-//! time-slice in user space.
+//! its deadline), EDF job control for the policies that admit by EDF, and the stride scheduler of
+//! the Libra SRS (3.1.6, 3.1.10) for nodes that have to time-slice in user space.
+//!
+//! `node_shares` is the one function both worlds call: the simulator with the progress its
+//! model assumes, a node agent with the CPU time it measured. Which control it runs is the
+//! admission policy's (`Policy::job_control`), since a node must keep the promises the policy
+//! made in the way it made them.
 
+use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+
+/// How a node divides its CPU among its jobs. On the wire (a node agent is told which one to
+/// run) as `libra` and `edf`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobControl {
+    /// Algorithm 2: each job the share that finishes what is left of its estimate by its
+    /// deadline (Libra, Libra+$).
+    #[default]
+    Libra,
+    /// Earliest deadline first (`libra-edf`, `libra-risk`): parallel and overrun jobs hold their
+    /// Algorithm 2 share; sequential jobs, in deadline order, the rate that finishes each at its
+    /// deadline, as far as the capacity goes (`edf_shares`).
+    Edf,
+}
+
+/// A job as job control sees it on one node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ControlledJob {
+    pub job: u64,
+    /// CPU-seconds the node is committed to (the estimate, padded under `libra-risk`).
+    pub estimate: f64,
+    /// CPU-seconds done so far (measured on a node; the model's on the simulator).
+    pub cpu: f64,
+    pub deadline_abs: f64,
+    /// The share it was admitted with (what an overrun job keeps).
+    pub admitted: f64,
+    /// Nodes the job spans: a parallel job keeps a proportional share under EDF, since its
+    /// parts on other nodes advance at their own pace.
+    pub procs: u32,
+    /// The most it may get here: `min(cpus_per_task, node cpus)`.
+    pub cap: f64,
+    /// Stopped by an administrator: holds no capacity under EDF.
+    pub suspended: bool,
+}
+
+impl ControlledJob {
+    /// Algorithm 2 for this job at `now`.
+    pub fn algorithm2(&self, now: f64) -> f64 {
+        required_share(self.estimate, self.cpu, self.deadline_abs, now, self.admitted, self.cap)
+    }
+}
+
+/// Job control on one node of `capacity` CPUs: the share each of `jobs` should hold from `now`
+/// until the next control period (or event), in the order of `jobs`.
+pub fn node_shares(control: JobControl, jobs: &[ControlledJob], now: f64, capacity: f64) -> Vec<f64> {
+    match control {
+        JobControl::Libra => jobs.iter().map(|j| j.algorithm2(now)).collect(),
+        JobControl::Edf => {
+            let running: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].suspended).collect();
+            let edf: Vec<EdfJob> = running
+                .iter()
+                .map(|&i| {
+                    let j = &jobs[i];
+                    EdfJob {
+                        job: j.job,
+                        remaining: (j.estimate - j.cpu).max(0.0),
+                        deadline_abs: j.deadline_abs,
+                        parallel: j.procs > 1,
+                        required: j.algorithm2(now),
+                        cap: j.cap,
+                    }
+                })
+                .collect();
+            // A suspended job keeps its Algorithm 2 share as its weight for when it resumes;
+            // it runs nothing meanwhile, so it takes no capacity from the others.
+            let mut out: Vec<f64> = jobs.iter().map(|j| j.algorithm2(now)).collect();
+            for (&i, s) in running.iter().zip(edf_shares(&edf, now, capacity)) {
+                out[i] = s;
+            }
+            out
+        }
+    }
+}
 
 /// Algorithm 2: `Partition_ij = (RE_i - clockCPU_ij) / (D_i - clockWall_i)`, written with
 /// absolute times: `(estimate - cpu_done) / (deadline_abs - now)`.
@@ -46,30 +126,35 @@ pub struct EdfJob {
     pub parallel: bool,
     /// The share Algorithm 2 gives it now (what a parallel or overrun job holds).
     pub required: f64,
+    /// The most it may get: `min(cpus_per_task, node cpus)`.
+    pub cap: f64,
 }
 
 /// Job control for a node that admits by EDF (`libra-edf`): parallel and overrun jobs hold their
 /// Algorithm 2 share; then each sequential job, in deadline order, gets the constant rate that
 /// would finish it exactly at its deadline, as far as the capacity goes. Spare CPU is left to
-/// the proportional division of the kernel. Returns `(job, share)` for every job.
-pub fn edf_shares(jobs: &[EdfJob], now: f64, capacity: f64, cap: f64) -> Vec<(u64, f64)> {
-    let mut out = Vec::with_capacity(jobs.len());
+/// the proportional division of the kernel. Returns every job's share, in the order of `jobs`.
+pub fn edf_shares(jobs: &[EdfJob], now: f64, capacity: f64) -> Vec<f64> {
+    let mut out = vec![0.0; jobs.len()];
     let mut left = capacity;
-    let mut seq: Vec<&EdfJob> = Vec::new();
-    for j in jobs {
+    let mut seq: Vec<usize> = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
         if j.remaining <= 0.0 || j.deadline_abs <= now || j.parallel {
             left -= j.required;
-            out.push((j.job, j.required));
+            out[i] = j.required;
         } else {
-            seq.push(j);
+            seq.push(i);
         }
     }
-    seq.sort_by(|a, b| a.deadline_abs.total_cmp(&b.deadline_abs).then(a.job.cmp(&b.job)));
-    for j in seq {
-        let want = (j.remaining / (j.deadline_abs - now)).min(cap);
+    seq.sort_by(|&a, &b| {
+        jobs[a].deadline_abs.total_cmp(&jobs[b].deadline_abs).then(jobs[a].job.cmp(&jobs[b].job))
+    });
+    for i in seq {
+        let j = &jobs[i];
+        let want = (j.remaining / (j.deadline_abs - now)).min(j.cap);
         let s = want.min(left.max(0.0));
         left -= s;
-        out.push((j.job, s));
+        out[i] = s;
     }
     out
 }
@@ -186,17 +271,64 @@ mod tests {
             deadline_abs,
             parallel,
             required,
+            cap: 1.0,
         };
         // A due at 1 needs all of the node now; B (due at 2) waits for it.
-        let s = edf_shares(&[j(1, 1.0, 1.0, false, 1.0), j(2, 1.0, 2.0, false, 0.5)], 0.0, 1.0, 1.0);
-        assert_eq!(s, vec![(1, 1.0), (2, 0.0)]);
+        let s = edf_shares(&[j(1, 1.0, 1.0, false, 1.0), j(2, 1.0, 2.0, false, 0.5)], 0.0, 1.0);
+        assert_eq!(s, vec![1.0, 0.0]);
         let s = edf_shares(
             &[j(1, 0.5, 1.0, false, 0.5), j(2, 1.5, 2.0, false, 0.75), j(3, 1.0, 10.0, true, 0.1)],
             0.0,
             1.0,
-            1.0,
         );
-        assert_eq!(s, vec![(3, 0.1), (1, 0.5), (2, 0.4)]);
+        assert_eq!(s, vec![0.5, 0.4, 0.1]);
+        // A task of two CPUs on a four-CPU node may take two of them; one of one CPU, one.
+        let mut wide = j(1, 4.0, 2.0, false, 1.0);
+        wide.cap = 2.0;
+        let s = edf_shares(&[wide, j(2, 4.0, 2.0, false, 1.0)], 0.0, 4.0);
+        assert_eq!(s, vec![2.0, 1.0]);
+    }
+
+    fn controlled(job: u64, estimate: f64, cpu: f64, deadline_abs: f64) -> ControlledJob {
+        ControlledJob {
+            job,
+            estimate,
+            cpu,
+            deadline_abs,
+            admitted: estimate / deadline_abs,
+            procs: 1,
+            cap: 1.0,
+            suspended: false,
+        }
+    }
+
+    #[test]
+    fn libra_control_is_algorithm_2_capped_at_the_task() {
+        // 10 s of 20 done, 20 s left: 0.5.
+        assert_eq!(node_shares(JobControl::Libra, &[controlled(1, 20.0, 10.0, 40.0)], 20.0, 1.0), vec![0.5]);
+        // Behind: more; never above the job's cap.
+        assert_eq!(node_shares(JobControl::Libra, &[controlled(1, 20.0, 0.0, 25.0)], 20.0, 4.0), vec![1.0]);
+        let mut wide = controlled(1, 20.0, 0.0, 25.0);
+        wide.cap = 3.0;
+        assert_eq!(node_shares(JobControl::Libra, &[wide], 20.0, 4.0), vec![3.0]);
+    }
+
+    #[test]
+    fn edf_control_runs_the_earlier_deadline_first_and_keeps_input_order() {
+        // A needs all of the CPU for 10 s; B needs a third of it for 30 s. Algorithm 2 would owe
+        // 1.33 CPUs; EDF runs A at full speed and B after it.
+        let jobs = [controlled(2, 10.0, 0.0, 30.0), controlled(1, 10.0, 0.0, 10.0)];
+        assert!(node_shares(JobControl::Libra, &jobs, 0.0, 1.0).iter().sum::<f64>() > 1.3);
+        assert_eq!(node_shares(JobControl::Edf, &jobs, 0.0, 1.0), vec![0.0, 1.0]);
+        // A suspended job takes no capacity, and keeps its Algorithm 2 share as its weight.
+        let mut held = controlled(3, 30.0, 0.0, 31.0);
+        held.suspended = true;
+        let mut par = controlled(4, 10.0, 0.0, 40.0);
+        par.procs = 2;
+        let s = node_shares(JobControl::Edf, &[par, controlled(5, 30.0, 0.0, 40.0), held], 0.0, 1.0);
+        assert_eq!(s[0], 0.25);
+        assert_eq!(s[1], 0.75);
+        assert!(s[2] > 0.9);
     }
 
     #[test]

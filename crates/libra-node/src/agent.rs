@@ -648,8 +648,8 @@ impl Agent {
         }
     }
 
-    /// Algorithm 2: each job's share from now on is what it has left over the time it has left,
-    /// measured from the CPU time the kernel accounted to it.
+    /// Job control (Algorithm 2, or EDF under the EDF policies): each job's share from now on,
+    /// from the CPU time the kernel accounted to it.
     fn control(&mut self) {
         let now = unix_now();
         // Each job's whole session: children that are still running count too.
@@ -669,6 +669,7 @@ impl Agent {
                 deadline_at: r.spec.deadline_at,
                 admitted: r.spec.share,
                 procs: r.spec.procs,
+                cpus_per_task: r.spec.cpus_per_task,
                 suspended: r.suspended,
             })
             .collect();

@@ -1,11 +1,12 @@
-//! Job control on one node: the share each of its jobs should hold until the next period,
-//! from the CPU time measured so far. Pure, so that what the agent tells the kernel can be
-//! checked without a kernel.
+//! Job control on one node: the share each of its jobs should hold until the next period, from
+//! the CPU time measured so far. The division itself is `libra_core::share::node_shares`, the
+//! function the simulator runs on its model, in the mode the server derives from the admission
+//! policy; this module only says what the agent measured.
 
 use libra_api::JobControl;
-use libra_core::share::{edf_shares, required_share, EdfJob};
+use libra_core::share::{node_shares, ControlledJob};
 
-/// A job as job control sees it.
+/// A job as the agent measures it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct JobProgress {
     pub job: u64,
@@ -17,35 +18,29 @@ pub struct JobProgress {
     /// The share it was admitted with (what an overrun job keeps).
     pub admitted: f64,
     pub procs: u32,
+    /// CPUs its task may use at once.
+    pub cpus_per_task: u32,
     /// Stopped by an administrator: holds no capacity under EDF.
     pub suspended: bool,
 }
 
-/// `(job, share)` for every job. `Libra`: Algorithm 2, each job the share that finishes what
-/// is left of its estimate by its deadline. `Edf`: the same division `libra-edf` admits by
-/// (`libra_core::share::edf_shares`), so that what was promised under EDF is kept under EDF.
+/// `(job, share)` for every job, on a node of `cpus` CPUs. Each job gets at most
+/// `min(cpus_per_task, cpus)`.
 pub fn shares(mode: JobControl, jobs: &[JobProgress], now: f64, cpus: f64) -> Vec<(u64, f64)> {
-    let cap = cpus.min(1.0);
-    let algorithm2 = |j: &JobProgress| required_share(j.estimate, j.cpu, j.deadline_at, now, j.admitted, cap);
-    match mode {
-        JobControl::Libra => jobs.iter().map(|j| (j.job, algorithm2(j))).collect(),
-        JobControl::Edf => {
-            let edf: Vec<EdfJob> = jobs
-                .iter()
-                .filter(|j| !j.suspended)
-                .map(|j| EdfJob {
-                    job: j.job,
-                    remaining: (j.estimate - j.cpu).max(0.0),
-                    deadline_abs: j.deadline_at,
-                    parallel: j.procs > 1,
-                    required: algorithm2(j),
-                })
-                .collect();
-            let mut out = edf_shares(&edf, now, cpus, cap);
-            out.extend(jobs.iter().filter(|j| j.suspended).map(|j| (j.job, algorithm2(j))));
-            out
-        }
-    }
+    let controlled: Vec<ControlledJob> = jobs
+        .iter()
+        .map(|j| ControlledJob {
+            job: j.job,
+            estimate: j.estimate,
+            cpu: j.cpu,
+            deadline_abs: j.deadline_at,
+            admitted: j.admitted,
+            procs: j.procs,
+            cap: cpus.min(f64::from(j.cpus_per_task.max(1))),
+            suspended: j.suspended,
+        })
+        .collect();
+    jobs.iter().map(|j| j.job).zip(node_shares(mode, &controlled, now, cpus)).collect()
 }
 
 #[cfg(test)]
@@ -60,6 +55,7 @@ mod tests {
             deadline_at,
             admitted: estimate / deadline_at,
             procs: 1,
+            cpus_per_task: 1,
             suspended: false,
         }
     }
@@ -76,6 +72,18 @@ mod tests {
         // Behind: more; never above one CPU.
         let s = shares(JobControl::Libra, &[job(1, 20.0, 0.0, 25.0)], 20.0, 1.0);
         assert_eq!(s, vec![(1, 1.0)]);
+    }
+
+    #[test]
+    fn a_task_of_several_cpus_may_have_that_many_and_no_more_than_the_node() {
+        let mut wide = job(1, 20.0, 0.0, 25.0);
+        wide.cpus_per_task = 2;
+        // 20 CPU-seconds in 5 s: 4 CPUs wanted, 2 allowed on a 4-CPU node, 1.5 on a 1.5-CPU one.
+        assert_eq!(shares(JobControl::Libra, &[wide], 20.0, 4.0), vec![(1, 2.0)]);
+        assert_eq!(shares(JobControl::Libra, &[wide], 20.0, 1.5), vec![(1, 1.5)]);
+        assert_eq!(shares(JobControl::Edf, &[wide], 20.0, 4.0), vec![(1, 2.0)]);
+        // One CPU per task: one CPU, as before.
+        assert_eq!(shares(JobControl::Libra, &[job(1, 20.0, 0.0, 25.0)], 20.0, 4.0), vec![(1, 1.0)]);
     }
 
     #[test]

@@ -7,7 +7,8 @@ use crate::error::{ApiError, ServerError};
 use crate::store;
 use libra_api::NodeJobShare;
 use libra_core::job::{JobDetails, QosConstraints, QosOptimisation, ResourceRequirements};
-use libra_core::{build_policy, Cluster, JobSpec, Money, NodeIdx, Policy, PricingParams};
+use libra_core::policy::{build_policy_with, Placement};
+use libra_core::{Cluster, JobSpec, Money, NodeIdx, Policy, PricingParams};
 use rusqlite::{params, Connection};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -102,14 +103,27 @@ pub fn spec_of(
 
 impl Inner {
     /// Rebuilds the in-memory view from the store: nodes (given one timeout of grace to report
-    /// again), the policy and prices last set, and the commitments of every accepted job.
+    /// again), the policy, its placement and the prices last set, and the commitments of every
+    /// accepted job.
     fn load(db: Connection, config: &Config, now: f64) -> Result<Inner, ServerError> {
-        let policy_name = store::setting(&db, "policy")?.unwrap_or_else(|| config.policy.clone());
+        let stored = store::setting(&db, "policy")?;
+        // The placement was set with the policy: a stored policy comes with its stored placement
+        // (none stored: the policy's default), the configured one with the configured one.
+        let placement = match &stored {
+            Some(_) => store::setting(&db, "placement")?
+                .filter(|p| !p.is_empty())
+                .map(|p| p.parse::<Placement>())
+                .transpose()
+                .map_err(|e| ServerError::Invalid(format!("stored setting: {e}")))?,
+            None => config.placement,
+        };
+        let policy_name = stored.unwrap_or_else(|| config.policy.clone());
         let pricing = match store::setting(&db, "pricing")? {
             Some(p) => serde_json::from_str(&p).unwrap_or(config.pricing),
             None => config.pricing,
         };
-        let policy = build_policy(&policy_name, pricing).map_err(|e| ServerError::Invalid(e.to_string()))?;
+        let policy = build_policy_with(&policy_name, pricing, placement)
+            .map_err(|e| ServerError::Invalid(e.to_string()))?;
         let mut cluster = Cluster::new();
         let mut nodes = HashMap::new();
         {
@@ -216,10 +230,19 @@ impl Inner {
         self.policy.name()
     }
 
-    pub fn set_policy(&mut self, name: &str, pricing: PricingParams) -> Result<(), ApiError> {
-        let p = build_policy(name, pricing).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    /// Sets the policy, its prices and how it chooses nodes (`None`: the policy's default),
+    /// stored together so that a restart brings back the same policy.
+    pub fn set_policy(
+        &mut self,
+        name: &str,
+        pricing: PricingParams,
+        placement: Option<Placement>,
+    ) -> Result<(), ApiError> {
+        let p =
+            build_policy_with(name, pricing, placement).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let tx = self.db.transaction()?;
         store::set_setting(&tx, "policy", p.name())?;
+        store::set_setting(&tx, "placement", p.placement().map_or("", Placement::as_str))?;
         store::set_setting(&tx, "pricing", &serde_json::to_string(&pricing)?)?;
         tx.commit()?;
         // A learning policy (libra-risk) starts from the cluster's whole history.

@@ -2,6 +2,7 @@
 //! (the `libra server` command merges the two: flag beats file beats default).
 
 use crate::error::ServerError;
+use libra_core::policy::Placement;
 use libra_core::PricingParams;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -22,6 +23,10 @@ pub struct Config {
     pub admin_password: Option<String>,
     /// Admission policy: libra, libra+$, or a space-shared baseline (fifo, fcfs-bf, sjf-bf, edf-bf).
     pub policy: String,
+    /// How a time-shared policy chooses among the nodes that accept a job: best-fit,
+    /// least-loaded or cheapest. Absent: the policy's own (best fit for libra+$ and the EDF
+    /// policies, least loaded for libra).
+    pub placement: Option<Placement>,
     pub pricing: PricingParams,
     /// PBase per CPU-second given to nodes when they first join.
     pub default_price_base: f64,
@@ -51,6 +56,7 @@ impl Default for Config {
             join_token: String::new(),
             admin_password: None,
             policy: "libra+$".into(),
+            placement: None,
             pricing: PricingParams::default(),
             default_price_base: 1.0,
             node_timeout: 15.0,
@@ -102,7 +108,7 @@ impl Config {
                 self.default_price_base
             )));
         }
-        libra_core::build_policy(&self.policy, self.pricing)
+        libra_core::policy::build_policy_with(&self.policy, self.pricing, self.placement)
             .map_err(|e| ServerError::Invalid(e.to_string()))?;
         for c in &self.sweep_clusters {
             crate::sweeps::origin(c).map_err(|e| ServerError::Invalid(format!("sweep_clusters: {e}")))?;
@@ -129,6 +135,19 @@ mod tests {
         c.validate().unwrap();
         c.policy = "nope".into();
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn placement_is_read_and_checked_against_the_policy() {
+        let c: Config = toml::from_str("policy = \"libra+$\"\nplacement = \"cheapest\"\n").unwrap();
+        assert_eq!(c.placement, Some(Placement::Cheapest));
+        assert_eq!(toml::from_str::<Config>("").unwrap().placement, None);
+        let e = toml::from_str::<Config>("placement = \"worst-fit\"").unwrap_err().to_string();
+        assert!(e.contains("placement") && e.contains("best-fit") && e.contains("cheapest"), "{e}");
+        // A space-shared policy has no node choice to make.
+        let c = Config { join_token: "long enough".into(), policy: "fcfs-bf".into(), ..c };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.starts_with("placement:"), "{e}");
     }
 
     #[test]

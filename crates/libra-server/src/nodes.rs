@@ -11,8 +11,8 @@ use crate::error::ApiError;
 use crate::ledger::{self, LedgerError};
 use crate::settle::{settle_job, Settled};
 use libra_api::{
-    ExitReport, JobControl, JobState, NodeJobShare, OutputAck, OutputChunk, RegisterRequest, StartJob,
-    Stream, SyncRequest, SyncResponse, OUTPUT_LIMIT,
+    ExitReport, JobState, NodeJobShare, OutputAck, OutputChunk, RegisterRequest, StartJob, Stream,
+    SyncRequest, SyncResponse, OUTPUT_LIMIT,
 };
 use libra_core::billing::Ending;
 use libra_core::{Money, NodeSpec};
@@ -179,7 +179,7 @@ impl Inner {
         }
         self.commands(r, &mut resp)?;
         resp.output_acks = self.output_acks(&r.name, &running, &gone)?;
-        resp.job_control = if self.policy.edf_job_control() { JobControl::Edf } else { JobControl::Libra };
+        resp.job_control = self.policy.job_control();
         Ok(resp)
     }
 

@@ -60,7 +60,7 @@ impl Inner {
                     }
                     let names: Vec<String> = nodes.iter().map(|&i| self.node_name(i)).collect();
                     let share =
-                        nodes.iter().map(|&i| self.cluster.node(i).spec.per_job_cap()).fold(1.0, f64::min);
+                        nodes.iter().map(|&i| self.cluster.node(i).spec.job_cap(1)).fold(1.0, f64::min);
                     let tx = self.db.transaction()?;
                     for (rank, n) in names.iter().enumerate() {
                         tx.execute(

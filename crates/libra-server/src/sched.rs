@@ -11,8 +11,7 @@ use crate::error::ApiError;
 use crate::{ledger, store};
 use libra_api::{JobInfo, JobState, NodePrice, QuoteResponse, SubmitRequest};
 use libra_core::billing::Ending;
-use libra_core::policy::LibraPlus;
-use libra_core::pricing::{libraplus_rate, putil};
+use libra_core::policy::suggest;
 use libra_core::{Decision, JobSpec, Money};
 use rusqlite::{params, OptionalExtension};
 
@@ -262,14 +261,9 @@ impl Inner {
         Ok((id, state, admitted))
     }
 
-    /// The policy's suggestion is exact for this instant; the resubmission comes a few seconds
-    /// later, when running jobs have moved on and prices with them. So the deadline gets a
-    /// margin (2%, at least one second) and is checked by asking the policy again with no budget
-    /// limit; if that is refused (or the policy had no suggestion, as Libra+$ has none when the
-    /// earliest deadline would fill a node exactly and so price it infinitely), later deadlines
-    /// are tried, each 20% further out. The budget is what the policy would charge at that
-    /// deadline now, plus 5%, rounded up to a whole credit: it is a cap, the charge is still the
-    /// price at admission.
+    /// What a rejected user is told to ask for instead: the policy's exact suggestion (`sg`)
+    /// with the margins a resubmission a few seconds later needs, the deadline kept when only
+    /// the budget was short (`libra_core::policy::suggest::resubmission`).
     fn robust_suggestion(
         &self,
         spec: &JobSpec,
@@ -277,26 +271,7 @@ impl Inner {
         sg: Option<libra_core::Suggestion>,
         now: f64,
     ) -> Option<libra_core::Suggestion> {
-        let first = sg.map(|s| s.deadline).unwrap_or(spec.deadline()).max(spec.deadline());
-        let mut deadline = (first + (first * 0.02).max(1.0)).ceil();
-        let mut probe = spec.clone();
-        probe.qos.budget = Money::from_credits(libra_core::job::MAX_BUDGET_CREDITS);
-        for _ in 0..40 {
-            if deadline > libra_core::job::MAX_SECONDS {
-                break;
-            }
-            probe.qos.deadline = deadline;
-            if let Decision::Accept { cost, .. } = self.policy.decide_as(&probe, user, &self.cluster, now) {
-                let with_margin = Money::from_credits_f64_ceil(cost.as_credits_f64() * 1.05)?;
-                let whole = Money::from_credits((with_margin.0 + 99) / 100);
-                return Some(libra_core::Suggestion {
-                    deadline,
-                    budget: whole.max(sg.map(|s| s.budget).unwrap_or(Money::ZERO)),
-                });
-            }
-            deadline = (deadline * 1.2).ceil();
-        }
-        sg
+        suggest::resubmission(self.policy.as_ref(), spec, user, &self.cluster, now, sg)
     }
 
     /// What `submit` would answer `user` now, without recording anything.
@@ -311,7 +286,7 @@ impl Inner {
             share: None,
             reason: None,
             suggestion: None,
-            prices: self.node_prices(Some(spec), now),
+            prices: self.node_prices(Some(spec), user, now),
         };
         match decision {
             Decision::Accept { nodes, share, cost } => {
@@ -332,29 +307,22 @@ impl Inner {
         Ok(q)
     }
 
-    /// Price per CPU-second on every node: for Libra+$ the utilisation price for a job of this
-    /// estimate and deadline (or a one-CPU-second job due in a minute when none is given).
-    pub fn node_prices(&self, spec: Option<&JobSpec>, now: f64) -> Vec<NodePrice> {
-        let (e, d) = spec.map(|s| (s.estimate(), s.deadline())).unwrap_or((1.0, 60.0));
+    /// Price per CPU-second on every node, as the policy in force would charge `user` for
+    /// `spec` (or a one-CPU-second job due in a minute when none is given) now: the policy's own
+    /// `price`, the one its admission charges.
+    pub fn node_prices(&self, spec: Option<&JobSpec>, user: Option<u64>, now: f64) -> Vec<NodePrice> {
+        let probe = JobSpec::simple(1.0, 60.0, Money::ZERO);
+        let spec = spec.unwrap_or(&probe);
         let mut v: Vec<NodePrice> = self
             .nodes
             .iter()
             .map(|(name, rt)| {
                 let n = self.cluster.node(rt.idx);
-                let pb = n.spec.price_base;
-                let price_now = match self.policy.name() {
-                    "libra+$" => {
-                        let (res_max, res_free) = LibraPlus::res_free(&self.cluster, rt.idx, e, d, now);
-                        libraplus_rate(&self.pricing, pb, putil(res_max, res_free, pb))
-                    }
-                    "libra" => self.pricing.libra_gamma + self.pricing.libra_delta / d.max(1e-9),
-                    _ => pb,
-                };
                 NodePrice {
                     node: name.clone(),
                     up: n.up,
-                    price_base: pb,
-                    price_now,
+                    price_base: n.spec.price_base,
+                    price_now: self.policy.price(spec, user, &self.cluster, rt.idx, now),
                     load: self.cluster.node_load(rt.idx, now),
                     cpus: n.spec.cpus,
                 }

@@ -473,8 +473,23 @@ fn administrators_suspend_resume_and_reprice() {
     admin.set_pricing(&libra_api::SetPricing { price_base: Some(3.0), ..Default::default() }).unwrap();
     let after = gina.quote(&libra_api::QuoteRequest { spec }).unwrap().cost.unwrap();
     assert!(after > before, "{after} after repricing, {before} before");
-    assert_eq!(admin.set_policy("libra").unwrap().policy, "libra");
+    // Node choice is set with the policy, kept when the prices change, and shown.
+    use libra_core::policy::Placement;
+    let info = admin.set_policy_placement("libra+$", Some(Placement::Cheapest)).unwrap();
+    assert_eq!((info.policy.as_str(), info.placement), ("libra+$", Some(Placement::Cheapest)));
+    admin.set_pricing(&libra_api::SetPricing { beta: Some(0.2), ..Default::default() }).unwrap();
+    assert_eq!(admin.policy().unwrap().placement, Some(Placement::Cheapest));
+    let admin_token = Client::new(&cl.url, None).login("admin", ADMIN_PW).unwrap().token;
+    let shown = libra(&cl, &admin_token, &["admin", "policy"]);
+    assert!(shown.contains("policy: libra+$") && shown.contains("placement: cheapest"), "{shown}");
+    let shown = libra(&cl, &admin_token, &["admin", "policy", "libra", "--placement", "best-fit"]);
+    assert!(shown.contains("policy: libra ") && shown.contains("placement: best-fit"), "{shown}");
+    // Without a placement the policy's own: least loaded for libra.
+    assert_eq!(admin.set_policy("libra").unwrap().placement, Some(Placement::LeastLoaded));
     assert_eq!(admin.set_policy("nonsense").unwrap_err().status(), Some(400));
+    let refused = admin.set_policy_placement("fcfs-bf", Some(Placement::Cheapest)).unwrap_err();
+    assert_eq!(refused.status(), Some(400));
+    assert_eq!(admin.policy().unwrap().policy, "libra");
 }
 
 #[test]

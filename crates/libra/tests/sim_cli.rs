@@ -115,3 +115,78 @@ fn a_libraplus_figure_has_points() {
     }
     assert!(dir.join("libraplus-fig5-qos.svg").exists());
 }
+
+/// Two nodes: job 1 takes 60% of node 0; job 2 fits either. Best fit (the Libra+$ default) puts
+/// it on node 0, the fuller and dearer; cheapest on the idle node 1, for less; a space-shared
+/// policy has no node choice and refuses one.
+#[test]
+fn placement_chooses_the_node_and_so_the_price() {
+    let csv = tmp("placement.csv");
+    std::fs::write(
+        &csv,
+        "id,submit,runtime,estimate,procs,deadline,budget,user\n1,0,60,60,1,100,5000,1\n2,0,10,10,1,100,5000,2\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = libra()
+            .args(["sim", "run", "--jobs"])
+            .arg(&csv)
+            .args(["--policy", "libra+$", "--nodes", "2", "--decisions", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v = json(&out);
+        let d = v["runs"][0]["decisions"][1].clone();
+        (d["nodes"][0].as_u64().unwrap(), d["cost"].as_str().unwrap().parse::<f64>().unwrap())
+    };
+    let (best_node, best_cost) = run(&[]);
+    assert_eq!(run(&["--placement", "best-fit"]), (best_node, best_cost));
+    let (cheap_node, cheap_cost) = run(&["--placement", "cheapest"]);
+    assert_eq!((best_node, cheap_node), (0, 1));
+    assert!(cheap_cost < best_cost, "{cheap_cost} < {best_cost}");
+    let out = libra()
+        .args(["sim", "run", "--jobs"])
+        .arg(&csv)
+        .args(["--policy", "fcfs-bf", "--placement", "cheapest"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("placement: fcfs-bf"));
+    let out = libra().args(["sim", "run", "--batch", "1", "--placement", "worst-fit"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("best-fit, least-loaded, cheapest"));
+    // With every policy, the placement goes to those that choose nodes.
+    let out =
+        libra().args(["sim", "run", "--batch", "1", "--placement", "cheapest", "--json"]).output().unwrap();
+    assert_eq!(json(&out)["runs"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn the_placement_experiment_compares_the_three() {
+    let dir = tmp("placement");
+    let out = libra()
+        .args(["sim", "experiment", "placement", "--json", "--last", "1000", "--out"])
+        .arg(&dir)
+        .args([
+            "--trace",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces/SDSC-SP2-1998-4.2-cln.swf.gz"),
+        ])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let points = v["points"].as_array().unwrap();
+    // Two policies, three placements, five delay factors.
+    assert_eq!(points.len(), 30);
+    for placement in ["best-fit", "least-loaded", "cheapest"] {
+        let p = points
+            .iter()
+            .find(|p| p["policy"] == "libra+$" && p["placement"] == placement && p["delay_factor"] == 0.5)
+            .unwrap();
+        for k in ["qos_satisfaction", "profitability", "mean_price"] {
+            assert!(p[k].as_f64().is_some(), "{k}");
+        }
+    }
+    for f in ["placement.csv", "placement.json", "placement.md", "placement-qos.svg", "placement-price.svg"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+}

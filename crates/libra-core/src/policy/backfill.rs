@@ -6,8 +6,7 @@
 use super::{Decision, Dispatch, Policy, Queued, RejectReason};
 use crate::cluster::{Cluster, NodeIdx};
 use crate::job::JobSpec;
-use crate::money::Money;
-use crate::pricing::flat_cost;
+use crate::pricing::cost_at;
 
 /// Slack for "can still meet its deadline", so float rounding never drops a job that fits exactly.
 const TIME_EPS: f64 = 1e-6;
@@ -51,11 +50,17 @@ fn space_shared_admission(spec: &JobSpec, cluster: &Cluster) -> Decision {
     }
 }
 
+/// The flat price per CPU-second on a node: its PBase, whatever the job and the load.
+fn flat_price(cluster: &Cluster, node: NodeIdx) -> Option<f64> {
+    Some(cluster.node(node).spec.price_base).filter(|p| p.is_finite())
+}
+
+/// Starts a job on the first idle nodes; it costs `E * PBase` at the dearest of them.
 fn start(job: &Queued, idle: &mut Vec<NodeIdx>, cluster: &Cluster) -> Dispatch {
     let n = job.procs as usize;
     let nodes: Vec<NodeIdx> = idle.drain(..n).collect();
     let price = nodes.iter().map(|&j| cluster.node(j).spec.price_base).fold(0.0, f64::max);
-    let cost = Money::from_credits_f64_ceil(flat_cost(job.estimate, price)).unwrap_or(Money(i64::MAX));
+    let cost = cost_at(job.estimate, price).unwrap_or(crate::Money(i64::MAX));
     Dispatch::Start { job: job.job, nodes, cost }
 }
 
@@ -74,6 +79,17 @@ impl Policy for Fifo {
 
     fn space_shared(&self) -> bool {
         true
+    }
+
+    fn price(
+        &self,
+        _spec: &JobSpec,
+        _user: Option<u64>,
+        cluster: &Cluster,
+        node: NodeIdx,
+        _now: f64,
+    ) -> Option<f64> {
+        flat_price(cluster, node)
     }
 
     fn dispatch(&self, queue: &[Queued], cluster: &Cluster, _now: f64) -> Vec<Dispatch> {
@@ -106,6 +122,17 @@ impl Policy for Backfill {
 
     fn space_shared(&self) -> bool {
         true
+    }
+
+    fn price(
+        &self,
+        _spec: &JobSpec,
+        _user: Option<u64>,
+        cluster: &Cluster,
+        node: NodeIdx,
+        _now: f64,
+    ) -> Option<f64> {
+        flat_price(cluster, node)
     }
 
     fn dispatch(&self, queue: &[Queued], cluster: &Cluster, now: f64) -> Vec<Dispatch> {

@@ -1,6 +1,6 @@
 //! `libra-edf`: exact admission for preemptive earliest-deadline-first on each node, in place of
-//! Libra's sum-of-shares test, with Algorithm 1's best fit and any of the three pricing
-//! functions. It goes past the seeds along the line the Libra paper names as future work (urgent
+//! Libra's sum-of-shares test, with Algorithm 1's best fit (or another placement) and any of the
+//! three pricing functions. It goes past the seeds along the line the Libra paper names as future work (urgent
 //! jobs pre-empting, with feasibility computed for that order); Libra and Libra+$ stay available
 //! under their own names.
 //!
@@ -13,44 +13,44 @@
 //! sequential work due by `d` fits in the capacity left by the constant shares until `d`.
 //! Libra's test implies it, so `libra-edf` accepts every job Libra would on the same nodes.
 
+use super::placement::{choose, least_budget, Candidate, Placement};
 use super::suggest::earliest_deadline;
 use super::{nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
 use crate::cluster::{Cluster, NodeIdx, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::policy::libraplus::LibraPlus;
-use crate::pricing::{flat_cost, libra_cost, libraplus_rate, putil, PricingKind, PricingParams};
-use crate::share::{edf_shares, EdfJob};
+use crate::pricing::{cost_at, libra_rate, libraplus_rate, putil, PricingKind, PricingParams};
+use crate::share::JobControl;
 
 /// A job as the node's EDF test sees it.
 #[derive(Debug, Clone, Copy)]
 enum Demand {
     /// A constant share from now until `until` (parallel or overrun jobs).
     Constant { share: f64, until: f64 },
-    /// Sequential work due by a deadline.
-    Work { remaining: f64, deadline: f64 },
+    /// Sequential work due by a deadline, at most `cap` CPUs of it at a time.
+    Work { remaining: f64, deadline: f64, cap: f64 },
 }
 
 fn node_demands(cluster: &Cluster, j: NodeIdx, now: f64) -> Vec<Demand> {
-    let cap = cluster.node(j).spec.per_job_cap();
     cluster
         .node_entries(j)
         .iter()
         .map(|e| {
             let rem = e.remaining_estimate(now);
             if rem <= 0.0 || e.deadline_abs <= now {
-                Demand::Constant { share: e.required_share(now, cap), until: f64::INFINITY }
+                Demand::Constant { share: e.share(now), until: f64::INFINITY }
             } else if e.procs > 1 {
-                Demand::Constant { share: e.required_share(now, cap), until: e.deadline_abs }
+                Demand::Constant { share: e.share(now), until: e.deadline_abs }
             } else {
-                Demand::Work { remaining: rem, deadline: e.deadline_abs }
+                Demand::Work { remaining: rem, deadline: e.deadline_abs, cap: e.cap }
             }
         })
         .collect()
 }
 
 /// The EDF test on one node with `extra` added.
-fn edf_feasible(mut demands: Vec<Demand>, capacity: f64, cap: f64, now: f64) -> bool {
+fn edf_feasible(mut demands: Vec<Demand>, capacity: f64, now: f64) -> bool {
     let constant_now: f64 =
         demands.iter().map(|d| if let Demand::Constant { share, .. } = d { *share } else { 0.0 }).sum();
     if constant_now > capacity + SHARE_EPS {
@@ -61,11 +61,11 @@ fn edf_feasible(mut demands: Vec<Demand>, capacity: f64, cap: f64, now: f64) -> 
         .filter_map(|d| if let Demand::Constant { share, until } = d { Some((*share, *until)) } else { None })
         .collect();
     demands.retain(|d| matches!(d, Demand::Work { .. }));
-    let mut work: Vec<(f64, f64)> = demands
+    let mut work: Vec<(f64, f64, f64)> = demands
         .into_iter()
         .filter_map(|d| {
-            if let Demand::Work { remaining, deadline } = d {
-                Some((deadline, remaining))
+            if let Demand::Work { remaining, deadline, cap } = d {
+                Some((deadline, remaining, cap))
             } else {
                 None
             }
@@ -73,7 +73,7 @@ fn edf_feasible(mut demands: Vec<Demand>, capacity: f64, cap: f64, now: f64) -> 
         .collect();
     work.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut due = 0.0;
-    for &(deadline, remaining) in &work {
+    for &(deadline, remaining, cap) in &work {
         let span = deadline - now;
         if remaining > cap * span + SHARE_EPS * span.max(1.0) {
             return false;
@@ -88,48 +88,29 @@ fn edf_feasible(mut demands: Vec<Demand>, capacity: f64, cap: f64, now: f64) -> 
     true
 }
 
-/// Job control for an EDF node (`share::edf_shares` over the node's jobs). Returns
-/// `(job, share)` for every job on the node.
-pub fn edf_node_shares(cluster: &Cluster, j: NodeIdx, now: f64) -> Vec<(u64, f64)> {
-    let node = cluster.node(j);
-    let cap = node.spec.per_job_cap();
-    let jobs: Vec<EdfJob> = cluster
-        .node_entries(j)
-        .iter()
-        .map(|e| EdfJob {
-            job: e.job,
-            remaining: e.remaining_estimate(now),
-            deadline_abs: e.deadline_abs,
-            parallel: e.procs > 1,
-            required: e.required_share(now, cap),
-        })
-        .collect();
-    edf_shares(&jobs, now, node.spec.cpus, cap)
-}
-
 #[derive(Debug, Clone)]
 pub struct LibraEdf {
     pub pricing: PricingParams,
     pub kind: PricingKind,
-}
-
-/// A node that passed the EDF test, with its best-fit key and the job's cost there.
-struct Candidate {
-    node: NodeIdx,
-    res_free: f64,
-    cost: Option<Money>,
+    pub placement: Placement,
 }
 
 impl LibraEdf {
+    /// Best fit, as Algorithm 1.
     pub fn new(pricing: PricingParams, kind: PricingKind) -> Self {
-        LibraEdf { pricing, kind }
+        Self::with_placement(pricing, kind, Placement::BestFit)
     }
 
+    pub fn with_placement(pricing: PricingParams, kind: PricingKind, placement: Placement) -> Self {
+        LibraEdf { pricing, kind, placement }
+    }
+
+    /// The EDF test on node `j` with a job of `estimate` CPU-seconds due in `deadline`, at most
+    /// `cap` CPUs of it at a time.
     fn node_accepts(
         cluster: &Cluster,
         j: NodeIdx,
-        estimate: f64,
-        deadline: f64,
+        (estimate, deadline, cap): (f64, f64, f64),
         parallel: bool,
         now: f64,
     ) -> bool {
@@ -139,70 +120,83 @@ impl LibraEdf {
             d.push(if parallel {
                 Demand::Constant { share: estimate / deadline.max(f64::MIN_POSITIVE), until: now + deadline }
             } else {
-                Demand::Work { remaining: estimate, deadline: now + deadline }
+                Demand::Work { remaining: estimate, deadline: now + deadline, cap }
             });
         }
-        edf_feasible(d, spec.cpus, spec.per_job_cap(), now)
+        edf_feasible(d, spec.cpus, now)
     }
 
-    fn cost_on(
-        &self,
-        cluster: &Cluster,
-        j: NodeIdx,
-        charge: f64,
-        deadline: f64,
-        res_max: f64,
-        res_free: f64,
-    ) -> Option<Money> {
-        if charge <= 0.0 {
-            return Some(Money::ZERO);
-        }
+    /// The price per CPU-second on node `j` for a job due in `deadline`, whose reserved work
+    /// leaves `res_free` of the node's `res_max` over the window.
+    fn rate_on(&self, cluster: &Cluster, j: NodeIdx, deadline: f64, res_max: f64, res_free: f64) -> f64 {
         let pbase = cluster.node(j).spec.price_base;
-        let credits = match self.kind {
-            PricingKind::Flat => flat_cost(charge, pbase),
-            PricingKind::Libra => libra_cost(&self.pricing, charge, deadline),
-            PricingKind::LibraPlus => {
-                charge * libraplus_rate(&self.pricing, pbase, putil(res_max, res_free, pbase))
-            }
-        };
-        Money::from_credits_f64_ceil(credits)
+        match self.kind {
+            PricingKind::Flat => pbase,
+            PricingKind::Libra => libra_rate(&self.pricing, deadline),
+            PricingKind::LibraPlus => libraplus_rate(&self.pricing, pbase, putil(res_max, res_free, pbase)),
+        }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The nodes that pass the EDF test for `spec` at `deadline`, with `reserve` CPU-seconds
+    /// committed, priced on the user's own estimate.
     fn candidates(
         &self,
+        spec: &JobSpec,
         reserve: f64,
-        charge: f64,
         deadline: f64,
-        procs: usize,
         res: &[NodeIdx],
         cluster: &Cluster,
         now: f64,
     ) -> Vec<Candidate> {
+        let parallel = spec.procs() > 1;
         res.iter()
-            .filter(|&&j| Self::node_accepts(cluster, j, reserve, deadline, procs > 1, now))
+            .filter(|&&j| {
+                let cap = cluster.node(j).spec.job_cap(spec.cpus_per_task());
+                Self::node_accepts(cluster, j, (reserve, deadline, cap), parallel, now)
+            })
             .map(|&j| {
                 let (res_max, res_free) = LibraPlus::res_free(cluster, j, reserve, deadline, now);
-                Candidate {
-                    node: j,
-                    res_free,
-                    cost: self.cost_on(cluster, j, charge, deadline, res_max, res_free),
-                }
+                let rate = self.rate_on(cluster, j, deadline, res_max, res_free);
+                // Only least loaded reads the load: it is one more pass over the node's jobs.
+                let load = match self.placement {
+                    Placement::LeastLoaded => cluster.node_load(j, now),
+                    _ => 0.0,
+                };
+                Candidate { node: j, res_free, load, rate, cost: cost_at(spec.estimate(), rate) }
             })
             .collect()
     }
 
-    fn min_budget(c: &[Candidate], procs: usize) -> Option<Money> {
-        let mut costs: Vec<Money> = c.iter().filter_map(|c| c.cost).collect();
-        if procs == 0 || costs.len() < procs {
-            return None;
-        }
-        costs.sort();
-        Some(costs[procs - 1])
+    /// The price per CPU-second of `spec` on node `j` with `reserve` CPU-seconds committed.
+    pub fn price_with(
+        &self,
+        spec: &JobSpec,
+        reserve: f64,
+        cluster: &Cluster,
+        j: NodeIdx,
+        now: f64,
+    ) -> Option<f64> {
+        let (res_max, res_free) = LibraPlus::res_free(cluster, j, reserve, spec.deadline(), now);
+        Some(self.rate_on(cluster, j, spec.deadline(), res_max, res_free)).filter(|r| r.is_finite())
+    }
+
+    /// The least budget accepted now for `spec` with `reserve` CPU-seconds committed.
+    pub fn least_budget_with(
+        &self,
+        spec: &JobSpec,
+        reserve: f64,
+        cluster: &Cluster,
+        now: f64,
+    ) -> Option<Money> {
+        let res = nodes_with_resources(spec, cluster);
+        least_budget(
+            &self.candidates(spec, reserve, spec.deadline(), &res, cluster, now),
+            spec.procs() as usize,
+        )
     }
 
     /// Algorithm 1 with the EDF test as the deadline check. `reserve` is the work admitted
-    /// against (the estimate, or a padded one); `charge` is what the price is applied to.
+    /// against (the estimate, or a padded one); the price is applied to the user's estimate.
     pub fn decide_with(&self, spec: &JobSpec, reserve: f64, cluster: &Cluster, now: f64) -> Decision {
         self.admit(spec, reserve, cluster, now, true)
     }
@@ -221,8 +215,7 @@ impl LibraEdf {
         if procs == 0 || res.len() < procs {
             return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
         }
-        let charge = spec.estimate();
-        let cands = self.candidates(reserve, charge, spec.deadline(), procs, &res, cluster, now);
+        let cands = self.candidates(spec, reserve, spec.deadline(), &res, cluster, now);
         if cands.len() < procs {
             // The earliest deadline by Libra's test is a safe suggestion: EDF accepts whatever
             // the share test does.
@@ -230,34 +223,25 @@ impl LibraEdf {
                 return Decision::Reject { reason: RejectReason::Deadline, suggestion: None };
             }
             let suggestion =
-                earliest_deadline(cluster, &res, procs, reserve, spec.deadline(), now).and_then(|d| {
-                    let at = self.candidates(reserve, charge, d, procs, &res, cluster, now);
-                    Self::min_budget(&at, procs).map(|budget| Suggestion { deadline: d, budget })
-                });
+                earliest_deadline(cluster, &res, procs, reserve, spec.cpus_per_task(), spec.deadline(), now)
+                    .and_then(|d| {
+                        let at = self.candidates(spec, reserve, d, &res, cluster, now);
+                        least_budget(&at, procs).map(|budget| Suggestion { deadline: d, budget })
+                    });
             return Decision::Reject { reason: RejectReason::Deadline, suggestion };
         }
-        let mut within: Vec<(f64, NodeIdx, Money)> = cands
-            .iter()
-            .filter_map(|c| c.cost.filter(|m| *m <= spec.budget()).map(|m| (c.res_free, c.node, m)))
-            .collect();
-        if within.len() < procs {
-            return Decision::Reject {
+        match choose(&cands, procs, spec.budget(), self.placement, Placement::BestFit) {
+            Some((nodes, cost)) => {
+                let share = if reserve <= 0.0 { 0.0 } else { reserve / spec.deadline() };
+                Decision::Accept { nodes, share, cost }
+            }
+            None => Decision::Reject {
                 reason: RejectReason::Budget,
-                suggestion: Self::min_budget(&cands, procs)
+                suggestion: least_budget(&cands, procs)
                     .filter(|_| suggest)
                     .map(|budget| Suggestion { deadline: spec.deadline(), budget }),
-            };
+            },
         }
-        let by_fit =
-            |a: &(f64, NodeIdx, Money), b: &(f64, NodeIdx, Money)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        if within.len() > procs {
-            within.select_nth_unstable_by(procs - 1, by_fit);
-            within.truncate(procs);
-        }
-        within.sort_by(by_fit);
-        let cost = within.iter().map(|w| w.2).max().unwrap_or(Money::ZERO);
-        let share = if reserve <= 0.0 { 0.0 } else { reserve / spec.deadline() };
-        Decision::Accept { nodes: within.into_iter().map(|w| w.1).collect(), share, cost }
     }
 }
 
@@ -278,11 +262,26 @@ impl Policy for LibraEdf {
         self.admit(spec, spec.estimate(), cluster, now, false)
     }
 
-    fn node_shares(&self, cluster: &Cluster, node: NodeIdx, now: f64) -> Option<Vec<(u64, f64)>> {
-        Some(edf_node_shares(cluster, node, now))
+    fn price(
+        &self,
+        spec: &JobSpec,
+        _user: Option<u64>,
+        cluster: &Cluster,
+        node: NodeIdx,
+        now: f64,
+    ) -> Option<f64> {
+        self.price_with(spec, spec.estimate(), cluster, node, now)
     }
 
-    fn edf_job_control(&self) -> bool {
-        true
+    fn least_budget(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Option<Money> {
+        self.least_budget_with(spec, spec.estimate(), cluster, now)
+    }
+
+    fn placement(&self) -> Option<Placement> {
+        Some(self.placement)
+    }
+
+    fn job_control(&self) -> JobControl {
+        JobControl::Edf
     }
 }

@@ -1,31 +1,36 @@
 //! Libra+$ (Yeo and Buyya), Algorithm 1: resource check, deadline check (the proportional-share
 //! test), best fit by RESFree ascending, budget check with the price
-//! `P_ij = alpha*PBase_j + beta*PUtil_ij`; the job's cost is the highest among its nodes.
+//! `P_ij = alpha*PBase_j + beta*PUtil_ij`; the job's cost is the highest among its nodes. The node
+//! order of line 17 is the placement (`placement`): best fit by default, as in the paper.
 
+use super::placement::{choose, least_budget, Candidate, Placement};
 use super::suggest::earliest_deadline;
 use super::{new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
-use crate::cluster::{Cluster, NodeIdx, SHARE_EPS};
+use crate::cluster::{Cluster, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
-use crate::pricing::{libraplus_rate, putil, PricingParams};
+use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
 
 #[derive(Debug, Clone)]
 pub struct LibraPlus {
     pub pricing: PricingParams,
-}
-
-/// A node that passed the deadline check, with its free processor time over the job's window
-/// and the job's cost there.
-#[derive(Debug, Clone, Copy)]
-struct Priced {
-    node: NodeIdx,
-    res_free: f64,
-    cost: Option<Money>,
+    pub placement: Placement,
 }
 
 impl LibraPlus {
+    /// Libra+$ as published: best fit.
     pub fn new(pricing: PricingParams) -> Self {
-        LibraPlus { pricing }
+        Self::with_placement(pricing, Placement::BestFit)
+    }
+
+    pub fn with_placement(pricing: PricingParams, placement: Placement) -> Self {
+        LibraPlus { pricing, placement }
+    }
+
+    /// Eq. (3) on a node whose processor time over the job's window is `res_max`, `res_free`
+    /// of it free with the job.
+    fn rate(&self, node: &NodeSpec, res_max: f64, res_free: f64) -> f64 {
+        libraplus_rate(&self.pricing, node.price_base, putil(res_max, res_free, node.price_base))
     }
 
     /// Eq. (6): `RESFree_ij = RESMax_j - sum_k RE_k - RE_i` over the window `[now, now + D]`,
@@ -47,10 +52,9 @@ impl LibraPlus {
     ) -> (f64, f64, f64) {
         let node = cluster.node(j);
         let res_max = node.spec.cpus * deadline.max(0.0);
-        let cap = node.spec.per_job_cap();
         let (mut load, mut committed) = (0.0, 0.0);
         for c in cluster.node_entries(j) {
-            let req = c.required_share(now, cap);
+            let req = c.share(now);
             let rem = c.remaining_estimate(now);
             load += req;
             committed +=
@@ -59,20 +63,22 @@ impl LibraPlus {
         (load, res_max, res_max - committed - estimate.max(0.0))
     }
 
-    /// The deadline check (lines 9-16) and the price of every node that passes (unsorted).
+    /// The deadline check (lines 9-16) and the price of every node that passes (unsorted). The
+    /// job's share `E / D` must fit within what one of its tasks may use on the node.
     fn priced_nodes(
         &self,
-        spec_estimate: f64,
+        spec: &JobSpec,
         deadline: f64,
         res: &[NodeIdx],
         cluster: &Cluster,
         now: f64,
-    ) -> Vec<Priced> {
+    ) -> Vec<Candidate> {
+        let spec_estimate = spec.estimate();
         let share = new_job_share(spec_estimate, deadline);
         res.iter()
             .filter_map(|&j| {
                 let nspec = &cluster.node(j).spec;
-                if share > nspec.per_job_cap() + SHARE_EPS {
+                if share > nspec.job_cap(spec.cpus_per_task()) + SHARE_EPS {
                     return None;
                 }
                 let (load, res_max, res_free) =
@@ -80,40 +86,35 @@ impl LibraPlus {
                 if load + share > nspec.cpus + SHARE_EPS {
                     return None;
                 }
-                let rate = libraplus_rate(
-                    &self.pricing,
-                    nspec.price_base,
-                    putil(res_max, res_free, nspec.price_base),
-                );
-                let cost = if spec_estimate <= 0.0 {
-                    Some(Money::ZERO)
-                } else {
-                    Money::from_credits_f64_ceil(spec_estimate * rate)
-                };
-                Some(Priced { node: j, res_free, cost })
+                let rate = self.rate(nspec, res_max, res_free);
+                Some(Candidate {
+                    node: j,
+                    res_free,
+                    load: load + share,
+                    rate,
+                    cost: cost_at(spec_estimate, rate),
+                })
             })
             .collect()
     }
 
-    /// The least budget with which `procs` nodes of `priced` are within budget.
-    fn min_budget(priced: &[Priced], procs: usize) -> Option<Money> {
-        let mut costs: Vec<Money> = priced.iter().filter_map(|p| p.cost).collect();
-        if costs.len() < procs || procs == 0 {
-            return None;
-        }
-        costs.sort();
-        Some(costs[procs - 1])
-    }
-
     fn suggestion(&self, spec: &JobSpec, cluster: &Cluster, res: &[NodeIdx], now: f64) -> Option<Suggestion> {
         let procs = spec.procs() as usize;
-        let first = earliest_deadline(cluster, res, procs, spec.estimate(), spec.deadline(), now)?;
+        let first = earliest_deadline(
+            cluster,
+            res,
+            procs,
+            spec.estimate(),
+            spec.cpus_per_task(),
+            spec.deadline(),
+            now,
+        )?;
         // At the earliest deadline the job may fill a node exactly: no free resource is left,
         // PUtil is unbounded and no budget buys it. A little later leaves some free, and a price.
         let mut d = first;
         for step in 0..12 {
-            let priced = self.priced_nodes(spec.estimate(), d, res, cluster, now);
-            if let Some(budget) = Self::min_budget(&priced, procs) {
+            let priced = self.priced_nodes(spec, d, res, cluster, now);
+            if let Some(budget) = least_budget(&priced, procs) {
                 return Some(Suggestion { deadline: d, budget });
             }
             d = (first * (1.0 + 0.01 * f64::from(1u32 << step))).ceil().max(d + 1.0);
@@ -134,6 +135,28 @@ impl Policy for LibraPlus {
     fn decide_only(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Decision {
         self.admit(spec, cluster, now, false)
     }
+
+    fn price(
+        &self,
+        spec: &JobSpec,
+        _user: Option<u64>,
+        cluster: &Cluster,
+        node: NodeIdx,
+        now: f64,
+    ) -> Option<f64> {
+        let (_, res_max, res_free) =
+            Self::load_and_res_free(cluster, node, spec.estimate(), spec.deadline(), now);
+        Some(self.rate(&cluster.node(node).spec, res_max, res_free)).filter(|r| r.is_finite())
+    }
+
+    fn least_budget(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Option<Money> {
+        let res = nodes_with_resources(spec, cluster);
+        least_budget(&self.priced_nodes(spec, spec.deadline(), &res, cluster, now), spec.procs() as usize)
+    }
+
+    fn placement(&self) -> Option<Placement> {
+        Some(self.placement)
+    }
 }
 
 impl LibraPlus {
@@ -145,39 +168,27 @@ impl LibraPlus {
         if procs == 0 || res.len() < procs {
             return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
         }
-        // Lines 9-17: nodes that can finish the job by its deadline, best fit first.
-        let priced = self.priced_nodes(spec.estimate(), spec.deadline(), &res, cluster, now);
+        // Lines 9-16: nodes that can finish the job by its deadline.
+        let priced = self.priced_nodes(spec, spec.deadline(), &res, cluster, now);
         if priced.len() < procs {
             return Decision::Reject {
                 reason: RejectReason::Deadline,
                 suggestion: suggest.then(|| self.suggestion(spec, cluster, &res, now)).flatten(),
             };
         }
-        // Lines 17-29: sorted by RESFree ascending (best fit), the first PROC nodes within
-        // budget; the cost is the highest among them. Taking the PROC smallest RESFree among the
-        // nodes within budget is the same set, found by selection instead of a full sort.
-        let mut within: Vec<(f64, NodeIdx, Money)> = priced
-            .iter()
-            .filter_map(|p| p.cost.filter(|c| *c <= spec.budget()).map(|c| (p.res_free, p.node, c)))
-            .collect();
-        if within.len() < procs {
+        // Lines 17-29: in the placement's order (RESFree ascending, best fit, in the paper), the
+        // first PROC nodes within budget; the cost is the highest among them.
+        match choose(&priced, procs, spec.budget(), self.placement, Placement::BestFit) {
+            Some((nodes, cost)) => {
+                Decision::Accept { nodes, share: new_job_share(spec.estimate(), spec.deadline()), cost }
+            }
             // Lines 30-31. The deadline is fine: suggest the budget that would do at it.
-            return Decision::Reject {
+            None => Decision::Reject {
                 reason: RejectReason::Budget,
-                suggestion: Self::min_budget(&priced, procs)
+                suggestion: least_budget(&priced, procs)
                     .filter(|_| suggest)
                     .map(|budget| Suggestion { deadline: spec.deadline(), budget }),
-            };
+            },
         }
-        let by_fit =
-            |a: &(f64, NodeIdx, Money), b: &(f64, NodeIdx, Money)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        if within.len() > procs {
-            within.select_nth_unstable_by(procs - 1, by_fit);
-            within.truncate(procs);
-        }
-        within.sort_by(by_fit);
-        let cost = within.iter().map(|w| w.2).max().unwrap_or(Money::ZERO);
-        let nodes = within.into_iter().map(|w| w.1).collect();
-        Decision::Accept { nodes, share: new_job_share(spec.estimate(), spec.deadline()), cost }
     }
 }

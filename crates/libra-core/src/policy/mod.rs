@@ -9,19 +9,22 @@ mod backfill;
 mod edf;
 mod libra;
 mod libraplus;
+pub mod placement;
 mod risk;
-mod suggest;
+pub mod suggest;
 
 pub use backfill::{Backfill, BackfillOrder, Fifo};
-pub use edf::{edf_node_shares, LibraEdf};
+pub use edf::LibraEdf;
 pub use libra::Libra;
 pub use libraplus::LibraPlus;
+pub use placement::{Placement, PlacementError};
 pub use risk::LibraRisk;
 
 use crate::cluster::{Cluster, NodeIdx};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{PricingKind, PricingParams};
+use crate::share::JobControl;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -141,17 +144,44 @@ pub trait Policy: Send + Sync {
     /// Feedback when a job completes: its estimate and its actual runtime.
     fn observe(&self, _user: Option<u64>, _estimate: f64, _runtime: f64) {}
 
-    /// Job control on one node: the share each of its jobs should hold from now on. `None`
-    /// means Algorithm 2 (each job's required share).
-    fn node_shares(&self, _cluster: &Cluster, _node: NodeIdx, _now: f64) -> Option<Vec<(u64, f64)>> {
+    /// The price per CPU-second this policy would charge `spec` on `node` now: what a quote
+    /// shows. A job accepted on a set of nodes costs `pricing::cost_at(spec.estimate(), p)` for
+    /// the highest `p` among them (Algorithm 1: `RE_i * P_ij`, the highest over its nodes); a
+    /// space-shared policy charges it at dispatch. `None`: no price, as on a node that is full
+    /// over the job's window under Libra+$ (PUtil unbounded).
+    fn price(
+        &self,
+        spec: &JobSpec,
+        user: Option<u64>,
+        cluster: &Cluster,
+        node: NodeIdx,
+        now: f64,
+    ) -> Option<f64>;
+
+    /// The least budget with which `spec`, at its own deadline, would be accepted now; `None`
+    /// when no budget would do (the deadline cannot be met, or no node prices the job). What
+    /// suggestions are built from (`suggest::resubmission`). The default is for policies that
+    /// never turn a job away for its deadline or budget at submission (the space-shared ones).
+    fn least_budget(
+        &self,
+        _spec: &JobSpec,
+        _user: Option<u64>,
+        _cluster: &Cluster,
+        _now: f64,
+    ) -> Option<Money> {
         None
     }
 
-    /// Whether node agents run EDF job control (`share::edf_shares`) rather than Algorithm 2.
-    /// True exactly for the policies whose `node_shares` is EDF's, so that the running cluster
-    /// controls its nodes as the simulator does.
-    fn edf_job_control(&self) -> bool {
-        false
+    /// How the policy chooses among the nodes that accept a job; `None` for the space-shared
+    /// policies, which give each job whole idle nodes in turn.
+    fn placement(&self) -> Option<Placement> {
+        None
+    }
+
+    /// The job control the nodes must run for the policy's promises to hold: the simulator runs
+    /// it (`share::node_shares`) and the server tells the node agents to.
+    fn job_control(&self) -> JobControl {
+        JobControl::Libra
     }
 }
 
@@ -161,10 +191,15 @@ pub enum PolicyError {
     Unknown(String),
     #[error("pricing: {field} = {value} is not accepted: {accepted}")]
     Pricing { field: &'static str, value: f64, accepted: &'static str },
+    #[error("placement: {policy} gives each job whole idle nodes in queue order and has no node choice; give a placement (best-fit, least-loaded, cheapest) only with a time-shared policy ({list}, {more})", list = TIME_SHARED_POLICY_NAMES.join(", "), more = BEYOND_POLICY_NAMES.join(", "))]
+    NoNodeChoice { policy: &'static str },
 }
 
 /// Every policy name `build_policy` accepts.
 pub const POLICY_NAMES: &[&str] = &["libra", "libra+$", "fifo", "fcfs-bf", "sjf-bf", "edf-bf"];
+
+/// The seeds' policies that choose nodes (and so take a placement).
+const TIME_SHARED_POLICY_NAMES: &[&str] = &["libra", "libra+$"];
 
 /// The policies that go past the seeds (issue 6): EDF admission with each pricing function, and
 /// the risk-aware variant.
@@ -182,23 +217,44 @@ pub fn validate_pricing(p: &PricingParams) -> Result<(), PolicyError> {
     Ok(())
 }
 
-/// Builds a policy by name. `libraplus` and `libra-plus` are accepted for `libra+$` (a `$` is
-/// awkward in shells).
+/// Builds a policy by name, with its own default placement. `libraplus` and `libra-plus` are
+/// accepted for `libra+$` (a `$` is awkward in shells).
 pub fn build_policy(name: &str, pricing: PricingParams) -> Result<Box<dyn Policy>, PolicyError> {
+    build_policy_with(name, pricing, None)
+}
+
+/// `build_policy` with a placement (`None`: the policy's default: best fit for `libra+$` and
+/// the EDF policies, least loaded for `libra`). A placement given to a space-shared policy is
+/// refused: it has no node choice to make.
+pub fn build_policy_with(
+    name: &str,
+    pricing: PricingParams,
+    placement: Option<Placement>,
+) -> Result<Box<dyn Policy>, PolicyError> {
     validate_pricing(&pricing)?;
-    Ok(match name.to_ascii_lowercase().as_str() {
-        "libra" => Box::new(Libra::new(pricing)),
-        "libra+$" | "libraplus" | "libra-plus" | "libra+" => Box::new(LibraPlus::new(pricing)),
+    let time_shared = |default: Placement| placement.unwrap_or(default);
+    let edf = |kind| -> Box<dyn Policy> {
+        Box::new(LibraEdf::with_placement(pricing, kind, time_shared(Placement::BestFit)))
+    };
+    let p: Box<dyn Policy> = match name.to_ascii_lowercase().as_str() {
+        "libra" => Box::new(Libra::with_placement(pricing, time_shared(Placement::LeastLoaded))),
+        "libra+$" | "libraplus" | "libra-plus" | "libra+" => {
+            Box::new(LibraPlus::with_placement(pricing, time_shared(Placement::BestFit)))
+        }
         "fifo" => Box::new(Fifo),
         "fcfs-bf" => Box::new(Backfill::new(BackfillOrder::Fcfs)),
         "sjf-bf" => Box::new(Backfill::new(BackfillOrder::Sjf)),
         "edf-bf" => Box::new(Backfill::new(BackfillOrder::Edf)),
-        "libra-edf" => Box::new(LibraEdf::new(pricing, PricingKind::LibraPlus)),
-        "libra-edf-libra" => Box::new(LibraEdf::new(pricing, PricingKind::Libra)),
-        "libra-edf-flat" => Box::new(LibraEdf::new(pricing, PricingKind::Flat)),
-        "libra-risk" => Box::new(LibraRisk::new(pricing)),
+        "libra-edf" => edf(PricingKind::LibraPlus),
+        "libra-edf-libra" => edf(PricingKind::Libra),
+        "libra-edf-flat" => edf(PricingKind::Flat),
+        "libra-risk" => Box::new(LibraRisk::with_placement(pricing, time_shared(Placement::BestFit))),
         _ => return Err(PolicyError::Unknown(name.to_string())),
-    })
+    };
+    if placement.is_some() && p.placement().is_none() {
+        return Err(PolicyError::NoNodeChoice { policy: p.name() });
+    }
+    Ok(p)
 }
 
 /// The procs-many nodes that pass the resource check (up, enough memory and disk).
@@ -221,5 +277,7 @@ pub(crate) fn new_job_share(estimate: f64, deadline: f64) -> f64 {
     }
 }
 
+#[cfg(test)]
+mod props;
 #[cfg(test)]
 mod tests;

@@ -10,11 +10,13 @@
 //! runtime from the same user's recent jobs; here the prediction pads an admission test rather
 //! than orders a backfilling queue.
 
-use super::edf::{edf_node_shares, LibraEdf};
-use super::{Decision, Policy};
+use super::edf::LibraEdf;
+use super::{Decision, Placement, Policy};
 use crate::cluster::{Cluster, NodeIdx};
 use crate::job::JobSpec;
+use crate::money::Money;
 use crate::pricing::{PricingKind, PricingParams};
+use crate::share::JobControl;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
@@ -55,9 +57,14 @@ pub struct LibraRisk {
 }
 
 impl LibraRisk {
+    /// Best fit, as Algorithm 1.
     pub fn new(pricing: PricingParams) -> Self {
+        Self::with_placement(pricing, Placement::BestFit)
+    }
+
+    pub fn with_placement(pricing: PricingParams, placement: Placement) -> Self {
         LibraRisk {
-            inner: LibraEdf::new(pricing, PricingKind::LibraPlus),
+            inner: LibraEdf::with_placement(pricing, PricingKind::LibraPlus, placement),
             history: Mutex::new(History::default()),
         }
     }
@@ -109,12 +116,28 @@ impl Policy for LibraRisk {
         }
     }
 
-    fn node_shares(&self, cluster: &Cluster, node: NodeIdx, now: f64) -> Option<Vec<(u64, f64)>> {
-        Some(edf_node_shares(cluster, node, now))
+    /// The price over the window with the padded work reserved, applied to the user's estimate.
+    fn price(
+        &self,
+        spec: &JobSpec,
+        user: Option<u64>,
+        cluster: &Cluster,
+        node: NodeIdx,
+        now: f64,
+    ) -> Option<f64> {
+        self.inner.price_with(spec, self.reserved_estimate(spec, user), cluster, node, now)
     }
 
-    fn edf_job_control(&self) -> bool {
-        true
+    fn least_budget(&self, spec: &JobSpec, user: Option<u64>, cluster: &Cluster, now: f64) -> Option<Money> {
+        self.inner.least_budget_with(spec, self.reserved_estimate(spec, user), cluster, now)
+    }
+
+    fn placement(&self) -> Option<Placement> {
+        self.inner.placement()
+    }
+
+    fn job_control(&self) -> JobControl {
+        JobControl::Edf
     }
 }
 

@@ -9,6 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::*;
+use libra_core::policy::{Placement, BEYOND_POLICY_NAMES};
 use libra_core::{Money, POLICY_NAMES};
 use rusqlite::params;
 use std::sync::Arc;
@@ -64,7 +65,7 @@ pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<U
 pub async fn pricing(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PricingInfo> {
     let g = app.lock();
     g.caller(&headers)?.require_admin("see the pricing parameters")?;
-    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, now()) }))
+    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
 }
 
 pub async fn set_pricing(
@@ -79,24 +80,30 @@ pub async fn set_pricing(
     params.beta = p.beta.unwrap_or(params.beta);
     params.libra_gamma = p.libra_gamma.unwrap_or(params.libra_gamma);
     params.libra_delta = p.libra_delta.unwrap_or(params.libra_delta);
-    let name = g.policy_name();
-    g.set_policy(name, params)?;
+    // New prices for the policy in force, as it is: the same node choice.
+    let (name, placement) = (g.policy_name(), g.policy.placement());
+    g.set_policy(name, params, placement)?;
     if let Some(pb) = p.price_base {
         g.set_price_base(p.node.as_deref(), pb)?;
     } else if p.node.is_some() {
         return Err(ApiError::BadRequest("price_base: give the new base price for the node".into()));
     }
-    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, now()) }))
+    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
 }
 
-fn policy_info(name: &str) -> PolicyInfo {
-    PolicyInfo { policy: name.into(), available: POLICY_NAMES.iter().map(|s| s.to_string()).collect() }
+fn policy_info(policy: &dyn libra_core::Policy) -> PolicyInfo {
+    PolicyInfo {
+        policy: policy.name().into(),
+        available: POLICY_NAMES.iter().chain(BEYOND_POLICY_NAMES).map(|s| s.to_string()).collect(),
+        placement: policy.placement(),
+        placements: Placement::ALL.to_vec(),
+    }
 }
 
 pub async fn policy(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PolicyInfo> {
     let g = app.lock();
     g.caller(&headers)?.require_admin("see the policy")?;
-    Ok(Json(policy_info(g.policy_name())))
+    Ok(Json(policy_info(g.policy.as_ref())))
 }
 
 pub async fn set_policy(
@@ -107,8 +114,8 @@ pub async fn set_policy(
     let mut g = app.lock();
     g.caller(&headers)?.require_admin("change the policy")?;
     let pricing = g.pricing;
-    g.set_policy(&p.policy, pricing)?;
-    Ok(Json(policy_info(g.policy_name())))
+    g.set_policy(&p.policy, pricing, p.placement)?;
+    Ok(Json(policy_info(g.policy.as_ref())))
 }
 
 pub async fn job_action(

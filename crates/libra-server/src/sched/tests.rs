@@ -129,7 +129,7 @@ fn libra_risk_in_the_cluster_learns_pads_and_asks_nodes_for_edf_control() {
         // Under libra+$ the nodes run Algorithm 2.
         assert_eq!(g.sync(&sync("n1", vec![], vec![]), now).unwrap().job_control, JobControl::Libra);
         let pricing = g.pricing;
-        g.set_policy("libra-risk", pricing).unwrap();
+        g.set_policy("libra-risk", pricing, None).unwrap();
         assert_eq!(g.sync(&sync("n1", vec![], vec![]), now).unwrap().job_control, JobControl::Edf);
         // The user's jobs take twice their estimates: after a few, the next one is reserved
         // at twice its estimate, and the node is told to run it for that long.
@@ -191,4 +191,128 @@ fn a_batch_is_decided_in_order_stored_at_once_and_a_bad_submission_fails_alone()
     assert_eq!(g.cluster.job_count(), 2);
     let jobs: i64 = g.db.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
     assert_eq!(jobs, 3, "the bad submission left no row");
+}
+
+fn register(app: &App, name: &str, price_base: f64, now: f64) {
+    let mut g = app.lock();
+    g.register(
+        &RegisterRequest { name: name.into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() },
+        1.0,
+        now,
+    )
+    .unwrap();
+    g.set_price_base(Some(name), price_base).unwrap();
+}
+
+/// Issue 12 item 1: under every policy, the price per CPU-second a quote shows for a node is
+/// the one admission charges there: an accepted job's hold is its estimate at the highest
+/// quoted price among its nodes (at dispatch, for a space-shared policy).
+#[test]
+fn under_every_policy_the_quoted_price_is_what_admission_charges() {
+    use libra_core::policy::{BEYOND_POLICY_NAMES, POLICY_NAMES};
+    use libra_core::pricing::cost_at;
+    for name in POLICY_NAMES.iter().chain(BEYOND_POLICY_NAMES) {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let app = app(dir.path());
+        register(&app, "a", 1.0, now);
+        register(&app, "b", 1.5, now);
+        let u = user(&app, "u", 100_000);
+        let mut g = app.lock();
+        let pricing = libra_core::PricingParams { beta: 0.5, ..g.pricing };
+        g.set_policy(name, pricing, None).unwrap();
+        // Some load on one node, so that utilisation prices differ from the base prices.
+        let load = g.submit(&u, &req(30.0, 100.0, 1000), now).unwrap();
+        assert_eq!(load.state, JobState::Pending, "{name}: {load:?}");
+        g.dispatch_queue(now).unwrap();
+        let spec = JobSpec::simple(20.0, 100.0, Money::from_credits(1000)).with_procs(2);
+        let quote = g.quote(&spec, Some(u.id as u64), now).unwrap();
+        let price =
+            |node: &str| quote.prices.iter().find(|p| p.node == node).and_then(|p| p.price_now).unwrap();
+        let job = g.submit(&u, &SubmitRequest::new(spec, vec!["true".into()]), now).unwrap();
+        assert_eq!(job.state, JobState::Pending, "{name}: {job:?}");
+        if job.nodes.is_empty() {
+            // A space-shared policy: queued until a node is idle, priced when dispatched.
+            let first = g.sync(&sync("a", vec![], vec![]), now).unwrap().start;
+            let other = g.sync(&sync("b", vec![], vec![]), now).unwrap().start;
+            let mut done = Vec::new();
+            for (node, starts) in [("a", first), ("b", other)] {
+                for s in starts {
+                    done.push(exit(s.job, 30.0, now, now + 30.0));
+                    g.sync(&sync(node, vec![], std::mem::take(&mut done)), now + 31.0).unwrap();
+                }
+            }
+            g.dispatch_queue(now + 31.0).unwrap();
+        }
+        let job = crate::store::job(&g.db, job.id).unwrap().unwrap();
+        assert_eq!(job.nodes.len(), 2, "{name}: {job:?}");
+        let highest = job.nodes.iter().map(|n| price(n)).fold(0.0, f64::max);
+        assert_eq!(Some(job.cost), cost_at(20.0, highest), "{name}: held {} at quoted {highest}", job.cost);
+        if quote.accepted {
+            assert_eq!(quote.cost, Some(job.cost), "{name}");
+        }
+    }
+}
+
+/// Issue 9: a job turned away for its budget alone is told to keep its deadline and offer the
+/// least budget accepted now (plus 5%, whole credits); resubmitted so, it is accepted and held
+/// at a cost within that margin. Best fit would have put an unlimited budget on the fullest,
+/// dearest node.
+#[test]
+fn a_budget_rejection_keeps_the_deadline_and_suggests_the_least_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    register(&app, "full", 1.0, now);
+    register(&app, "idle", 1.0, now);
+    let u = user(&app, "u", 100_000);
+    let mut g = app.lock();
+    let pricing = libra_core::PricingParams { beta: 1.0, ..g.pricing };
+    g.set_policy("libra+$", pricing, None).unwrap();
+    let fill = g.submit(&u, &req(80.0, 100.0, 100_000), now).unwrap();
+    assert_eq!(fill.nodes, vec!["full".to_string()]);
+    let poor = g.submit(&u, &req(10.0, 100.0, 1), now).unwrap();
+    assert_eq!(poor.state, JobState::Rejected);
+    assert!(poor.reason.as_deref().unwrap_or("").starts_with("budget"), "{poor:?}");
+    let s = poor.suggestion.unwrap();
+    assert_eq!(s.deadline, 100.0, "the deadline was fine");
+    // The idle node: 10 CPU-seconds at 1 + 100/90 per CPU-second = 21.12, plus 5%: 23.
+    assert_eq!(s.budget, Money::from_credits(23));
+    let retry = SubmitRequest::new(JobSpec::simple(10.0, s.deadline, s.budget), vec!["true".into()]);
+    let held = g.submit(&u, &retry, now).unwrap();
+    assert_eq!(held.state, JobState::Pending, "{held:?}");
+    assert!(
+        held.cost <= s.budget
+            && s.budget <= libra_core::policy::suggest::budget_with_margin(held.cost).unwrap()
+    );
+}
+
+#[test]
+fn the_placement_is_set_with_the_policy_and_survives_a_restart() {
+    use libra_core::policy::Placement;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let app = app(dir.path());
+        let mut g = app.lock();
+        assert_eq!(g.policy.placement(), Some(Placement::BestFit), "libra+$ as published");
+        let pricing = g.pricing;
+        g.set_policy("libra+$", pricing, Some(Placement::Cheapest)).unwrap();
+        let e = g.set_policy("edf-bf", pricing, Some(Placement::Cheapest)).unwrap_err();
+        assert!(e.to_string().starts_with("placement:"), "{e}");
+        assert_eq!(g.policy.placement(), Some(Placement::Cheapest), "a refused change changes nothing");
+    }
+    let app = app(dir.path());
+    assert_eq!(app.lock().policy.placement(), Some(Placement::Cheapest));
+    // A configured placement applies while no policy has been set in the store.
+    let fresh = tempfile::tempdir().unwrap();
+    let app = App::open(Config {
+        db: fresh.path().join("t.db"),
+        join_token: "join-token".into(),
+        sync_full: false,
+        policy: "libra".into(),
+        placement: Some(Placement::BestFit),
+        ..Config::default()
+    })
+    .unwrap();
+    assert_eq!(app.lock().policy.placement(), Some(Placement::BestFit));
 }

@@ -5,6 +5,7 @@
 use super::{blank_record, finish, spec_of, ClusterConfig, SimResult, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Policy};
+use libra_core::share::node_shares;
 use libra_core::{Cluster, NodeIdx};
 
 pub fn simulate_reference(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> SimResult {
@@ -106,16 +107,18 @@ pub fn simulate_reference(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConf
             }
         }
         // Job control on the touched nodes.
-        let custom: Vec<(NodeIdx, Vec<(u64, f64)>)> =
-            touched.iter().filter_map(|&n| policy.node_shares(&cluster, n, now).map(|s| (n, s))).collect();
+        let shares: Vec<(NodeIdx, Vec<(u64, f64)>)> = touched
+            .iter()
+            .map(|&n| {
+                let jobs = cluster.controlled_jobs(n, now);
+                let s = node_shares(policy.job_control(), &jobs, now, cluster.node(n).spec.cpus);
+                (n, jobs.iter().map(|j| j.job).zip(s).collect())
+            })
+            .collect();
         for (k, nodes, _, w) in running.iter_mut() {
             for (n, w) in nodes.iter().zip(w.iter_mut()) {
-                if touched.contains(n) {
-                    let own = custom
-                        .iter()
-                        .find(|(m, _)| m == n)
-                        .and_then(|(_, s)| s.iter().find(|(j, _)| *j == *k as u64).map(|(_, s)| *s));
-                    *w = own.unwrap_or_else(|| cluster.required_share(*k as u64, now).unwrap_or(0.0));
+                if let Some((_, s)) = shares.iter().find(|(m, _)| m == n) {
+                    *w = s.iter().find(|(j, _)| *j == *k as u64).map_or(0.0, |(_, s)| *s);
                 }
             }
         }

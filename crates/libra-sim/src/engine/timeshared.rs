@@ -2,15 +2,17 @@
 //! control) and the node's CPU is divided in proportion to the weights, so spare CPU goes to the
 //! jobs present (work-conserving). A parallel job advances at the rate of its slowest node.
 //!
-//! Job control (Algorithm 2) runs on a node at every event that touches it: the weights of its
-//! jobs are reset to `(E - cpu) / (D - wall)`. Each node keeps its own weights, as each node
-//! agent keeps its own control groups, so an event on one node changes the rates of the jobs on
-//! that node only.
+//! Job control runs on a node at every event that touches it: the weights of its jobs are reset
+//! by the policy's job control (`libra_core::share::node_shares`, the function the node agents
+//! call too): Algorithm 2's `(E - cpu) / (D - wall)`, or EDF's. Each node keeps its own weights,
+//! as each node agent keeps its own control groups, so an event on one node changes the rates of
+//! the jobs on that node only.
 
 use super::events::IndexedHeap;
 use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Policy};
+use libra_core::share::node_shares;
 use libra_core::{Cluster, NodeIdx};
 
 #[derive(Debug, Clone)]
@@ -41,7 +43,7 @@ struct State<'a> {
     queue: IndexedHeap,
     /// Marks a job as already collected in the current event (the event number).
     mark: Vec<u64>,
-    /// Each affected job's new weight, computed once per event.
+    /// A job's new weight on the node being controlled, by job index.
     scratch: Vec<f64>,
     event_no: u64,
 }
@@ -151,7 +153,7 @@ impl State<'_> {
         self.job_control(&nodes, now);
     }
 
-    /// Algorithm 2 on each of `touched`, then new rates and completion times for every job on
+    /// Job control on each of `touched`, then new rates and completion times for every job on
     /// them.
     fn job_control(&mut self, touched: &[NodeIdx], now: f64) {
         let mut affected = Vec::new();
@@ -163,25 +165,26 @@ impl State<'_> {
                 }
             }
         }
-        // Bring progress up to now at the old rates before anything changes, then compute each
-        // job's required share once (it is the same on every node of the job).
+        // Bring progress up to now at the old rates before anything changes.
         for &k in &affected {
             if let Some(a) = self.active[k].as_mut() {
                 a.done += a.rate * (now - a.as_of);
                 a.as_of = now;
             }
-            self.scratch[k] = self.cluster.required_share(k as u64, now).unwrap_or(0.0);
         }
+        let control = self.policy.job_control();
         for &n in touched {
-            // A policy may run its own job control (EDF order); otherwise Algorithm 2.
-            let custom = self.policy.node_shares(&self.cluster, n, now);
+            // The cluster's entries of the node and the node's own list hold the same jobs in
+            // different orders: the shares go through `scratch`, by job.
+            let jobs = self.cluster.controlled_jobs(n, now);
+            let shares = node_shares(control, &jobs, now, self.cluster.node(n).spec.cpus);
+            for (j, s) in jobs.iter().zip(shares) {
+                self.scratch[j.job as usize] = s;
+            }
             let node = &mut self.nodes[n];
             let mut sum = 0.0;
             for (k, w) in node.jobs.iter_mut() {
-                *w = custom
-                    .as_ref()
-                    .and_then(|c| c.iter().find(|(j, _)| *j == *k as u64).map(|(_, s)| *s))
-                    .unwrap_or(self.scratch[*k]);
+                *w = self.scratch[*k];
                 sum += *w;
             }
             node.weight_sum = sum;

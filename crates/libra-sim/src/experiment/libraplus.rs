@@ -140,6 +140,7 @@ pub fn run_study(
                 policy: policy.to_string(),
                 pricing: PricingParams { beta, ..pricing },
                 cluster,
+                placement: None,
             });
             labels.push((x, policy, beta));
         }

@@ -4,6 +4,7 @@
 
 pub mod beyond;
 pub mod libraplus;
+pub mod placement;
 pub mod runner;
 pub mod table1;
 
@@ -49,4 +50,8 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("libraplus-fig5", "Libra+$ Fig. 5: share of high-urgency jobs for several beta"),
     ("libraplus-fig6", "Libra+$ Fig. 6: runtime under-estimates for several beta"),
     ("beyond", "libra-edf and libra-risk against Libra, Libra+$ and EDF-BF (arrival delay, under-estimates)"),
+    (
+        "placement",
+        "node choice under Libra+$ and Libra: best fit, least loaded, cheapest; QoS, profit, price paid",
+    ),
 ];

@@ -2,18 +2,20 @@
 
 use crate::engine::{simulate, ClusterConfig, SimResult};
 use crate::workload::SimJob;
-use libra_core::policy::{build_policy, PolicyError};
+use libra_core::policy::{build_policy_with, Placement, PolicyError};
 use libra_core::PricingParams;
 use rayon::prelude::*;
 use std::sync::Arc;
 
-/// One simulation to run: a workload, a policy by name, pricing, the cluster.
+/// One simulation to run: a workload, a policy by name, pricing, the cluster, and the node
+/// choice (`None`: the policy's own default).
 #[derive(Debug, Clone)]
 pub struct RunSpec {
     pub workload: Arc<Vec<SimJob>>,
     pub policy: String,
     pub pricing: PricingParams,
     pub cluster: ClusterConfig,
+    pub placement: Option<Placement>,
 }
 
 /// Runs every spec, in parallel, returning results in the order of `specs`. `tick` is called
@@ -21,12 +23,12 @@ pub struct RunSpec {
 pub fn run_all(specs: &[RunSpec], tick: &(dyn Fn() + Sync)) -> Result<Vec<SimResult>, PolicyError> {
     // Fail on a bad policy name before spending any time.
     for s in specs {
-        build_policy(&s.policy, s.pricing)?;
+        build_policy_with(&s.policy, s.pricing, s.placement)?;
     }
     specs
         .par_iter()
         .map(|s| {
-            let policy = build_policy(&s.policy, s.pricing)?;
+            let policy = build_policy_with(&s.policy, s.pricing, s.placement)?;
             let r = simulate(&s.workload, policy.as_ref(), s.cluster);
             tick();
             Ok(r)

@@ -46,6 +46,7 @@ pub fn run(
                     policy: policy.into(),
                     pricing,
                     cluster: ClusterConfig { nodes, price_base: 1.0 },
+                    placement: None,
                 });
             }
         }

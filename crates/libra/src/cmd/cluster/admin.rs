@@ -6,6 +6,7 @@ use super::jobs::jobs_table;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use libra_api::{SetPricing, UserAdd};
+use libra_core::policy::Placement;
 use libra_core::Money;
 
 #[derive(Debug, Args)]
@@ -26,11 +27,17 @@ pub enum AdminCommand {
     Usage,
     /// Show the pricing parameters, or set them (any of the flags).
     Pricing(PricingArgs),
-    /// Show the admission policy, or set it.
+    /// Show the admission policy and its node choice, or set them.
     Policy {
         /// libra+$, libra, libra-edf, libra-risk (past the papers), or a space-shared baseline:
         /// fifo, fcfs-bf, sjf-bf, edf-bf (`libra admin policy` shows the one in force).
         name: Option<String>,
+        /// How a time-shared policy chooses among the nodes that accept a job: best-fit (the
+        /// Libra+$ paper's, the default of libra+$ and the EDF policies), least-loaded (the Libra
+        /// paper's, the default of libra) or cheapest (the lowest price for the job). Without a
+        /// policy name, changes the node choice of the policy in force.
+        #[arg(long)]
+        placement: Option<Placement>,
     },
     /// Cancel anyone's job (nothing is charged).
     Cancel { job: u64 },
@@ -176,21 +183,28 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 t.add_row(vec![
                     n.node,
                     format!("{:.4}", n.price_base),
-                    format!("{:.4}", n.price_now),
+                    n.price_now.map_or("-".into(), |v| format!("{v:.4}")),
                     format!("{:.3}", n.load),
                 ]);
             }
             println!("{t}");
         }
-        AdminCommand::Policy { name } => {
-            let info = match name {
-                Some(n) => c.set_policy(&n)?,
-                None => c.policy()?,
+        AdminCommand::Policy { name, placement } => {
+            let info = match (name, placement) {
+                (Some(n), p) => c.set_policy_placement(&n, p)?,
+                (None, Some(p)) => c.set_policy_placement(&c.policy()?.policy, Some(p))?,
+                (None, None) => c.policy()?,
             };
             if json {
                 return print_json(&info);
             }
+            let placement =
+                info.placement.map_or("none (whole idle nodes in queue order)".into(), |p| p.to_string());
             println!("policy: {} (available: {})", info.policy, info.available.join(", "));
+            println!(
+                "placement: {placement} (available: {})",
+                info.placements.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+            );
         }
         AdminCommand::Cancel { job } | AdminCommand::Suspend { job } | AdminCommand::Resume { job } => {
             let action = match a.cmd {

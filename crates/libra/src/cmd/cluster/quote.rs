@@ -38,7 +38,7 @@ pub fn run(a: QuoteArgs) -> Result<()> {
             format!("{:.2}", p.cpus),
             format!("{:.3}", p.load),
             format!("{:.4}", p.price_base),
-            format!("{:.4}", p.price_now),
+            p.price_now.map_or("-".into(), |v| format!("{v:.4}")),
         ]);
     }
     println!("policy {}\n{t}", q.policy);

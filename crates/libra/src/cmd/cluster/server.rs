@@ -32,6 +32,11 @@ pub struct ServerArgs {
     /// space-shared baseline: fifo, fcfs-bf, sjf-bf, edf-bf (a queue, whole nodes, no promise).
     #[arg(long)]
     pub policy: Option<String>,
+    /// How a time-shared policy chooses among the nodes that accept a job: best-fit,
+    /// least-loaded or cheapest (default: the policy's own; best fit for libra+$, least loaded
+    /// for libra).
+    #[arg(long)]
+    pub placement: Option<libra_core::policy::Placement>,
     /// Libra+$ static pricing factor alpha.
     #[arg(long)]
     pub alpha: Option<f64>,
@@ -79,6 +84,9 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
     }
     if let Some(v) = &a.policy {
         c.policy = v.clone();
+    }
+    if let Some(v) = a.placement {
+        c.placement = Some(v);
     }
     if let Some(v) = a.alpha {
         c.pricing.alpha = v;

@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use libra_sim::engine::ClusterConfig;
-use libra_sim::experiment::{beyond, libraplus, table1, Point, EXPERIMENTS};
+use libra_sim::experiment::{beyond, libraplus, placement, table1, Point, EXPERIMENTS};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -89,6 +89,21 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         }
         pb.finish_and_clear();
         return super::output::studies(&out, "beyond", &all, a.json, &path);
+    }
+    if a.name == "placement" {
+        let path = trace_path(a.trace.clone())?;
+        let (records, max_nodes) = read_trace(&path, a.model.mode())?;
+        let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
+        let pb = progress(placement::run_count(&a.model.model()), &a.name);
+        let points = placement::run(
+            &records,
+            &a.model.model(),
+            a.pricing.params(),
+            ClusterConfig { nodes, price_base: a.pricing.price_base },
+            &|| pb.inc(1),
+        )?;
+        pb.finish_and_clear();
+        return super::output::placement(&out, &points, a.model.delay_factor, a.json, &path);
     }
     let Some(study) = libraplus::study(&a.name) else {
         anyhow::bail!(

@@ -3,7 +3,9 @@
 
 use super::experiment::{ensure_dir, points_json, study_grid, study_table};
 use anyhow::Context;
+use libra_core::policy::Placement;
 use libra_sim::experiment::libraplus::Study;
+use libra_sim::experiment::placement::{PlacementPoint, POLICIES};
 use libra_sim::experiment::table1::Cell;
 use libra_sim::experiment::Point;
 use serde_json::json;
@@ -194,6 +196,170 @@ fn plots(out: &Path, study: &Study, points: &[Point]) -> anyhow::Result<()> {
             label,
             &series,
         )?;
+    }
+    Ok(())
+}
+
+const PLACEMENT_HEADERS: [&str; 11] = [
+    "policy",
+    "delay_factor",
+    "placement",
+    "qos_satisfaction",
+    "profitability",
+    "accepted",
+    "completed_in_time",
+    "revenue",
+    "charged_cpu_seconds",
+    "mean_price_per_cpu_second",
+    "utilisation",
+];
+
+fn table_of(headers: &[String], rows: &[Vec<String>]) -> comfy_table::Table {
+    let mut t = crate::cmd::new_table();
+    t.set_header(headers.to_vec());
+    for r in rows {
+        t.add_row(r.clone());
+    }
+    t
+}
+
+/// The placement comparison: `placement.json` (every point), `placement.csv`, `placement.md`
+/// (per policy, the runs at `headline`, the Table I delay factor, then every delay factor) and
+/// two SVG plots (QoS satisfaction and the price paid, over the delay factor).
+pub fn placement(
+    out: &Path,
+    points: &[PlacementPoint],
+    headline: f64,
+    as_json: bool,
+    trace: &Path,
+) -> anyhow::Result<()> {
+    ensure_dir(out)?;
+    let value = json!({ "points": points });
+    write(&out.join("placement.json"), &serde_json::to_string_pretty(&value)?)?;
+    let rows: Vec<Vec<String>> = points
+        .iter()
+        .map(|p| {
+            vec![
+                p.policy.clone(),
+                format!("{}", p.delay_factor),
+                p.placement.to_string(),
+                format!("{:.4}", p.qos_satisfaction),
+                format!("{:.4}", p.profitability),
+                p.accepted.to_string(),
+                p.completed_in_time.to_string(),
+                p.revenue.to_string(),
+                format!("{:.0}", p.charged_cpu_seconds),
+                format!("{:.4}", p.mean_price),
+                format!("{:.4}", p.utilisation),
+            ]
+        })
+        .collect();
+    write(&out.join("placement.csv"), &csv_text(&PLACEMENT_HEADERS.map(String::from), &rows)?)?;
+    let headers: Vec<String> = [
+        "placement",
+        "Job QoS Satisfaction",
+        "Cluster Profitability",
+        "mean price paid (credits/CPU-s)",
+        "accepted",
+        "revenue",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let names: Vec<String> = Placement::ALL.iter().map(|p| p.to_string()).collect();
+    let mut grid_headers = vec!["arrival delay factor".to_string()];
+    for n in &names {
+        grid_headers.extend([format!("{n} QoS"), format!("{n} profit"), format!("{n} price")]);
+    }
+    let mut xs: Vec<f64> = Vec::new();
+    for p in points {
+        if !xs.contains(&p.delay_factor) {
+            xs.push(p.delay_factor);
+        }
+    }
+    let trace_name = trace.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+    let mut md = format!(
+        "# placement\n\nTrace: `{trace_name}`, Table I model. QoS = Job QoS Satisfaction (eq. 7), profit = \
+         Cluster Profitability (eq. 8), price = what users were charged over the CPU-seconds (estimates) \
+         they were charged for, in credits per CPU-second.\n"
+    );
+    let mut tables = Vec::new();
+    for policy in POLICIES {
+        let mine: Vec<&PlacementPoint> = points.iter().filter(|p| p.policy == policy).collect();
+        let at_headline: Vec<Vec<String>> = mine
+            .iter()
+            .filter(|p| p.delay_factor == headline)
+            .map(|p| {
+                vec![
+                    p.placement.to_string(),
+                    format!("{:.1}%", 100.0 * p.qos_satisfaction),
+                    format!("{:.1}%", 100.0 * p.profitability),
+                    format!("{:.4}", p.mean_price),
+                    p.accepted.to_string(),
+                    p.revenue.to_string(),
+                ]
+            })
+            .collect();
+        let grid: Vec<Vec<String>> = xs
+            .iter()
+            .map(|&x| {
+                let mut row = vec![format!("{x}")];
+                for n in &names {
+                    match mine.iter().find(|p| p.delay_factor == x && &p.placement.to_string() == n) {
+                        Some(p) => row.extend([
+                            format!("{:.1}%", 100.0 * p.qos_satisfaction),
+                            format!("{:.1}%", 100.0 * p.profitability),
+                            format!("{:.4}", p.mean_price),
+                        ]),
+                        None => row.extend(["-".to_string(), "-".to_string(), "-".to_string()]),
+                    }
+                }
+                row
+            })
+            .collect();
+        md.push_str(&format!(
+            "\n## {policy}, arrival delay factor {headline}\n\n{}\n## {policy}, every arrival delay factor\n\n{}",
+            markdown(&headers, &at_headline),
+            markdown(&grid_headers, &grid)
+        ));
+        tables.push((policy, table_of(&headers, &at_headline), table_of(&grid_headers, &grid)));
+    }
+    write(&out.join("placement.md"), &md)?;
+    for (metric, label) in
+        [("qos", "Job QoS Satisfaction (%)"), ("price", "mean price paid (credits per CPU-second)")]
+    {
+        let series: Vec<(String, Vec<(f64, f64)>)> = POLICIES
+            .iter()
+            .flat_map(|policy| Placement::ALL.iter().map(move |pl| (*policy, *pl)))
+            .map(|(policy, pl)| {
+                let pts = points
+                    .iter()
+                    .filter(|p| p.policy == policy && p.placement == pl)
+                    .map(|p| {
+                        (
+                            p.delay_factor,
+                            if metric == "qos" { 100.0 * p.qos_satisfaction } else { p.mean_price },
+                        )
+                    })
+                    .collect();
+                (format!("{policy} {pl}"), pts)
+            })
+            .collect();
+        libra_sim::plot::line_chart(
+            out.join(format!("placement-{metric}.svg")),
+            &format!("node choice: {label}"),
+            "arrival delay factor",
+            label,
+            &series,
+        )?;
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        for (policy, t, g) in tables {
+            println!("{policy}, arrival delay factor {headline}:\n{t}\n{g}");
+        }
+        eprintln!("wrote {}", out.display());
     }
     Ok(())
 }

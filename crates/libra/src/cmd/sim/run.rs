@@ -4,7 +4,7 @@ use super::load::{read_trace, trace_path, ModelArgs, PricingArgs};
 use anyhow::Context;
 use clap::Args;
 use comfy_table::Table;
-use libra_core::policy::POLICY_NAMES;
+use libra_core::policy::{build_policy, Placement, POLICY_NAMES};
 use libra_sim::engine::{ClusterConfig, SimResult, Verdict};
 use libra_sim::experiment::runner::{run_all, RunSpec};
 use libra_sim::workload::{jobs_csv, libra_batches::LibraBatch, libraplus, SimJob};
@@ -28,6 +28,12 @@ pub struct RunArgs {
     /// Policy: libra, libra+$ (or libraplus), fifo, fcfs-bf, sjf-bf, edf-bf, or "all".
     #[arg(long, default_value = "all")]
     pub policy: String,
+    /// How the time-shared policies choose among the nodes that accept a job: best-fit (the
+    /// Libra+$ paper's rule, the default of libra+$), least-loaded (the Libra paper's, the
+    /// default of libra) or cheapest (the lowest price for the job). With `--policy all` it
+    /// applies to libra and libra+$; the space-shared baselines have no node choice.
+    #[arg(long)]
+    pub placement: Option<Placement>,
     /// Nodes in the cluster. Default: the trace header's MaxNodes, else 128 (10 for --batch).
     #[arg(long)]
     pub nodes: Option<usize>,
@@ -58,27 +64,38 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         vec![a.policy.clone()]
     };
     let workload = Arc::new(workload);
-    let specs: Vec<RunSpec> = policies
-        .iter()
-        .map(|p| RunSpec {
+    let mut specs: Vec<RunSpec> = Vec::new();
+    for p in &policies {
+        // A single space-shared policy given a placement is refused (by `run_all`); among all of
+        // them, only those with a node choice take it.
+        let chooses = build_policy(p, a.pricing.params())?.placement().is_some();
+        specs.push(RunSpec {
             workload: workload.clone(),
             policy: p.clone(),
             pricing: a.pricing.params(),
             cluster: ClusterConfig { nodes, price_base: a.pricing.price_base },
-        })
-        .collect();
+            placement: a.placement.filter(|_| chooses || a.policy != "all"),
+        });
+    }
     let results = run_all(&specs, &|| {})?;
     if a.json {
         let runs: Vec<_> = results.iter().map(|r| result_json(r, &workload, a.decisions)).collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &json!({"workload": source, "jobs": workload.len(), "nodes": nodes, "runs": runs})
-            )?
+            serde_json::to_string_pretty(&{
+                let mut v = json!({"workload": source, "jobs": workload.len(), "nodes": nodes, "runs": runs});
+                if let Some(p) = a.placement {
+                    v["placement"] = json!(p);
+                }
+                v
+            })?
         );
         return Ok(());
     }
-    println!("{source}: {} jobs on {nodes} nodes", workload.len());
+    match a.placement {
+        Some(p) => println!("{source}: {} jobs on {nodes} nodes, placement {p}", workload.len()),
+        None => println!("{source}: {} jobs on {nodes} nodes", workload.len()),
+    }
     println!("{}", metrics_table(&results));
     if a.decisions {
         for r in &results {

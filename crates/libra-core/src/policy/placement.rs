@@ -1,0 +1,176 @@
+//! Node choice (issue 9): which of the nodes that can take a job (resources, deadline, budget)
+//! it goes to. Admission does not depend on it: a job is accepted under one placement exactly
+//! when it is under another; only its nodes, and so what it is charged, change.
+//!
+//! - `best-fit`: Libra+$'s Algorithm 1 (line 17): RESFree ascending (eq. 6), the node left with
+//!   the least free processor time over the job's window, so that nodes fill up and more jobs
+//!   can be accepted later. The default of `libra+$` and the EDF policies.
+//! - `least-loaded`: the least sum of required shares (with the job's). The Libra paper's rule
+//!   and the default of `libra`.
+//! - `cheapest`: the lowest price per CPU-second for this job (`Policy::price`), so a user never
+//!   pays more than another accepting node would have charged. Ties go by the policy's default
+//!   order (under `libra`, whose price is the same on every node, it is least loaded).
+//!
+//! A parallel job takes the first `procs` nodes in that order among those within its budget, and
+//! pays the highest of their costs (Algorithm 1, lines 22-24). Under `cheapest` those are the
+//! `procs` cheapest, so its cost is the least any set of accepting nodes would charge.
+//!
+//! Every order ends on the node index, so runs are reproducible.
+
+use crate::cluster::NodeIdx;
+use crate::money::Money;
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Placement {
+    BestFit,
+    LeastLoaded,
+    Cheapest,
+}
+
+impl Placement {
+    pub const ALL: [Placement; 3] = [Placement::BestFit, Placement::LeastLoaded, Placement::Cheapest];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::BestFit => "best-fit",
+            Placement::LeastLoaded => "least-loaded",
+            Placement::Cheapest => "cheapest",
+        }
+    }
+
+    /// Every placement's name, for messages and help.
+    pub fn names() -> Vec<&'static str> {
+        Placement::ALL.iter().map(|p| p.as_str()).collect()
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("placement: '{0}' is not a placement; accepted: best-fit, least-loaded, cheapest")]
+pub struct PlacementError(pub String);
+
+impl FromStr for Placement {
+    type Err = PlacementError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Placement::ALL
+            .into_iter()
+            .find(|p| p.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| PlacementError(s.to_string()))
+    }
+}
+
+/// A node that passed a policy's deadline check, with what each placement orders by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Candidate {
+    pub node: NodeIdx,
+    /// RESFree (eq. 6) for the job's window; only read under best fit.
+    pub res_free: f64,
+    /// The shares the node would owe with the job; only read under least loaded.
+    pub load: f64,
+    /// The job's price per CPU-second here.
+    pub rate: f64,
+    /// The job's cost here (`None`: no budget buys it).
+    pub cost: Option<Money>,
+}
+
+fn by(p: Placement, a: &Candidate, b: &Candidate) -> Ordering {
+    match p {
+        Placement::BestFit => a.res_free.total_cmp(&b.res_free),
+        Placement::LeastLoaded => a.load.total_cmp(&b.load),
+        Placement::Cheapest => a.rate.total_cmp(&b.rate),
+    }
+}
+
+/// Algorithm 1, lines 17-29, in the order `placement` gives (ties by `default`, then node): the
+/// first `procs` nodes within `budget`, and the cost, the highest among them. `None` when fewer
+/// than `procs` nodes are within budget.
+pub(crate) fn choose(
+    cands: &[Candidate],
+    procs: usize,
+    budget: Money,
+    placement: Placement,
+    default: Placement,
+) -> Option<(Vec<NodeIdx>, Money)> {
+    let mut within: Vec<(&Candidate, Money)> =
+        cands.iter().filter_map(|c| c.cost.filter(|m| *m <= budget).map(|m| (c, m))).collect();
+    if procs == 0 || within.len() < procs {
+        return None;
+    }
+    let order = |a: &(&Candidate, Money), b: &(&Candidate, Money)| {
+        by(placement, a.0, b.0).then_with(|| by(default, a.0, b.0)).then(a.0.node.cmp(&b.0.node))
+    };
+    // The first `procs` in that order are the `procs` least: found by selection, not a full sort.
+    if within.len() > procs {
+        within.select_nth_unstable_by(procs - 1, order);
+        within.truncate(procs);
+    }
+    within.sort_by(order);
+    let cost = within.iter().map(|w| w.1).max().unwrap_or(Money::ZERO);
+    Some((within.into_iter().map(|w| w.0.node).collect(), cost))
+}
+
+/// The least budget with which `procs` of `cands` are within budget: the `procs`-th lowest cost.
+/// The same under every placement, since admission does not depend on it.
+pub(crate) fn least_budget(cands: &[Candidate], procs: usize) -> Option<Money> {
+    let mut costs: Vec<Money> = cands.iter().filter_map(|c| c.cost).collect();
+    if procs == 0 || costs.len() < procs {
+        return None;
+    }
+    costs.sort();
+    Some(costs[procs - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_a_bad_one_lists_the_accepted() {
+        for p in Placement::ALL {
+            assert_eq!(p.as_str().parse::<Placement>(), Ok(p));
+            assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{p}\""));
+        }
+        let e = "worst-fit".parse::<Placement>().unwrap_err().to_string();
+        assert!(e.starts_with("placement:") && e.contains("best-fit, least-loaded, cheapest"), "{e}");
+    }
+
+    #[test]
+    fn each_placement_orders_by_its_own_key() {
+        let c = |node, res_free, load, rate, cents| Candidate {
+            node,
+            res_free,
+            load,
+            rate,
+            cost: Some(Money(cents)),
+        };
+        // Node 0: fullest and dearest; node 1: least loaded; node 2: cheapest.
+        let cands = [c(0, 10.0, 0.9, 3.0, 300), c(1, 50.0, 0.1, 2.0, 200), c(2, 40.0, 0.2, 1.0, 100)];
+        let pick = |p, procs, budget| choose(&cands, procs, Money(budget), p, Placement::BestFit);
+        assert_eq!(pick(Placement::BestFit, 1, 1000), Some((vec![0], Money(300))));
+        assert_eq!(pick(Placement::LeastLoaded, 1, 1000), Some((vec![1], Money(200))));
+        assert_eq!(pick(Placement::Cheapest, 1, 1000), Some((vec![2], Money(100))));
+        // Two nodes: the highest cost of the two is charged; cheapest pays the least possible.
+        assert_eq!(pick(Placement::BestFit, 2, 1000), Some((vec![0, 2], Money(300))));
+        assert_eq!(pick(Placement::Cheapest, 2, 1000), Some((vec![2, 1], Money(200))));
+        assert_eq!(least_budget(&cands, 2), Some(Money(200)));
+        // Best fit within budget skips the nodes above it.
+        assert_eq!(pick(Placement::BestFit, 1, 250), Some((vec![2], Money(100))));
+        assert_eq!(pick(Placement::BestFit, 3, 250), None);
+        // Equal prices: the default order decides.
+        let flat = [c(0, 10.0, 0.9, 1.0, 100), c(1, 50.0, 0.1, 1.0, 100)];
+        let cheapest = |default| choose(&flat, 1, Money(100), Placement::Cheapest, default).unwrap().0;
+        assert_eq!(cheapest(Placement::BestFit), vec![0]);
+        assert_eq!(cheapest(Placement::LeastLoaded), vec![1]);
+    }
+}
