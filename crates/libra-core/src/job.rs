@@ -86,8 +86,8 @@ pub enum SpecError {
     Estimate(f64),
     #[error("deadline: {0} is not accepted: give a deadline in seconds after submission, greater than 0 and at most {MAX_SECONDS} (one year)")]
     Deadline(f64),
-    #[error("deadline: {deadline} s is shorter than the estimate {estimate} s: no scheduler can finish the job in time; give a deadline of at least {estimate} s")]
-    DeadlineBeforeEstimate { deadline: f64, estimate: f64 },
+    #[error("deadline: {deadline} s is shorter than {least} s, the estimate {estimate} s on {cpus} CPU(s) at once: no scheduler can finish the job in time; give a deadline of at least {least} s (or more CPUs per task)")]
+    DeadlineBeforeEstimate { deadline: f64, estimate: f64, cpus: u32, least: f64 },
     #[error(
         "budget: {0} is not accepted: give a budget of at least 0 and at most {MAX_BUDGET_CREDITS} credits"
     )]
@@ -152,8 +152,11 @@ impl JobSpec {
         if !d.is_finite() || d <= 0.0 || d > MAX_SECONDS {
             return Err(SpecError::Deadline(d));
         }
-        if d < e {
-            return Err(SpecError::DeadlineBeforeEstimate { deadline: d, estimate: e });
+        // A job may use `cpus_per_task` CPUs at once: its estimate takes that much less time.
+        let cpus = self.resources.cpus_per_task.max(1);
+        let least = e / f64::from(cpus);
+        if d < least {
+            return Err(SpecError::DeadlineBeforeEstimate { deadline: d, estimate: e, cpus, least });
         }
         let b = self.qos.budget;
         if b.is_negative() || b > Money::from_credits(MAX_BUDGET_CREDITS) {
@@ -197,6 +200,10 @@ mod tests {
         let mut s = ok.clone();
         s.qos.deadline = 60.0;
         assert!(matches!(s.validate(), Err(SpecError::DeadlineBeforeEstimate { .. })));
+        // With two CPUs at once, half the estimate is enough time.
+        s.resources.cpus_per_task = 2;
+        s.qos.deadline = s.estimate() / 2.0;
+        assert_eq!(s.validate(), Ok(()));
         let mut s = ok.clone();
         s.qos.budget = Money(-1);
         assert!(s.validate().unwrap_err().to_string().starts_with("budget:"));

@@ -291,3 +291,32 @@ fn a_job_ends_as_a_whole_with_the_processes_that_escaped_its_session() {
     let v2 = std::path::Path::new("/sys/fs/cgroup/libra").join(&node).join(format!("job-{id}"));
     wait_until("the job's group to be removed", || (!group.exists() && !v2.exists()).then_some(()));
 }
+
+#[test]
+fn a_job_may_use_several_cpus_of_a_node_when_it_asks_for_them() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if cores < 2 {
+        eprintln!("one core here: a node of two CPUs cannot be started, not tested");
+        return;
+    }
+    let cl = Cluster::start(1, 2.0, 30.0);
+    let c = cl.user("wes", 1000);
+    let token = token_of(&cl, "wes");
+    // 3 CPU-seconds by a 2-second deadline need 1.5 CPUs: more than one CPU, refused unless the
+    // job may use two at once.
+    let args = ["submit", "--json", "--estimate", "3s", "-d", "2s", "-b", "100"];
+    let burn = format!("'{EXE}' burn --cpu-seconds 1.4 & '{EXE}' burn --cpu-seconds 1.4; wait");
+    let refused = libra_in(&cl, &token, &cl.dir, &[], &[&args[..], &["--", "sh", "-c", &burn]].concat());
+    assert!(!refused.status.success(), "a 1.5-CPU job was accepted with one CPU per task");
+    let out =
+        libra_in(&cl, &token, &cl.dir, &[], &[&args[..], &["-c", "2", "--", "sh", "-c", &burn]].concat());
+    let id = job_id(&out);
+    let j = c.job(id).unwrap();
+    assert_eq!(j.cpus_per_task, 2);
+    assert!(j.share > 1.0 && j.share <= 2.0, "{j:?}");
+    let j = wait_done(&c, id);
+    // On time unless this shared machine is busy; either way both burners ran in it.
+    assert!(matches!(j.state, JobState::Completed | JobState::Deadline), "{j:?}");
+    assert!(j.cpu_seconds >= 2.5, "two burners ran: {j:?}");
+}

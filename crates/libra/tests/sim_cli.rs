@@ -137,7 +137,7 @@ fn placement_chooses_the_node_and_so_the_price() {
             .unwrap();
         let v = json(&out);
         let d = v["runs"][0]["decisions"][1].clone();
-        (d["nodes"][0].as_u64().unwrap(), d["cost"].as_str().unwrap().parse::<f64>().unwrap())
+        (d["nodes"][0].as_u64().unwrap(), d["cost_cents"].as_i64().unwrap() as f64 / 100.0)
     };
     let (best_node, best_cost) = run(&[]);
     assert_eq!(run(&["--placement", "best-fit"]), (best_node, best_cost));

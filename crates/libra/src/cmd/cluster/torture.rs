@@ -27,6 +27,13 @@ pub struct TortureArgs {
     /// and everything is checked.
     #[arg(long, default_value = "1m")]
     pub duration: String,
+    /// The same in minutes (`--minutes 10` is `--duration 10m`).
+    #[arg(long, conflicts_with = "duration")]
+    pub minutes: Option<f64>,
+    /// Run the server and the node agents from another `libra` binary (an earlier release, say)
+    /// to see what the torture finds there; this one still drives and checks.
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
     /// Node agents.
     #[arg(long, default_value_t = 2)]
     pub nodes: u32,
@@ -71,6 +78,21 @@ pub struct Report {
     pub jobs_started: u64,
     pub invariants_checked: u64,
     pub violations: Vec<String>,
+    /// The hosted sweep run through the torture: its jobs, how many ran, what it spent and
+    /// what the cluster charged for it.
+    pub sweep: Option<SweepCheck>,
+    /// What could not be tried (and so was not checked).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct SweepCheck {
+    pub state: String,
+    pub jobs: u64,
+    pub done: u64,
+    pub job_runs: u64,
+    pub spent_cents: i64,
+    pub cluster_charged_cents: i64,
 }
 
 /// One submission as its client saw it.
@@ -199,7 +221,11 @@ fn integrity(db: &Path) -> Result<String> {
 }
 
 pub fn run(a: TortureArgs) -> Result<()> {
-    let secs = parse_duration(&a.duration).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    let secs = match a.minutes {
+        Some(m) if m.is_finite() && m > 0.0 => m * 60.0,
+        Some(m) => bail!("--minutes: {m} is not accepted: give a number of minutes greater than 0"),
+        None => parse_duration(&a.duration).map_err(|e| anyhow::anyhow!("--duration: {e}"))?,
+    };
     if a.nodes == 0 || a.submitters == 0 || a.kill_every <= 0.0 {
         bail!("--nodes, --submitters and --kill-every must be greater than 0");
     }
@@ -239,6 +265,15 @@ pub fn run(a: TortureArgs) -> Result<()> {
         }
         println!("{t}");
         println!("{} of torture", fmt_dur(r.seconds));
+        if let Some(sw) = &r.sweep {
+            println!(
+                "hosted sweep: {} with {} of {} jobs done, {} job runs; spent {} cents, the cluster charged {}",
+                sw.state, sw.done, sw.jobs, sw.job_runs, sw.spent_cents, sw.cluster_charged_cents
+            );
+        }
+        for n in &r.notes {
+            println!("note: {n}");
+        }
         for v in &r.violations {
             println!("VIOLATION: {v}");
         }
@@ -257,7 +292,10 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
     let cores = std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0);
     let cpus = (cores / f64::from(a.nodes)).min(1.0);
     let mut procs = Procs {
-        exe: std::env::current_exe().context("finding the libra binary")?,
+        exe: match &a.binary {
+            Some(b) => b.clone(),
+            None => std::env::current_exe().context("finding the libra binary")?,
+        },
         dir: dir.to_path_buf(),
         port,
         server: None,
@@ -277,6 +315,8 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
         admin.credit(&name, Money::from_credits(CREDIT))?;
         users.push((name.clone(), anon.login(&name, &format!("pw-{name}"))?.token));
     }
+    let mut report = Report::default();
+    let sweep = hosted_sweep(&admin, &anon, &url, dir, &mut report);
     let t0 = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let answers: Arc<Mutex<Vec<Answer>>> = Arc::default();
@@ -295,7 +335,7 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
             let client = Client::new(&url, Some(token.clone()));
             let jobs = dir.join("jobs");
             let seed = a.seed.wrapping_mul(1000).wrapping_add(i as u64);
-            let exe = procs.exe.clone();
+            let exe = std::env::current_exe().unwrap_or_else(|_| procs.exe.clone());
             s.spawn(move || submitter(&client, user, &exe, &jobs, seed, &stop, &answers, &submissions));
         }
         // The chaos: kill the server or an agent, check the file, start it again.
@@ -344,6 +384,18 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+    if let Some((client, id)) = &sweep {
+        let t = Instant::now();
+        while client.sweep(*id).is_ok_and(|s| s.state == "running" || s.state == "paused") {
+            if t.elapsed() > Duration::from_secs(120) {
+                report
+                    .violations
+                    .push(format!("hosted sweep {id} still running two minutes after the torture ended"));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
     report.seconds = t0.elapsed().as_secs_f64();
     // A clean stop of the server, then the checks on the file itself.
     if let Some(mut srv) = procs.server.take() {
@@ -355,7 +407,108 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
     }
     let answers = answers.lock().map(|a| a.clone()).unwrap_or_default();
     check(&procs.db(), &dir.join("jobs").join("starts.log"), &answers, &mut report)?;
+    if let Some((_, id)) = sweep {
+        check_sweep(
+            &procs.db(),
+            &dir.join("sweeps").join("broker.db"),
+            id,
+            &dir.join("jobs").join("sweep-starts.log"),
+            &mut report,
+        )?;
+    }
     Ok(report)
+}
+
+/// The user whose hosted sweep runs through the torture.
+const SWEEPER: &str = "sweeper";
+/// Jobs of the hosted sweep.
+const SWEEP_JOBS: u64 = 40;
+
+/// A sweep hosted by the server, whose `libra` resource is the server itself: its engine is
+/// killed with the server, over and over. None (with a note) when the server cannot host it.
+fn hosted_sweep(
+    admin: &Client,
+    anon: &Client,
+    url: &str,
+    dir: &Path,
+    r: &mut Report,
+) -> Option<(Client, i64)> {
+    let made = (|| -> Result<(Client, i64)> {
+        admin.user_add(&UserAdd { name: SWEEPER.into(), password: format!("pw-{SWEEPER}"), admin: false })?;
+        admin.credit(SWEEPER, Money::from_credits(CREDIT))?;
+        let token = anon.login(SWEEPER, &format!("pw-{SWEEPER}"))?.token;
+        let client = Client::new(url, Some(token.clone()));
+        let log = dir.join("jobs").join("sweep-starts.log");
+        let plan = format!(
+            "parameter x integer range from 1 to {SWEEP_JOBS} step 1\ntask main\n    shexec \"echo $x >> {}; sleep 1\"\nendtask\n",
+            log.display()
+        );
+        let resources = format!(
+            "[[resource]]\nname = \"here\"\nkind = \"libra\"\nslots = 2\nprice = 50\nurl = \"{url}\"\ntoken = \"{token}\"\n"
+        );
+        let info = client.sweep_create(&libra_api::SweepCreate {
+            plan,
+            resources,
+            name: Some("torture".into()),
+            deadline: None,
+            deadline_in: Some(3600.0),
+            budget: Money::from_credits(100_000),
+            optimise: Some("time".into()),
+            max_retries: Some(0),
+            estimate: Some(2.0),
+            seed: 0,
+        })?;
+        Ok((client, info.id))
+    })();
+    match made {
+        Ok(x) => Some(x),
+        Err(e) => {
+            r.notes.push(format!("no hosted sweep: {e:#}"));
+            None
+        }
+    }
+}
+
+/// The hosted sweep ran each job at most once and spent what the cluster charged for it.
+fn check_sweep(db: &Path, broker: &Path, exp: i64, starts: &Path, r: &mut Report) -> Result<()> {
+    let b = Connection::open_with_flags(broker, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let (state, spent): (String, i64) = b.query_row(
+        "SELECT state, (SELECT COALESCE(SUM(amount_cents), 0) FROM payments WHERE exp_id = ?1) FROM experiments WHERE id = ?1",
+        [exp],
+        |x| Ok((x.get(0)?, x.get(1)?)),
+    )?;
+    let done: i64 =
+        b.query_row("SELECT COUNT(*) FROM jobs WHERE exp_id = ?1 AND state = 'done'", [exp], |x| x.get(0))?;
+    let c = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let charged: i64 = c.query_row(
+        "SELECT COALESCE(SUM(j.charged), 0) FROM jobs j JOIN users u ON u.id = j.user_id WHERE u.name = ?1",
+        [SWEEPER],
+        |x| x.get(0),
+    )?;
+    let text = std::fs::read_to_string(starts).unwrap_or_default();
+    let mut runs: HashMap<&str, u32> = HashMap::new();
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        *runs.entry(l.trim()).or_default() += 1;
+    }
+    for (x, n) in &runs {
+        r.invariants_checked += 1;
+        if *n > 1 {
+            r.violations.push(format!("hosted sweep job x={x} ran {n} times"));
+        }
+    }
+    r.invariants_checked += 1;
+    if spent != charged {
+        r.violations.push(format!("the hosted sweep spent {spent} cents, the cluster charged {charged}"));
+    }
+    r.sweep = Some(SweepCheck {
+        state,
+        jobs: SWEEP_JOBS,
+        done: done as u64,
+        job_runs: runs.values().map(|n| u64::from(*n)).sum(),
+        spent_cents: spent,
+        cluster_charged_cents: charged,
+    });
+    Ok(())
 }
 
 /// One user submitting jobs (each with its own idempotency key, retried with the same key
@@ -383,13 +536,21 @@ fn submitter(
         } else {
             format!("'{}' burn --cpu-seconds {:.2}", exe.display(), estimate / 2.0)
         };
-        let script = format!("echo \"$LIBRA_JOB_ID $LIBRA_PROCID\" >> starts.log; {work}");
+        // The job id and rank from Libra's variables; an earlier release (`--binary`) has none,
+        // but runs each rank in a directory of its own named after the job.
+        let script = format!(
+            "echo \"${{LIBRA_JOB_ID:-${{PWD##*job-}}}} ${{LIBRA_PROCID:-$PWD}}\" >> '{}'; {work}",
+            jobs.join("starts.log").display()
+        );
         let mut spec = JobSpec::simple(estimate, deadline, budget);
         spec.resources.procs = if rng.random_bool(0.1) { 2 } else { 1 };
         let mut req = SubmitRequest::new(spec, vec!["sh".into(), "-c".into(), script]);
         req.workdir = Some(jobs.display().to_string());
         req.stdout = Some("/dev/null".into());
         let key = libra_api::new_idempotency_key();
+        // The key is also the job's name: what shows a second job made for one submission even
+        // where the server does not know the key.
+        req.name = Some(format!("t-{key}"));
         submissions.fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
         let answer = loop {
@@ -430,7 +591,7 @@ fn check(db: &Path, starts: &Path, answers: &[Answer], r: &mut Report) -> Result
     bad(ic == "ok", format!("final integrity check: {ic}"), r);
     // Jobs: final, settled exactly, never charged above the budget.
     let mut st = c.prepare(
-        "SELECT j.id, u.name, j.state, j.budget, j.charged, j.idem_key, \
+        "SELECT j.id, u.name, j.state, j.budget, j.charged, CASE WHEN j.name LIKE 't-%' THEN substr(j.name, 3) END, \
          COALESCE((SELECT SUM(amount) FROM ledger l WHERE l.job = j.id AND kind = 'hold'), 0), \
          COALESCE((SELECT SUM(amount) FROM ledger l WHERE l.job = j.id AND kind = 'charge'), 0), \
          COALESCE((SELECT SUM(amount) FROM ledger l WHERE l.job = j.id AND kind = 'release'), 0) \
