@@ -24,4 +24,10 @@ fn the_cluster_survives_random_sigkills_with_every_invariant_intact() {
     assert!(kills >= 5, "only {kills} kills: {r}");
     assert!(r["accepted"].as_u64().unwrap() >= 20, "{r}");
     assert_eq!(r["integrity_checks"], r["server_kills"]);
+    // The hosted sweep went through the kills: no job of it ran twice, and it spent exactly what
+    // the cluster charged (both checked as invariants above; here, that it ran at all).
+    let sweep = &r["sweep"];
+    assert!(sweep.is_object(), "no hosted sweep ran: {r}");
+    assert!(sweep["job_runs"].as_u64().unwrap() >= 1, "{r}");
+    assert_eq!(sweep["spent_cents"], sweep["cluster_charged_cents"], "{r}");
 }

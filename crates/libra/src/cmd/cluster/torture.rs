@@ -312,7 +312,7 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
     for i in 0..a.submitters {
         let name = format!("t{i}");
         admin.user_add(&UserAdd { name: name.clone(), password: format!("pw-{name}"), admin: false })?;
-        admin.credit(&name, Money::from_credits(CREDIT))?;
+        credit(&admin, &name)?;
         users.push((name.clone(), anon.login(&name, &format!("pw-{name}"))?.token));
     }
     let mut report = Report::default();
@@ -320,6 +320,7 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
     let t0 = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
     let answers: Arc<Mutex<Vec<Answer>>> = Arc::default();
+    let refused: Arc<Mutex<Vec<String>>> = Arc::default();
     let submissions = Arc::new(AtomicU64::new(0));
     eprintln!(
         "torture: {} submitters, {} nodes, a kill every {:.1} s on average, for {}",
@@ -332,11 +333,14 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
     std::thread::scope(|s| -> Result<()> {
         for (i, (user, token)) in users.iter().enumerate() {
             let (stop, answers, submissions) = (stop.clone(), answers.clone(), submissions.clone());
+            let refused = refused.clone();
             let client = Client::new(&url, Some(token.clone()));
             let jobs = dir.join("jobs");
             let seed = a.seed.wrapping_mul(1000).wrapping_add(i as u64);
             let exe = std::env::current_exe().unwrap_or_else(|_| procs.exe.clone());
-            s.spawn(move || submitter(&client, user, &exe, &jobs, seed, &stop, &answers, &submissions));
+            s.spawn(move || {
+                submitter(&client, user, &exe, &jobs, seed, &stop, &answers, &submissions, &refused)
+            });
         }
         // The chaos: kill the server or an agent, check the file, start it again.
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(a.seed);
@@ -370,6 +374,15 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
         Ok(())
     })?;
     report.submissions = submissions.load(Ordering::Relaxed);
+    if let Ok(r) = refused.lock() {
+        if !r.is_empty() {
+            report.violations.push(format!(
+                "{} valid submissions were refused, the first: {}",
+                r.len(),
+                r[0]
+            ));
+        }
+    }
     // Let the cluster finish what it accepted (the deadlines are at most a minute away).
     let admin = Client::new(&url, Some(anon.login("admin", ADMIN_PW)?.token));
     let t_end = Instant::now();
@@ -419,6 +432,19 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
     Ok(report)
 }
 
+/// Gives a submitter its credit, in the request shape of this release or, for a server from an
+/// earlier one (`--binary`), of that one.
+fn credit(admin: &Client, user: &str) -> Result<()> {
+    match admin.credit(user, Money::from_credits(CREDIT)) {
+        Err(e) if e.status() == Some(400) => {
+            let old = serde_json::json!({ "user": user, "amount": Money::from_credits(CREDIT).cents() });
+            admin.post::<_, serde_json::Value>("/api/admin/credit", &old)?;
+            Ok(())
+        }
+        r => Ok(r.map(|_| ())?),
+    }
+}
+
 /// The user whose hosted sweep runs through the torture.
 const SWEEPER: &str = "sweeper";
 /// Jobs of the hosted sweep.
@@ -435,18 +461,21 @@ fn hosted_sweep(
 ) -> Option<(Client, i64)> {
     let made = (|| -> Result<(Client, i64)> {
         admin.user_add(&UserAdd { name: SWEEPER.into(), password: format!("pw-{SWEEPER}"), admin: false })?;
-        admin.credit(SWEEPER, Money::from_credits(CREDIT))?;
+        credit(admin, SWEEPER)?;
         let token = anon.login(SWEEPER, &format!("pw-{SWEEPER}"))?.token;
         let client = Client::new(url, Some(token.clone()));
         let log = dir.join("jobs").join("sweep-starts.log");
+        // Each job uses CPU, so that it costs something: a sweep that paid twice would show.
+        let exe = std::env::current_exe()?;
         let plan = format!(
-            "parameter x integer range from 1 to {SWEEP_JOBS} step 1\ntask main\n    shexec \"echo $x >> {}; sleep 1\"\nendtask\n",
-            log.display()
+            "parameter x integer range from 1 to {SWEEP_JOBS} step 1\ntask main\n    shexec \"echo $x >> {}; '{}' burn --cpu-seconds 0.3; sleep 0.5\"\nendtask\n",
+            log.display(),
+            exe.display()
         );
         let resources = format!(
             "[[resource]]\nname = \"here\"\nkind = \"libra\"\nslots = 2\nprice = 50\nurl = \"{url}\"\ntoken = \"{token}\"\n"
         );
-        let info = client.sweep_create(&libra_api::SweepCreate {
+        let create = libra_api::SweepCreate {
             plan,
             resources,
             name: Some("torture".into()),
@@ -457,8 +486,22 @@ fn hosted_sweep(
             max_retries: Some(0),
             estimate: Some(2.0),
             seed: 0,
-        })?;
-        Ok((client, info.id))
+        };
+        let id = match client.sweep_create(&create) {
+            Ok(info) => info.id,
+            // A server of an earlier release (`--binary`) reads the request of its day.
+            Err(e) if e.status() == Some(400) => {
+                let mut old = serde_json::to_value(&create)?;
+                if let Some(m) = old.as_object_mut() {
+                    let b = m.remove("budget_cents").unwrap_or_default();
+                    m.insert("budget".into(), b);
+                }
+                let v: serde_json::Value = client.post("/api/sweeps", &old)?;
+                v["id"].as_i64().context("the server's answer names no sweep")?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok((client, id))
     })();
     match made {
         Ok(x) => Some(x),
@@ -513,6 +556,21 @@ fn check_sweep(db: &Path, broker: &Path, exp: i64, starts: &Path, r: &mut Report
 
 /// One user submitting jobs (each with its own idempotency key, retried with the same key
 /// until it is answered) and now and then cancelling one, until told to stop.
+/// A submission as servers before money was named `*_cents` read it.
+fn old_request(req: &SubmitRequest) -> serde_json::Value {
+    fn rename(v: &mut serde_json::Value) {
+        if let serde_json::Value::Object(m) = v {
+            if let Some(b) = m.remove("budget_cents") {
+                m.insert("budget".into(), b);
+            }
+            m.values_mut().for_each(rename);
+        }
+    }
+    let mut v = serde_json::to_value(req).unwrap_or_default();
+    rename(&mut v);
+    v
+}
+
 #[allow(clippy::too_many_arguments)]
 fn submitter(
     c: &Client,
@@ -523,6 +581,7 @@ fn submitter(
     stop: &AtomicBool,
     answers: &Mutex<Vec<Answer>>,
     submissions: &AtomicU64,
+    refused: &Mutex<Vec<String>>,
 ) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut mine: Vec<u64> = Vec::new();
@@ -553,10 +612,26 @@ fn submitter(
         req.name = Some(format!("t-{key}"));
         submissions.fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
+        let mut old_shape = false;
         let answer = loop {
-            match c.submit_with_key(&req, &key) {
+            let sent = if old_shape {
+                c.post::<_, libra_api::JobInfo>("/api/jobs", &old_request(&req))
+            } else {
+                c.submit_with_key(&req, &key)
+            };
+            match sent {
                 Ok(j) => break Some((j.id, j.state)),
-                Err(ClientError::Status { status, .. }) if status < 500 => break None,
+                Err(ClientError::Status { status: 429, .. }) => {
+                    std::thread::sleep(Duration::from_millis(200))
+                }
+                // A server of an earlier release (`--binary`) reads the request of its day.
+                Err(ClientError::Status { status: 400, .. }) if !old_shape => old_shape = true,
+                Err(ClientError::Status { status, message }) if status < 500 => {
+                    if let Ok(mut r) = refused.lock() {
+                        r.push(format!("a valid submission was refused: {message} (HTTP {status})"));
+                    }
+                    break None;
+                }
                 Err(_) if t0.elapsed() < Duration::from_secs(60) => {
                     std::thread::sleep(Duration::from_millis(100))
                 }
