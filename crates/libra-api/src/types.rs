@@ -345,6 +345,9 @@ pub struct NodeInfo {
     pub mechanism: String,
     pub price_base: f64,
     pub last_seen: f64,
+    /// Whose account its jobs run as: "each user's", or the one account its agent runs as.
+    #[serde(default)]
+    pub runs_jobs_as: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -412,6 +415,20 @@ pub struct UserAdd {
     pub password: String,
     #[serde(default)]
     pub admin: bool,
+    /// The Unix account the user's jobs run as on the nodes (default: the account of the same
+    /// name).
+    #[serde(default)]
+    pub unix_user: Option<String>,
+    /// Let the user's jobs run as root (refused otherwise, whatever the account maps to).
+    #[serde(default)]
+    pub allow_root: bool,
+}
+
+impl UserAdd {
+    /// A user whose jobs run as the Unix account of the same name.
+    pub fn new(name: &str, password: &str, admin: bool) -> Self {
+        UserAdd { name: name.into(), password: password.into(), admin, unix_user: None, allow_root: false }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -422,6 +439,11 @@ pub struct UserInfo {
     pub available: Money,
     #[serde(rename = "held_cents", alias = "held")]
     pub held: Money,
+    /// The Unix account the user's jobs run as (where node agents can switch accounts).
+    #[serde(default)]
+    pub unix_user: String,
+    #[serde(default)]
+    pub allow_root: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -441,6 +463,12 @@ pub struct RegisterRequest {
     #[serde(default)]
     pub mem_mb: u64,
     pub mechanism: String,
+    /// The Unix account the agent runs as.
+    #[serde(default)]
+    pub account: String,
+    /// The agent can run jobs as their owners' accounts (it runs as root).
+    #[serde(default)]
+    pub switches_users: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -534,6 +562,13 @@ pub struct StartJob {
     pub stderr: Option<String>,
     #[serde(default)]
     pub time_limit: Option<f64>,
+    /// The Unix account the job runs as on the node (None: the agent's own, on a cluster whose
+    /// agents cannot switch accounts).
+    #[serde(default)]
+    pub unix_user: Option<String>,
+    /// An administrator allowed this user's jobs to run as root.
+    #[serde(default)]
+    pub allow_root: bool,
 }
 
 fn one() -> u32 {

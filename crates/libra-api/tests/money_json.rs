@@ -149,6 +149,8 @@ fn samples(m: &mut Markers) -> Vec<(&'static str, Value)> {
                 admin: false,
                 available: m.next(),
                 held: m.next(),
+                unix_user: "alice".into(),
+                allow_root: false,
             })),
         ),
         ("CreditRequest", v(serde_json::to_value(CreditRequest { user: "alice".into(), amount: m.next() }))),

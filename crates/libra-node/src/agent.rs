@@ -78,6 +78,29 @@ struct Running {
     timed_out: Option<Instant>,
 }
 
+/// Makes the agent's directory for a job (its record: only the agent's account may read it) and,
+/// for a job given no working directory, the scratch directory inside it that the job runs in,
+/// owned by the job's account.
+fn record_dir(dir: &std::path::Path, s: &StartJob, identity: Option<&proc::Identity>) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |p: &std::path::Path, e: std::io::Error| format!("cannot prepare {}: {e}", p.display());
+    std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| err(dir, e))?;
+    if s.workdir.is_none() {
+        let scratch = launch::scratch_dir(dir);
+        std::fs::create_dir_all(&scratch).map_err(|e| err(&scratch, e))?;
+        std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| err(&scratch, e))?;
+        if let Some(i) = identity {
+            std::os::unix::fs::chown(&scratch, Some(i.uid), Some(i.gid)).map_err(|e| err(&scratch, e))?;
+            // The agent's directory must let the job's account through to its scratch, and no
+            // further: search, not read.
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).map_err(|e| err(dir, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// In the agent's directory for a job: "PID START_TICKS" of its process while it runs, until the
 /// server has acknowledged how it ended.
 const PID_FILE: &str = "libra.pid";
@@ -288,8 +311,10 @@ impl Agent {
                 let suspended = record.spec.suspended;
                 tracing::info!(job, pid, "adopted a job an earlier agent started");
                 let cpu = proc::cpu_by_session().get(&pid).copied().unwrap_or(0.0);
-                let watched =
-                    JobFiles::plan(&record.spec, &dir, &self.cfg.name).map(|f| f.watched).unwrap_or_default();
+                let owner = self.identity_for(&record.spec).ok().flatten().map(|i| i.uid);
+                let watched = JobFiles::plan(&record.spec, &dir, &self.cfg.name, owner)
+                    .map(|f| f.watched)
+                    .unwrap_or_default();
                 self.jobs.insert(
                     job,
                     Running {
@@ -308,8 +333,10 @@ impl Agent {
                 );
             }
             Orphan::Ended { record, dir } => {
-                let watched =
-                    JobFiles::plan(&record.spec, &dir, &self.cfg.name).map(|f| f.watched).unwrap_or_default();
+                let owner = self.identity_for(&record.spec).ok().flatten().map(|i| i.uid);
+                let watched = JobFiles::plan(&record.spec, &dir, &self.cfg.name, owner)
+                    .map(|f| f.watched)
+                    .unwrap_or_default();
                 let report = exit_report(&record, &dir, &watched, 0.0, None, unix_now());
                 tracing::info!(job = report.job, code = ?report.exit_code, "a job ended while no agent watched it");
                 self.exited.insert(report.job, report);
@@ -333,6 +360,9 @@ impl Agent {
             cpus: self.cfg.cpus,
             mem_mb: self.cfg.mem_mb,
             mechanism: self.mechanism(),
+            account: proc::Identity::current().map(|i| i.user).unwrap_or_default(),
+            // SAFETY: geteuid has no memory effects.
+            switches_users: unsafe { libc::geteuid() } == 0,
         })?;
         if self.cfg.period.is_none() {
             self.period = r.period;
@@ -464,13 +494,43 @@ impl Agent {
         }
     }
 
+    /// The account a job runs as: the one the server names, looked up on this node (refused if
+    /// there is none, or if it is root and the server did not say an administrator allowed
+    /// that). None: this agent's own account, which is all an agent that is not root can give.
+    fn identity_for(&self, s: &StartJob) -> Result<Option<proc::Identity>, String> {
+        let Some(user) = &s.unix_user else { return Ok(None) };
+        // SAFETY: geteuid has no memory effects.
+        if unsafe { libc::geteuid() } != 0 {
+            let me = proc::Identity::current().map(|i| i.user).unwrap_or_default();
+            return if *user == me {
+                Ok(None)
+            } else {
+                Err(format!(
+                    "node {}'s agent is not root: it runs jobs only as its own account {me}, not as {user}",
+                    self.cfg.name
+                ))
+            };
+        }
+        match proc::Identity::lookup(user) {
+            Ok(Some(id)) if id.uid == 0 && !s.allow_root => Err(format!(
+                "jobs do not run as root unless an administrator allows it for their user (the account mapped is {user})"
+            )),
+            Ok(Some(id)) => Ok(Some(id)),
+            Ok(None) => Err(format!("{user} has no account on node {}", self.cfg.name)),
+            Err(e) => Err(format!("looking up the account {user} on node {}: {e}", self.cfg.name)),
+        }
+    }
+
     fn start(&mut self, s: StartJob) {
         let dir = self.cfg.workdir.join(format!("job-{}", s.job));
         let now = unix_now();
         let share = s.share;
-        let files = std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))
-            .and_then(|()| JobFiles::plan(&s, &dir, &self.cfg.name));
+        let identity = match self.identity_for(&s) {
+            Ok(i) => i,
+            Err(error) => return self.failed_start(&s, error, now),
+        };
+        let files = record_dir(&dir, &s, identity.as_ref())
+            .and_then(|()| JobFiles::plan(&s, &dir, &self.cfg.name, identity.as_ref().map(|i| i.uid)));
         let files = match files {
             Ok(f) => f,
             Err(error) => return self.failed_start(&s, error, now),
@@ -486,20 +546,35 @@ impl Agent {
                 .map_err(|e| e.to_string())
                 .map(|cpu| cpu.into_iter().chain(mem).collect::<Vec<_>>())
         });
+        let account = identity.clone().or_else(proc::Identity::current);
+        let env = launch::environment(&s, &self.cfg.name, &files, account.as_ref());
+        // What the keeper is to start, as whom, where (the agent's account keeps the job: the
+        // job cannot signal it, nor forge what it records).
+        let job = proc::JobLaunch {
+            argv: s.command.clone(),
+            env: env.clone(),
+            cwd: files.cwd.clone(),
+            stdout: files.stdout.clone(),
+            stderr: files.stderr.clone(),
+            append: files.append,
+            identity: identity.clone(),
+        };
+        let keeper_log = dir.join("keeper.log");
         let argv: Vec<String> = match &self.cfg.keeper {
-            Some(k) => [
+            Some(k) => vec![
                 k.to_string_lossy().into_owned(),
                 "job-keeper".into(),
                 "--record".into(),
                 dir.to_string_lossy().into_owned(),
-                "--".into(),
-            ]
-            .into_iter()
-            .chain(s.command.iter().cloned())
-            .collect(),
+            ],
             None => s.command.clone(),
         };
-        let env = launch::environment(&s, &self.cfg.name, &files);
+        let launched = launched.and_then(|groups| {
+            serde_json::to_string(&job)
+                .map_err(|e| e.to_string())
+                .and_then(|t| std::fs::write(dir.join(proc::LAUNCH_FILE), t).map_err(|e| e.to_string()))
+                .map(|()| groups)
+        });
         // A keeper's exit file from an earlier run of a job with this id must not be taken
         // for this one's.
         let _ = std::fs::remove_file(dir.join(proc::EXIT_FILE));
@@ -515,18 +590,42 @@ impl Agent {
                 "job record not written (a crash of this agent would lose the job): {e}"
             );
         }
+        let keeping = self.cfg.keeper.is_some();
+        // The keeper's own environment: nothing of the job's (see `proc::JobLaunch`), but its id,
+        // by which an agent that follows tells the keeper apart (see `orphans`).
+        let keeper_env = [
+            ("PATH".to_string(), "/usr/local/bin:/usr/bin:/bin".to_string()),
+            ("LIBRA_JOB_ID".to_string(), s.job.to_string()),
+        ];
         let launched = launched.and_then(|groups| {
-            proc::launch(&proc::Launch {
-                argv: &argv,
-                cwd: &files.cwd,
-                stdout: &files.stdout,
-                stderr: files.stderr.as_deref(),
-                append: files.append,
-                env: Some(&env),
-                cgroup_procs: &groups,
-                pid_file: Some(&dir.join(PID_FILE)),
-            })
-            .map_err(|e| format!("cannot start {:?}: {e}", s.command))
+            let l = if keeping {
+                proc::Launch {
+                    argv: &argv,
+                    cwd: &dir,
+                    stdout: &keeper_log,
+                    stderr: None,
+                    append: true,
+                    env: Some(&keeper_env),
+                    cgroup_procs: &groups,
+                    pid_file: Some(&dir.join(PID_FILE)),
+                    identity: None,
+                }
+            } else {
+                proc::Launch {
+                    argv: &argv,
+                    cwd: &files.cwd,
+                    stdout: &files.stdout,
+                    stderr: files.stderr.as_deref(),
+                    append: files.append,
+                    env: Some(&env),
+                    cgroup_procs: &groups,
+                    pid_file: Some(&dir.join(PID_FILE)),
+                    identity: identity.as_ref(),
+                }
+            };
+            let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();
+            proc::launch(&l)
+                .map_err(|e| format!("cannot start {:?}{who} in {}: {e}", s.command, files.cwd.display()))
         });
         match launched {
             Ok(pid) => {
@@ -722,6 +821,8 @@ mod tests {
                 stdout: None,
                 stderr: None,
                 time_limit: None,
+                unix_user: None,
+                allow_root: false,
             },
             start_time: 2.0,
         })
@@ -777,6 +878,7 @@ mod tests {
                 env: Some(env),
                 cgroup_procs: &[],
                 pid_file: Some(pid_file),
+                identity: None,
             })
             .unwrap()
         };
@@ -812,7 +914,8 @@ mod tests {
         std::fs::create_dir_all(&ended).unwrap();
         std::fs::write(ended.join(PID_FILE), format!("{pid} {}\n", ticks + 1)).unwrap();
         std::fs::write(ended.join(JOB_FILE), record(9)).unwrap();
-        std::fs::write(ended.join("stdout"), "result 42\n").unwrap();
+        std::fs::create_dir_all(ended.join("work")).unwrap();
+        std::fs::write(ended.join("work").join("stdout"), "result 42\n").unwrap();
         let exit = proc::Exit { code: Some(0), signal: None, cpu_seconds: 29.5 };
         proc::write_exit(&ended, &exit, 40.0, None).unwrap();
         // Job 11 ended too, with nothing recorded.
@@ -834,7 +937,7 @@ mod tests {
         }
         assert!(proc::try_reap(pid).is_none(), "an adopted job was stopped");
         let Orphan::Ended { record: r9, dir: d9 } = &found[1] else { panic!("job 9 is not ended") };
-        let w9 = JobFiles::plan(&r9.spec, d9, "n").unwrap().watched;
+        let w9 = JobFiles::plan(&r9.spec, d9, "n", None).unwrap().watched;
         let rep = exit_report(r9, d9, &w9, 0.0, None, 50.0);
         assert_eq!((rep.job, rep.exit_code, rep.signal, rep.cpu_seconds), (9, Some(0), None, 29.5));
         assert_eq!((rep.start_time, rep.end_time), (2.0, 40.0));

@@ -3,6 +3,7 @@
 //! `%x`, `%N`, `%t`), its environment (the one captured at submission, never the agent's own,
 //! plus the `LIBRA_*` variables), and the chunks of output sent back to the server as it runs.
 
+use crate::proc::Identity;
 use libra_api::{OutputChunk, StartJob, Stream, OUTPUT_LIMIT};
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -21,6 +22,10 @@ pub struct Watched {
     pub path: PathBuf,
     /// Where the server's copy ends (its last acknowledgement).
     pub acked: u64,
+    /// The file is sent only while it belongs to this account (the job's): the agent reads as
+    /// root, and a job must not get another file shown to its owner by naming it, or a link to
+    /// it, as its output. None: any owner (the agent's own account runs the job).
+    pub owner: Option<u32>,
 }
 
 /// A job's files on this node.
@@ -81,17 +86,19 @@ impl JobFiles {
     /// Plans a job's files. `record` is the agent's own directory for the job (its record, and
     /// the job's working directory when the server sent none). Refused, with the reason the
     /// user will read, when the working directory is not on this node.
-    pub fn plan(s: &StartJob, record: &Path, node: &str) -> Result<JobFiles, String> {
+    pub fn plan(s: &StartJob, record: &Path, node: &str, owner: Option<u32>) -> Result<JobFiles, String> {
         let Some(dir) = &s.workdir else {
-            // A client that sent no directory: the job runs in the agent's directory for it.
+            // A client that sent no directory: the job runs in a scratch directory of its own
+            // inside the agent's directory for it.
+            let scratch = scratch_dir(record);
             return Ok(JobFiles {
-                cwd: record.to_path_buf(),
-                stdout: record.join("stdout"),
-                stderr: Some(record.join("stderr")),
+                cwd: scratch.clone(),
+                stdout: scratch.join("stdout"),
+                stderr: Some(scratch.join("stderr")),
                 append: false,
                 watched: vec![
-                    Watched { stream: Stream::Stdout, path: record.join("stdout"), acked: 0 },
-                    Watched { stream: Stream::Stderr, path: record.join("stderr"), acked: 0 },
+                    Watched { stream: Stream::Stdout, path: scratch.join("stdout"), acked: 0, owner },
+                    Watched { stream: Stream::Stderr, path: scratch.join("stderr"), acked: 0, owner },
                 ],
             });
         };
@@ -107,28 +114,39 @@ impl JobFiles {
         let stderr = s.stderr.as_deref().map(|p| cwd.join(expand(p, s, node))).filter(|e| *e != stdout);
         let mut watched = Vec::new();
         if s.rank == 0 || per_rank(out_pattern) {
-            watched.push(Watched { stream: Stream::Stdout, path: stdout.clone(), acked: 0 });
+            watched.push(Watched { stream: Stream::Stdout, path: stdout.clone(), acked: 0, owner });
         }
         if let (Some(path), Some(p)) = (&stderr, &s.stderr) {
             if s.rank == 0 || per_rank(p) {
-                watched.push(Watched { stream: Stream::Stderr, path: path.clone(), acked: 0 });
+                watched.push(Watched { stream: Stream::Stderr, path: path.clone(), acked: 0, owner });
             }
         }
         Ok(JobFiles { cwd, stdout, stderr, append: s.procs > 1, watched })
     }
 }
 
+/// Where a job that was given no working directory runs: inside the agent's directory for it,
+/// owned by the job's account.
+pub fn scratch_dir(record: &Path) -> PathBuf {
+    record.join("work")
+}
+
 /// The job's environment: a minimal base (PATH, HOME, USER, LOGNAME, SHELL of the account the
 /// job runs as), then what was captured at submission (all of it for `--export=ALL`), then the
 /// `LIBRA_*` variables, which nothing overrides. Nothing of the agent's own environment.
-pub fn environment(s: &StartJob, node: &str, files: &JobFiles) -> Vec<(String, String)> {
+pub fn environment(
+    s: &StartJob,
+    node: &str,
+    files: &JobFiles,
+    account: Option<&Identity>,
+) -> Vec<(String, String)> {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     env.insert("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into());
-    if let Some((user, home, shell)) = account() {
-        env.insert("HOME".into(), home);
-        env.insert("USER".into(), user.clone());
-        env.insert("LOGNAME".into(), user);
-        env.insert("SHELL".into(), shell);
+    if let Some(a) = account {
+        env.insert("HOME".into(), a.home.clone());
+        env.insert("USER".into(), a.user.clone());
+        env.insert("LOGNAME".into(), a.user.clone());
+        env.insert("SHELL".into(), a.shell.clone());
     }
     if let Some(captured) = &s.env {
         env.extend(captured.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -149,33 +167,17 @@ pub fn environment(s: &StartJob, node: &str, files: &JobFiles) -> Vec<(String, S
     env.into_iter().collect()
 }
 
-/// The name, home and shell of the account this process runs as (what a job started by it runs
-/// as).
-fn account() -> Option<(String, String, String)> {
-    // SAFETY: getpwuid returns a pointer into static storage or null; it is read at once, on
-    // this thread, before any other call that could overwrite it.
-    unsafe {
-        let pw = libc::getpwuid(libc::geteuid());
-        if pw.is_null() {
-            return None;
-        }
-        let s = |p: *const libc::c_char| {
-            if p.is_null() {
-                String::new()
-            } else {
-                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
-            }
-        };
-        Some((s((*pw).pw_name), s((*pw).pw_dir), s((*pw).pw_shell)))
-    }
-}
-
 /// The output of `w` past what the server has, at most `max` bytes: None when there is nothing
 /// new. When more than the server keeps has piled up, it skips to the last `OUTPUT_LIMIT`
 /// bytes (the server marks its copy truncated).
 pub fn chunk(w: &Watched, max: u64) -> Option<OutputChunk> {
+    use std::os::unix::fs::MetadataExt;
     let mut f = std::fs::File::open(&w.path).ok()?;
-    let len = f.metadata().ok()?.len();
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || w.owner.is_some_and(|uid| meta.uid() != uid) {
+        return None;
+    }
+    let len = meta.len();
     if len <= w.acked {
         return None;
     }
@@ -210,6 +212,8 @@ mod tests {
             stdout: None,
             stderr: None,
             time_limit: None,
+            unix_user: None,
+            allow_root: false,
         }
     }
 
@@ -227,7 +231,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let record = dir.path().join("job-42");
         let mut s = start(42, Some(dir.path()));
-        let f = JobFiles::plan(&s, &record, "n2").unwrap();
+        let f = JobFiles::plan(&s, &record, "n2", None).unwrap();
         assert_eq!(
             (f.cwd.as_path(), f.stdout.clone(), f.stderr.clone()),
             (dir.path(), dir.path().join("libra-42.out"), None)
@@ -236,11 +240,11 @@ mod tests {
         assert!(f.watched.is_empty() && f.append);
         s.stdout = Some("o-%t.txt".into());
         s.stderr = Some("e-%N.txt".into());
-        let f = JobFiles::plan(&s, &record, "n2").unwrap();
+        let f = JobFiles::plan(&s, &record, "n2", None).unwrap();
         assert_eq!(f.stderr, Some(dir.path().join("e-n2.txt")));
         assert_eq!(f.watched.len(), 2);
         s.workdir = Some("/nonexistent/libra/dir".into());
-        let err = JobFiles::plan(&s, &record, "n2").unwrap_err();
+        let err = JobFiles::plan(&s, &record, "n2", None).unwrap_err();
         assert!(err.contains("/nonexistent/libra/dir") && err.contains("n2"), "{err}");
     }
 
@@ -253,8 +257,9 @@ mod tests {
             ("PATH".to_string(), "/opt/bin".to_string()),
             ("LIBRA_JOB_ID".to_string(), "forged".to_string()),
         ]));
-        let f = JobFiles::plan(&s, dir.path(), "n2").unwrap();
-        let env: BTreeMap<String, String> = environment(&s, "n2", &f).into_iter().collect();
+        let f = JobFiles::plan(&s, dir.path(), "n2", None).unwrap();
+        let me = Identity::current();
+        let env: BTreeMap<String, String> = environment(&s, "n2", &f, me.as_ref()).into_iter().collect();
         assert_eq!(env["FOO"], "bar");
         assert_eq!(env["PATH"], "/opt/bin");
         assert_eq!(env["LIBRA_JOB_ID"], "7");
@@ -266,7 +271,7 @@ mod tests {
         // Nothing of the agent's (this test's) own environment.
         assert!(!env.keys().any(|k| k.starts_with("CARGO")), "{env:?}");
         s.env = None;
-        let env: BTreeMap<String, String> = environment(&s, "n2", &f).into_iter().collect();
+        let env: BTreeMap<String, String> = environment(&s, "n2", &f, me.as_ref()).into_iter().collect();
         assert_eq!(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
         assert!(!env.contains_key("FOO"));
     }
@@ -276,7 +281,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("out");
         std::fs::write(&p, b"hello world").unwrap();
-        let mut w = Watched { stream: Stream::Stdout, path: p.clone(), acked: 0 };
+        let mut w = Watched { stream: Stream::Stdout, path: p.clone(), acked: 0, owner: None };
         let c = chunk(&w, 5).unwrap();
         assert_eq!((c.offset, c.bytes().unwrap()), (0, b"hello".to_vec()));
         w.acked = 6;

@@ -17,7 +17,82 @@ pub struct Exit {
     pub cpu_seconds: f64,
 }
 
-/// How to start a job's process.
+/// The Unix account a job runs as.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+    pub home: String,
+    pub shell: String,
+}
+
+impl Identity {
+    /// The account named `user` on this machine (None: there is no such account).
+    pub fn lookup(user: &str) -> std::io::Result<Option<Identity>> {
+        let name = CString::new(user).map_err(|_| std::io::Error::other("a user name with a NUL byte"))?;
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: getpwnam_r writes into `pw` and `buf`, both ours and large enough (ERANGE
+        // otherwise), and sets `found` to `&pw` or null.
+        let r = unsafe {
+            libc::getpwnam_r(name.as_ptr(), &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found)
+        };
+        if r != 0 {
+            return Err(std::io::Error::from_raw_os_error(r));
+        }
+        if found.is_null() {
+            return Ok(None);
+        }
+        let text = |p: *const libc::c_char| {
+            if p.is_null() {
+                String::new()
+            } else {
+                // SAFETY: a NUL-terminated string inside `buf`, which lives to the end of this function.
+                unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        };
+        let mut groups = vec![0 as libc::gid_t; 256];
+        let mut n = groups.len() as libc::c_int;
+        // SAFETY: getgrouplist fills at most `n` entries of `groups` and sets `n`.
+        let r = unsafe { libc::getgrouplist(name.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n) };
+        groups.truncate(if r < 0 { 0 } else { n.max(0) as usize });
+        Ok(Some(Identity {
+            user: user.to_string(),
+            uid: pw.pw_uid,
+            gid: pw.pw_gid,
+            groups,
+            home: text(pw.pw_dir),
+            shell: text(pw.pw_shell),
+        }))
+    }
+
+    /// The account this process runs as.
+    pub fn current() -> Option<Identity> {
+        // SAFETY: geteuid has no memory effects.
+        let uid = unsafe { libc::geteuid() };
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut buf = vec![0u8; 16 * 1024];
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: as in `lookup`.
+        let r = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+        if r != 0 || found.is_null() {
+            return None;
+        }
+        // SAFETY: a NUL-terminated string inside `buf`.
+        let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) }.to_string_lossy().into_owned();
+        Identity::lookup(&name).ok().flatten()
+    }
+}
+
+/// How to start a job's process. What the child does between fork and exec, in this order:
+/// its own session; joins its control groups; writes its pid file (all still as the agent, so
+/// neither can be refused or forged by the job); switches to the job's account, if any; then,
+/// as that account, changes to the working directory and opens the output files (so that a job
+/// can neither run in nor write to a place its owner could not).
 pub struct Launch<'a> {
     pub argv: &'a [String],
     /// The working directory; it must exist.
@@ -34,6 +109,8 @@ pub struct Launch<'a> {
     /// Written by the child itself ("PID\n") before `exec`: a job started by an agent that dies
     /// the next instant is still known to the agent that follows (see `agent::orphans`).
     pub pid_file: Option<&'a Path>,
+    /// The account to run as (None: this process's own).
+    pub identity: Option<&'a Identity>,
 }
 
 /// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
@@ -48,6 +125,7 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::
         env: None,
         cgroup_procs,
         pid_file: None,
+        identity: None,
     })
 }
 
@@ -71,51 +149,70 @@ fn decimal(mut n: u32, buf: &mut [u8; 12]) -> usize {
     len + 1
 }
 
-fn open_output(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .append(append)
-        .truncate(!append)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("output file {}: {e}", path.display())))
+fn cstring(p: &Path) -> std::io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other(format!("{} contains a NUL byte", p.display())))
 }
 
-/// Starts a job's process. For every control group in `cgroup_procs` the child writes "0" to
-/// its `cgroup.procs` between fork and exec (the kernel reads that as "this process"), so not
-/// even an early child escapes the group; if a write fails, the launch fails instead of running
-/// unenforced.
+/// Opens an output file and puts it on the given descriptors (between fork and exec).
+///
+/// # Safety
+/// Only async-signal-safe calls: open, dup2, close.
+unsafe fn output_on(path: &CString, append: bool, fds: &[libc::c_int]) -> std::io::Result<()> {
+    let mode = libc::O_WRONLY
+        | libc::O_CREAT
+        | libc::O_CLOEXEC
+        | if append { libc::O_APPEND } else { libc::O_TRUNC };
+    let fd = libc::open(path.as_ptr(), mode, 0o600 as libc::c_uint);
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    for &to in fds {
+        if libc::dup2(fd, to) < 0 {
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            return Err(e);
+        }
+    }
+    libc::close(fd);
+    Ok(())
+}
+
+/// Starts a job's process (see `Launch` for what the child does before exec). If a step fails,
+/// the launch fails instead of running unenforced, elsewhere, or as someone else.
 pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let (prog, args) = l.argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
-    let stdout = open_output(l.stdout, l.append)?;
-    let stderr = match l.stderr {
-        Some(p) => open_output(p, l.append)?,
-        None => stdout.try_clone()?,
-    };
-    let procs = l
-        .cgroup_procs
-        .iter()
-        .map(|p| CString::new(p.as_os_str().as_bytes()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| std::io::Error::other("cgroup path contains a NUL byte"))?;
-    let pid_file = l
-        .pid_file
-        .map(|p| CString::new(p.as_os_str().as_bytes()))
-        .transpose()
-        .map_err(|_| std::io::Error::other("pid file path contains a NUL byte"))?;
+    let procs = l.cgroup_procs.iter().map(|p| cstring(p)).collect::<Result<Vec<_>, _>>()?;
+    let pid_file = l.pid_file.map(cstring).transpose()?;
+    let cwd = cstring(l.cwd)?;
+    let stdout = cstring(l.stdout)?;
+    let stderr = l.stderr.map(cstring).transpose()?;
+    let append = l.append;
+    let identity = l.identity.map(|i| (i.uid as libc::uid_t, i.gid as libc::gid_t, i.groups.clone()));
     let mut cmd = Command::new(prog);
-    cmd.args(args).current_dir(l.cwd).stdin(Stdio::null()).stdout(stdout).stderr(stderr);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(env) = l.env {
         cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }
     // SAFETY: between fork and exec only async-signal-safe calls are made (setsid, getpid,
-    // open, write, close), on memory prepared before the fork.
+    // open, write, close, setgroups, setgid, setuid, chdir, dup2), on memory prepared before
+    // the fork.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            for p in &procs {
+                let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+                let err = std::io::Error::last_os_error();
+                libc::close(fd);
+                if n != 1 {
+                    return Err(err);
+                }
             }
             if let Some(p) = &pid_file {
                 let fd = libc::open(
@@ -134,17 +231,28 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            for p in &procs {
-                let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                if fd < 0 {
+            if let Some((uid, gid, groups)) = &identity {
+                // Groups first, while still allowed to set them; then the group, then the user.
+                if libc::setgroups(groups.len() as _, groups.as_ptr()) < 0
+                    || libc::setgid(*gid) < 0
+                    || libc::setuid(*uid) < 0
+                {
                     return Err(std::io::Error::last_os_error());
                 }
-                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = std::io::Error::last_os_error();
-                libc::close(fd);
-                if n != 1 {
-                    return Err(err);
+                // Never left with a way back.
+                if *uid != 0 && (libc::setuid(0) == 0 || libc::geteuid() != *uid) {
+                    return Err(std::io::Error::from_raw_os_error(libc::EPERM));
                 }
+            }
+            if libc::chdir(cwd.as_ptr()) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            match &stderr {
+                Some(err) => {
+                    output_on(&stdout, append, &[1])?;
+                    output_on(err, append, &[2])?;
+                }
+                None => output_on(&stdout, append, &[1, 2])?,
             }
             Ok(())
         });
@@ -154,24 +262,64 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     Ok(child.id() as i32)
 }
 
+/// In a job's record directory: how its keeper is to start it (`JobLaunch`), written by the
+/// agent, read by the keeper.
+pub const LAUNCH_FILE: &str = "libra.launch";
+
+/// What a keeper starts: `Launch` without the parts that belong to the keeper itself (control
+/// groups and pid file, which the agent gave the keeper). The job's environment travels here, not
+/// in the keeper's: the keeper runs as the agent's account, and an environment the job's owner
+/// chose (LD_PRELOAD, say) must never reach a process of that account.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct JobLaunch {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub stdout: PathBuf,
+    pub stderr: Option<PathBuf>,
+    pub append: bool,
+    pub identity: Option<Identity>,
+}
+
 /// In a job's working directory: how the job ended, written by its keeper (`keep`) the moment
 /// it ends, so that it is known even when no agent was there to see it.
 pub const EXIT_FILE: &str = "libra.exit";
 
-/// The job keeper: runs `argv` as its child (same session, control groups, working directory,
-/// environment and output files), waits for it, writes how it ended to `EXIT_FILE` in `record`
-/// (the agent's directory for the job; atomically), and returns the exit code to leave with.
-/// The agent starts every job through a keeper so that a job outlives a crashed agent and its
-/// end is still known to the next one.
+/// The job keeper: starts the job as `record`'s `LAUNCH_FILE` says (or `argv`, as it is, where
+/// there is none), waits for it, writes how it ended to `EXIT_FILE` in `record` (the agent's
+/// directory for the job; atomically), and returns the exit code to leave with. The keeper stays
+/// the agent's account: the job cannot signal it, forge its record, or leave its groups. The
+/// agent starts every job through a keeper so that a job outlives a crashed agent and its end is
+/// still known to the next one.
 pub fn keep(record: &Path, argv: &[String]) -> i32 {
-    let Some((prog, args)) = argv.split_first() else {
-        eprintln!("libra job-keeper: no command given");
-        return 2;
+    let plan: Option<JobLaunch> =
+        std::fs::read_to_string(record.join(LAUNCH_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
+    let started = match &plan {
+        Some(p) => launch(&Launch {
+            argv: &p.argv,
+            cwd: &p.cwd,
+            stdout: &p.stdout,
+            stderr: p.stderr.as_deref(),
+            append: p.append,
+            env: Some(&p.env),
+            cgroup_procs: &[],
+            pid_file: None,
+            identity: p.identity.as_ref(),
+        }),
+        None if argv.is_empty() => Err(std::io::Error::other("no command given")),
+        None => Command::new(&argv[0]).args(&argv[1..]).spawn().map(|c| c.id() as i32),
     };
-    let child = match Command::new(prog).args(args).spawn() {
-        Ok(c) => c,
+    let pid = match started {
+        Ok(pid) => pid,
         Err(e) => {
-            let error = format!("cannot start {argv:?}: {e}");
+            let what = plan.as_ref().map(|p| p.argv.clone()).unwrap_or_else(|| argv.to_vec());
+            let who = plan
+                .as_ref()
+                .and_then(|p| p.identity.as_ref())
+                .map(|i| format!(" as {}", i.user))
+                .unwrap_or_default();
+            let dir = plan.as_ref().map(|p| format!(" in {}", p.cwd.display())).unwrap_or_default();
+            let error = format!("cannot start {what:?}{who}{dir}: {e}");
             eprintln!("libra: {error}");
             let exit = Exit { code: Some(127), signal: None, cpu_seconds: 0.0 };
             let _ = write_exit(record, &exit, unix_time(), Some(&error));
@@ -186,7 +334,6 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
             libc::signal(sig, libc::SIG_IGN);
         }
     }
-    let pid = child.id() as i32;
     let exit = loop {
         let mut status = 0;
         // SAFETY: wait4 on our own child with out-pointers to locals.
@@ -404,6 +551,7 @@ mod tests {
             env: Some(&env),
             cgroup_procs: &[],
             pid_file: Some(&dir.path().join("pid")),
+            identity: None,
         })
         .unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("pid")).unwrap(), format!("{pid}\n"));

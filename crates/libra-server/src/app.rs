@@ -31,6 +31,9 @@ pub struct App {
 pub struct NodeRt {
     pub idx: NodeIdx,
     pub mechanism: String,
+    /// The Unix account its agent runs as, and whether it can run jobs as their owners'.
+    pub account: String,
+    pub switches_users: bool,
     pub last_seen: f64,
     pub shares: Vec<NodeJobShare>,
 }
@@ -128,21 +131,26 @@ impl Inner {
         let mut nodes = HashMap::new();
         {
             let mut st =
-                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base FROM nodes ORDER BY rowid")?;
+                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users FROM nodes ORDER BY rowid")?;
             let rows = st.query_map([], |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, f64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, f64>(4)?,
+                    (r.get::<_, String>(0)?, r.get::<_, f64>(1)?, r.get::<_, i64>(2)?),
+                    (
+                        r.get::<_, String>(3)?,
+                        r.get::<_, f64>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, bool>(6)?,
+                    ),
                 ))
             })?;
             for row in rows {
-                let (name, cpus, mem, mechanism, price_base) = row?;
+                let ((name, cpus, mem), (mechanism, price_base, account, switches_users)) = row?;
                 let idx =
                     cluster.add_node(crate::nodes::node_spec(&name, cpus, mem.max(0) as u64, price_base));
-                nodes.insert(name, NodeRt { idx, mechanism, last_seen: now, shares: Vec::new() });
+                nodes.insert(
+                    name,
+                    NodeRt { idx, mechanism, account, switches_users, last_seen: now, shares: Vec::new() },
+                );
             }
         }
         for (user, estimate, runtime) in store::observations(&db)? {

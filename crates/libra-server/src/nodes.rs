@@ -54,13 +54,16 @@ impl Inner {
             None => default_price,
         };
         self.db.execute(
-            "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6) \
-             ON CONFLICT(name) DO UPDATE SET cpus = excluded.cpus, mem_mb = excluded.mem_mb, mechanism = excluded.mechanism, up = 1, last_seen = excluded.last_seen",
-            params![r.name, r.cpus, r.mem_mb as i64, r.mechanism, price, now],
+            "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen, account, switches_users) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8) \
+             ON CONFLICT(name) DO UPDATE SET cpus = excluded.cpus, mem_mb = excluded.mem_mb, mechanism = excluded.mechanism, up = 1, last_seen = excluded.last_seen, \
+             account = excluded.account, switches_users = excluded.switches_users",
+            params![r.name, r.cpus, r.mem_mb as i64, r.mechanism, price, now, r.account, r.switches_users],
         )?;
         match self.nodes.get_mut(&r.name) {
             Some(rt) => {
                 rt.mechanism = r.mechanism.clone();
+                rt.account = r.account.clone();
+                rt.switches_users = r.switches_users;
                 rt.last_seen = now;
                 if (self.cluster.node(rt.idx).spec.cpus - r.cpus).abs() > 1e-9 {
                     tracing::warn!(node = %r.name, "capacity changed to {} CPUs; the new capacity applies after a server restart", r.cpus);
@@ -71,7 +74,14 @@ impl Inner {
                 let idx = self.cluster.add_node(node_spec(&r.name, r.cpus, r.mem_mb, price));
                 self.nodes.insert(
                     r.name.clone(),
-                    NodeRt { idx, mechanism: r.mechanism.clone(), last_seen: now, shares: Vec::new() },
+                    NodeRt {
+                        idx,
+                        mechanism: r.mechanism.clone(),
+                        account: r.account.clone(),
+                        switches_users: r.switches_users,
+                        last_seen: now,
+                        shares: Vec::new(),
+                    },
                 );
             }
         }
@@ -213,11 +223,14 @@ impl Inner {
     /// What the node must start, suspend or resume, from the store and the node's report.
     pub fn commands(&self, r: &SyncRequest, resp: &mut SyncResponse) -> Result<(), ApiError> {
         let running: HashMap<u64, bool> = r.running.iter().map(|j| (j.job, j.suspended)).collect();
+        let switches = self.nodes.get(&r.name).is_some_and(|rt| rt.switches_users);
         let exited: HashSet<u64> = r.exited.iter().map(|e| e.job).collect();
         let mut st = self.db.prepare_cached(
             "SELECT j.id, j.state, j.command, COALESCE(j.reserved, j.estimate), j.submit_time, j.deadline_at, j.share, n.seen, j.mem_mb, j.procs, \
              j.cpus_per_task, j.name, n.rank, j.workdir, j.env, j.stdout_pattern, j.stderr_pattern, j.time_limit, \
-             (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)) \
+             (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)), \
+             (SELECT COALESCE(u.unix_user, u.name) FROM users u WHERE u.id = j.user_id), \
+             (SELECT u.allow_root FROM users u WHERE u.id = j.user_id) \
              FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
              AND j.state IN ('PENDING','RUNNING','SUSPENDED')",
         )?;
@@ -246,6 +259,9 @@ impl Inner {
                     stderr: row.get(16)?,
                     time_limit: row.get(17)?,
                     nodes: nodes.map(|n| n.split(',').map(str::to_string).collect()).unwrap_or_default(),
+                    // An agent that cannot switch accounts runs every job as its own.
+                    unix_user: if switches { row.get(19)? } else { None },
+                    allow_root: row.get::<_, Option<bool>>(20)?.unwrap_or(false),
                 },
                 row.get::<_, bool>(7)?,
             ))

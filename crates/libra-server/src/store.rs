@@ -125,6 +125,11 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE job_nodes ADD COLUMN out_truncated INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE job_nodes ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE job_nodes ADD COLUMN error TEXT;",
+    // 3: jobs run as their owners' Unix accounts (where the node agents can switch accounts).
+    "ALTER TABLE users ADD COLUMN unix_user TEXT;
+     ALTER TABLE users ADD COLUMN allow_root INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE nodes ADD COLUMN account TEXT NOT NULL DEFAULT '';
+     ALTER TABLE nodes ADD COLUMN switches_users INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

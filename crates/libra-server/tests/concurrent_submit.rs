@@ -22,9 +22,16 @@ fn concurrent_submissions_are_each_answered_and_never_over_promise() {
     let anon = Client::new(&url, None);
     let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
     Client::new(&url, Some("join-token-for-tests".into()))
-        .register(&RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() })
+        .register(&RegisterRequest {
+            name: "n1".into(),
+            cpus: 1.0,
+            mem_mb: 0,
+            mechanism: "none".into(),
+            account: String::new(),
+            switches_users: false,
+        })
         .unwrap();
-    admin.user_add(&UserAdd { name: "u".into(), password: "pw-u".into(), admin: false }).unwrap();
+    admin.user_add(&UserAdd::new("u", "pw-u", false)).unwrap();
     admin.credit("u", Money::from_credits(100_000)).unwrap();
     let token = anon.login("u", "pw-u").unwrap().token;
     // Each job needs a tenth of the node: at most ten can be promised.

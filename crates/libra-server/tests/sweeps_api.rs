@@ -78,7 +78,7 @@ fn hosted_sweeps_through_the_api() {
     let anon = Client::new(&url, None);
     let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
     for u in ["alice", "bob"] {
-        admin.user_add(&UserAdd { name: u.into(), password: format!("pw-{u}"), admin: false }).unwrap();
+        admin.user_add(&UserAdd::new(u, &format!("pw-{u}"), false)).unwrap();
     }
     let alice = Client::new(&url, Some(anon.login("alice", "pw-alice").unwrap().token));
     let bob = Client::new(&url, Some(anon.login("bob", "pw-bob").unwrap().token));

@@ -104,12 +104,7 @@ fn users_cannot_reach_each_others_jobs_and_only_admins_administer() {
     assert_eq!(bob.set_policy("libra").unwrap_err().status(), Some(403));
     assert_eq!(bob.set_pricing(&Default::default()).unwrap_err().status(), Some(403));
     assert_eq!(bob.admin_job(j.id, "suspend").unwrap_err().status(), Some(403));
-    assert_eq!(
-        bob.user_add(&UserAdd { name: "eve".into(), password: "pw-eve".into(), admin: true })
-            .unwrap_err()
-            .status(),
-        Some(403)
-    );
+    assert_eq!(bob.user_add(&UserAdd::new("eve", "pw-eve", true)).unwrap_err().status(), Some(403));
     // A node's join token is not a user's token, and a wrong join token is refused.
     let fake = Client::new(&cl.url, Some("wrong-join-token".into()));
     let reg = libra_api::RegisterRequest {
@@ -117,6 +112,8 @@ fn users_cannot_reach_each_others_jobs_and_only_admins_administer() {
         cpus: 1.0,
         mem_mb: 0,
         mechanism: "none".into(),
+        account: String::new(),
+        switches_users: false,
     };
     assert_eq!(fake.register(&reg).unwrap_err().status(), Some(403));
     // The owner and an administrator can.

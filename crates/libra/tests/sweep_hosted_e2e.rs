@@ -134,7 +134,13 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
     let url = server.url.clone();
     let admin = server.client("admin", ADMIN_PW);
     for u in ["alice", "bob"] {
-        admin.user_add(&UserAdd { name: u.into(), password: format!("pw-{u}"), admin: false }).unwrap();
+        admin
+            .user_add(&UserAdd {
+                unix_user: libra_node::proc::Identity::current().map(|i| i.user),
+                allow_root: true,
+                ..UserAdd::new(u, &format!("pw-{u}"), false)
+            })
+            .unwrap();
     }
     ok(libra(&dir, &["login", "--server", &url, "--user", "alice", "--password", "pw-alice"]));
     let plan = dir.join("plan.pln").display().to_string();

@@ -128,7 +128,14 @@ impl Cluster {
     /// A user with `credit` credits, logged in through the API.
     pub fn user(&self, name: &str, password: &str, credit: i64) -> Client {
         let admin = self.admin();
-        admin.user_add(&UserAdd { name: name.into(), password: password.into(), admin: false }).unwrap();
+        // Jobs run as the account running the tests (root in CI: allowed, as an administrator would).
+        let me = libra_node::proc::Identity::current();
+        let add = UserAdd {
+            unix_user: me.as_ref().map(|i| i.user.clone()),
+            allow_root: me.is_some_and(|i| i.uid == 0),
+            ..UserAdd::new(name, password, false)
+        };
+        admin.user_add(&add).unwrap();
         admin.credit(name, Money::from_credits(credit)).unwrap();
         let t = Client::new(&self.url, None).login(name, password).unwrap().token;
         Client::new(&self.url, Some(t))

@@ -34,6 +34,14 @@ pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<N
                 mechanism: rt.mechanism.clone(),
                 price_base: n.spec.price_base,
                 last_seen: rt.last_seen,
+                runs_jobs_as: if rt.switches_users {
+                    "each user's account".into()
+                } else {
+                    format!(
+                        "{} only",
+                        if rt.account.is_empty() { "the agent's account" } else { &rt.account }
+                    )
+                },
             }
         })
         .collect();
@@ -146,16 +154,31 @@ pub async fn job_action(
 pub async fn users(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UserInfo>> {
     let g = app.lock();
     g.caller(&headers)?.require_admin("list users")?;
-    let ids: Vec<(i64, bool)> =
-        g.db.prepare("SELECT id, admin FROM users ORDER BY name")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+    let ids: Vec<(i64, bool, String, bool)> =
+        g.db.prepare("SELECT id, admin, COALESCE(unix_user, name), allow_root FROM users ORDER BY name")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
             .collect::<Result<_, _>>()?;
     let mut v = Vec::new();
-    for (id, admin) in ids {
+    for (id, admin, unix_user, allow_root) in ids {
         let b = ledger::balance(&g.db, id)?;
-        v.push(UserInfo { name: b.user, admin, available: b.available, held: b.held });
+        v.push(UserInfo { name: b.user, admin, available: b.available, held: b.held, unix_user, allow_root });
     }
     Ok(Json(v))
+}
+
+/// A Unix account name as `useradd` accepts them.
+fn valid_unix_user(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "unix_user: '{name}' is not a Unix account name: give 1 to 32 lower-case letters, digits, '_', '-' or '.', starting with a letter or '_'"
+        )))
+    }
 }
 
 pub async fn user_add(
@@ -171,6 +194,22 @@ pub async fn user_add(
     if u.password.len() < 4 {
         return Err(ApiError::BadRequest("password: give at least 4 characters".into()));
     }
+    let unix_user = u.unix_user.clone().unwrap_or_else(|| u.name.clone());
+    valid_unix_user(&unix_user)?;
+    {
+        // Where no agent can switch accounts, every job runs as the agents' own account: a
+        // mapping to another would be a promise nobody keeps.
+        let g = app.lock();
+        let accounts: std::collections::BTreeSet<&str> =
+            g.nodes.values().map(|n| n.account.as_str()).collect();
+        let single = !g.nodes.is_empty() && g.nodes.values().all(|n| !n.switches_users);
+        if single && u.unix_user.is_some() && !accounts.contains(unix_user.as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "unix_user: this cluster's node agents are not root, so every job runs as their own account ({}); a user cannot be mapped to {unix_user} here",
+                accounts.into_iter().collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
     let pw = u.password.clone();
     let hash = tokio::task::spawn_blocking(move || auth::hash_password(&pw))
         .await
@@ -180,10 +219,17 @@ pub async fn user_add(
         return Err(ApiError::Conflict(format!("name: user '{}' already exists", u.name)));
     }
     g.db.execute(
-        "INSERT INTO users(name, pw_hash, admin) VALUES (?1, ?2, ?3)",
-        params![u.name, hash, u.admin],
+        "INSERT INTO users(name, pw_hash, admin, unix_user, allow_root) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![u.name, hash, u.admin, u.unix_user, u.allow_root],
     )?;
-    Ok(Json(UserInfo { name: u.name, admin: u.admin, available: Money::ZERO, held: Money::ZERO }))
+    Ok(Json(UserInfo {
+        name: u.name,
+        admin: u.admin,
+        available: Money::ZERO,
+        held: Money::ZERO,
+        unix_user,
+        allow_root: u.allow_root,
+    }))
 }
 
 pub async fn credit(

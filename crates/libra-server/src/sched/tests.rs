@@ -35,7 +35,14 @@ fn admission_holds_rejections_record_and_a_restart_rebuilds_the_view() {
         let app = app(dir.path());
         app.lock()
             .register(
-                &RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() },
+                &RegisterRequest {
+                    name: "n1".into(),
+                    cpus: 1.0,
+                    mem_mb: 0,
+                    mechanism: "none".into(),
+                    account: String::new(),
+                    switches_users: false,
+                },
                 1.0,
                 now,
             )
@@ -75,7 +82,14 @@ fn another_users_job_is_forbidden() {
     let app = app(dir.path());
     app.lock()
         .register(
-            &RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() },
+            &RegisterRequest {
+                name: "n1".into(),
+                cpus: 1.0,
+                mem_mb: 0,
+                mechanism: "none".into(),
+                account: String::new(),
+                switches_users: false,
+            },
             1.0,
             0.0,
         )
@@ -118,7 +132,14 @@ fn libra_risk_in_the_cluster_learns_pads_and_asks_nodes_for_edf_control() {
     use libra_api::JobControl;
     let dir = tempfile::tempdir().unwrap();
     let mut now = 1000.0;
-    let reg = RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() };
+    let reg = RegisterRequest {
+        name: "n1".into(),
+        cpus: 1.0,
+        mem_mb: 0,
+        mechanism: "none".into(),
+        account: String::new(),
+        switches_users: false,
+    };
     let uid;
     {
         let app = app(dir.path());
@@ -168,7 +189,14 @@ fn a_batch_is_decided_in_order_stored_at_once_and_a_bad_submission_fails_alone()
     let now = 1000.0;
     {
         let app = app(dir.path());
-        let reg = RegisterRequest { name: "n1".into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() };
+        let reg = RegisterRequest {
+            name: "n1".into(),
+            cpus: 1.0,
+            mem_mb: 0,
+            mechanism: "none".into(),
+            account: String::new(),
+            switches_users: false,
+        };
         app.lock().register(&reg, 1.0, now).unwrap();
         let u = user(&app, "u", 10_000);
         let mut g = app.lock();
@@ -196,7 +224,14 @@ fn a_batch_is_decided_in_order_stored_at_once_and_a_bad_submission_fails_alone()
 fn register(app: &App, name: &str, price_base: f64, now: f64) {
     let mut g = app.lock();
     g.register(
-        &RegisterRequest { name: name.into(), cpus: 1.0, mem_mb: 0, mechanism: "none".into() },
+        &RegisterRequest {
+            name: name.into(),
+            cpus: 1.0,
+            mem_mb: 0,
+            mechanism: "none".into(),
+            account: String::new(),
+            switches_users: false,
+        },
         1.0,
         now,
     )

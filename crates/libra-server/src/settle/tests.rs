@@ -11,7 +11,14 @@ use libra_core::Money;
 fn node(app: &App, name: &str, mem_mb: u64, now: f64) {
     app.lock()
         .register(
-            &RegisterRequest { name: name.into(), cpus: 1.0, mem_mb, mechanism: "none".into() },
+            &RegisterRequest {
+                name: name.into(),
+                cpus: 1.0,
+                mem_mb,
+                mechanism: "none".into(),
+                account: String::new(),
+                switches_users: false,
+            },
             1.0,
             now,
         )

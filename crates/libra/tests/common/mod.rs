@@ -127,9 +127,7 @@ impl Cluster {
     /// A user with `credit` credits, logged in.
     pub fn user(&self, name: &str, credit: i64) -> Client {
         let admin = self.admin();
-        admin
-            .user_add(&UserAdd { name: name.into(), password: "pw-".to_string() + name, admin: false })
-            .unwrap();
+        admin.user_add(&as_me(name, &("pw-".to_string() + name))).unwrap();
         admin.credit(name, Money::from_credits(credit)).unwrap();
         let t = Client::new(&self.url, None).login(name, &("pw-".to_string() + name)).unwrap().token;
         Client::new(&self.url, Some(t))
@@ -151,6 +149,17 @@ impl Drop for Cluster {
             libra_node::enforce::remove_node_groups(&libra_node::group_name(name, &self.dir.join(name)));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A user whose jobs run as the account running the tests (root in CI: allowed explicitly, as
+/// an administrator would).
+pub fn as_me(name: &str, password: &str) -> UserAdd {
+    let me = libra_node::proc::Identity::current();
+    UserAdd {
+        unix_user: me.as_ref().map(|i| i.user.clone()),
+        allow_root: me.is_some_and(|i| i.uid == 0),
+        ..UserAdd::new(name, password, false)
     }
 }
 

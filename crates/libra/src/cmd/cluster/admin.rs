@@ -90,6 +90,14 @@ pub enum UserCommand {
         /// Make the user an administrator.
         #[arg(long)]
         admin: bool,
+        /// The Unix account the user's jobs run as on the nodes (default: the account of the
+        /// same name). Refused where the node agents are not root: their jobs all run as the
+        /// agents' own account.
+        #[arg(long)]
+        unix_user: Option<String>,
+        /// Let the user's jobs run as root (jobs never run as root otherwise).
+        #[arg(long)]
+        allow_root: bool,
     },
     /// List users and their credit.
     List,
@@ -111,6 +119,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 "LOAD",
                 "JOBS (job:share)",
                 "MECHANISM",
+                "JOBS RUN AS",
                 "PBASE",
                 "LAST SEEN",
             ]);
@@ -124,6 +133,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                     format!("{:.3}", x.load),
                     jobs.join(" "),
                     x.mechanism,
+                    x.runs_jobs_as,
                     format!("{:.4}", x.price_base),
                     format!("{:.1}s ago", n - x.last_seen),
                 ]);
@@ -218,24 +228,31 @@ pub fn run(a: AdminArgs) -> Result<()> {
             }
             println!("job {} is now {}", j.id, j.state);
         }
-        AdminCommand::User(UserCommand::Add { name, password, admin }) => {
+        AdminCommand::User(UserCommand::Add { name, password, admin, unix_user, allow_root }) => {
             let password = read_password(password, &format!("password for {name}: "))?;
-            let u = c.user_add(&UserAdd { name, password, admin })?;
+            let u = c.user_add(&UserAdd { name, password, admin, unix_user, allow_root })?;
             if json {
                 return print_json(&u);
             }
-            println!("added user {}{}", u.name, if u.admin { " (administrator)" } else { "" });
+            println!(
+                "added user {}{}; jobs run as {}{}",
+                u.name,
+                if u.admin { " (administrator)" } else { "" },
+                u.unix_user,
+                if u.allow_root { " (root allowed)" } else { "" }
+            );
         }
         AdminCommand::User(UserCommand::List) => {
             let users = c.users()?;
             if json {
                 return print_json(&users);
             }
-            let mut t = table(&["USER", "ADMIN", "AVAILABLE", "ON HOLD"]);
+            let mut t = table(&["USER", "ADMIN", "UNIX ACCOUNT", "AVAILABLE", "ON HOLD"]);
             for u in users {
                 t.add_row(vec![
                     u.name,
                     if u.admin { "yes" } else { "" }.into(),
+                    format!("{}{}", u.unix_user, if u.allow_root { " (root allowed)" } else { "" }),
                     money(u.available),
                     money(u.held),
                 ]);

@@ -6,7 +6,7 @@
 use super::common::{print_json, table};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use libra_api::{Client, JobState, RegisterRequest, SubmitRequest, UserAdd};
+use libra_api::{Client, JobState, RegisterRequest, SubmitRequest};
 use libra_core::{JobSpec, Money};
 use libra_server::{start_background, Background, Config};
 use serde::Serialize;
@@ -92,7 +92,7 @@ fn server(dir: &Path, name: &str, node_timeout: f64) -> Result<Background> {
 fn clients(url: &str) -> Result<(Client, Client)> {
     let anon = Client::new(url, None);
     let admin = Client::new(url, Some(anon.login("admin", ADMIN_PW)?.token));
-    admin.user_add(&UserAdd { name: "bench".into(), password: "bench".into(), admin: false })?;
+    admin.user_add(&super::common::user_as_me("bench", "bench"))?;
     admin.credit("bench", Money::from_credits(1_000_000_000))?;
     let user = Client::new(url, Some(anon.login("bench", "bench")?.token));
     Ok((admin, user))
@@ -111,6 +111,8 @@ fn simulated_nodes(url: &str, n: usize) -> Result<()> {
             cpus: 1.0,
             mem_mb: 0,
             mechanism: "simulated".into(),
+            account: String::new(),
+            switches_users: false,
         })?;
     }
     Ok(())

@@ -125,3 +125,14 @@ pub fn read_password(given: Option<String>, prompt: &str) -> Result<String> {
     std::io::stdin().read_line(&mut line)?;
     Ok(line.trim_end_matches(['\r', '\n']).to_string())
 }
+
+/// A user whose jobs run as the Unix account running this command (`libra up`'s demo user, the
+/// benchmarks' users): where that is root, allowed explicitly, as an administrator would.
+pub fn user_as_me(name: &str, password: &str) -> libra_api::UserAdd {
+    let me = libra_node::proc::Identity::current();
+    libra_api::UserAdd {
+        unix_user: me.as_ref().map(|i| i.user.clone()),
+        allow_root: me.is_some_and(|i| i.uid == 0),
+        ..libra_api::UserAdd::new(name, password, false)
+    }
+}

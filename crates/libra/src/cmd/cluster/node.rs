@@ -43,8 +43,9 @@ pub struct KeeperArgs {
     /// (default: the working directory).
     #[arg(long, default_value = ".")]
     pub record: PathBuf,
-    /// The job's command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    /// The job's command and its arguments, where the record directory holds no launch file
+    /// (what older agents gave).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<String>,
 }
 

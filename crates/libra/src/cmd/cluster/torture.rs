@@ -9,7 +9,7 @@
 use super::common::{fmt_dur, parse_duration, print_json, table};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use libra_api::{Client, ClientError, JobState, SubmitRequest, UserAdd};
+use libra_api::{Client, ClientError, JobState, SubmitRequest};
 use libra_core::{JobSpec, Money};
 use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, OpenFlags};
@@ -311,7 +311,7 @@ fn torture(a: &TortureArgs, secs: f64, dir: &Path) -> Result<Report> {
     let mut users = Vec::new();
     for i in 0..a.submitters {
         let name = format!("t{i}");
-        admin.user_add(&UserAdd { name: name.clone(), password: format!("pw-{name}"), admin: false })?;
+        admin.user_add(&super::common::user_as_me(&name, &format!("pw-{name}")))?;
         credit(&admin, &name)?;
         users.push((name.clone(), anon.login(&name, &format!("pw-{name}"))?.token));
     }
@@ -460,7 +460,7 @@ fn hosted_sweep(
     r: &mut Report,
 ) -> Option<(Client, i64)> {
     let made = (|| -> Result<(Client, i64)> {
-        admin.user_add(&UserAdd { name: SWEEPER.into(), password: format!("pw-{SWEEPER}"), admin: false })?;
+        admin.user_add(&super::common::user_as_me(SWEEPER, &format!("pw-{SWEEPER}")))?;
         credit(admin, SWEEPER)?;
         let token = anon.login(SWEEPER, &format!("pw-{SWEEPER}"))?.token;
         let client = Client::new(url, Some(token.clone()));

@@ -7,7 +7,7 @@ use super::jobs::jobs_table;
 use super::submit::{print_decision, resolve_command};
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use libra_api::{Client, ClientError, JobInfo, JobState, SubmitRequest, UserAdd};
+use libra_api::{Client, ClientError, JobInfo, JobState, SubmitRequest};
 use libra_core::{JobSpec, Money};
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -294,7 +294,7 @@ const STOPPING: &str = "stopping the cluster (its jobs keep running; the next `l
 fn demo_account(anon: &Client, admin: &Client, state: &Path) -> Result<(String, String)> {
     let path = state.join("demo-password");
     let password = secret(&path, 8)?;
-    match admin.user_add(&UserAdd { name: "demo".into(), password: password.clone(), admin: false }) {
+    match admin.user_add(&super::common::user_as_me("demo", &password)) {
         Ok(_) => {
             admin.credit("demo", Money::from_credits(1000))?;
         }
