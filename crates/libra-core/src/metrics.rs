@@ -73,6 +73,9 @@ pub struct Metrics {
     /// Processor-seconds of finished work over processor-seconds available from the first
     /// submission to the last finish.
     pub utilisation: f64,
+    /// Seconds from the first submission to the last finish.
+    #[serde(default)]
+    pub makespan: f64,
 }
 
 impl Metrics {
@@ -116,6 +119,7 @@ impl Metrics {
             mean_wait: mean(&waits),
             mean_bounded_slowdown: mean(&slowdowns),
             utilisation: if span > 0.0 && nodes > 0 { work / (span * nodes as f64) } else { 0.0 },
+            makespan: span.max(0.0),
         }
     }
 }

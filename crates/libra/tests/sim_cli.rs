@@ -190,3 +190,52 @@ fn the_placement_experiment_compares_the_three() {
         assert!(dir.join(f).exists(), "{f}");
     }
 }
+
+/// `--as-recorded` replays the trace's own times and requested times under textbook EASY: three
+/// jobs end together at t=100, so the 3-node head leaves one node spare then, and the long
+/// 1-node job backfills on it at once (an EASY that counts only the first ending job makes it
+/// wait until t=100).
+#[test]
+fn as_recorded_replay_is_textbook_easy_and_writes_every_start_and_end() {
+    let swf = tmp("recorded.swf");
+    let line = |id: u32, submit: u32, run: u32, procs: u32| {
+        format!("{id} {submit} 0 {run} {procs} -1 -1 {procs} {run} -1 1 1 1 1 1 1 -1 -1\n")
+    };
+    let mut text = String::from("; MaxNodes: 6\n");
+    for id in 1..=3 {
+        text += &line(id, 0, 100, 1);
+    }
+    text += &line(4, 0, 500, 2);
+    text += &line(5, 1, 50, 3);
+    text += &line(6, 2, 1000, 1);
+    std::fs::write(&swf, text).unwrap();
+    let csv = tmp("recorded.csv");
+    let out = libra()
+        .args(["sim", "run", "--as-recorded", "--policy", "fcfs-bf", "--trace"])
+        .arg(&swf)
+        .arg("--decisions-csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("makespan") && table.contains("6/6"), "{table}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    let start = |job: &str| -> f64 {
+        let r = rows.lines().find(|l| l.split(',').nth(1) == Some(job)).unwrap();
+        r.split(',').nth(3).unwrap().parse().unwrap()
+    };
+    assert_eq!(rows.lines().count(), 7, "{rows}");
+    assert_eq!(start("6"), 2.0, "the long job backfills on the spare node: {rows}");
+    assert_eq!(start("5"), 100.0, "the head starts when the three jobs end: {rows}");
+    // A time-shared policy has nothing to decide without deadlines and budgets.
+    let refused = libra()
+        .args(["sim", "run", "--as-recorded", "--policy", "libra", "--trace"])
+        .arg(&swf)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("policy: libra is not accepted with --as-recorded")
+    );
+}

@@ -185,9 +185,19 @@ impl Policy for Backfill {
         let mut avail = idle.len();
         let mut shadow = f64::INFINITY;
         let mut extra = idle.len();
-        for (end, n) in ends {
+        let mut ends = ends.into_iter().peekable();
+        while let Some((end, n)) = ends.next() {
             avail += n;
             if avail >= need {
+                // Textbook EASY: every job whose estimated end is the shadow time frees its
+                // nodes then, so all of them count toward the nodes the head leaves spare.
+                while let Some(&(e, m)) = ends.peek() {
+                    if e > end {
+                        break;
+                    }
+                    avail += m;
+                    ends.next();
+                }
                 shadow = end;
                 extra = avail - need;
                 break;

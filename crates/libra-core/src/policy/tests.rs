@@ -172,6 +172,32 @@ fn easy_backfill_respects_the_head_reservation() {
 }
 
 #[test]
+fn easy_counts_every_job_ending_at_the_shadow_time() {
+    // 6 nodes: three 1-node jobs all estimated to end at t=100, one idle node and two more
+    // busy until t=500. The head needs 3 nodes: at the shadow time (100) the idle node plus all
+    // three ending jobs give 4, one spare, so a long 1-node job may backfill on the spare.
+    // Stopping at the first job that reaches the head's need would count 3 and leave no spare.
+    let mut c = Cluster::homogeneous(6, 1.0);
+    for (job, node) in [(1, 0), (2, 1), (3, 2)] {
+        c.commit(job, 100.0, 1000.0, &[node], 0.0).unwrap();
+    }
+    c.commit(4, 500.0, 1000.0, &[3, 4], 0.0).unwrap();
+    let q =
+        |job, est: f64, procs| Queued { job, submit: job as f64, estimate: est, procs, deadline_abs: 1e9 };
+    let queue = vec![q(10, 50.0, 3), q(11, 1000.0, 1)];
+    let out = Backfill::new(BackfillOrder::Fcfs).dispatch(&queue, &c, 0.0);
+    let started: Vec<u64> = out
+        .iter()
+        .filter_map(|d| if let Dispatch::Start { job, .. } = d { Some(*job) } else { None })
+        .collect();
+    assert_eq!(started, vec![11], "the long job uses the node the head leaves spare");
+    // With one more waiting long job there is no second spare node: it waits.
+    let queue = vec![q(10, 50.0, 3), q(11, 1000.0, 1), q(12, 1000.0, 1)];
+    let out = Backfill::new(BackfillOrder::Fcfs).dispatch(&queue, &c, 0.0);
+    assert!(!out.iter().any(|d| matches!(d, Dispatch::Start { job: 12, .. })));
+}
+
+#[test]
 fn build_policy_names() {
     for n in POLICY_NAMES {
         assert_eq!(build_policy(n, PricingParams::default()).unwrap().name(), *n);

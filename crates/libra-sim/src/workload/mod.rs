@@ -2,6 +2,7 @@
 //! an explicit CSV job list, the synthetic benchmark trace) produces a `Vec<SimJob>` sorted by
 //! submit time.
 
+pub mod as_recorded;
 pub mod jobs_csv;
 pub mod libra_batches;
 pub mod libraplus;

@@ -7,7 +7,7 @@ use comfy_table::Table;
 use libra_core::policy::{build_policy, Placement, POLICY_NAMES};
 use libra_sim::engine::{ClusterConfig, SimResult, Verdict};
 use libra_sim::experiment::runner::{run_all, RunSpec};
-use libra_sim::workload::{jobs_csv, libra_batches::LibraBatch, libraplus, SimJob};
+use libra_sim::workload::{as_recorded, jobs_csv, libra_batches::LibraBatch, libraplus, SimJob};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,6 +44,16 @@ pub struct RunArgs {
     /// Add every job's decision (accepted or why not, nodes, cost, finish) to the output.
     #[arg(long)]
     pub decisions: bool,
+    /// Write every job's start and end under each policy to this CSV file
+    /// (policy,job,submit,start,end,procs,decision).
+    #[arg(long, value_name = "FILE")]
+    pub decisions_csv: Option<PathBuf>,
+    /// Replay the SWF trace as it was recorded, as other simulators do: every job, the trace's
+    /// own submit times and requested times as estimates, no deadlines or budgets. Only the
+    /// space-shared policies (fifo, fcfs-bf, sjf-bf, edf-bf; "all" means these) apply; the
+    /// table shows mean wait, bounded slowdown, utilisation and makespan.
+    #[arg(long, conflicts_with_all = ["jobs", "batch"])]
+    pub as_recorded: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -63,6 +73,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     } else {
         vec![a.policy.clone()]
     };
+    let policies = if a.as_recorded { space_shared_only(policies, &a)? } else { policies };
     let workload = Arc::new(workload);
     let mut specs: Vec<RunSpec> = Vec::new();
     for p in &policies {
@@ -78,6 +89,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         });
     }
     let results = run_all(&specs, &|| {})?;
+    if let Some(path) = &a.decisions_csv {
+        write_decisions_csv(path, &results, &workload)
+            .with_context(|| format!("writing decisions to {}", path.display()))?;
+    }
     if a.json {
         let runs: Vec<_> = results.iter().map(|r| result_json(r, &workload, a.decisions)).collect();
         println!(
@@ -96,7 +111,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         Some(p) => println!("{source}: {} jobs on {nodes} nodes, placement {p}", workload.len()),
         None => println!("{source}: {} jobs on {nodes} nodes", workload.len()),
     }
-    println!("{}", metrics_table(&results));
+    if a.as_recorded {
+        println!("{}", recorded_table(&results));
+    } else {
+        println!("{}", metrics_table(&results));
+    }
     if a.decisions {
         for r in &results {
             println!("\n{} decisions:", r.policy);
@@ -118,7 +137,11 @@ fn load_workload(a: &RunArgs) -> anyhow::Result<(Vec<SimJob>, Option<usize>, Str
     }
     let path = trace_path(a.trace.clone())?;
     let (records, max_nodes) = read_trace(&path, a.model.mode())?;
-    let jobs = libraplus::generate(&records, &a.model.model())?;
+    let jobs = if a.as_recorded {
+        as_recorded::generate(&records)
+    } else {
+        libraplus::generate(&records, &a.model.model())?
+    };
     let nodes = max_nodes.and_then(|n| usize::try_from(n).ok()).filter(|n| *n > 0);
     Ok((jobs, nodes, path.display().to_string()))
 }
@@ -151,6 +174,74 @@ pub fn metrics_table(results: &[SimResult]) -> Table {
         ]);
     }
     t
+}
+
+/// As-recorded replays have no deadlines or budgets, so only the space-shared policies mean
+/// anything there; "all" narrows to them, a time-shared policy named is refused.
+fn space_shared_only(policies: Vec<String>, a: &RunArgs) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for p in policies {
+        if build_policy(&p, a.pricing.params())?.space_shared() {
+            out.push(p);
+        } else if a.policy != "all" {
+            anyhow::bail!(
+                "policy: {p} is not accepted with --as-recorded (a replay without deadlines or budgets): \
+                 give fifo, fcfs-bf, sjf-bf, edf-bf or all"
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// The figures other simulators report for a replay.
+fn recorded_table(results: &[SimResult]) -> Table {
+    let mut t = crate::cmd::new_table();
+    t.set_header(vec![
+        "policy",
+        "jobs run",
+        "mean wait (s)",
+        "bounded slowdown",
+        "utilisation",
+        "makespan (s)",
+    ]);
+    for r in results {
+        let m = &r.metrics;
+        t.add_row(vec![
+            r.policy.clone(),
+            format!("{}/{}", m.accepted, m.jobs),
+            format!("{:.0}", m.mean_wait),
+            format!("{:.2}", m.mean_bounded_slowdown),
+            format!("{:.1}%", 100.0 * m.utilisation),
+            format!("{:.0}", m.makespan),
+        ]);
+    }
+    t
+}
+
+fn write_decisions_csv(path: &std::path::Path, results: &[SimResult], jobs: &[SimJob]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "policy,job,submit,start,end,procs,decision")?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
+    for r in results {
+        for (rec, job) in r.records.iter().zip(jobs) {
+            let o = &rec.outcome;
+            let decision = verdict_text(&rec.verdict).replace(',', ";");
+            writeln!(
+                w,
+                "{},{},{:.3},{},{},{},{}",
+                r.policy,
+                job.id,
+                job.submit,
+                opt(o.start),
+                opt(o.finish),
+                job.procs,
+                decision
+            )?;
+        }
+    }
+    w.flush()?;
+    Ok(())
 }
 
 fn verdict_text(v: &Verdict) -> String {
