@@ -7,6 +7,7 @@ use libra_sim::engine::ClusterConfig;
 use libra_sim::experiment::libraplus::{run_study, study};
 use libra_sim::experiment::{table1, Point};
 use libra_sim::swf::{read_swf, ReadMode, SwfRecord};
+use libra_sim::workload::libra_batches::NODE_MIPS;
 use libra_sim::workload::libraplus::LibraPlusModel;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -45,11 +46,26 @@ fn at<'a>(pts: &'a [Point], x: f64, series: &str) -> &'a Point {
 
 #[test]
 fn table1_libra_completes_more_jobs_in_time_than_fifo_in_every_cell() {
-    let cells = table1::run(20, 1, PricingParams::default(), &|| {}).unwrap();
+    let cells = table1::run(20, 1, NODE_MIPS, PricingParams::default(), &|| {}).unwrap();
     for c in &cells {
         assert!(c.libra_completed > c.fifo_completed, "{c:?}");
         assert!(c.libra_wins * 2 > c.seeds, "Libra should win most draws: {c:?}");
     }
+}
+
+/// The claim does not hang on our node speed (the paper leaves it open): it holds from half to
+/// twice the 100 MIPS we chose, though the counts themselves move a lot (REPRODUCING.md).
+#[test]
+fn table1_claim_holds_at_half_and_twice_our_node_speed() {
+    for mips in [NODE_MIPS / 2.0, NODE_MIPS * 2.0] {
+        let cells = table1::run(20, 1, mips, PricingParams::default(), &|| {}).unwrap();
+        for c in &cells {
+            assert!(c.libra_completed > c.fifo_completed, "{mips} MIPS: {c:?}");
+        }
+    }
+    let slow = table1::run(5, 1, NODE_MIPS / 2.0, PricingParams::default(), &|| {}).unwrap();
+    let ours = table1::run(5, 1, NODE_MIPS, PricingParams::default(), &|| {}).unwrap();
+    assert!(slow[0].fifo_completed < ours[0].fifo_completed, "slower nodes finish fewer jobs in time");
 }
 
 #[test]

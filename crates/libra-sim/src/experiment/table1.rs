@@ -28,16 +28,19 @@ pub struct Cell {
     pub libra_wins: usize,
 }
 
-/// Runs the four cells over `seeds` draws starting at `first_seed`.
+/// Runs the four cells over `seeds` draws starting at `first_seed`, on nodes of `node_mips`
+/// (the paper leaves node speed open; `libra_batches::NODE_MIPS` is ours).
 pub fn run(
     seeds: usize,
     first_seed: u64,
+    node_mips: f64,
     pricing: PricingParams,
     tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<Cell>, PolicyError> {
     let mut specs = Vec::new();
     for &(jobs, nodes, _, _) in &PAPER {
-        let batch = if jobs == 100 { LibraBatch::batch1() } else { LibraBatch::batch2() };
+        let base = if jobs == 100 { LibraBatch::batch1() } else { LibraBatch::batch2() };
+        let batch = LibraBatch { node_mips, ..base };
         for s in 0..seeds as u64 {
             let w = Arc::new(batch.generate(first_seed + s));
             for policy in ["fifo", "libra"] {

@@ -36,6 +36,13 @@ pub struct LibraBatch {
     /// Deadlines (seconds after submit) uniform in [deadline_min, deadline_max].
     pub deadline_min: f64,
     pub deadline_max: f64,
+    /// Node speed in MIPS: a job of L MI runs L / node_mips seconds (default `NODE_MIPS`).
+    #[serde(default = "default_mips")]
+    pub node_mips: f64,
+}
+
+fn default_mips() -> f64 {
+    NODE_MIPS
 }
 
 impl LibraBatch {
@@ -52,6 +59,7 @@ impl LibraBatch {
             budget_max: 12000.0,
             deadline_min: 1.0,
             deadline_max: 1200.0,
+            node_mips: NODE_MIPS,
         }
     }
 
@@ -87,7 +95,7 @@ impl LibraBatch {
                     uniform(&mut rng, self.base_budget, self.budget_max)
                 };
                 let deadline = uniform(&mut rng, self.deadline_min, self.deadline_max);
-                let runtime = length / NODE_MIPS;
+                let runtime = length / self.node_mips;
                 SimJob {
                     id: 0,
                     submit,

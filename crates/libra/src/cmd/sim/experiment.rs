@@ -26,6 +26,10 @@ pub struct ExperimentArgs {
     /// Random draws per cell of libra-table1 (the batches are random).
     #[arg(long, default_value_t = 20)]
     pub seeds: usize,
+    /// Node speed in MIPS for libra-table1: the paper gives job lengths in MI and leaves the
+    /// speed open (1,000-10,900 MI jobs run 10-109 s at the default).
+    #[arg(long, default_value_t = libra_sim::workload::libra_batches::NODE_MIPS)]
+    pub node_mips: f64,
     #[command(flatten)]
     pub model: ModelArgs,
     #[command(flatten)]
@@ -64,8 +68,13 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
             "seeds: {} is not accepted: give 1 to 10000",
             a.seeds
         );
+        anyhow::ensure!(
+            a.node_mips.is_finite() && a.node_mips > 0.0 && a.node_mips <= 1e6,
+            "node-mips: {} is not accepted: give a speed above 0 and at most 1000000",
+            a.node_mips
+        );
         let pb = progress(table1::run_count(a.seeds), &a.name);
-        let cells = table1::run(a.seeds, a.model.seed, a.pricing.params(), &|| pb.inc(1))?;
+        let cells = table1::run(a.seeds, a.model.seed, a.node_mips, a.pricing.params(), &|| pb.inc(1))?;
         pb.finish_and_clear();
         return super::output::table1(&out, &cells, a.json);
     }
