@@ -13,10 +13,6 @@ pub mod state;
 pub mod store;
 pub mod view;
 
-/// Re-exported so the `libra` binary prints tables and progress the same way.
-pub use comfy_table;
-pub use indicatif;
-
 /// Lets a printing command die quietly when its reader goes away (`libra sweep results | head`)
 /// instead of panicking on a broken pipe, as command-line tools do.
 pub fn default_sigpipe() {

@@ -1,6 +1,5 @@
 //! The seed's experiments, reproduced on virtual time (deterministic, instant).
 
-pub mod svg;
 pub mod table17_4;
 pub mod table17_6;
 #[cfg(test)]

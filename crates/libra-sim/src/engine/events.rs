@@ -1,6 +1,6 @@
-//! The event queue: a binary heap of (time, kind, sequence). Times are finite `f64` seconds;
-//! ordering uses `total_cmp`, and a NaN time is refused at the door so it can never reorder
-//! the heap silently.
+//! The space-shared engine's completion queue: a binary heap of (time, sequence). Times are
+//! finite `f64` seconds; ordering uses `total_cmp`, and a NaN time is refused at the door so it
+//! can never reorder the heap silently.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -8,14 +8,9 @@ use std::collections::BinaryHeap;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Event {
     pub time: f64,
-    /// Completions (0) before arrivals (1) at the same instant: freed capacity is visible to
-    /// the job that arrives at that instant.
-    pub kind: u8,
     pub seq: u64,
     /// Index of the job in the workload.
     pub job: usize,
-    /// The job's version when the event was scheduled; stale events are skipped.
-    pub version: u64,
 }
 
 impl Eq for Event {}
@@ -23,7 +18,7 @@ impl Eq for Event {}
 impl Ord for Event {
     fn cmp(&self, other: &Self) -> Ordering {
         // Reversed: BinaryHeap is a max-heap and we want the earliest event first.
-        other.time.total_cmp(&self.time).then(other.kind.cmp(&self.kind)).then(other.seq.cmp(&self.seq))
+        other.time.total_cmp(&self.time).then(other.seq.cmp(&self.seq))
     }
 }
 
@@ -40,11 +35,11 @@ pub(crate) struct EventQueue {
 }
 
 impl EventQueue {
-    pub fn push(&mut self, time: f64, kind: u8, job: usize, version: u64) {
+    pub fn push(&mut self, time: f64, job: usize) {
         debug_assert!(!time.is_nan(), "event time must be a number");
         let time = if time.is_nan() { f64::INFINITY } else { time };
         self.seq += 1;
-        self.heap.push(Event { time, kind, seq: self.seq, job, version });
+        self.heap.push(Event { time, seq: self.seq, job });
     }
 
     pub fn peek_time(&self) -> Option<f64> {

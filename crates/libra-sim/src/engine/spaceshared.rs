@@ -8,8 +8,6 @@ use crate::workload::SimJob;
 use libra_core::policy::{Decision, Dispatch, Policy, Queued};
 use libra_core::Cluster;
 
-const COMPLETION: u8 = 0;
-
 pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (Vec<JobRecord>, u64) {
     let mut records: Vec<JobRecord> = jobs.iter().map(blank_record).collect();
     let mut cluster = Cluster::homogeneous(cfg.nodes, cfg.price_base);
@@ -80,7 +78,7 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
                     rec.outcome.start = Some(now);
                     rec.outcome.cost = cost;
                     rec.nodes = nodes;
-                    events.push(now + j.runtime.max(0.0), COMPLETION, i, 0);
+                    events.push(now + j.runtime.max(0.0), i);
                     gone.push(job);
                 }
                 Dispatch::Drop { job } => {

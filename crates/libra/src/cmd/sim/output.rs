@@ -8,6 +8,7 @@ use libra_sim::experiment::libraplus::Study;
 use libra_sim::experiment::placement::{PlacementPoint, POLICIES};
 use libra_sim::experiment::table1::Cell;
 use libra_sim::experiment::Point;
+use libra_sim::report;
 use serde_json::json;
 use std::path::Path;
 
@@ -15,21 +16,20 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn markdown(headers: &[String], rows: &[Vec<String>]) -> String {
-    let mut s = format!("| {} |\n|{}\n", headers.join(" | "), " --- |".repeat(headers.len()));
-    for r in rows {
-        s.push_str(&format!("| {} |\n", r.join(" | ")));
-    }
-    s
+/// One table model for every file an experiment writes: `libra_sim::report` (Markdown cells are
+/// escaped there, numeric columns right-aligned).
+fn report_table(headers: &[String], rows: &[Vec<String>]) -> report::Table {
+    report::Table { headers: headers.to_vec(), rows: rows.to_vec() }
+}
+
+fn markdown(headers: &[String], rows: &[Vec<String>]) -> anyhow::Result<String> {
+    Ok(report::to_markdown(&report_table(headers, rows))?)
 }
 
 fn csv_text(headers: &[String], rows: &[Vec<String>]) -> anyhow::Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(headers)?;
-    for r in rows {
-        w.write_record(r)?;
-    }
-    Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)?)
+    let mut buf = Vec::new();
+    report::write_csv_to(&mut buf, &report_table(headers, rows))?;
+    Ok(String::from_utf8(buf)?)
 }
 
 pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
@@ -56,7 +56,7 @@ pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
     ensure_dir(out)?;
     write(&out.join("libra-table1.json"), &serde_json::to_string_pretty(&value)?)?;
     write(&out.join("libra-table1.csv"), &csv_text(&headers, &rows)?)?;
-    write(&out.join("libra-table1.md"), &markdown(&headers, &rows))?;
+    write(&out.join("libra-table1.md"), &markdown(&headers, &rows)?)?;
     let series: Vec<(String, Vec<(f64, f64)>)> = vec![
         ("FIFO".into(), cells.iter().enumerate().map(|(i, c)| (i as f64 + 1.0, c.fifo_completed)).collect()),
         (
@@ -116,7 +116,7 @@ pub fn studies(
         write(&out.join(format!("{base}.csv")), &csv_text(&HEADERS.map(String::from), &rows(points))?)?;
         let table = study_table(study, points);
         let (h, r) = study_grid(study, points);
-        md.push_str(&format!("\n## {}\n\n{}", study.x_label, markdown(&h, &r)));
+        md.push_str(&format!("\n## {}\n\n{}", study.x_label, markdown(&h, &r)?));
         plots(out, study, points)?;
         tables.push(table);
     }
@@ -319,8 +319,8 @@ pub fn placement(
             .collect();
         md.push_str(&format!(
             "\n## {policy}, arrival delay factor {headline}\n\n{}\n## {policy}, every arrival delay factor\n\n{}",
-            markdown(&headers, &at_headline),
-            markdown(&grid_headers, &grid)
+            markdown(&headers, &at_headline)?,
+            markdown(&grid_headers, &grid)?
         ));
         tables.push((policy, table_of(&headers, &at_headline), table_of(&grid_headers, &grid)));
     }

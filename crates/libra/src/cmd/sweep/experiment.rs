@@ -3,7 +3,7 @@
 use super::output::{print_json, table};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use libra_broker::experiment::{svg, table17_4, table17_6};
+use libra_broker::experiment::{table17_4, table17_6};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -48,7 +48,7 @@ fn t17_4(a: &ExperimentArgs) -> anyhow::Result<()> {
     let names: Vec<String> = table17_4::queues().into_iter().map(|q| q.name).collect();
     for c in &cells {
         let path = dir.join(format!("{}-{}-{}.svg", c.algorithm, c.deadline, c.budget));
-        svg::usage(
+        super::output::usage_chart(
             &path,
             &format!("{} · deadline {} s · budget {}", c.algorithm, c.deadline, c.budget),
             &names,
@@ -118,7 +118,7 @@ fn t17_6(a: &ExperimentArgs) -> anyhow::Result<()> {
     let names: Vec<String> = table17_6::resources().into_iter().map(|r| r.name).collect();
     for r in &runs {
         let path: PathBuf = dir.join(format!("{}.svg", r.algorithm));
-        svg::usage(
+        super::output::usage_chart(
             &path,
             &format!("{} · 165 jobs · deadline 2 h · budget 396,000", r.algorithm),
             &names,

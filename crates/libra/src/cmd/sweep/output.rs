@@ -1,7 +1,8 @@
 //! Shared helpers: opening the database, tables, JSON.
 
 use anyhow::Context;
-use libra_broker::comfy_table::Table;
+use comfy_table::Table;
+use libra_broker::experiment::virtual_time::UsagePoint;
 use libra_broker::store::Store;
 use std::path::Path;
 
@@ -39,4 +40,31 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
 pub fn is_terminal() -> bool {
     use std::io::IsTerminal;
     std::io::stderr().is_terminal()
+}
+
+/// Jobs in execution per resource over time (the seed's Figures 17.12 to 17.19), drawn by the one
+/// step-chart plotter the simulator uses too.
+pub fn usage_chart(path: &Path, title: &str, names: &[String], usage: &[UsagePoint]) -> anyhow::Result<()> {
+    let series: Vec<libra_sim::plot::Series> = names
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            // Only the change points (and the end): a step holds its value until the next.
+            let mut points: Vec<(f64, f64)> = Vec::new();
+            for p in usage {
+                let y = p.running.get(k).copied().unwrap_or(0) as f64;
+                if points.last().is_none_or(|&(_, last)| last != y) {
+                    points.push((p.t, y));
+                }
+            }
+            if let (Some(end), Some(&(t, _))) = (usage.last(), points.last()) {
+                if end.t > t {
+                    points.push((end.t, points.last().map_or(0.0, |p| p.1)));
+                }
+            }
+            (name.clone(), points)
+        })
+        .collect();
+    libra_sim::plot::step_chart(path, title, "time (s)", "jobs in execution", &series)?;
+    Ok(())
 }

@@ -10,8 +10,8 @@ use super::steer::{BudgetArgs, DeadlineArgs, ExpArgs};
 use super::SweepCommand;
 use crate::cmd::cluster::common::{fmt_dur, fmt_time, Conn};
 use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
 use libra_api::{Client, SweepCreate, SweepDeadline, SweepInfo};
-use libra_broker::indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 
 pub fn run(server: String, token: Option<String>, cmd: SweepCommand) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@ use crate::cmd::time::parse_positive_duration;
 use anyhow::{bail, Context};
 use clap::Args;
 use libra_broker::create::{load_plan, load_resources};
-use libra_broker::experiment::{svg, virtual_time};
+use libra_broker::experiment::virtual_time;
 use libra_broker::farm::{Farm, FarmResource};
 use libra_broker::resources::Kind;
 use libra_core::dbc::Algorithm;
@@ -69,7 +69,7 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<()> {
     let n = usize::try_from(jobs.total).context("too many jobs to simulate")?;
     let out = virtual_time::run(farm, &vec![1.0; n], &speeds);
     if let Some(path) = &a.svg {
-        svg::usage(
+        super::output::usage_chart(
             path,
             &format!("{} · deadline {} s · budget {}", a.optimise, a.deadline, a.budget),
             &names,
