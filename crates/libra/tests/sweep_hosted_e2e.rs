@@ -70,8 +70,10 @@ impl Server {
             std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log")).unwrap();
         let child = Command::new(EXE)
             .args(["server", "--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(["--join-token", "test-join-token", "--admin-password", ADMIN_PW, "--no-fsync", "--db"])
+            .args(["--no-fsync", "--db"])
             .arg(self.dir.join("server.db"))
+            .env("LIBRA_JOIN_TOKEN", "test-join-token")
+            .env("LIBRA_ADMIN_PASSWORD", ADMIN_PW)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -142,7 +144,9 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
             })
             .unwrap();
     }
-    ok(libra(&dir, &["login", "--server", &url, "--user", "alice", "--password", "pw-alice"]));
+    std::fs::write(dir.join("alice-password"), "pw-alice").unwrap();
+    let pw_file = dir.join("alice-password").display().to_string();
+    ok(libra(&dir, &["login", "--server", &url, "--user", "alice", "--password-file", &pw_file]));
     let plan = dir.join("plan.pln").display().to_string();
     let res = dir.join("res.toml").display().to_string();
 

@@ -15,7 +15,17 @@ use libra_broker::indicatif::{ProgressBar, ProgressStyle};
 use std::time::Duration;
 
 pub fn run(server: String, token: Option<String>, cmd: SweepCommand) -> anyhow::Result<()> {
-    let client = || Conn { server: Some(server.clone()), token: token.clone(), json: false }.client();
+    // TLS: the CA from LIBRA_CA, else the saved login's for this server.
+    let client = || {
+        Conn {
+            server: Some(server.clone()),
+            token: token.clone(),
+            json: false,
+            ca: std::env::var_os("LIBRA_CA").map(Into::into),
+            insecure_http: false,
+        }
+        .client()
+    };
     match cmd {
         SweepCommand::Run(a) => create(&client()?, a),
         SweepCommand::Status(a) => status(&client()?, a),
