@@ -245,6 +245,8 @@ pub fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
         .env("LIBRA_SERVER", &cl.url)
         .env("LIBRA_TOKEN", token)
         .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
+        // A cluster serving https: its certificate, trusted like `--ca`.
+        .envs(cl.ca.iter().map(|ca| ("LIBRA_CA", ca)))
         .output()
         .unwrap();
     assert!(out.status.success(), "libra {args:?}: {}", String::from_utf8_lossy(&out.stderr));
