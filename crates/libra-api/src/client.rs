@@ -356,6 +356,49 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_only_to_loopback_unless_insecure_http() {
+        for ok in [
+            "https://manager:7878",
+            "https://10.0.0.5",
+            "http://127.0.0.1:7878",
+            "http://127.9.9.9",
+            "http://localhost:1",
+            "http://[::1]:7878",
+        ] {
+            check_server_url(ok, false).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "http://10.0.0.5:7878",
+            "http://manager:7878",
+            "http://[2001:db8::1]:7878",
+            "http://0.0.0.0:7878",
+        ] {
+            let e = check_server_url(bad, false).unwrap_err().to_string();
+            assert!(e.contains("--insecure-http") && e.contains(bad), "{bad}: {e}");
+            check_server_url(bad, true).unwrap();
+            // Refused before any connection: the client is never built.
+            assert!(Client::connect(bad, None, None, false).is_err());
+        }
+        let e = check_server_url("ftp://x", true).unwrap_err().to_string();
+        assert!(e.contains("'ftp'"), "{e}");
+        let e = check_server_url("manager:7878", false).unwrap_err().to_string();
+        assert!(e.starts_with("server:"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused_naming_it() {
+        let path = std::env::temp_dir().join(format!("libra-ca-test-{}.pem", std::process::id()));
+        std::fs::write(&path, "not a certificate").unwrap();
+        let e = Client::connect("https://x", None, Some(&path), false).unwrap_err().to_string();
+        let _ = std::fs::remove_file(&path);
+        assert!(e.starts_with("ca: ") && e.contains("no PEM certificate"), "{e}");
+        let e = Client::connect("https://x", None, Some(std::path::Path::new("/nonexistent/ca.pem")), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("ca: /nonexistent/ca.pem"), "{e}");
+    }
     use std::io::{BufRead, BufReader, Write};
     use std::net::TcpListener;
 

@@ -318,3 +318,29 @@ fn plain_http_beyond_loopback_is_refused_before_connecting() {
     );
     assert!(!e.contains("plain http"), "{e}");
 }
+
+#[test]
+fn up_with_tls_serves_https_and_its_login_trusts_the_certificate() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = scratch("up-tls");
+    let _cleanup = Cleanup(dir.display().to_string());
+    let state = dir.join("state");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = libra(&dir, &["up", "--tls", "--nodes", "1", "--cpus-per-node", "0.5", "--no-demo", "--exit"])
+        .args(["--port", &port.to_string()])
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "libra up --tls: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("Libra is up at https://127.0.0.1:{port}")), "{stdout}");
+    let ca = state.join("tls").join("cert.pem");
+    assert!(ca.exists());
+    assert_eq!(mode(&state.join("tls").join("key.pem")), 0o600);
+    let login: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config").join("login.json")).unwrap())
+            .unwrap();
+    assert_eq!(login["server"], format!("https://127.0.0.1:{port}"));
+    assert_eq!(login["ca"], ca.display().to_string());
+}
