@@ -41,7 +41,7 @@ impl Inner {
     /// that has no credential (a new node, or one an administrator forgot); a known node proves
     /// itself with its own credential. Returns the credential minted for a node admitted by the
     /// join token (sent to it once; only its digest is kept).
-    pub fn register(
+    pub fn register_node(
         &mut self,
         r: &RegisterRequest,
         joining: bool,
@@ -74,6 +74,24 @@ impl Inner {
                 )))
             }
         };
+        let minted_hash = minted.as_deref().map(crate::auth::token_digest);
+        self.admit(r, minted_hash, default_price, now)?;
+        Ok(minted)
+    }
+
+    /// Records a node's registration (trusted: the caller was checked), with the digest of a
+    /// newly minted credential.
+    pub fn register(&mut self, r: &RegisterRequest, default_price: f64, now: f64) -> Result<(), ApiError> {
+        self.admit(r, None, default_price, now)
+    }
+
+    fn admit(
+        &mut self,
+        r: &RegisterRequest,
+        minted_hash: Option<String>,
+        default_price: f64,
+        now: f64,
+    ) -> Result<(), ApiError> {
         crate::auth::valid_user_name(&r.name).map_err(|_| {
             ApiError::BadRequest(format!(
                 "name: '{}' is not a valid node name: give 1 to 64 letters, digits, '-', '_' or '.'",
@@ -86,7 +104,6 @@ impl Inner {
                 r.cpus
             )));
         }
-        let minted_hash = minted.as_deref().map(crate::auth::token_digest);
         let price = match self.nodes.get(&r.name) {
             Some(rt) => self.cluster.node(rt.idx).spec.price_base,
             None => default_price,
@@ -127,8 +144,8 @@ impl Inner {
                 );
             }
         }
-        tracing::info!(node = %r.name, cpus = r.cpus, mechanism = %r.mechanism, joined = minted.is_some(), "node registered");
-        Ok(minted)
+        tracing::info!(node = %r.name, cpus = r.cpus, mechanism = %r.mechanism, "node registered");
+        Ok(())
     }
 
     /// Checks that a sync comes from the node it names (its own credential, `digest` being

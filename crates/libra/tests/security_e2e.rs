@@ -123,7 +123,17 @@ fn up_keeps_secrets_off_command_lines_and_private_on_disk() {
 #[test]
 fn secrets_given_on_the_command_line_are_refused_with_the_safe_ways_named() {
     let dir = scratch("flags");
-    let cases: [(&[&str], &str, &str); 4] = [
+    let cases: [(&[&str], &str, &str); 6] = [
+        (
+            &["status", "--server", "http://127.0.0.1:9", "--token", "sekrit-token"],
+            "--token-file",
+            "LIBRA_TOKEN",
+        ),
+        (
+            &["sweep", "status", "--server", "http://127.0.0.1:9", "--token", "sekrit-token"],
+            "--token-file",
+            "LIBRA_TOKEN",
+        ),
         (
             &["node", "--server", "http://127.0.0.1:9", "--join-token", "sekrit-token"],
             "--join-token-file",
@@ -343,4 +353,32 @@ fn up_with_tls_serves_https_and_its_login_trusts_the_certificate() {
             .unwrap();
     assert_eq!(login["server"], format!("https://127.0.0.1:{port}"));
     assert_eq!(login["ca"], ca.display().to_string());
+}
+
+#[test]
+fn a_server_listening_beyond_loopback_without_tls_warns() {
+    let dir = scratch("warn");
+    let _cleanup = Cleanup(dir.display().to_string());
+    for (tls, warned) in [(false, true), (true, false)] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        // Listening on every address sends nothing anywhere; the server is stopped at once.
+        let mut c = libra(&dir, &["server", "--listen", &format!("0.0.0.0:{port}"), "--no-fsync", "--db"]);
+        c.arg(dir.join(format!("s{port}.db"))).env("LIBRA_JOIN_TOKEN", JOIN);
+        if tls {
+            c.arg("--tls-self-signed");
+        }
+        let mut child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut err = Lines::new(child.stderr.take().unwrap());
+        // With TLS, the line after "listening" says which certificate clients trust.
+        let last = if tls { "clients trust" } else { "libra server listening on" };
+        let r = err.until(last, Duration::from_secs(30));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        r.unwrap();
+        assert_eq!(err.seen.contains("warning: listening on 0.0.0.0"), warned, "tls {tls}: {}", err.seen);
+        if tls {
+            assert!(err.seen.contains("libra server listening on https://"), "{}", err.seen);
+            assert!(err.seen.contains("--ca "), "{}", err.seen);
+        }
+    }
 }

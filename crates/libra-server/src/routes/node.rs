@@ -32,7 +32,7 @@ pub async fn register(
     Body(r): Body<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
     let (joining, digest) = node_secret(&app, &headers)?;
-    let credential = app.lock().register(&r, joining, &digest, app.config.default_price_base, now())?;
+    let credential = app.lock().register_node(&r, joining, &digest, app.config.default_price_base, now())?;
     Ok(Json(RegisterResponse { name: r.name, period: app.config.period, credential }))
 }
 

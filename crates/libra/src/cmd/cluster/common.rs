@@ -25,9 +25,12 @@ pub struct Conn {
     /// Allow plain http to a server that is not on this machine.
     #[arg(long, global = true)]
     pub insecure_http: bool,
-    /// API token (default: the one saved by `libra login`).
-    #[arg(long, env = "LIBRA_TOKEN", hide_env_values = true, global = true)]
+    /// Refused: a token on the command line is readable by every user of the machine.
+    #[arg(long, hide = true, global = true)]
     pub token: Option<String>,
+    /// A file holding the API token (default: LIBRA_TOKEN, else the one saved by `libra login`).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub token_file: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
@@ -116,7 +119,14 @@ impl Conn {
         // The saved login's TLS settings go with its server.
         let saved = saved_login()
             .filter(|l| self.server.is_none() || self.server.as_deref() == Some(l.server.as_str()));
-        let token = match (&self.token, &saved) {
+        let given = SecretSource {
+            what: "the API token",
+            file_flag: "--token-file",
+            env: "LIBRA_TOKEN",
+            value_flag: "--token",
+        }
+        .read(self.token.as_deref(), self.token_file.as_deref())?;
+        let token = match (&given, &saved) {
             (Some(t), _) => t.clone(),
             (None, Some(l)) => l.token.clone(),
             (None, None) => {
