@@ -35,7 +35,7 @@ pub struct LoginArgs {
 
 pub fn run(a: LoginArgs) -> Result<()> {
     // An absolute path: the saved login is used from any directory.
-    let ca = a.ca.as_ref().map(|p| std::path::absolute(p)).transpose()?;
+    let ca = a.ca.as_ref().map(std::path::absolute).transpose()?;
     let client = Client::connect(&a.server, None, ca.as_deref(), a.insecure_http)?;
     let password = read_password(a.password, a.password_file.as_deref(), "password: ")?;
     let resp = client.login(&a.user, &password)?;
