@@ -113,6 +113,7 @@ fn up_keeps_secrets_off_command_lines_and_private_on_disk() {
     // Others may pass through the node's directory to their jobs, not list it.
     assert_eq!(mode(&state.join("node-1")), 0o711);
     assert_eq!(mode(&dir.join("config").join("login.json")), 0o600);
+    assert_eq!(mode(&dir.join("config")), 0o700);
     // SAFETY: SIGTERM to the `libra up` this test started.
     unsafe {
         libc::kill(up.id() as i32, libc::SIGTERM);

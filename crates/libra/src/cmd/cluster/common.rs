@@ -77,7 +77,14 @@ pub fn saved_login() -> Option<Login> {
 pub fn save_login(l: &Login) -> Result<()> {
     let path = login_path()?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        // A directory made here for the login is its owner's only (one that exists is left as
+        // it is: it may be shared configuration).
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
     }
     write_secret(&path, serde_json::to_string_pretty(l)?.as_bytes())
 }
