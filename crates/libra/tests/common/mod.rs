@@ -208,18 +208,19 @@ pub fn wait_running(c: &Client, id: u64) -> JobInfo {
     wait_until(&format!("job {id} to run"), || c.job(id).ok().filter(|j| j.state == JobState::Running))
 }
 
-/// The processes of a job (found by their working directory, which is the job's own).
+/// The processes of a job submitted without a working directory (found by their working
+/// directory: the keeper's is the job's record directory, the job's its scratch directory in it).
 pub fn job_pids(cl: &Cluster, job: u64) -> Vec<i32> {
     pids_under(&cl.dir, &format!("job-{job}"))
 }
 
-/// Processes whose working directory is under `dir` and ends with `needle`.
+/// Processes whose working directory is under `dir` and has a component named `needle`.
 pub fn pids_under(dir: &std::path::Path, needle: &str) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
         if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
-            if cwd.starts_with(dir) && cwd.to_string_lossy().ends_with(needle) {
+            if cwd.starts_with(dir) && cwd.strip_prefix(dir).is_ok_and(|rel| rel.iter().any(|c| c == needle)) {
                 pids.push(pid);
             }
         }
