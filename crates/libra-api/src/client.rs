@@ -1,4 +1,4 @@
-//! A blocking JSON client over loopback HTTP.
+//! A blocking JSON client over HTTPS (rustls), or plain HTTP on loopback.
 
 use crate::sweep::*;
 use crate::types::*;
@@ -15,6 +15,69 @@ pub enum ClientError {
     Transport { url: String, source: Box<ureq::Transport> },
     #[error("the server's answer could not be read: {0}")]
     Body(#[from] std::io::Error),
+    /// The client was set up wrongly (the server address, the CA file): nothing was sent.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Whether a server address may be used: https anywhere; plain http only to a loopback address
+/// (the token and everything else would cross the network readable) unless `insecure_http`.
+/// Decided from the address alone, before any connection.
+pub fn check_server_url(base: &str, insecure_http: bool) -> Result<(), ClientError> {
+    let url = url::Url::parse(base).map_err(|e| {
+        ClientError::Config(format!(
+            "server: '{base}' is not a URL ({e}): give https://HOST:PORT (or http://127.0.0.1:PORT on this machine)"
+        ))
+    })?;
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" => {
+            let loopback = match url.host() {
+                Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+                Some(url::Host::Ipv4(a)) => a.is_loopback(),
+                Some(url::Host::Ipv6(a)) => a.is_loopback(),
+                None => false,
+            };
+            if loopback || insecure_http {
+                Ok(())
+            } else {
+                Err(ClientError::Config(format!(
+                    "server: '{base}' is plain http to another machine: passwords and tokens would cross the network readable. \
+                     Use https:// (the server's --tls-cert/--tls-key or --tls-self-signed, and --ca FILE here to trust a private CA), \
+                     or give --insecure-http if the network itself is trusted"
+                )))
+            }
+        }
+        other => Err(ClientError::Config(format!(
+            "server: the scheme '{other}' in '{base}' is not accepted: give https:// or http://"
+        ))),
+    }
+}
+
+/// A TLS configuration that trusts the public roots and the certificates in `ca` (a PEM file:
+/// a private CA, or a server's self-signed certificate).
+fn tls_config(ca: &std::path::Path) -> Result<std::sync::Arc<rustls::ClientConfig>, ClientError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    let bad = |msg: String| ClientError::Config(format!("ca: {}: {msg}", ca.display()));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let mut added = 0;
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| bad(e.to_string()))? {
+        let cert = cert.map_err(|e| bad(e.to_string()))?;
+        roots.add(cert).map_err(|e| bad(format!("not a usable certificate: {e}")))?;
+        added += 1;
+    }
+    if added == 0 {
+        return Err(bad("no PEM certificate in it (give the server's CA or self-signed certificate)".into()));
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(std::sync::Arc::new(config))
 }
 
 impl ClientError {
@@ -41,8 +104,8 @@ pub fn new_idempotency_key() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// A client for one server, with an optional bearer token (a user's API token or a node's join
-/// token).
+/// A client for one server, with an optional bearer token (a user's API token, a node's
+/// credential or, to join, the cluster's join token).
 #[derive(Clone)]
 pub struct Client {
     base: String,
@@ -50,13 +113,46 @@ pub struct Client {
     agent: ureq::Agent,
 }
 
+impl std::fmt::Debug for Client {
+    /// Never the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+fn builder() -> ureq::AgentBuilder {
+    ureq::AgentBuilder::new().timeout_connect(Duration::from_secs(5)).timeout(Duration::from_secs(120))
+}
+
 impl Client {
+    /// A client trusting the public roots, with no check of the address (tests, and callers
+    /// that checked it already).
     pub fn new(base: &str, token: Option<String>) -> Self {
-        let agent = ureq::AgentBuilder::new()
-            .timeout_connect(Duration::from_secs(5))
-            .timeout(Duration::from_secs(120))
-            .build();
-        Client { base: base.trim_end_matches('/').to_string(), token, agent }
+        Client { base: base.trim_end_matches('/').to_string(), token, agent: builder().build() }
+    }
+
+    /// A client for a user-given address: plain http only to loopback unless `insecure_http`
+    /// (see `check_server_url`), and the certificates in `ca` trusted besides the public roots.
+    pub fn connect(
+        base: &str,
+        token: Option<String>,
+        ca: Option<&std::path::Path>,
+        insecure_http: bool,
+    ) -> Result<Self, ClientError> {
+        check_server_url(base, insecure_http)?;
+        let agent = match ca {
+            Some(ca) => builder().tls_config(tls_config(ca)?).build(),
+            None => builder().build(),
+        };
+        Ok(Client { base: base.trim_end_matches('/').to_string(), token, agent })
+    }
+
+    /// The same server and TLS settings with another bearer token.
+    pub fn with_token(&self, token: Option<String>) -> Self {
+        Client { base: self.base.clone(), token, agent: self.agent.clone() }
     }
 
     pub fn base(&self) -> &str {
@@ -208,6 +304,11 @@ impl Client {
         self.post("/api/admin/credit", &CreditRequest { user: user.into(), amount })
     }
 
+    /// Forgets a node's credential (administrators): it must join again with the join token.
+    pub fn node_forget(&self, name: &str) -> Result<NodeForgotten, ClientError> {
+        self.post_action(&format!("/api/admin/nodes/{name}/forget"))
+    }
+
     pub fn register(&self, r: &RegisterRequest) -> Result<RegisterResponse, ClientError> {
         self.post("/api/node/register", r)
     }
@@ -255,6 +356,49 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_only_to_loopback_unless_insecure_http() {
+        for ok in [
+            "https://manager:7878",
+            "https://10.0.0.5",
+            "http://127.0.0.1:7878",
+            "http://127.9.9.9",
+            "http://localhost:1",
+            "http://[::1]:7878",
+        ] {
+            check_server_url(ok, false).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in [
+            "http://10.0.0.5:7878",
+            "http://manager:7878",
+            "http://[2001:db8::1]:7878",
+            "http://0.0.0.0:7878",
+        ] {
+            let e = check_server_url(bad, false).unwrap_err().to_string();
+            assert!(e.contains("--insecure-http") && e.contains(bad), "{bad}: {e}");
+            check_server_url(bad, true).unwrap();
+            // Refused before any connection: the client is never built.
+            assert!(Client::connect(bad, None, None, false).is_err());
+        }
+        let e = check_server_url("ftp://x", true).unwrap_err().to_string();
+        assert!(e.contains("'ftp'"), "{e}");
+        let e = check_server_url("manager:7878", false).unwrap_err().to_string();
+        assert!(e.starts_with("server:"), "{e}");
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused_naming_it() {
+        let path = std::env::temp_dir().join(format!("libra-ca-test-{}.pem", std::process::id()));
+        std::fs::write(&path, "not a certificate").unwrap();
+        let e = Client::connect("https://x", None, Some(&path), false).unwrap_err().to_string();
+        let _ = std::fs::remove_file(&path);
+        assert!(e.starts_with("ca: ") && e.contains("no PEM certificate"), "{e}");
+        let e = Client::connect("https://x", None, Some(std::path::Path::new("/nonexistent/ca.pem")), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("ca: /nonexistent/ca.pem"), "{e}");
+    }
     use std::io::{BufRead, BufReader, Write};
     use std::net::TcpListener;
 

@@ -476,6 +476,18 @@ pub struct RegisterResponse {
     pub name: String,
     /// Job-control period the server asks for, seconds.
     pub period: f64,
+    /// The node's own credential, minted when the join token admitted it (sent this once: the
+    /// server keeps only a digest). The agent presents it on every later call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+}
+
+/// What `POST /api/admin/nodes/{name}/forget` did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeForgotten {
+    pub name: String,
+    /// The node's jobs that were active, now lost (their holds released).
+    pub jobs_lost: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

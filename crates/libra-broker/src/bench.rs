@@ -143,6 +143,8 @@ fn experiment(dir: &Path, db: &Path, n: u64, slots: u32) -> Result<i64, BenchErr
         time_scale: None,
         url: None,
         token: None,
+        ca: None,
+        insecure_http: false,
     };
     let now = now_unix();
     Ok(create(

@@ -255,6 +255,8 @@ mod tests {
             time_scale: None,
             url: None,
             token: None,
+            ca: None,
+            insecure_http: false,
         };
         FarmResource::new(cfg, Some(10.0))
     }

@@ -85,6 +85,13 @@ pub struct ResourceConfig {
     /// libra: the user's API token (default: the LIBRA_TOKEN environment variable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// libra: a PEM file with the certificate (or CA) the cluster's TLS certificate is checked
+    /// against (default: the LIBRA_CA environment variable, else the public roots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<std::path::PathBuf>,
+    /// libra: allow plain http to a cluster that is not on this machine.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_http: bool,
 }
 
 fn one() -> u32 {

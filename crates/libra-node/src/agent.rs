@@ -25,8 +25,11 @@ pub const KILL_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    pub server: String,
-    pub join_token: String,
+    /// The server, with how to reach it (its CA, whether plain http is allowed).
+    pub client: Client,
+    /// The cluster's join token: needed only to join (no `node.credential` in `workdir` yet,
+    /// or the node was forgotten by an administrator).
+    pub join_token: Option<String>,
     pub name: String,
     /// Capacity in CPUs (the node's control group is capped at it).
     pub cpus: f64,
@@ -54,6 +57,38 @@ pub enum NodeError {
     Io(#[from] std::io::Error),
     #[error("the server refused this node: {0}")]
     Refused(String),
+    #[error("node.credential: {0}")]
+    Credential(String),
+}
+
+/// In the agent's work directory: the node's own credential, minted by the server when the
+/// join token admitted it (mode 0600).
+pub const CREDENTIAL_FILE: &str = "node.credential";
+
+/// The node's credential saved in `workdir`, if it has one.
+pub fn read_credential(workdir: &std::path::Path) -> Result<Option<String>, NodeError> {
+    let path = workdir.join(CREDENTIAL_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(NodeError::Credential(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+/// Saves the credential, readable by the agent's account only, replacing any older one
+/// atomically (a crash leaves the old file or the new one, never half of one).
+fn write_credential(workdir: &std::path::Path, credential: &str) -> Result<(), NodeError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = workdir.join(CREDENTIAL_FILE);
+    let tmp = workdir.join(format!("{CREDENTIAL_FILE}.new"));
+    let fail = |e: std::io::Error| NodeError::Credential(format!("cannot write {}: {e}", path.display()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f =
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(fail)?;
+    f.write_all(credential.as_bytes()).and_then(|()| f.sync_all()).map_err(fail)?;
+    std::fs::rename(&tmp, &path).map_err(fail)
 }
 
 struct Running {
@@ -224,7 +259,9 @@ pub fn unix_now() -> f64 {
 
 pub struct Agent {
     cfg: AgentConfig,
+    /// Presents the node's credential (the join token only while joining).
     client: Client,
+    credential: Option<String>,
     enforcer: Box<dyn Enforcer>,
     jobs: HashMap<u64, Running>,
     exited: HashMap<u64, ExitReport>,
@@ -246,6 +283,18 @@ impl Agent {
             return Err(NodeError::Cpus(cfg.cpus, cores));
         }
         std::fs::create_dir_all(&cfg.workdir)?;
+        {
+            // Others may pass through to their jobs' scratch directories, not list or read.
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&cfg.workdir, std::fs::Permissions::from_mode(0o711))?;
+        }
+        let credential = read_credential(&cfg.workdir)?;
+        if credential.is_none() && cfg.join_token.is_none() {
+            return Err(NodeError::Credential(format!(
+                "{} has no node credential yet: give the cluster's join token to join (--join-token-file FILE or LIBRA_JOIN_TOKEN)",
+                cfg.workdir.join(CREDENTIAL_FILE).display()
+            )));
+        }
         let orphans = orphans(&cfg.workdir);
         let group = group_name(&cfg.name, &cfg.workdir);
         let mut enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &group, cfg.cpus)?;
@@ -258,7 +307,7 @@ impl Agent {
             .collect();
         enforcer.clear_stale(&adopting);
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
-        let client = Client::new(&cfg.server, Some(cfg.join_token.clone()));
+        let client = cfg.client.with_token(credential.clone());
         let (tx, ended) = channel();
         std::thread::Builder::new().name("reaper".into()).spawn(move || loop {
             match proc::wait_any() {
@@ -274,6 +323,7 @@ impl Agent {
             period: cfg.period.unwrap_or(2.0),
             cfg,
             client,
+            credential,
             enforcer,
             jobs: HashMap::new(),
             exited: HashMap::new(),
@@ -354,8 +404,11 @@ impl Agent {
         }
     }
 
-    fn register(&mut self) -> Result<(), libra_api::ClientError> {
-        let r = self.client.register(&RegisterRequest {
+    /// Registers with the node's credential; joins with the join token when it has none yet,
+    /// or when the server refuses the credential (an administrator forgot the node) and a join
+    /// token was given. A credential minted on joining is saved before it is used.
+    fn register(&mut self) -> Result<(), NodeError> {
+        let req = RegisterRequest {
             name: self.cfg.name.clone(),
             cpus: self.cfg.cpus,
             mem_mb: self.cfg.mem_mb,
@@ -363,7 +416,30 @@ impl Agent {
             account: proc::Identity::current().map(|i| i.user).unwrap_or_default(),
             // SAFETY: geteuid has no memory effects.
             switches_users: unsafe { libc::geteuid() } == 0,
-        })?;
+        };
+        let refused = |e: libra_api::ClientError| match e.status() {
+            Some(400 | 401 | 403) => NodeError::Refused(e.to_string()),
+            _ => NodeError::Io(std::io::Error::other(e.to_string())),
+        };
+        let r = match (&self.credential, &self.cfg.join_token) {
+            (Some(_), join) => match self.client.register(&req) {
+                Ok(r) => r,
+                Err(e) if e.status() == Some(403) && join.is_some() => {
+                    tracing::warn!(
+                        "the server refused this node's credential ({e}); joining with the join token"
+                    );
+                    self.cfg.client.with_token(join.clone()).register(&req).map_err(refused)?
+                }
+                Err(e) => return Err(refused(e)),
+            },
+            (None, join) => self.cfg.client.with_token(join.clone()).register(&req).map_err(refused)?,
+        };
+        if let Some(c) = r.credential {
+            write_credential(&self.cfg.workdir, &c)?;
+            self.client = self.cfg.client.with_token(Some(c.clone()));
+            self.credential = Some(c);
+            tracing::info!(node = %self.cfg.name, "joined the cluster; the node's credential is saved in {CREDENTIAL_FILE}");
+        }
         if self.cfg.period.is_none() {
             self.period = r.period;
         }
@@ -376,16 +452,15 @@ impl Agent {
         let mut next_control = Instant::now();
         let mut backoff = Duration::from_millis(200);
         while !stop() {
+            let fresh = !registered;
             if !registered {
                 match self.register() {
                     Ok(()) => {
                         registered = true;
                         backoff = Duration::from_millis(200);
-                        tracing::info!(node = %self.cfg.name, server = %self.cfg.server, "registered");
+                        tracing::info!(node = %self.cfg.name, server = %self.cfg.client.base(), "registered");
                     }
-                    Err(e) if e.status() == Some(403) || e.status() == Some(400) => {
-                        return Err(NodeError::Refused(e.to_string()));
-                    }
+                    Err(e @ (NodeError::Refused(_) | NodeError::Credential(_))) => return Err(e),
                     Err(e) => {
                         tracing::warn!("register: {e}; retrying");
                         self.reap();
@@ -420,11 +495,18 @@ impl Agent {
                 Err(e) => {
                     // The server is away: keep the jobs running, keep the reports, try again.
                     tracing::warn!("sync: {e}");
+                    if e.status() == Some(403) {
+                        // Refused right after registering: the server will not take this
+                        // node's reports. Otherwise register again (the server may have
+                        // forgotten the node), which refuses for good if it must.
+                        if fresh {
+                            return Err(NodeError::Refused(e.to_string()));
+                        }
+                        registered = false;
+                        continue;
+                    }
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(Duration::from_secs(2));
-                    if e.status() == Some(403) {
-                        return Err(NodeError::Refused(e.to_string()));
-                    }
                 }
             }
         }

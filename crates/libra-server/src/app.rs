@@ -36,6 +36,8 @@ pub struct NodeRt {
     pub switches_users: bool,
     pub last_seen: f64,
     pub shares: Vec<NodeJobShare>,
+    /// The SHA-256 digest of the node's own credential (None: not yet minted, or forgotten).
+    pub cred_hash: Option<String>,
 }
 
 pub struct Inner {
@@ -57,9 +59,21 @@ pub fn now() -> f64 {
 impl App {
     pub fn open(config: Config) -> Result<App, ServerError> {
         config.validate()?;
+        // The store holds password hashes and the ledger: its directory 0700 where the server
+        // makes it, the files 0600.
         if let Some(dir) = config.db.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
+            if !dir.exists() {
+                crate::tls::private_dir(dir)?;
+            }
         }
+        crate::tls::private_db_file(&config.db)?;
+        let broker_db = config.broker_db();
+        if let Some(dir) = broker_db.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if !dir.exists() {
+                crate::tls::private_dir(dir)?;
+            }
+        }
+        crate::tls::private_db_file(&broker_db)?;
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
@@ -131,7 +145,7 @@ impl Inner {
         let mut nodes = HashMap::new();
         {
             let mut st =
-                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users FROM nodes ORDER BY rowid")?;
+                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash FROM nodes ORDER BY rowid")?;
             let rows = st.query_map([], |r| {
                 Ok((
                     (r.get::<_, String>(0)?, r.get::<_, f64>(1)?, r.get::<_, i64>(2)?),
@@ -140,16 +154,25 @@ impl Inner {
                         r.get::<_, f64>(4)?,
                         r.get::<_, String>(5)?,
                         r.get::<_, bool>(6)?,
+                        r.get::<_, Option<String>>(7)?,
                     ),
                 ))
             })?;
             for row in rows {
-                let ((name, cpus, mem), (mechanism, price_base, account, switches_users)) = row?;
+                let ((name, cpus, mem), (mechanism, price_base, account, switches_users, cred_hash)) = row?;
                 let idx =
                     cluster.add_node(crate::nodes::node_spec(&name, cpus, mem.max(0) as u64, price_base));
                 nodes.insert(
                     name,
-                    NodeRt { idx, mechanism, account, switches_users, last_seen: now, shares: Vec::new() },
+                    NodeRt {
+                        idx,
+                        mechanism,
+                        account,
+                        switches_users,
+                        last_seen: now,
+                        shares: Vec::new(),
+                        cred_hash,
+                    },
                 );
             }
         }

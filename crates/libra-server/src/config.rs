@@ -10,8 +10,16 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Address to listen on (loopback by default: there is no TLS).
+    /// Address to listen on (loopback by default). Another address without TLS is warned
+    /// about: passwords and tokens would cross the network readable.
     pub listen: String,
+    /// TLS: the certificate chain (PEM) and its private key (PEM). With them the server speaks
+    /// only https.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// TLS with a self-signed certificate made on first start and kept in `tls/` beside `db`
+    /// (`cert.pem`, the file clients trust with `--ca`; `key.pem`, mode 0600).
+    pub tls_self_signed: bool,
     /// The SQLite file (WAL mode).
     pub db: PathBuf,
     /// The broker database of the sweeps this server hosts (default: sweeps/broker.db beside
@@ -51,6 +59,9 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: "127.0.0.1:7878".into(),
+            tls_cert: None,
+            tls_key: None,
+            tls_self_signed: false,
             db: PathBuf::from("libra.db"),
             broker_db: None,
             join_token: String::new(),
@@ -87,8 +98,21 @@ impl Config {
     pub fn validate(&self) -> Result<(), ServerError> {
         if self.join_token.len() < 8 {
             return Err(ServerError::Invalid(
-                "join_token: give a cluster join token of at least 8 characters (--join-token or join_token in the file)".into(),
+                "join_token: give a cluster join token of at least 8 characters (--join-token-file FILE, LIBRA_JOIN_TOKEN, or join_token in the configuration file)".into(),
             ));
+        }
+        match (&self.tls_cert, &self.tls_key, self.tls_self_signed) {
+            (Some(_), None, _) | (None, Some(_), _) => {
+                return Err(ServerError::Invalid(
+                    "tls_cert, tls_key: give both (the certificate chain and its private key, PEM files), or neither".into(),
+                ))
+            }
+            (Some(_), Some(_), true) => {
+                return Err(ServerError::Invalid(
+                    "tls_self_signed: give either a certificate (tls_cert and tls_key) or tls_self_signed, not both".into(),
+                ))
+            }
+            _ => {}
         }
         if !(self.node_timeout > 0.0 && self.node_timeout < 86_400.0) {
             return Err(ServerError::Invalid(format!(

@@ -17,6 +17,7 @@ pub mod sched;
 mod settle;
 pub mod store;
 pub mod sweeps;
+pub mod tls;
 
 pub use app::App;
 pub use config::Config;
@@ -42,10 +43,12 @@ pub fn bootstrap_admin(app: &App) -> Result<Option<String>, ServerError> {
     Ok(generated.then_some(password))
 }
 
-/// Serves until `shutdown` resolves. The watchdog marks silent nodes down once a second.
+/// Serves until `shutdown` resolves (https when `tls` is given). The watchdog marks silent
+/// nodes down once a second.
 pub async fn serve(
     app: Arc<App>,
     listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServerError> {
     if let Ok(addr) = listener.local_addr() {
@@ -82,9 +85,36 @@ pub async fn serve(
     };
     // The peer's address reaches the handlers (login throttling is per address).
     let service = routes::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let r = axum::serve(listener, service).with_graceful_shutdown(shutdown).await;
+    let r = match tls {
+        None => axum::serve(listener, service).with_graceful_shutdown(shutdown).await,
+        Some(tls) => {
+            let handle = axum_server::Handle::new();
+            let stopper = handle.clone();
+            tokio::spawn(async move {
+                shutdown.await;
+                stopper.graceful_shutdown(Some(Duration::from_secs(5)));
+            });
+            axum_server::from_tcp_rustls(
+                listener.into_std()?,
+                axum_server::tls_rustls::RustlsConfig::from_config(tls),
+            )
+            .handle(handle)
+            .serve(service)
+            .await
+        }
+    };
     watchdog.abort();
     r.map_err(ServerError::Io)
+}
+
+/// Says so when the server listens beyond this machine without TLS.
+fn warn_if_plain(addr: std::net::SocketAddr, tls: bool) {
+    if !tls && !addr.ip().is_loopback() {
+        eprintln!(
+            "warning: listening on {addr} without TLS: passwords, API tokens and node credentials cross the network readable. \
+             Give --tls-cert FILE --tls-key FILE (or --tls-self-signed), or listen on 127.0.0.1 behind a TLS proxy"
+        );
+    }
 }
 
 /// Opens the store, binds and serves on a runtime of its own (the `libra server` command).
@@ -92,6 +122,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let addr = config.listen.clone();
+        let tls = tls::server_config(&config)?;
         let app = Arc::new(App::open(config)?);
         if let Some(pw) = bootstrap_admin(&app)? {
             eprintln!("created the administrator account: user admin, password {pw}");
@@ -99,8 +130,16 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .map_err(|e| ServerError::Listen { addr: addr.clone(), source: e })?;
-        eprintln!("libra server listening on http://{}", listener.local_addr()?);
-        serve(app, listener, async {
+        let local = listener.local_addr()?;
+        warn_if_plain(local, tls.is_some());
+        eprintln!("libra server listening on {}://{local}", if tls.is_some() { "https" } else { "http" });
+        if app.config.tls_self_signed && app.config.tls_cert.is_none() {
+            eprintln!(
+                "clients trust its self-signed certificate with --ca {}",
+                tls::self_signed_paths(&app.config).0.display()
+            );
+        }
+        serve(app, listener, tls, async {
             // Ctrl-C or SIGTERM: stop taking requests, finish those in flight. (Nothing is lost
             // by a harder stop either: every answer was committed before it was sent.)
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -152,17 +191,18 @@ pub fn start_background(config: Config) -> Result<Background, ServerError> {
         };
         rt.block_on(async move {
             let started = async {
+                let tls = tls::server_config(&config)?;
                 let app = Arc::new(App::open(config.clone())?);
                 bootstrap_admin(&app)?;
                 let listener = tokio::net::TcpListener::bind(&config.listen)
                     .await
                     .map_err(|e| ServerError::Listen { addr: config.listen.clone(), source: e })?;
-                Ok::<_, ServerError>((app, listener))
+                Ok::<_, ServerError>((app, listener, tls))
             };
             match started.await {
-                Ok((app, listener)) => {
+                Ok((app, listener, tls)) => {
                     let _ = addr_tx.send(listener.local_addr().map_err(ServerError::Io));
-                    if let Err(e) = serve(app, listener, async {
+                    if let Err(e) = serve(app, listener, tls, async {
                         let _ = stop_rx.await;
                     })
                     .await

@@ -36,7 +36,62 @@ pub fn node_spec(name: &str, cpus: f64, mem_mb: u64, price_base: f64) -> NodeSpe
 }
 
 impl Inner {
+    /// Admits a node. `joining` says the caller presented the cluster's join token, `digest` is
+    /// the SHA-256 digest of whatever secret it presented. The join token admits only a name
+    /// that has no credential (a new node, or one an administrator forgot); a known node proves
+    /// itself with its own credential. Returns the credential minted for a node admitted by the
+    /// join token (sent to it once; only its digest is kept).
+    pub fn register_node(
+        &mut self,
+        r: &RegisterRequest,
+        joining: bool,
+        digest: &str,
+        default_price: f64,
+        now: f64,
+    ) -> Result<Option<String>, ApiError> {
+        let stored = self.nodes.get(&r.name).and_then(|rt| rt.cred_hash.clone());
+        let minted = match stored {
+            Some(h) if crate::auth::same_secret(&h, digest) => None,
+            Some(_) if joining => {
+                return Err(ApiError::Forbidden(format!(
+                    "forbidden: node '{0}' is already registered with a credential of its own, and the join token only admits new nodes. \
+                     Its agent reads the credential from node.credential in its work directory; if that is lost (the machine was \
+                     reinstalled), an administrator runs `libra admin node forget {0}` and the agent joins again",
+                    r.name
+                )))
+            }
+            Some(_) => {
+                return Err(ApiError::Forbidden(format!(
+                    "forbidden: the credential presented is not node '{}''s",
+                    r.name
+                )))
+            }
+            None if joining => Some(crate::auth::new_token()),
+            None => {
+                return Err(ApiError::Forbidden(format!(
+                    "forbidden: node '{}' has no credential on this server (new, or forgotten by an administrator): join with the cluster's join token",
+                    r.name
+                )))
+            }
+        };
+        let minted_hash = minted.as_deref().map(crate::auth::token_digest);
+        self.admit(r, minted_hash, default_price, now)?;
+        Ok(minted)
+    }
+
+    /// Records a node's registration (trusted: the caller was checked), with the digest of a
+    /// newly minted credential.
     pub fn register(&mut self, r: &RegisterRequest, default_price: f64, now: f64) -> Result<(), ApiError> {
+        self.admit(r, None, default_price, now)
+    }
+
+    fn admit(
+        &mut self,
+        r: &RegisterRequest,
+        minted_hash: Option<String>,
+        default_price: f64,
+        now: f64,
+    ) -> Result<(), ApiError> {
         crate::auth::valid_user_name(&r.name).map_err(|_| {
             ApiError::BadRequest(format!(
                 "name: '{}' is not a valid node name: give 1 to 64 letters, digits, '-', '_' or '.'",
@@ -54,10 +109,10 @@ impl Inner {
             None => default_price,
         };
         self.db.execute(
-            "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen, account, switches_users) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8) \
+            "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen, account, switches_users, cred_hash) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9) \
              ON CONFLICT(name) DO UPDATE SET cpus = excluded.cpus, mem_mb = excluded.mem_mb, mechanism = excluded.mechanism, up = 1, last_seen = excluded.last_seen, \
-             account = excluded.account, switches_users = excluded.switches_users",
-            params![r.name, r.cpus, r.mem_mb as i64, r.mechanism, price, now, r.account, r.switches_users],
+             account = excluded.account, switches_users = excluded.switches_users, cred_hash = COALESCE(excluded.cred_hash, nodes.cred_hash)",
+            params![r.name, r.cpus, r.mem_mb as i64, r.mechanism, price, now, r.account, r.switches_users, minted_hash],
         )?;
         match self.nodes.get_mut(&r.name) {
             Some(rt) => {
@@ -65,6 +120,9 @@ impl Inner {
                 rt.account = r.account.clone();
                 rt.switches_users = r.switches_users;
                 rt.last_seen = now;
+                if minted_hash.is_some() {
+                    rt.cred_hash = minted_hash;
+                }
                 if (self.cluster.node(rt.idx).spec.cpus - r.cpus).abs() > 1e-9 {
                     tracing::warn!(node = %r.name, "capacity changed to {} CPUs; the new capacity applies after a server restart", r.cpus);
                 }
@@ -81,12 +139,91 @@ impl Inner {
                         switches_users: r.switches_users,
                         last_seen: now,
                         shares: Vec::new(),
+                        cred_hash: minted_hash,
                     },
                 );
             }
         }
         tracing::info!(node = %r.name, cpus = r.cpus, mechanism = %r.mechanism, "node registered");
         Ok(())
+    }
+
+    /// Checks that a sync comes from the node it names (its own credential, `digest` being
+    /// the digest of the secret presented) and reports only on jobs given to that node: a job
+    /// of another node named in the report refuses the whole report, before anything changes.
+    /// Jobs this server does not know at all (a store replaced under a running agent) pass, and
+    /// the node is told to stop them.
+    pub fn check_sync(&self, r: &SyncRequest, joining: bool, digest: &str) -> Result<(), ApiError> {
+        let Some(rt) = self.nodes.get(&r.name) else {
+            // Unknown: the answer is "register", which changes nothing; only agents get it.
+            return if joining {
+                Ok(())
+            } else {
+                Err(ApiError::Forbidden(format!(
+                    "forbidden: '{}' is not a node of this cluster: join with the cluster's join token",
+                    r.name
+                )))
+            };
+        };
+        match &rt.cred_hash {
+            Some(h) if crate::auth::same_secret(h, digest) => {}
+            Some(_) => {
+                return Err(ApiError::Forbidden(format!(
+                    "forbidden: only node '{}' may report as itself, with its own credential (the join token only admits new nodes)",
+                    r.name
+                )))
+            }
+            None => {
+                return Err(ApiError::Forbidden(format!(
+                    "forbidden: node '{}' has no credential on this server (forgotten by an administrator): register again",
+                    r.name
+                )))
+            }
+        }
+        let mut given = self.db.prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM jobs WHERE id = ?1), EXISTS(SELECT 1 FROM job_nodes WHERE job = ?1 AND node = ?2)",
+        )?;
+        for job in r.running.iter().map(|j| j.job).chain(r.exited.iter().map(|e| e.job)) {
+            let (exists, ours): (bool, bool) =
+                given.query_row(params![job as i64, r.name], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            if exists && !ours {
+                tracing::warn!(node = %r.name, job, "a node reported on a job it was not given; refused");
+                return Err(ApiError::Forbidden(format!(
+                    "forbidden: node '{}' was not given job {job}: a node may report only on its own jobs",
+                    r.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets a node's credential (an administrator's decision: the machine was reinstalled,
+    /// stolen or retired): its next registration needs the join token, its agent's old
+    /// credential is refused, and its jobs are lost as a silent node's are. Returns them.
+    pub fn forget_node(&mut self, name: &str, now: f64) -> Result<Vec<u64>, ApiError> {
+        let Some(rt) = self.nodes.get_mut(name) else {
+            return Err(ApiError::NotFound(format!("node: '{name}' is not a node of this cluster")));
+        };
+        rt.cred_hash = None;
+        let idx = rt.idx;
+        self.db.execute("UPDATE nodes SET cred_hash = NULL WHERE name = ?1", params![name])?;
+        tracing::warn!(node = %name, "an administrator forgot the node's credential");
+        self.node_lost(name, idx, &format!("lost: an administrator forgot node {name}"), now)
+    }
+
+    /// Marks a node down and settles its active jobs as lost (holds released).
+    fn node_lost(&mut self, name: &str, idx: usize, reason: &str, now: f64) -> Result<Vec<u64>, ApiError> {
+        self.cluster.set_up(idx, false);
+        self.db.execute("UPDATE nodes SET up = 0 WHERE name = ?1", params![name])?;
+        let jobs: Vec<u64> = self
+            .db
+            .prepare("SELECT j.id FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 AND j.state IN ('PENDING','RUNNING','SUSPENDED')")?
+            .query_map(params![name], |r| r.get::<_, i64>(0).map(|v| v as u64))?
+            .collect::<Result<_, _>>()?;
+        for &job in &jobs {
+            self.finish(job, Ending::Lost, Some(reason.to_string()), now)?;
+        }
+        Ok(jobs)
     }
 
     /// Takes a node's report, records it, and answers with what the node must change. Exits
@@ -294,16 +431,7 @@ impl Inner {
             .collect();
         for (name, idx) in silent {
             tracing::warn!(node = %name, "no word for {:.0} s: marking it down", self.node_timeout);
-            self.cluster.set_up(idx, false);
-            self.db.execute("UPDATE nodes SET up = 0 WHERE name = ?1", params![name])?;
-            let jobs: Vec<u64> = self
-                .db
-                .prepare("SELECT j.id FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 AND j.state IN ('PENDING','RUNNING','SUSPENDED')")?
-                .query_map(params![name], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-                .collect::<Result<_, _>>()?;
-            for job in jobs {
-                self.finish(job, Ending::Lost, Some(format!("lost: node {name} went down")), now)?;
-            }
+            self.node_lost(&name, idx, &format!("lost: node {name} went down"), now)?;
         }
         Ok(())
     }

@@ -125,6 +125,14 @@ const ROUTES: &[Route] = &[
         "admin",
     ),
     (
+        "post",
+        "/api/admin/nodes/{name}/forget",
+        "Forget a node's credential: it joins again with the join token; its jobs are lost",
+        None,
+        "NodeForgotten",
+        "admin",
+    ),
+    (
         "get",
         "/api/admin/usage",
         "Jobs, CPU hours and revenue per user and per day",
@@ -153,7 +161,7 @@ const ROUTES: &[Route] = &[
         "A node agent joins: capacity and enforcement mechanism",
         Some("RegisterRequest"),
         "RegisterResponse",
-        "node (join token)",
+        "node (join token for a new node, else its credential)",
     ),
     (
         "post",
@@ -161,7 +169,7 @@ const ROUTES: &[Route] = &[
         "A node agent's report (running, exited) answered with commands; long poll",
         Some("SyncRequest"),
         "SyncResponse",
-        "node (join token)",
+        "node (its credential)",
     ),
 ];
 

@@ -130,6 +130,10 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE users ADD COLUMN allow_root INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE nodes ADD COLUMN account TEXT NOT NULL DEFAULT '';
      ALTER TABLE nodes ADD COLUMN switches_users INTEGER NOT NULL DEFAULT 0;",
+    // 4: each node proves who it is with a credential of its own, minted at its first
+    // registration and stored only as a SHA-256 digest (NULL: none yet, or forgotten by an
+    // administrator; the join token may then claim the name).
+    "ALTER TABLE nodes ADD COLUMN cred_hash TEXT;",
 ];
 
 /// The schema version this build writes.

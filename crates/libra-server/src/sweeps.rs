@@ -50,12 +50,21 @@ pub struct Sweeps {
 /// The origin of an `http://` address, `http://host:port` in lower case with the port made
 /// explicit, so that the spellings of one address compare equal.
 pub fn origin(url: &str) -> Result<String, String> {
-    let rest = url.trim().strip_prefix("http://").ok_or_else(|| {
-        format!("'{url}' is not accepted: give an http:// address such as http://10.0.0.5:7878")
-    })?;
+    let url_t = url.trim();
+    let (scheme, rest, default_port) = if let Some(r) = url_t.strip_prefix("https://") {
+        ("https", r, 443)
+    } else if let Some(r) = url_t.strip_prefix("http://") {
+        ("http", r, 80)
+    } else {
+        return Err(format!(
+            "'{url}' is not accepted: give an https:// or http:// address such as https://10.0.0.5:7878"
+        ));
+    };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default().to_ascii_lowercase();
     if authority.is_empty() || authority.contains('@') {
-        return Err(format!("'{url}' is not accepted: give http://host:port with no user name or password"));
+        return Err(format!(
+            "'{url}' is not accepted: give {scheme}://host:port with no user name or password"
+        ));
     }
     // An IPv6 host is bracketed: its colons are not the port's.
     let split = match authority.rfind(':') {
@@ -69,12 +78,12 @@ pub fn origin(url: &str) -> Result<String, String> {
             })?;
             (h.to_string(), port)
         }
-        None => (authority.clone(), 80),
+        None => (authority.clone(), default_port),
     };
     if host.is_empty() {
         return Err(format!("'{url}' is not accepted: the address has no host"));
     }
-    Ok(format!("http://{host}:{port}"))
+    Ok(format!("{scheme}://{host}:{port}"))
 }
 
 impl From<StoreError> for ApiError {
@@ -168,9 +177,13 @@ impl Sweeps {
     /// loopback or wildcard address, as 127.0.0.1 and localhost).
     pub fn allow_own_address(&self, addr: std::net::SocketAddr) {
         let port = addr.port();
-        let mut own = vec![format!("http://{addr}")];
-        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
-            own.extend([format!("http://127.0.0.1:{port}"), format!("http://localhost:{port}")]);
+        // Either scheme: the server speaks one of them on this address.
+        let mut own = Vec::new();
+        for scheme in ["http", "https"] {
+            own.push(format!("{scheme}://{addr}"));
+            if addr.ip().is_loopback() || addr.ip().is_unspecified() {
+                own.extend([format!("{scheme}://127.0.0.1:{port}"), format!("{scheme}://localhost:{port}")]);
+            }
         }
         let mut c = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
         for o in own {
@@ -223,6 +236,13 @@ impl Sweeps {
                         r.name
                     ))
                 }
+                // The server would read the file named: a user may not make it read any file.
+                Kind::Libra if r.ca.is_some() && !who.admin => {
+                    return Err(ApiError::Forbidden(format!(
+                        "forbidden: resource '{}': ca names a file on the server, which only an administrator may do; hosted sweeps trust the public roots (and LIBRA_CA of the server)",
+                        r.name
+                    )))
+                }
                 Kind::Libra if !who.admin => {
                     let url = r.url.as_deref().unwrap_or_default();
                     let o = origin(url).map_err(|e| ApiError::BadRequest(format!("resource '{}': url: {e}", r.name)))?;
@@ -236,6 +256,14 @@ impl Sweeps {
                     }
                 }
                 _ => {}
+            }
+            // The clusters a hosted sweep may reach were vetted by an administrator
+            // (sweep_clusters, or the server itself): plain http to them is their decision.
+            if r.kind == Kind::Libra {
+                let allowed = self.clusters.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let vetted =
+                    r.url.as_deref().and_then(|u| origin(u).ok()).is_some_and(|o| allowed.contains(&o));
+                r.insecure_http = vetted || (who.admin && r.insecure_http);
             }
         }
         let algorithm: Algorithm = match req.optimise.as_deref() {
@@ -452,18 +480,20 @@ mod tests {
     use super::origin;
 
     #[test]
-    fn origins_compare_equal_however_spelled_and_only_http_is_accepted() {
+    fn origins_compare_equal_however_spelled_and_only_http_and_https_are_accepted() {
         for (url, want) in [
             ("http://LocalHost:7878/", "http://localhost:7878"),
             ("http://10.0.0.5:7878/api/jobs?x=1", "http://10.0.0.5:7878"),
             ("http://example.org", "http://example.org:80"),
             ("http://[::1]:7878/", "http://[::1]:7878"),
             ("http://[::1]", "http://[::1]:80"),
+            ("https://Manager:7878/", "https://manager:7878"),
+            ("https://example.org", "https://example.org:443"),
         ] {
             assert_eq!(origin(url).as_deref(), Ok(want), "{url}");
         }
         for bad in
-            ["https://x:1", "file:///etc/passwd", "http://", "http://u:p@host:1", "http://h:99999", "h:1"]
+            ["ftp://x:1", "file:///etc/passwd", "http://", "https://u:p@host:1", "http://h:99999", "h:1"]
         {
             assert!(origin(bad).is_err(), "{bad} was accepted");
         }

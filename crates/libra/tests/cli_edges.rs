@@ -104,23 +104,14 @@ fn daemons_and_sweep_engines_keep_sigpipe_ignored() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let db = dir.join("server.db").display().to_string();
     let server = Killed(
-        libra(
-            &dir,
-            &[
-                "server",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--join-token",
-                "test-join-token",
-                "--db",
-                &db,
-            ],
-        )
-        .args(["--no-fsync", "--admin-password", "pw"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap(),
+        libra(&dir, &["server", "--listen", &format!("127.0.0.1:{port}"), "--db", &db])
+            .args(["--no-fsync"])
+            .env("LIBRA_JOIN_TOKEN", "test-join-token")
+            .env("LIBRA_ADMIN_PASSWORD", "pw")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
     );
     let mut server = server;
     wait_until("the server", || {

@@ -70,8 +70,10 @@ impl Server {
             std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("server.log")).unwrap();
         let child = Command::new(EXE)
             .args(["server", "--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(["--join-token", "test-join-token", "--admin-password", ADMIN_PW, "--no-fsync", "--db"])
+            .args(["--no-fsync", "--db"])
             .arg(self.dir.join("server.db"))
+            .env("LIBRA_JOIN_TOKEN", "test-join-token")
+            .env("LIBRA_ADMIN_PASSWORD", ADMIN_PW)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -142,7 +144,9 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
             })
             .unwrap();
     }
-    ok(libra(&dir, &["login", "--server", &url, "--user", "alice", "--password", "pw-alice"]));
+    std::fs::write(dir.join("alice-password"), "pw-alice").unwrap();
+    let pw_file = dir.join("alice-password").display().to_string();
+    ok(libra(&dir, &["login", "--server", &url, "--user", "alice", "--password-file", &pw_file]));
     let plan = dir.join("plan.pln").display().to_string();
     let res = dir.join("res.toml").display().to_string();
 
@@ -198,7 +202,10 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
 
     // Another user, with a token of their own: refused, and told why.
     let bob = Client::new(&url, None).login("bob", "pw-bob").unwrap().token;
-    let o = libra(&dir, &["sweep", "status", "--server", &url, "--token", &bob, &id.to_string()]);
+    // Tokens go to the command in files (a token on the command line is refused).
+    std::fs::write(dir.join("bob-token"), &bob).unwrap();
+    let bob = dir.join("bob-token").display().to_string();
+    let o = libra(&dir, &["sweep", "status", "--server", &url, "--token-file", &bob, &id.to_string()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("403") && err.contains("another user"), "{err}");
 
@@ -227,23 +234,27 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
         &dir,
         &["sweep", "run", &small, "-r", &res, "--deadline", "10m", "--budget", "100", "--server", &url]
             .into_iter()
-            .chain(["--token", &bob, "--detach", "--json"])
+            .chain(["--token-file", &bob, "--detach", "--json"])
             .collect::<Vec<_>>(),
     ));
     let admin_token = Client::new(&url, None).login("admin", ADMIN_PW).unwrap().token;
+    std::fs::write(dir.join("admin-token"), &admin_token).unwrap();
+    let admin_token = dir.join("admin-token").display().to_string();
     let owners = |list: serde_json::Value| -> Vec<(i64, String)> {
         let list = list.as_array().unwrap_or_else(|| panic!("{list}")).clone();
         list.iter().map(|s| (s["id"].as_i64().unwrap(), s["owner"].as_str().unwrap().to_string())).collect()
     };
-    let all =
-        owners(json(libra(&dir, &["sweep", "status", "--server", &url, "--token", &admin_token, "--json"])));
+    let all = owners(json(libra(
+        &dir,
+        &["sweep", "status", "--server", &url, "--token-file", &admin_token, "--json"],
+    )));
     assert_eq!(all.len(), 3, "{all:?}");
     assert!(all.contains(&(bobs["experiment"].as_i64().unwrap(), "bob".into())), "{all:?}");
     assert_eq!(all.iter().filter(|(_, o)| o == "alice").count(), 2, "{all:?}");
-    let table = ok(libra(&dir, &["sweep", "status", "--server", &url, "--token", &admin_token]));
+    let table = ok(libra(&dir, &["sweep", "status", "--server", &url, "--token-file", &admin_token]));
     assert!(table.contains("owner") && table.contains("bob") && table.contains("alice"), "{table}");
     let bob_sees =
-        owners(json(libra(&dir, &["sweep", "status", "--server", &url, "--token", &bob, "--json"])));
+        owners(json(libra(&dir, &["sweep", "status", "--server", &url, "--token-file", &bob, "--json"])));
     assert_eq!(bob_sees.iter().map(|(_, o)| o.as_str()).collect::<Vec<_>>(), ["bob"]);
     let alice_sees = owners(json(libra(&dir, &["sweep", "status", "--server", &url, "--json"])));
     assert!(alice_sees.len() == 2 && alice_sees.iter().all(|(_, o)| o == "alice"), "{alice_sees:?}");

@@ -33,6 +33,9 @@ impl LibraCluster {
             |why: &'static str| AdapterError::Unsupported { resource: cfg.name.clone(), kind: "libra", why };
         let url = cfg.url.clone().ok_or_else(|| unsupported("a libra resource needs url"))?;
         let token = cfg.token.clone().or_else(|| std::env::var("LIBRA_TOKEN").ok());
+        let ca = cfg.ca.clone().or_else(|| std::env::var_os("LIBRA_CA").map(Into::into));
+        let client = Client::connect(&url, token, ca.as_deref(), cfg.insecure_http)
+            .map_err(|e| AdapterError::Start { resource: cfg.name.clone(), msg: e.to_string() })?;
         let mut parts = Vec::new();
         let mut ignore = false;
         for s in &plan.main {
@@ -54,7 +57,7 @@ impl LibraCluster {
             .join(" && ");
         Ok(LibraCluster {
             name: cfg.name.clone(),
-            client: Client::new(&url, token),
+            client,
             script,
             cancelled: Arc::new(AtomicBool::new(false)),
         })

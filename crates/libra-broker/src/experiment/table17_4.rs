@@ -81,6 +81,8 @@ pub fn queues() -> Vec<ResourceConfig> {
             time_scale: None,
             url: None,
             token: None,
+            ca: None,
+            insecure_http: false,
         })
         .collect()
 }

@@ -54,6 +54,8 @@ pub fn resources() -> Vec<ResourceConfig> {
             time_scale: None,
             url: None,
             token: None,
+            ca: None,
+            insecure_http: false,
         })
         .collect()
 }

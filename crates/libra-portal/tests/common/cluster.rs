@@ -89,8 +89,11 @@ impl Cluster {
         let mut c = Cluster { dir, url, bin, children: Vec::new(), node_names: Vec::new() };
         let log = std::fs::File::create(c.dir.join("server.log")).unwrap();
         let server = Command::new(&c.bin)
-            .args(["server", "--listen", &format!("127.0.0.1:{port}"), "--join-token", JOIN])
-            .args(["--admin-password", ADMIN_PW, "--period", "0.5", "--no-fsync", "--db"])
+            .args(["server", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--period", "0.5", "--no-fsync", "--db"])
+            // Secrets through the environment: never on a command line.
+            .env("LIBRA_JOIN_TOKEN", JOIN)
+            .env("LIBRA_ADMIN_PASSWORD", ADMIN_PW)
             .arg(c.dir.join("server.db"))
             .stdout(Stdio::null())
             .stderr(log)
@@ -106,7 +109,8 @@ impl Cluster {
             c.node_names.push(name.clone());
             let log = std::fs::File::create(c.dir.join(format!("{name}.log"))).unwrap();
             let node = Command::new(&c.bin)
-                .args(["node", "--server", &c.url, "--join-token", JOIN, "--cpus", &cpus.to_string()])
+                .args(["node", "--server", &c.url, "--cpus", &cpus.to_string()])
+                .env("LIBRA_JOIN_TOKEN", JOIN)
                 .args(["--name", &name, "--period", "0.5", "--workdir"])
                 .arg(c.dir.join(&name))
                 .stdout(Stdio::null())

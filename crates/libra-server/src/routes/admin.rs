@@ -49,6 +49,22 @@ pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<N
     Ok(Json(v))
 }
 
+/// Forgets a node's credential: the node must join again with the join token, and its jobs
+/// are lost as a silent node's are.
+pub async fn node_forget(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Res<NodeForgotten> {
+    let jobs_lost = {
+        let mut g = app.lock();
+        g.caller(&headers)?.require_admin("forget a node")?;
+        g.forget_node(&name, now())?
+    };
+    app.work.notify_waiters();
+    Ok(Json(NodeForgotten { name, jobs_lost }))
+}
+
 pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UsageRow>> {
     let g = app.lock();
     g.caller(&headers)?.require_admin("see the cluster's usage")?;

@@ -1,8 +1,9 @@
-//! The node agents' endpoints, authenticated by the cluster join token.
+//! The node agents' endpoints. The cluster join token admits a new node only; every node
+//! proves who it is afterwards with the credential minted at its first registration.
 
 use super::Body;
 use crate::app::{now, App};
-use crate::auth::{bearer, same_secret};
+use crate::auth::{bearer, same_secret, token_digest};
 use crate::error::ApiError;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -14,11 +15,14 @@ use std::time::Duration;
 /// The longest a sync may be held open waiting for work.
 const MAX_WAIT_MS: u64 = 30_000;
 
-fn check_join(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+/// What a node agent presented: whether it is the cluster's join token, and its digest (to
+/// compare with the nodes' credentials).
+fn node_secret(app: &App, headers: &HeaderMap) -> Result<(bool, String), ApiError> {
     match bearer(headers) {
-        Some(t) if same_secret(t, &app.config.join_token) => Ok(()),
-        Some(_) => Err(ApiError::Forbidden("forbidden: the join token is not this cluster's".into())),
-        None => Err(ApiError::Unauthorized("node agents must present the cluster join token".into())),
+        Some(t) => Ok((same_secret(t, &app.config.join_token), token_digest(t))),
+        None => Err(ApiError::Unauthorized(
+            "node agents must present their node credential (or, to join, the cluster's join token)".into(),
+        )),
     }
 }
 
@@ -27,9 +31,9 @@ pub async fn register(
     headers: HeaderMap,
     Body(r): Body<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
-    check_join(&app, &headers)?;
-    app.lock().register(&r, app.config.default_price_base, now())?;
-    Ok(Json(RegisterResponse { name: r.name, period: app.config.period }))
+    let (joining, digest) = node_secret(&app, &headers)?;
+    let credential = app.lock().register_node(&r, joining, &digest, app.config.default_price_base, now())?;
+    Ok(Json(RegisterResponse { name: r.name, period: app.config.period, credential }))
 }
 
 /// Long poll: when there is nothing for the node right away, wait for new work (or the wait to
@@ -39,11 +43,15 @@ pub async fn sync(
     headers: HeaderMap,
     Body(r): Body<SyncRequest>,
 ) -> Result<Json<SyncResponse>, ApiError> {
-    check_join(&app, &headers)?;
+    let (joining, digest) = node_secret(&app, &headers)?;
     let notified = app.work.notified();
     tokio::pin!(notified);
     notified.as_mut().enable();
-    let resp = app.lock().sync(&r, now())?;
+    let resp = {
+        let mut g = app.lock();
+        g.check_sync(&r, joining, &digest)?;
+        g.sync(&r, now())?
+    };
     let idle =
         resp.start.is_empty() && resp.kill.is_empty() && resp.suspend.is_empty() && resp.resume.is_empty();
     if !idle || resp.reregister || r.wait_ms == 0 || !r.exited.is_empty() {

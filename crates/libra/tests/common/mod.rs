@@ -25,6 +25,8 @@ pub struct Cluster {
     pub url: String,
     pub node_timeout: f64,
     pub node_names: Vec<String>,
+    /// The server's self-signed certificate, when it serves https (`start_tls`).
+    pub ca: Option<PathBuf>,
 }
 
 pub fn free_port() -> u16 {
@@ -33,17 +35,32 @@ pub fn free_port() -> u16 {
 
 impl Cluster {
     pub fn start(nodes: usize, cpus: f64, node_timeout: f64) -> Cluster {
+        Cluster::start_with(nodes, cpus, node_timeout, false)
+    }
+
+    /// A cluster whose server serves https with a self-signed certificate, trusted by the
+    /// agents and the test's clients through `--ca`.
+    pub fn start_tls(nodes: usize, cpus: f64, node_timeout: f64) -> Cluster {
+        Cluster::start_with(nodes, cpus, node_timeout, true)
+    }
+
+    fn start_with(nodes: usize, cpus: f64, node_timeout: f64, tls: bool) -> Cluster {
         let dir = std::env::temp_dir().join(format!("libra-e2e-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).unwrap();
+        // The secrets reach the processes as files, never as arguments.
+        std::fs::write(dir.join("join-token"), JOIN).unwrap();
+        std::fs::write(dir.join("admin-password"), ADMIN_PW).unwrap();
         let port = free_port();
+        let scheme = if tls { "https" } else { "http" };
         let mut c = Cluster {
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
+            url: format!("{scheme}://127.0.0.1:{port}"),
+            dir: dir.clone(),
             port,
             server: None,
             nodes: Vec::new(),
             node_timeout,
             node_names: Vec::new(),
+            ca: tls.then(|| dir.join("tls").join("cert.pem")),
         };
         c.start_server();
         for i in 0..nodes {
@@ -57,15 +74,12 @@ impl Cluster {
     pub fn start_server(&mut self) {
         let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
         let child = Command::new(EXE)
-            .args([
-                "server",
-                "--listen",
-                &format!("127.0.0.1:{}", self.port),
-                "--join-token",
-                JOIN,
-                "--admin-password",
-                ADMIN_PW,
-            ])
+            .args(["server", "--listen", &format!("127.0.0.1:{}", self.port)])
+            .arg("--join-token-file")
+            .arg(self.dir.join("join-token"))
+            .arg("--admin-password-file")
+            .arg(self.dir.join("admin-password"))
+            .args(if self.ca.is_some() { &["--tls-self-signed"][..] } else { &[] })
             .args([
                 "--db",
                 &self.dir.join("server.db").display().to_string(),
@@ -79,28 +93,31 @@ impl Cluster {
             .spawn()
             .unwrap();
         self.server = Some(child);
-        let anon = Client::new(&self.url, None);
         wait_until("server", || {
+            // With TLS, the certificate exists once the server has made it.
+            let anon = self.try_anon()?;
             anon.get::<serde_json::Value>("/api/health")
                 .ok()
                 .or_else(|| anon.get::<serde_json::Value>("/api/openapi.json").ok())
         });
     }
 
+    fn try_anon(&self) -> Option<Client> {
+        Client::connect(&self.url, None, self.ca.as_deref(), false).ok()
+    }
+
+    /// A client with no token (trusting the cluster's certificate where it has one).
+    pub fn anon(&self) -> Client {
+        self.try_anon().expect("a client for the cluster")
+    }
+
     pub fn start_node(&mut self, name: &str, cpus: f64) {
         let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).unwrap();
         let child = Command::new(EXE)
-            .args([
-                "node",
-                "--server",
-                &self.url,
-                "--join-token",
-                JOIN,
-                "--cpus",
-                &cpus.to_string(),
-                "--name",
-                name,
-            ])
+            .args(["node", "--server", &self.url, "--cpus", &cpus.to_string(), "--name", name])
+            .arg("--join-token-file")
+            .arg(self.dir.join("join-token"))
+            .args(self.ca.iter().flat_map(|ca| [std::ffi::OsStr::new("--ca"), ca.as_os_str()]))
             .args(["--workdir", &self.dir.join(name).display().to_string(), "--period", "0.5"])
             .stdout(Stdio::null())
             .stderr(log)
@@ -120,8 +137,9 @@ impl Cluster {
     }
 
     pub fn admin(&self) -> Client {
-        let t = Client::new(&self.url, None).login("admin", ADMIN_PW).unwrap().token;
-        Client::new(&self.url, Some(t))
+        let anon = self.anon();
+        let t = anon.login("admin", ADMIN_PW).unwrap().token;
+        anon.with_token(Some(t))
     }
 
     /// A user with `credit` credits, logged in.
@@ -129,8 +147,9 @@ impl Cluster {
         let admin = self.admin();
         admin.user_add(&as_me(name, &("pw-".to_string() + name))).unwrap();
         admin.credit(name, Money::from_credits(credit)).unwrap();
-        let t = Client::new(&self.url, None).login(name, &("pw-".to_string() + name)).unwrap().token;
-        Client::new(&self.url, Some(t))
+        let anon = self.anon();
+        let t = anon.login(name, &("pw-".to_string() + name)).unwrap().token;
+        anon.with_token(Some(t))
     }
 }
 
@@ -228,6 +247,8 @@ pub fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
         .env("LIBRA_SERVER", &cl.url)
         .env("LIBRA_TOKEN", token)
         .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
+        // A cluster serving https: its certificate, trusted like `--ca`.
+        .envs(cl.ca.iter().map(|ca| ("LIBRA_CA", ca)))
         .output()
         .unwrap();
     assert!(out.status.success(), "libra {args:?}: {}", String::from_utf8_lossy(&out.stderr));

@@ -48,6 +48,9 @@ pub enum AdminCommand {
     /// Users.
     #[command(subcommand)]
     User(UserCommand),
+    /// Node agents' identities.
+    #[command(subcommand)]
+    Node(NodeCommand),
     /// Deposit credit (a negative amount withdraws, never below zero).
     Credit {
         user: String,
@@ -80,13 +83,29 @@ pub struct PricingArgs {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Forget a node's credential: its agent's credential is refused from now on, the node must
+    /// join again with the cluster's join token (the agent does so by itself where it was given
+    /// one), and its running jobs are lost as a silent node's are (holds released, nothing
+    /// charged). For a reinstalled, lost or retired machine.
+    #[command(after_help = "Example:\n  libra admin node forget n17")]
+    Forget {
+        /// The node's name (`libra admin nodes` lists them).
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum UserCommand {
     /// Add a user.
     Add {
         name: String,
-        /// Password (default: LIBRA_PASSWORD, else read from standard input).
-        #[arg(long)]
+        /// Refused: a password on the command line is readable by every user of the machine.
+        #[arg(long, hide = true)]
         password: Option<String>,
+        /// A file holding the password (default: LIBRA_PASSWORD, else a line of standard input).
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<std::path::PathBuf>,
         /// Make the user an administrator.
         #[arg(long)]
         admin: bool,
@@ -228,8 +247,33 @@ pub fn run(a: AdminArgs) -> Result<()> {
             }
             println!("job {} is now {}", j.id, j.state);
         }
-        AdminCommand::User(UserCommand::Add { name, password, admin, unix_user, allow_root }) => {
-            let password = read_password(password, &format!("password for {name}: "))?;
+        AdminCommand::Node(NodeCommand::Forget { name }) => {
+            let f = c.node_forget(&name)?;
+            if json {
+                return print_json(&f);
+            }
+            println!(
+                "forgot node {}'s credential: it joins again with the join token; {}",
+                f.name,
+                match f.jobs_lost.len() {
+                    0 => "it had no active jobs".to_string(),
+                    _ => format!(
+                        "its jobs {} are lost (holds released)",
+                        f.jobs_lost.iter().map(|j| j.to_string()).collect::<Vec<_>>().join(", ")
+                    ),
+                }
+            );
+        }
+        AdminCommand::User(UserCommand::Add {
+            name,
+            password,
+            password_file,
+            admin,
+            unix_user,
+            allow_root,
+        }) => {
+            let password =
+                read_password(password, password_file.as_deref(), &format!("password for {name}: "))?;
             let u = c.user_add(&UserAdd { name, password, admin, unix_user, allow_root })?;
             if json {
                 return print_json(&u);

@@ -14,12 +14,23 @@ pub use crate::cmd::time::{fmt_dur, fmt_opt_time, fmt_time, now, parse_deadline,
 /// How to reach the server; by default the last `libra login`.
 #[derive(Debug, Clone, Args)]
 pub struct Conn {
-    /// Server URL, e.g. http://127.0.0.1:7878 (default: the one from `libra login`).
+    /// Server URL, e.g. https://manager:7878 or http://127.0.0.1:7878 (default: the one from
+    /// `libra login`).
     #[arg(long, env = "LIBRA_SERVER", global = true)]
     pub server: Option<String>,
-    /// API token (default: the one saved by `libra login`).
-    #[arg(long, env = "LIBRA_TOKEN", hide_env_values = true, global = true)]
+    /// A PEM file with the certificate (or CA) to check the server's TLS certificate against
+    /// (default: the one given to `libra login`, else the public roots).
+    #[arg(long, env = "LIBRA_CA", value_name = "FILE", global = true)]
+    pub ca: Option<PathBuf>,
+    /// Allow plain http to a server that is not on this machine.
+    #[arg(long, global = true)]
+    pub insecure_http: bool,
+    /// Refused: a token on the command line is readable by every user of the machine.
+    #[arg(long, hide = true, global = true)]
     pub token: Option<String>,
+    /// A file holding the API token (default: LIBRA_TOKEN, else the one saved by `libra login`).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub token_file: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
@@ -31,6 +42,11 @@ pub struct Login {
     pub server: String,
     pub user: String,
     pub token: String,
+    /// The certificate the server's is checked against (`libra login --ca`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_http: bool,
 }
 
 pub fn config_dir() -> Result<PathBuf> {
@@ -61,15 +77,35 @@ pub fn saved_login() -> Option<Login> {
 pub fn save_login(l: &Login) -> Result<()> {
     let path = login_path()?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        // A directory made here for the login is its owner's only (one that exists is left as
+        // it is: it may be shared configuration).
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating {}", dir.display()))?;
     }
-    std::fs::write(&path, serde_json::to_string_pretty(l)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
-    }
+    write_secret(&path, serde_json::to_string_pretty(l)?.as_bytes())
+}
+
+/// Writes a file holding a secret: created 0600 (never readable by others, not even for a
+/// moment) and replaced whole.
+pub fn write_secret(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let tmp = path.with_extension("new");
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    drop(f);
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -87,16 +123,26 @@ impl Conn {
     /// A client with the caller's token.
     pub fn client(&self) -> Result<Client> {
         let server = self.server_url()?;
-        let token = match &self.token {
-            Some(t) => t.clone(),
-            None => match saved_login() {
-                Some(l) if self.server.is_none() || self.server.as_deref() == Some(l.server.as_str()) => {
-                    l.token
-                }
-                _ => bail!("not logged in to {server}: run `libra login --server {server} --user NAME`"),
-            },
+        // The saved login's TLS settings go with its server.
+        let saved = saved_login()
+            .filter(|l| self.server.is_none() || self.server.as_deref() == Some(l.server.as_str()));
+        let given = SecretSource {
+            what: "the API token",
+            file_flag: "--token-file",
+            env: "LIBRA_TOKEN",
+            value_flag: "--token",
+        }
+        .read(self.token.as_deref(), self.token_file.as_deref())?;
+        let token = match (&given, &saved) {
+            (Some(t), _) => t.clone(),
+            (None, Some(l)) => l.token.clone(),
+            (None, None) => {
+                bail!("not logged in to {server}: run `libra login --server {server} --user NAME`")
+            }
         };
-        Ok(Client::new(&server, Some(token)))
+        let ca = self.ca.clone().or_else(|| saved.as_ref().and_then(|l| l.ca.clone()));
+        let insecure = self.insecure_http || saved.as_ref().is_some_and(|l| l.insecure_http);
+        Ok(Client::connect(&server, Some(token), ca.as_deref(), insecure)?)
     }
 }
 
@@ -115,9 +161,56 @@ pub fn print_json<T: Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
-/// Reads a password from `--password`, `LIBRA_PASSWORD`, or a line of standard input.
-pub fn read_password(given: Option<String>, prompt: &str) -> Result<String> {
-    if let Some(p) = given.or_else(|| std::env::var("LIBRA_PASSWORD").ok()) {
+/// Where a secret may come from: a file or the environment, never the command line (any user
+/// of the machine reads every process's arguments in /proc/PID/cmdline, and `ps` shows them).
+pub struct SecretSource<'a> {
+    /// What it is, for messages ("the join token").
+    pub what: &'a str,
+    /// The flag that names a file holding it (`--join-token-file`).
+    pub file_flag: &'a str,
+    /// The environment variable that may hold it.
+    pub env: &'a str,
+    /// The flag that used to take the value itself: given, it is refused.
+    pub value_flag: &'a str,
+}
+
+impl SecretSource<'_> {
+    /// The secret from `file` (its content, surrounding white space removed) or the environment
+    /// variable; `given` (the old flag's value) is refused with the safe ways named.
+    pub fn read(&self, given: Option<&str>, file: Option<&std::path::Path>) -> Result<Option<String>> {
+        if given.is_some() {
+            bail!(
+                "{}: {} on the command line is not accepted (every user of the machine can read a process's arguments): \
+                 give {} FILE (a file readable only by you, mode 0600) or set {}",
+                self.value_flag,
+                self.what,
+                self.file_flag,
+                self.env
+            );
+        }
+        if let Some(f) = file {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("{}: reading {} from {}", self.file_flag, self.what, f.display()))?;
+            let t = text.trim();
+            if t.is_empty() {
+                bail!("{}: {} is empty: it should hold {}", self.file_flag, f.display(), self.what);
+            }
+            return Ok(Some(t.to_string()));
+        }
+        Ok(std::env::var(self.env).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()))
+    }
+}
+
+/// Reads a password from `--password-file`, `LIBRA_PASSWORD`, or a line of standard input
+/// (`--password VALUE`, on the command line, is refused).
+pub fn read_password(given: Option<String>, file: Option<&std::path::Path>, prompt: &str) -> Result<String> {
+    let src = SecretSource {
+        what: "the password",
+        file_flag: "--password-file",
+        env: "LIBRA_PASSWORD",
+        value_flag: "--password",
+    };
+    if let Some(p) = src.read(given.as_deref(), file)? {
         return Ok(p);
     }
     eprint!("{prompt}");

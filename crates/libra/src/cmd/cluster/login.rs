@@ -4,6 +4,7 @@ use super::common::{print_json, read_password, save_login, Login};
 use anyhow::Result;
 use clap::Args;
 use libra_api::Client;
+use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
@@ -13,21 +14,41 @@ pub struct LoginArgs {
     /// User name.
     #[arg(long)]
     pub user: String,
-    /// Password (default: LIBRA_PASSWORD, else read from standard input).
-    #[arg(long)]
+    /// Refused: a password on the command line is readable by every user of the machine.
+    #[arg(long, hide = true)]
     pub password: Option<String>,
+    /// A file holding the password (default: LIBRA_PASSWORD, else a line of standard input).
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
+    /// A PEM file with the certificate (or CA) the server's TLS certificate is checked against,
+    /// for a server with a private or self-signed certificate; remembered with the login.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Allow plain http to a server that is not on this machine (passwords and tokens then
+    /// cross the network readable); remembered with the login.
+    #[arg(long)]
+    pub insecure_http: bool,
     /// Print the token as JSON instead of saving it.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(a: LoginArgs) -> Result<()> {
-    let password = read_password(a.password, "password: ")?;
-    let resp = Client::new(&a.server, None).login(&a.user, &password)?;
+    // An absolute path: the saved login is used from any directory.
+    let ca = a.ca.as_ref().map(std::path::absolute).transpose()?;
+    let client = Client::connect(&a.server, None, ca.as_deref(), a.insecure_http)?;
+    let password = read_password(a.password, a.password_file.as_deref(), "password: ")?;
+    let resp = client.login(&a.user, &password)?;
     if a.json {
         return print_json(&resp);
     }
-    save_login(&Login { server: a.server.clone(), user: resp.user.clone(), token: resp.token })?;
+    save_login(&Login {
+        server: a.server.clone(),
+        user: resp.user.clone(),
+        token: resp.token,
+        ca,
+        insecure_http: a.insecure_http,
+    })?;
     println!(
         "logged in to {} as {}{}",
         a.server,

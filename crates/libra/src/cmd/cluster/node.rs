@@ -1,19 +1,38 @@
 //! `libra node`: the node agent.
 
-use super::common::data_dir;
+use super::common::{data_dir, SecretSource};
 use anyhow::{Context, Result};
 use clap::Args;
 use libra_node::{Agent, AgentConfig};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "The join token admits a new node once: the server then gives the node a credential of its own, \
+saved in node.credential (mode 0600) in the work directory, which the agent uses from then on (the join token \
+file may then be removed). Secrets are never taken on the command line, where every user can read them.\n\n\
+Example:\n  libra node --server https://manager:7878 --ca /etc/libra/cert.pem --join-token-file /etc/libra/join-token"
+)]
 pub struct NodeArgs {
-    /// The server's URL.
+    /// The server's URL: https://HOST:PORT, or http:// on this machine (another machine over
+    /// plain http needs --insecure-http).
     #[arg(long, env = "LIBRA_SERVER")]
     pub server: String,
-    /// The cluster's join token.
-    #[arg(long, env = "LIBRA_JOIN_TOKEN", hide_env_values = true)]
-    pub join_token: String,
+    /// A file holding the cluster's join token (default: the LIBRA_JOIN_TOKEN environment
+    /// variable). Needed only to join: once the node has its credential it is not read.
+    #[arg(long, value_name = "FILE")]
+    pub join_token_file: Option<PathBuf>,
+    /// Refused: a secret on the command line is readable by every user of the machine.
+    #[arg(long, hide = true)]
+    pub join_token: Option<String>,
+    /// A PEM file with the certificate (or CA) the server's TLS certificate is checked against
+    /// (`libra server --tls-self-signed` prints where its certificate is).
+    #[arg(long, env = "LIBRA_CA", value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Allow plain http to a server on another machine (the credential then crosses the
+    /// network readable).
+    #[arg(long)]
+    pub insecure_http: bool,
     /// Capacity in CPUs (default: all cores). Several agents on one machine each get their own
     /// capped control group, so `--cpus 0.5` four times on a 2-core machine makes a four-node
     /// cluster whose nodes do not steal from each other.
@@ -65,9 +84,17 @@ pub fn run(a: NodeArgs) -> Result<()> {
         Some(w) => w,
         None => data_dir()?.join(format!("node-{name}")),
     };
+    let join_token = SecretSource {
+        what: "the join token",
+        file_flag: "--join-token-file",
+        env: "LIBRA_JOIN_TOKEN",
+        value_flag: "--join-token",
+    }
+    .read(a.join_token.as_deref(), a.join_token_file.as_deref())?;
+    let client = libra_api::Client::connect(&a.server, None, a.ca.as_deref(), a.insecure_http)?;
     let mut agent = Agent::new(AgentConfig {
-        server: a.server,
-        join_token: a.join_token,
+        client,
+        join_token,
         name: name.clone(),
         cpus,
         mem_mb: a.mem_mb,

@@ -1,20 +1,38 @@
 //! `libra server`: the configuration file merged with flags (a flag beats the file, the file
 //! beats the default), then the server runs until interrupted.
 
-use super::common::data_dir;
+use super::common::{data_dir, SecretSource};
 use anyhow::Result;
 use clap::Args;
 use libra_server::Config;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Secrets (the join token, the administrator's password) come from files or the environment, never \
+the command line, where every user of the machine can read them. Beyond this machine, serve https.\n\n\
+Examples:\n  libra server --join-token-file /etc/libra/join-token --db /var/lib/libra/server.db\n  \
+libra server --listen 0.0.0.0:7878 --tls-self-signed --join-token-file /etc/libra/join-token\n  \
+libra server --listen 0.0.0.0:7878 --tls-cert /etc/libra/cert.pem --tls-key /etc/libra/key.pem --join-token-file /etc/libra/join-token"
+)]
 pub struct ServerArgs {
     /// Configuration file (TOML); every setting in it can be overridden by the flags below.
     #[arg(long, env = "LIBRA_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address to listen on (default 127.0.0.1:7878; loopback only: there is no TLS).
+    /// Address to listen on (default 127.0.0.1:7878). Another address without TLS is warned
+    /// about.
     #[arg(long)]
     pub listen: Option<String>,
+    /// TLS certificate chain (PEM): the server then speaks only https (with --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve https with a self-signed certificate, made on the first start and kept in tls/
+    /// beside the store (clients trust it with --ca DIR/tls/cert.pem).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub tls_self_signed: bool,
     /// The SQLite store (default: server.db in the user's data directory).
     #[arg(long)]
     pub db: Option<PathBuf>,
@@ -22,11 +40,20 @@ pub struct ServerArgs {
     /// store); their files go in experiments/ beside it.
     #[arg(long)]
     pub broker_db: Option<PathBuf>,
-    /// The token node agents must present to join (at least 8 characters).
-    #[arg(long, env = "LIBRA_JOIN_TOKEN", hide_env_values = true)]
+    /// A file holding the token new node agents present to join (at least 8 characters;
+    /// default: the LIBRA_JOIN_TOKEN environment variable, else join_token in the
+    /// configuration file).
+    #[arg(long, value_name = "FILE")]
+    pub join_token_file: Option<PathBuf>,
+    /// Refused: a secret on the command line is readable by every user of the machine.
+    #[arg(long, hide = true)]
     pub join_token: Option<String>,
-    /// Password for the `admin` account created on an empty store (default: generated and printed).
-    #[arg(long, env = "LIBRA_ADMIN_PASSWORD", hide_env_values = true)]
+    /// A file holding the password of the `admin` account created on an empty store (default:
+    /// the LIBRA_ADMIN_PASSWORD environment variable, else generated and printed).
+    #[arg(long, value_name = "FILE")]
+    pub admin_password_file: Option<PathBuf>,
+    /// Refused: a secret on the command line is readable by every user of the machine.
+    #[arg(long, hide = true)]
     pub admin_password: Option<String>,
     /// Admission policy: libra or libra+$ (time-shared, every accepted job a promise), or a
     /// space-shared baseline: fifo, fcfs-bf, sjf-bf, edf-bf (a queue, whole nodes, no promise).
@@ -56,7 +83,7 @@ pub struct ServerArgs {
     /// cut may lose the last commits).
     #[arg(long)]
     pub no_fsync: bool,
-    /// A Libra cluster (http://host:port) that users' hosted sweeps may send jobs to, besides
+    /// A Libra cluster (https://host:port) that users' hosted sweeps may send jobs to, besides
     /// this server (repeat for several; added to sweep_clusters from the file).
     #[arg(long = "sweep-cluster", value_name = "URL")]
     pub sweep_clusters: Vec<String>,
@@ -76,11 +103,35 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
     if let Some(v) = &a.broker_db {
         c.broker_db = Some(v.clone());
     }
-    if let Some(v) = &a.join_token {
-        c.join_token = v.clone();
+    if let Some(v) = (SecretSource {
+        what: "the join token",
+        file_flag: "--join-token-file",
+        env: "LIBRA_JOIN_TOKEN",
+        value_flag: "--join-token",
+    })
+    .read(a.join_token.as_deref(), a.join_token_file.as_deref())?
+    {
+        c.join_token = v;
     }
-    if let Some(v) = &a.admin_password {
-        c.admin_password = Some(v.clone());
+    if let Some(v) = (SecretSource {
+        what: "the administrator's password",
+        file_flag: "--admin-password-file",
+        env: "LIBRA_ADMIN_PASSWORD",
+        value_flag: "--admin-password",
+    })
+    .read(a.admin_password.as_deref(), a.admin_password_file.as_deref())?
+    {
+        c.admin_password = Some(v);
+    }
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        c.tls_cert = Some(cert.clone());
+        c.tls_key = Some(key.clone());
+        c.tls_self_signed = false;
+    }
+    if a.tls_self_signed {
+        c.tls_self_signed = true;
+        c.tls_cert = None;
+        c.tls_key = None;
     }
     if let Some(v) = &a.policy {
         c.policy = v.clone();

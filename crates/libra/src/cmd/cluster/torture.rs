@@ -131,8 +131,12 @@ impl Procs {
 
     fn start_server(&mut self) -> Result<()> {
         let child = Command::new(&self.exe)
-            .args(["server", "--listen", &format!("127.0.0.1:{}", self.port), "--join-token", JOIN])
-            .args(["--admin-password", ADMIN_PW, "--period", "0.5", "--node-timeout", "20"])
+            .args(["server", "--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--period", "0.5", "--node-timeout", "20"])
+            // Secrets through the environment, not the command line (which any user reads);
+            // earlier releases (--binary) read the same variables.
+            .env("LIBRA_JOIN_TOKEN", JOIN)
+            .env("LIBRA_ADMIN_PASSWORD", ADMIN_PW)
             .arg("--db")
             .arg(self.db())
             .stdin(Stdio::null())
@@ -155,7 +159,8 @@ impl Procs {
     fn start_node(&mut self, i: usize, cpus: f64) -> Result<()> {
         let name = format!("node-{i}");
         let child = Command::new(&self.exe)
-            .args(["node", "--server", &self.url(), "--join-token", JOIN, "--name", &name])
+            .args(["node", "--server", &self.url(), "--name", &name])
+            .env("LIBRA_JOIN_TOKEN", JOIN)
             .args(["--cpus", &cpus.to_string(), "--period", "0.5"])
             .arg("--workdir")
             .arg(self.dir.join(&name))

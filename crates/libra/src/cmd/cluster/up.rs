@@ -41,6 +41,11 @@ pub struct UpArgs {
     /// Start, run the demo, and stop (instead of serving until interrupted).
     #[arg(long)]
     pub exit: bool,
+    /// Serve https with a self-signed certificate (kept in the state directory's tls/; the
+    /// saved login and the node agents trust it). Off by default: the cluster is reached on
+    /// 127.0.0.1 only, and a browser warns about a self-signed certificate.
+    #[arg(long)]
+    pub tls: bool,
 }
 
 /// Set by SIGINT or SIGTERM, so that `up` returns and its children are stopped with it (by
@@ -168,7 +173,8 @@ pub fn run(a: UpArgs) -> Result<()> {
         None => data_dir()?.join("up"),
     };
     private_dir(&state)?;
-    let join = secret(&state.join("join-token"), 8)?;
+    // Made here (random, 0600) if absent; the children read it from the file.
+    secret(&state.join("join-token"), 8)?;
     let admin_pw = secret(&state.join("admin-password"), 8)?;
     // A server already on the port would answer for ours: say so rather than talk to it.
     if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", a.port)) {
@@ -177,54 +183,63 @@ pub fn run(a: UpArgs) -> Result<()> {
             a.port
         );
     }
-    let url = format!("http://127.0.0.1:{}", a.port);
+    let scheme = if a.tls { "https" } else { "http" };
+    let url = format!("{scheme}://127.0.0.1:{}", a.port);
+    // Where the server keeps its self-signed certificate (`libra server --tls-self-signed`).
+    let ca = a.tls.then(|| state.join("tls").join("cert.pem"));
     let s = |x: &str| x.to_string();
+    let path = |p: &Path| p.display().to_string();
     let mut kids = Children(Vec::new());
-    kids.0.push(spawn(
-        &[
-            s("server"),
-            s("--listen"),
-            format!("127.0.0.1:{}", a.port),
-            s("--db"),
-            state.join("server.db").display().to_string(),
-            s("--join-token"),
-            join.clone(),
-            s("--admin-password"),
-            admin_pw.clone(),
-            s("--period"),
-            s("1"),
-        ],
-        &state.join("server.log"),
-    )?);
-    let anon = Client::new(&url, None);
-    wait_for("the server", Duration::from_secs(15), || {
-        anon.get::<serde_json::Value>("/api/openapi.json").ok()
+    // Secrets go to the children as files (0600 in the 0700 state directory), never as
+    // arguments: every user of the machine can read a process's command line.
+    let mut server = vec![
+        s("server"),
+        s("--listen"),
+        format!("127.0.0.1:{}", a.port),
+        s("--db"),
+        path(&state.join("server.db")),
+        s("--join-token-file"),
+        path(&state.join("join-token")),
+        s("--admin-password-file"),
+        path(&state.join("admin-password")),
+        s("--period"),
+        s("1"),
+    ];
+    if a.tls {
+        server.push(s("--tls-self-signed"));
+    }
+    kids.0.push(spawn(&server, &state.join("server.log"))?);
+    let anon = wait_for("the server", Duration::from_secs(15), || {
+        // The certificate exists once the server has made it.
+        let anon = Client::connect(&url, None, ca.as_deref(), false).ok()?;
+        anon.get::<serde_json::Value>("/api/openapi.json").ok().map(|_| anon)
     })
     .with_context(|| format!("see {}", state.join("server.log").display()))?;
     for i in 1..=a.nodes {
         let name = format!("node-{i}");
-        kids.0.push(spawn(
-            &[
-                s("node"),
-                s("--server"),
-                url.clone(),
-                s("--join-token"),
-                join.clone(),
-                s("--cpus"),
-                format!("{cpus}"),
-                s("--name"),
-                name.clone(),
-                s("--workdir"),
-                state.join(&name).display().to_string(),
-            ],
-            &state.join(format!("{name}.log")),
-        )?);
+        let mut node = vec![
+            s("node"),
+            s("--server"),
+            url.clone(),
+            s("--join-token-file"),
+            path(&state.join("join-token")),
+            s("--cpus"),
+            format!("{cpus}"),
+            s("--name"),
+            name.clone(),
+            s("--workdir"),
+            path(&state.join(&name)),
+        ];
+        if let Some(ca) = &ca {
+            node.extend([s("--ca"), path(ca)]);
+        }
+        kids.0.push(spawn(&node, &state.join(format!("{name}.log")))?);
     }
-    let admin = Client::new(&url, Some(anon.login("admin", &admin_pw)?.token));
+    let admin = anon.with_token(Some(anon.login("admin", &admin_pw)?.token));
     let (demo_pw, demo_token) = demo_account(&anon, &admin, &state)?;
     let libra = invocation(std::env::var_os("PATH").as_deref(), &std::env::current_exe()?);
-    let login_note = choose_login(&url, &demo_token, &libra)?;
-    let demo = Client::new(&url, Some(demo_token));
+    let login_note = choose_login(&url, &demo_token, &libra, ca.as_deref())?;
+    let demo = anon.with_token(Some(demo_token));
     let nodes = wait_for("the node agents", Duration::from_secs(20), || {
         admin.nodes().ok().filter(|n| n.iter().filter(|x| x.up).count() >= a.nodes as usize)
     })?;
@@ -328,7 +343,11 @@ fn check_saved(l: &Login) -> Saved {
     if !is_loopback(&l.server) {
         return Saved::Unknown;
     }
-    match Client::new(&l.server, Some(l.token.clone())).balance() {
+    let Ok(client) = Client::connect(&l.server, Some(l.token.clone()), l.ca.as_deref(), l.insecure_http)
+    else {
+        return Saved::Unknown;
+    };
+    match client.balance() {
         Ok(b) => Saved::Works(b.user),
         Err(e) if e.status() == Some(401) => Saved::Stale,
         Err(ClientError::Transport { .. }) => Saved::Stale,
@@ -350,9 +369,10 @@ fn is_loopback(url: &str) -> bool {
 /// Saves the demo user's login for the other commands only where that takes nothing away:
 /// there is no saved login, or the saved one no longer works. Anyone else's (an
 /// administrator's, a login to another cluster) is kept. Returns which login is in use.
-fn choose_login(url: &str, demo_token: &str, libra: &str) -> Result<String> {
+fn choose_login(url: &str, demo_token: &str, libra: &str, ca: Option<&Path>) -> Result<String> {
     let path = login_path()?;
-    let switch = format!("`{libra} login --server {url} --user demo` (the portal's password)");
+    let ca_flag = ca.map(|c| format!(" --ca {}", shell_word(&c.display().to_string()))).unwrap_or_default();
+    let switch = format!("`{libra} login --server {url}{ca_flag} --user demo` (the portal's password)");
     let replaced = match saved_login() {
         None => None,
         Some(l) => match check_saved(&l) {
@@ -373,7 +393,13 @@ fn choose_login(url: &str, demo_token: &str, libra: &str) -> Result<String> {
             Saved::Stale => Some(l),
         },
     };
-    save_login(&Login { server: url.to_string(), user: "demo".into(), token: demo_token.to_string() })?;
+    save_login(&Login {
+        server: url.to_string(),
+        user: "demo".into(),
+        token: demo_token.to_string(),
+        ca: ca.map(Path::to_path_buf),
+        insecure_http: false,
+    })?;
     Ok(match replaced {
         None => format!("logged in as demo for the commands below (saved in {})", path.display()),
         Some(l) => format!(

@@ -26,8 +26,12 @@ pub struct SweepArgs {
     /// and the steering commands go through its API instead of the local database.
     #[arg(long, global = true)]
     pub server: Option<String>,
-    /// API token for --server (default: the one saved by `libra login` for that server).
-    #[arg(long, global = true, env = "LIBRA_TOKEN", hide_env_values = true)]
+    /// A file holding the API token for --server (default: LIBRA_TOKEN, else the one saved by
+    /// `libra login` for that server).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Refused: a token on the command line is readable by every user of the machine.
+    #[arg(long, global = true, hide = true)]
     pub token: Option<String>,
     #[command(subcommand)]
     pub command: SweepCommand,
@@ -85,7 +89,7 @@ impl SweepArgs {
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     if let Some(server) = args.server {
-        return remote::run(server, args.token, args.command);
+        return remote::run(server, args.token, args.token_file, args.command);
     }
     let db = match args.db {
         Some(db) => db,

@@ -14,8 +14,24 @@ use indicatif::{ProgressBar, ProgressStyle};
 use libra_api::{Client, SweepCreate, SweepDeadline, SweepInfo};
 use std::time::Duration;
 
-pub fn run(server: String, token: Option<String>, cmd: SweepCommand) -> anyhow::Result<()> {
-    let client = || Conn { server: Some(server.clone()), token: token.clone(), json: false }.client();
+pub fn run(
+    server: String,
+    token: Option<String>,
+    token_file: Option<std::path::PathBuf>,
+    cmd: SweepCommand,
+) -> anyhow::Result<()> {
+    // TLS: the CA from LIBRA_CA, else the saved login's for this server.
+    let client = || {
+        Conn {
+            server: Some(server.clone()),
+            token: token.clone(),
+            token_file: token_file.clone(),
+            json: false,
+            ca: std::env::var_os("LIBRA_CA").map(Into::into),
+            insecure_http: false,
+        }
+        .client()
+    };
     match cmd {
         SweepCommand::Run(a) => create(&client()?, a),
         SweepCommand::Status(a) => status(&client()?, a),

@@ -1,0 +1,385 @@
+//! Multi-user safety with real processes: secrets never on a command line and private on disk,
+//! node agents that keep their own credential across restarts and join again after an
+//! administrator forgets them, https end to end with a self-signed certificate, and plain http
+//! refused beyond loopback.
+
+mod common;
+
+use common::{
+    processes_mentioning, wait_done, wait_until, Cleanup, Cluster, Lines, ADMIN_PW, EXE, JOIN, SERIAL,
+};
+use libra_api::{Client, JobState};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).permissions().mode() & 0o777
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("libra-sec-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `libra ARGS` with a clean environment of its own (no saved login, no server or token).
+fn libra(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(EXE);
+    c.args(args)
+        .current_dir(dir)
+        .env("LIBRA_CONFIG_DIR", dir.join("config"))
+        .env("LIBRA_DATA_DIR", dir.join("data"))
+        .env_remove("LIBRA_SERVER")
+        .env_remove("LIBRA_TOKEN")
+        .env_remove("LIBRA_CA")
+        .env_remove("LIBRA_JOIN_TOKEN")
+        .env_remove("LIBRA_ADMIN_PASSWORD")
+        .env_remove("LIBRA_PASSWORD")
+        .stdin(Stdio::null());
+    c
+}
+
+fn failed(out: &Output) -> String {
+    assert!(!out.status.success(), "should have failed: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every process's command line, NUL-separated arguments joined.
+fn all_command_lines() -> Vec<(i32, String)> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            v.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+        }
+    }
+    v
+}
+
+#[test]
+fn up_keeps_secrets_off_command_lines_and_private_on_disk() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = scratch("up");
+    let _cleanup = Cleanup(dir.display().to_string());
+    let state = dir.join("state");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut up = libra(&dir, &["up", "--nodes", "1", "--cpus-per-node", "0.5", "--no-demo", "--port"])
+        .arg(port.to_string())
+        .arg("--state")
+        .arg(&state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = Lines::new(up.stdout.take().unwrap());
+    if let Err(e) = out.until("serving until interrupted", Duration::from_secs(60)) {
+        panic!("libra up: {e}");
+    }
+    let credential_file = state.join("node-1").join("node.credential");
+    wait_until("the node's credential", || credential_file.exists().then_some(()));
+    let secrets: Vec<(&str, String)> = ["join-token", "admin-password", "demo-password"]
+        .iter()
+        .map(|f| (*f, std::fs::read_to_string(state.join(f)).unwrap().trim().to_string()))
+        .chain([("node.credential", std::fs::read_to_string(&credential_file).unwrap().trim().to_string())])
+        .collect();
+    // The cluster's processes are running (they name the state directory) ...
+    let ours = processes_mentioning(&state.display().to_string());
+    assert!(ours.len() >= 2, "the server and the node agent: {ours:?}");
+    // ... and no process on the machine shows a secret in its arguments.
+    for (pid, cmd) in all_command_lines() {
+        for (what, secret) in &secrets {
+            assert!(secret.len() >= 8);
+            assert!(
+                !cmd.contains(secret.as_str()),
+                "process {pid} shows the {what} on its command line: {cmd}"
+            );
+        }
+    }
+    // Secrets and databases are their owner's only.
+    assert_eq!(mode(&state), 0o700);
+    for f in ["join-token", "admin-password", "demo-password", "server.db"] {
+        assert_eq!(mode(&state.join(f)), 0o600, "{f}");
+    }
+    let wal = state.join("server.db-wal");
+    if wal.exists() {
+        assert_eq!(mode(&wal), 0o600, "server.db-wal");
+    }
+    assert_eq!(mode(&state.join("sweeps")), 0o700, "the hosted sweeps' directory");
+    assert_eq!(mode(&state.join("sweeps").join("broker.db")), 0o600, "broker.db");
+    assert_eq!(mode(&credential_file), 0o600);
+    // Others may pass through the node's directory to their jobs, not list it.
+    assert_eq!(mode(&state.join("node-1")), 0o711);
+    assert_eq!(mode(&dir.join("config").join("login.json")), 0o600);
+    assert_eq!(mode(&dir.join("config")), 0o700);
+    // SAFETY: SIGTERM to the `libra up` this test started.
+    unsafe {
+        libc::kill(up.id() as i32, libc::SIGTERM);
+    }
+    up.wait().unwrap();
+}
+
+#[test]
+fn secrets_given_on_the_command_line_are_refused_with_the_safe_ways_named() {
+    let dir = scratch("flags");
+    let cases: [(&[&str], &str, &str); 6] = [
+        (
+            &["status", "--server", "http://127.0.0.1:9", "--token", "sekrit-token"],
+            "--token-file",
+            "LIBRA_TOKEN",
+        ),
+        (
+            &["sweep", "status", "--server", "http://127.0.0.1:9", "--token", "sekrit-token"],
+            "--token-file",
+            "LIBRA_TOKEN",
+        ),
+        (
+            &["node", "--server", "http://127.0.0.1:9", "--join-token", "sekrit-token"],
+            "--join-token-file",
+            "LIBRA_JOIN_TOKEN",
+        ),
+        (&["server", "--join-token", "sekrit-token"], "--join-token-file", "LIBRA_JOIN_TOKEN"),
+        (&["server", "--admin-password", "sekrit-pw"], "--admin-password-file", "LIBRA_ADMIN_PASSWORD"),
+        (
+            &["login", "--server", "http://127.0.0.1:9", "--user", "u", "--password", "sekrit-pw"],
+            "--password-file",
+            "LIBRA_PASSWORD",
+        ),
+    ];
+    for (args, file_flag, env) in cases {
+        let e = failed(&libra(&dir, args).output().unwrap());
+        assert!(e.contains(file_flag) && e.contains(env) && e.contains("command line"), "{args:?}: {e}");
+        assert!(!e.contains("sekrit"), "the error repeats the secret: {e}");
+    }
+    // An agent with neither a credential nor a join token says how to give one.
+    let e = failed(
+        &libra(&dir, &["node", "--server", "http://127.0.0.1:9", "--name", "x", "--workdir"])
+            .arg(dir.join("w"))
+            .output()
+            .unwrap(),
+    );
+    assert!(e.contains("node.credential") && e.contains("--join-token-file"), "{e}");
+}
+
+#[test]
+fn agents_keep_their_credential_across_restarts_and_join_again_when_forgotten() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start(1, 0.5, 30.0);
+    let name = cl.node_names[0].clone();
+    let cred_file = cl.dir.join(&name).join("node.credential");
+    let first = std::fs::read_to_string(&cred_file).unwrap();
+    assert_eq!(mode(&cred_file), 0o600);
+    assert_ne!(first.trim(), JOIN);
+    let admin = cl.admin();
+    let up = |admin: &Client| admin.nodes().ok().filter(|n| n.iter().any(|x| x.name == name && x.up));
+    let down = |admin: &Client| admin.nodes().ok().filter(|n| n.iter().any(|x| x.name == name && !x.up));
+
+    // Restart the agent without its join token: its credential alone registers it again.
+    let mut old = cl.nodes.pop().unwrap();
+    old.kill().unwrap();
+    old.wait().unwrap();
+    std::fs::remove_file(cl.dir.join("join-token")).unwrap();
+    let log = std::fs::File::create(cl.dir.join("restart.log")).unwrap();
+    let mut agent = Command::new(EXE)
+        .args(["node", "--server", &cl.url, "--cpus", "0.5", "--name", &name, "--period", "0.5", "--workdir"])
+        .arg(cl.dir.join(&name))
+        .env_remove("LIBRA_JOIN_TOKEN")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let user = cl.user("carol", 1000);
+    let j = user.submit(&common::burn(0.2, 2.0, 60.0, 50)).unwrap();
+    assert_eq!(wait_done(&user, j.id).state, JobState::Completed);
+    assert_eq!(std::fs::read_to_string(&cred_file).unwrap(), first, "no new credential on a restart");
+
+    // Forgotten, an agent without the join token is refused and stops, saying why.
+    admin.node_forget(&name).unwrap();
+    let status = wait_until("the agent to stop", || agent.try_wait().unwrap());
+    assert!(!status.success());
+    let log = std::fs::read_to_string(cl.dir.join("restart.log")).unwrap();
+    assert!(log.contains("refused"), "{log}");
+    wait_until("the node down", || down(&admin));
+
+    // With the join token, the forgotten node joins again with a new credential.
+    std::fs::write(cl.dir.join("join-token"), JOIN).unwrap();
+    cl.start_node(&name, 0.5);
+    wait_until("the node to join again", || up(&admin));
+    let second = std::fs::read_to_string(&cred_file).unwrap();
+    assert_ne!(second, first);
+    assert_eq!(mode(&cred_file), 0o600);
+    // A running agent forgotten by an administrator joins again by itself (it was given the
+    // join token), and its old credential is refused from then on.
+    admin.node_forget(&name).unwrap();
+    wait_until("a third credential", || {
+        std::fs::read_to_string(&cred_file).ok().filter(|c| *c != second && !c.is_empty())
+    });
+    wait_until("the node up again", || up(&admin));
+    let stale = Client::new(&cl.url, Some(second.trim().to_string()));
+    let e = stale
+        .sync(&libra_api::SyncRequest {
+            name: name.clone(),
+            mechanism: "none".into(),
+            running: vec![],
+            exited: vec![],
+            wait_ms: 0,
+        })
+        .unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    let j = user.submit(&common::burn(0.2, 2.0, 60.0, 50)).unwrap();
+    assert_eq!(wait_done(&user, j.id).state, JobState::Completed);
+}
+
+#[test]
+fn https_end_to_end_with_a_self_signed_certificate() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start_tls(1, 0.5, 30.0);
+    assert!(cl.url.starts_with("https://"));
+    let ca = cl.ca.clone().unwrap();
+    // The agent joined over https (Cluster::start waited for it) and a job runs.
+    let user = cl.user("dana", 1000);
+    std::fs::write(cl.dir.join("dana-password"), "pw-dana").unwrap();
+    // The CLI: login with --ca (remembered), then commands with no TLS flag at all.
+    let dir = cl.dir.clone();
+    let out = libra(&dir, &["login", "--server", &cl.url, "--user", "dana", "--password-file"])
+        .arg(dir.join("dana-password"))
+        .arg("--ca")
+        .arg(&ca)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "login: {}", String::from_utf8_lossy(&out.stderr));
+    let login: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config").join("login.json")).unwrap())
+            .unwrap();
+    assert_eq!(login["ca"], ca.display().to_string());
+    let out = libra(
+        &dir,
+        &[
+            "submit",
+            "--estimate",
+            "2s",
+            "--deadline",
+            "1m",
+            "--budget",
+            "50",
+            "--json",
+            "--",
+            EXE,
+            "burn",
+            "--cpu-seconds",
+            "0.2",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
+    let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = job["id"].as_u64().unwrap();
+    assert_eq!(wait_done(&user, id).state, JobState::Completed);
+
+    // Without the certificate the client refuses the server: nothing is sent to it.
+    let untrusting = Client::connect(&cl.url, None, None, false).unwrap();
+    let e = untrusting.login("dana", "pw-dana").unwrap_err();
+    assert!(matches!(e, libra_api::ClientError::Transport { .. }), "{e}");
+    assert!(e.to_string().to_lowercase().contains("certificate"), "{e}");
+    let out = libra(&dir, &["login", "--server", &cl.url, "--user", "dana", "--password-file"])
+        .arg(dir.join("dana-password"))
+        .env("LIBRA_CONFIG_DIR", dir.join("other-config"))
+        .output()
+        .unwrap();
+    let e = failed(&out);
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+    // Plain http to the https port gets no answer that works either.
+    let plain = Client::new(&cl.url.replace("https://", "http://"), None);
+    assert!(plain.login("admin", ADMIN_PW).is_err());
+}
+
+#[test]
+fn plain_http_beyond_loopback_is_refused_before_connecting() {
+    let dir = scratch("http");
+    std::fs::write(dir.join("pw"), "pw").unwrap();
+    std::fs::write(dir.join("jt"), JOIN).unwrap();
+    // 192.0.2.0/24 is reserved for documentation: nothing is there, and nothing is sent
+    // (the address is refused before any connection; an attempt would take the 5 s connect
+    // timeout and fail with another message).
+    for args in [
+        vec!["login", "--server", "http://192.0.2.10:7878", "--user", "u", "--password-file", "pw"],
+        vec!["node", "--server", "http://192.0.2.10:7878", "--join-token-file", "jt", "--workdir", "w"],
+        vec!["status", "--server", "http://192.0.2.10:7878"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let mut c = libra(&dir, &args);
+        if args[0] == "status" {
+            c.env("LIBRA_TOKEN", "t");
+        }
+        let e = failed(&c.output().unwrap());
+        assert!(t0.elapsed() < Duration::from_secs(4), "{args:?} waited for a connection");
+        assert!(
+            e.contains("plain http") && e.contains("--insecure-http") && e.contains("https://"),
+            "{args:?}: {e}"
+        );
+    }
+    // Loopback http stays allowed (a personal cluster): this fails on the connection instead.
+    let e = failed(
+        &libra(&dir, &["login", "--server", "http://127.0.0.1:9", "--user", "u", "--password-file", "pw"])
+            .output()
+            .unwrap(),
+    );
+    assert!(!e.contains("plain http"), "{e}");
+}
+
+#[test]
+fn up_with_tls_serves_https_and_its_login_trusts_the_certificate() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = scratch("up-tls");
+    let _cleanup = Cleanup(dir.display().to_string());
+    let state = dir.join("state");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = libra(&dir, &["up", "--tls", "--nodes", "1", "--cpus-per-node", "0.5", "--no-demo", "--exit"])
+        .args(["--port", &port.to_string()])
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "libra up --tls: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains(&format!("Libra is up at https://127.0.0.1:{port}")), "{stdout}");
+    let ca = state.join("tls").join("cert.pem");
+    assert!(ca.exists());
+    assert_eq!(mode(&state.join("tls").join("key.pem")), 0o600);
+    let login: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config").join("login.json")).unwrap())
+            .unwrap();
+    assert_eq!(login["server"], format!("https://127.0.0.1:{port}"));
+    assert_eq!(login["ca"], ca.display().to_string());
+}
+
+#[test]
+fn a_server_listening_beyond_loopback_without_tls_warns() {
+    let dir = scratch("warn");
+    let _cleanup = Cleanup(dir.display().to_string());
+    for (tls, warned) in [(false, true), (true, false)] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        // Listening on every address sends nothing anywhere; the server is stopped at once.
+        let mut c = libra(&dir, &["server", "--listen", &format!("0.0.0.0:{port}"), "--no-fsync", "--db"]);
+        c.arg(dir.join(format!("s{port}.db"))).env("LIBRA_JOIN_TOKEN", JOIN);
+        if tls {
+            c.arg("--tls-self-signed");
+        }
+        let mut child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut err = Lines::new(child.stderr.take().unwrap());
+        // With TLS, the line after "listening" says which certificate clients trust.
+        let last = if tls { "clients trust" } else { "libra server listening on" };
+        let r = err.until(last, Duration::from_secs(30));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        r.unwrap();
+        assert_eq!(err.seen.contains("warning: listening on 0.0.0.0"), warned, "tls {tls}: {}", err.seen);
+        if tls {
+            assert!(err.seen.contains("libra server listening on https://"), "{}", err.seen);
+            assert!(err.seen.contains("--ca "), "{}", err.seen);
+        }
+    }
+}
