@@ -90,7 +90,11 @@ impl Client {
     }
 
     /// A GET with query parameters (encoded by the HTTP client).
-    pub fn get_query<T: DeserializeOwned>(&self, path: &str, query: &[(String, String)]) -> Result<T, ClientError> {
+    pub fn get_query<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(String, String)],
+    ) -> Result<T, ClientError> {
         let mut r = self.request("GET", path);
         for (k, v) in query {
             r = r.query(k, v);

@@ -464,7 +464,12 @@ impl Agent {
             // `libra update` moved the job's deadline: job control follows the new promise.
             if let Some(r) = self.jobs.get_mut(&p.job) {
                 if r.spec.deadline_at != p.deadline_at || r.spec.share != p.share {
-                    tracing::info!(job = p.job, deadline_at = p.deadline_at, share = p.share, "the job's promise changed");
+                    tracing::info!(
+                        job = p.job,
+                        deadline_at = p.deadline_at,
+                        share = p.share,
+                        "the job's promise changed"
+                    );
                     r.spec.deadline_at = p.deadline_at;
                     r.spec.share = p.share;
                 }

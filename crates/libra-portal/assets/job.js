@@ -31,7 +31,7 @@ Libra.views = Libra.views || {};
       ["Cost", Libra.costCell(j) + " credits"],
       ["Exit code", j.exit_code === null || j.exit_code === undefined ? "-" : String(j.exit_code)],
       ["Reason", j.reason || "-"],
-    ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null, Libra.holdButton(j)]);
+    ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null, " ", Libra.holdButton(j)]);
     // The change form is static (a rebuilt form would lose what is being typed): shown for an
     // unfinished job only.
     $("update-form").hidden = !Libra.isActive(j.state);

@@ -449,7 +449,9 @@ async fn daily(b: &Browser, dave: &libra_api::Client, erin: &libra_api::Client) 
     // The queue: both jobs, erin's as "other" without its name.
     b.open("#queue").await?;
     let q = b
-        .wait_text("#queue-table", "both jobs in the queue", |t| t.contains("daves-job") && t.contains("other"))
+        .wait_text("#queue-table", "both jobs in the queue", |t| {
+            t.contains("daves-job") && t.contains("other")
+        })
         .await?;
     check!(!q.contains("erin"), "the queue shows erin's job to dave: {q}");
     b.shot("queue").await?;
@@ -476,7 +478,10 @@ async fn daily(b: &Browser, dave: &libra_api::Client, erin: &libra_api::Client) 
     b.click("#update-submit").await?;
     let no = b.wait_text("#update-answer", "the refusal", |t| t.contains("refused")).await?;
     check!(no.contains("budget") && no.contains("would be accepted"), "{no}");
-    check!(dave.job(mine.id).map_err(|e| e.to_string())?.budget == Money::from_credits(20), "the refusal changed the budget");
+    check!(
+        dave.job(mine.id).map_err(|e| e.to_string())?.budget == Money::from_credits(20),
+        "the refusal changed the budget"
+    );
     b.fill("update-budget", "").await?;
     b.fill("update-deadline", "2h").await?;
     b.click("#update-submit").await?;

@@ -19,11 +19,14 @@ use libra_core::policy::suggest;
 use libra_core::{Decision, JobSpec, Money, NodeIdx, RejectReason};
 use rusqlite::params;
 
-const ACTIVE_STATES: [JobState; 4] = [JobState::Pending, JobState::Running, JobState::Suspended, JobState::Held];
+const ACTIVE_STATES: [JobState; 4] =
+    [JobState::Pending, JobState::Running, JobState::Suspended, JobState::Held];
 
 fn why(reason: RejectReason) -> &'static str {
     match reason {
-        RejectReason::Resources => "resources: not enough nodes are up with the processors and memory asked for",
+        RejectReason::Resources => {
+            "resources: not enough nodes are up with the processors and memory asked for"
+        }
         RejectReason::Deadline => {
             "deadline: the nodes cannot finish the job by this deadline without breaking earlier promises"
         }
@@ -49,11 +52,10 @@ impl Inner {
             Some("all") if caller.admin => Ok(None),
             Some(u) => {
                 caller.require_admin("look at another user's jobs (give your own name, or none)")?;
-                let id: Option<i64> = self
-                    .db
-                    .query_row("SELECT id FROM users WHERE name = ?1", params![u], |r| r.get(0))
-                    .ok();
-                id.map(Some).ok_or_else(|| ApiError::BadRequest(format!("user: there is no user named '{u}'")))
+                let id: Option<i64> =
+                    self.db.query_row("SELECT id FROM users WHERE name = ?1", params![u], |r| r.get(0)).ok();
+                id.map(Some)
+                    .ok_or_else(|| ApiError::BadRequest(format!("user: there is no user named '{u}'")))
             }
         }
     }
@@ -135,14 +137,23 @@ impl Inner {
         let limit = q.limit.unwrap_or(10_000).min(100_000);
         let mut st = self.db.prepare_cached(&sql)?;
         let mut jobs = st
-            .query_map(params![user, state.map(JobState::as_str), q.start, q.end, limit], store::job_from_row)?
+            .query_map(
+                params![user, state.map(JobState::as_str), q.start, q.end, limit],
+                store::job_from_row,
+            )?
             .collect::<Result<Vec<JobInfo>, _>>()?;
         jobs.reverse();
         Ok(jobs)
     }
 
     /// The job's specification as stored, its deadline relative to `from`.
-    fn stored_spec(&self, id: u64, deadline_at: f64, budget: Money, from: f64) -> Result<(JobSpec, f64), ApiError> {
+    fn stored_spec(
+        &self,
+        id: u64,
+        deadline_at: f64,
+        budget: Money,
+        from: f64,
+    ) -> Result<(JobSpec, f64), ApiError> {
         let (estimate, procs, mem, cpt, reserved): (f64, u32, i64, i64, Option<f64>) = self.db.query_row(
             "SELECT estimate, procs, mem_mb, cpus_per_task, reserved FROM jobs WHERE id = ?1",
             params![id as i64],
@@ -168,7 +179,13 @@ impl Inner {
     }
 
     /// `libra update`: a new deadline and/or budget for an unfinished job, decided now.
-    pub fn update(&mut self, caller: &Caller, id: u64, req: &UpdateRequest, now: f64) -> Result<ChangeAnswer, ApiError> {
+    pub fn update(
+        &mut self,
+        caller: &Caller,
+        id: u64,
+        req: &UpdateRequest,
+        now: f64,
+    ) -> Result<ChangeAnswer, ApiError> {
         let job = self.owned_job(caller, id)?;
         if req.deadline_at.is_none() && req.budget.is_none() {
             return Err(ApiError::BadRequest(
@@ -226,11 +243,11 @@ impl Inner {
             job.nodes.iter().filter_map(|n| self.nodes.get(n).map(|rt| rt.idx)).collect();
         let (full, _) = self.stored_spec(id, deadline_at, budget, now)?;
         // What it has done so far (the slowest part's CPU), and what of its price that earned.
-        let cpu_done: f64 = self
-            .db
-            .query_row("SELECT COALESCE(MIN(cpu_seconds), 0) FROM job_nodes WHERE job = ?1", params![id as i64], |r| {
-                r.get(0)
-            })?;
+        let cpu_done: f64 = self.db.query_row(
+            "SELECT COALESCE(MIN(cpu_seconds), 0) FROM job_nodes WHERE job = ?1",
+            params![id as i64],
+            |r| r.get(0),
+        )?;
         let done = (cpu_done / full.estimate().max(1e-9)).clamp(0.0, 1.0);
         let earned = Money((previous_cost.0 as f64 * done).floor() as i64);
 
@@ -244,7 +261,14 @@ impl Inner {
                 Decision::Reject { reason, suggestion } => {
                     let sg = match reason {
                         RejectReason::Resources => suggestion,
-                        _ => suggest::resubmission(self.policy.as_ref(), &full, user, &self.cluster, now, suggestion),
+                        _ => suggest::resubmission(
+                            self.policy.as_ref(),
+                            &full,
+                            user,
+                            &self.cluster,
+                            now,
+                            suggestion,
+                        ),
                     };
                     let sg = sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: s.budget });
                     return Ok(refuse(why(reason).into(), sg, job));
@@ -308,7 +332,10 @@ impl Inner {
                         RejectReason::Resources => suggestion,
                         _ => suggest::resubmission(self.policy.as_ref(), &rest, user, &view, now, suggestion),
                     };
-                    let sg = sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: earned + s.budget });
+                    let sg = sg.map(|s| ChangeSuggestion {
+                        deadline_at: now + s.deadline,
+                        budget: earned + s.budget,
+                    });
                     return Ok(refuse(why(reason).into(), sg, job));
                 }
             }
@@ -346,18 +373,24 @@ impl Inner {
             let _ = self.cluster.report_progress(id, cpu_done, now);
         }
         tracing::info!(job = id, by = %caller.name, deadline_at, budget = %budget, cost = %new_cost, "updated");
-        Ok(ChangeAnswer { accepted: true, reason: None, suggestion: None, previous_cost, job: self.reload(id)? })
+        Ok(ChangeAnswer {
+            accepted: true,
+            reason: None,
+            suggestion: None,
+            previous_cost,
+            job: self.reload(id)?,
+        })
     }
 
     /// `libra hold`: a job that has not started gives up its promise (its hold is released, its
     /// nodes freed) and is not started until it is released.
     pub fn hold(&mut self, caller: &Caller, id: u64, now: f64) -> Result<JobInfo, ApiError> {
         let job = self.owned_job(caller, id)?;
-        let seen: bool = self
-            .db
-            .query_row("SELECT EXISTS (SELECT 1 FROM job_nodes WHERE job = ?1 AND seen = 1)", params![id as i64], |r| {
-                r.get(0)
-            })?;
+        let seen: bool = self.db.query_row(
+            "SELECT EXISTS (SELECT 1 FROM job_nodes WHERE job = ?1 AND seen = 1)",
+            params![id as i64],
+            |r| r.get(0),
+        )?;
         if job.state != JobState::Pending || job.start_time.is_some() || seen {
             return Err(ApiError::Conflict(format!(
                 "job {id} is {}{}: only a PENDING job that has not started can be held",
@@ -384,7 +417,10 @@ impl Inner {
     pub fn release(&mut self, caller: &Caller, id: u64, now: f64) -> Result<ChangeAnswer, ApiError> {
         let job = self.owned_job(caller, id)?;
         if job.state != JobState::Held {
-            return Err(ApiError::Conflict(format!("job {id} is {}: only a HELD job can be released", job.state)));
+            return Err(ApiError::Conflict(format!(
+                "job {id} is {}: only a HELD job can be released",
+                job.state
+            )));
         }
         let owner = self.owner_of(id)?;
         let user = Some(owner as u64);
@@ -403,13 +439,21 @@ impl Inner {
             ));
         }
         let (spec, _) = self.stored_spec(id, job.deadline_at, job.budget, now)?;
-        let (state_nodes, share, cost, reason) = match self.policy.decide_as(&spec, user, &self.cluster, now) {
+        let (state_nodes, share, cost, reason) = match self.policy.decide_as(&spec, user, &self.cluster, now)
+        {
             Decision::Accept { nodes, share, cost } => (nodes, share, cost, None),
             Decision::Queue => (Vec::new(), 0.0, spec.budget(), Some("queued")),
             Decision::Reject { reason, suggestion } => {
                 let sg = match reason {
                     RejectReason::Resources => suggestion,
-                    _ => suggest::resubmission(self.policy.as_ref(), &spec, user, &self.cluster, now, suggestion),
+                    _ => suggest::resubmission(
+                        self.policy.as_ref(),
+                        &spec,
+                        user,
+                        &self.cluster,
+                        now,
+                        suggestion,
+                    ),
                 };
                 let sg = sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: s.budget });
                 return Ok(refuse(why(reason).into(), sg, job));
@@ -441,6 +485,12 @@ impl Inner {
             }
         }
         tracing::info!(job = id, by = %caller.name, cost = %cost, "released");
-        Ok(ChangeAnswer { accepted: true, reason: None, suggestion: None, previous_cost: Money::ZERO, job: self.reload(id)? })
+        Ok(ChangeAnswer {
+            accepted: true,
+            reason: None,
+            suggestion: None,
+            previous_cost: Money::ZERO,
+            job: self.reload(id)?,
+        })
     }
 }

@@ -87,7 +87,8 @@ fn the_queue_shows_every_job_and_hides_other_users_names_and_commands_from_non_a
     assert_eq!(own.iter().map(|e| e.id).collect::<Vec<_>>(), [b.id]);
     let by_admin = admin.queue(&QueueQuery { user: Some("alice".into()), ..Default::default() }).unwrap();
     assert_eq!(by_admin.iter().map(|e| e.id).collect::<Vec<_>>(), [a.id]);
-    let (st, msg) = status_of(bob.queue(&QueueQuery { state: Some("COMPLETED".into()), ..Default::default() }));
+    let (st, msg) =
+        status_of(bob.queue(&QueueQuery { state: Some("COMPLETED".into()), ..Default::default() }));
     assert!(st == 400 && msg.contains("state") && msg.contains("HELD"), "{st} {msg}");
     let (st, msg) = status_of(bob.queue(&QueueQuery { node: Some("nowhere".into()), ..Default::default() }));
     assert!(st == 400 && msg.starts_with("node:") && msg.contains(&cl.node_names[0]), "{st} {msg}");
@@ -147,7 +148,8 @@ fn update_reprices_a_running_job_its_node_follows_the_new_deadline_and_a_refusal
     // An earlier deadline the node cannot keep beside bob's promise: refused, nothing changes.
     let job_before = alice.job(a.id).unwrap();
     let held_before = held(&alice);
-    let soon = alice.update(a.id, &UpdateRequest { deadline_at: Some(libra_now() + 12.0), budget: None }).unwrap();
+    let soon =
+        alice.update(a.id, &UpdateRequest { deadline_at: Some(libra_now() + 12.0), budget: None }).unwrap();
     assert!(!soon.accepted, "{soon:?}");
     assert!(soon.reason.as_deref().unwrap_or("").starts_with("deadline"), "{soon:?}");
     let sg = soon.suggestion.expect("a refused update comes with a suggestion");
@@ -164,14 +166,22 @@ fn update_reprices_a_running_job_its_node_follows_the_new_deadline_and_a_refusal
     assert_eq!(alice.job(a.id).unwrap().budget, job_before.budget);
     assert_eq!(held(&alice), held_before);
     // A higher budget: accepted, never held above it.
-    let rich = alice.update(a.id, &UpdateRequest { deadline_at: None, budget: Some(Money::from_credits(150)) }).unwrap();
+    let rich = alice
+        .update(a.id, &UpdateRequest { deadline_at: None, budget: Some(Money::from_credits(150)) })
+        .unwrap();
     assert!(rich.accepted && rich.job.budget == Money::from_credits(150), "{rich:?}");
     assert!(rich.job.cost <= rich.job.budget && held(&alice) == rich.job.cost);
 
     // Only the owner (or an administrator) may change a job.
-    let (st, msg) = status_of(bob.update(a.id, &UpdateRequest { deadline_at: Some(later + 10.0), budget: None }));
+    let (st, msg) =
+        status_of(bob.update(a.id, &UpdateRequest { deadline_at: Some(later + 10.0), budget: None }));
     assert!(st == 403 && msg.contains("another user"), "{st} {msg}");
-    assert!(admin.update(a.id, &UpdateRequest { deadline_at: Some(later + 10.0), budget: None }).unwrap().accepted);
+    assert!(
+        admin
+            .update(a.id, &UpdateRequest { deadline_at: Some(later + 10.0), budget: None })
+            .unwrap()
+            .accepted
+    );
     // Bad input names the field.
     let (st, msg) = status_of(alice.update(a.id, &UpdateRequest::default()));
     assert!(st == 400 && msg.contains("deadline_at") && msg.contains("budget_cents"), "{st} {msg}");
@@ -193,7 +203,8 @@ fn update_reprices_a_running_job_its_node_follows_the_new_deadline_and_a_refusal
 
     // A finished job cannot be changed.
     alice.cancel(a.id).unwrap();
-    let (st, msg) = status_of(alice.update(a.id, &UpdateRequest { deadline_at: Some(later + 60.0), budget: None }));
+    let (st, msg) =
+        status_of(alice.update(a.id, &UpdateRequest { deadline_at: Some(later + 60.0), budget: None }));
     assert!(st == 409 && msg.contains("CANCELLED") && msg.contains("finished"), "{st} {msg}");
     let _ = bob.cancel(b.id);
 }
@@ -245,7 +256,10 @@ fn a_held_job_gives_up_its_promise_is_not_started_and_release_admits_it_again() 
     let (st, msg) = status_of(bob.release(j.id));
     assert!(st == 403, "{st} {msg}");
     let refused = alice.release(j.id).unwrap();
-    assert!(!refused.accepted && refused.reason.as_deref().unwrap_or("").starts_with("budget"), "{refused:?}");
+    assert!(
+        !refused.accepted && refused.reason.as_deref().unwrap_or("").starts_with("budget"),
+        "{refused:?}"
+    );
     let sg = refused.suggestion.expect("a suggestion");
     assert!(sg.budget > Money(0), "{sg:?}");
     assert_eq!(alice.job(j.id).unwrap().state, JobState::Held);
@@ -298,22 +312,32 @@ fn history_filters_on_the_server_and_prints_sacct_columns() {
 
     // Filtered by the server.
     let ids = |q: HistoryQuery, c: &Client| c.history(&q).unwrap().iter().map(|j| j.id).collect::<Vec<_>>();
-    assert_eq!(ids(HistoryQuery { state: Some("completed".into()), ..Default::default() }, &alice), [done.id]);
+    assert_eq!(
+        ids(HistoryQuery { state: Some("completed".into()), ..Default::default() }, &alice),
+        [done.id]
+    );
     assert_eq!(ids(HistoryQuery { start: Some(libra_now()), ..Default::default() }, &alice), [live.id]);
     assert_eq!(ids(HistoryQuery { end: Some(t0 - 1.0), ..Default::default() }, &alice), Vec::<u64>::new());
     assert_eq!(ids(HistoryQuery::default(), &alice), [done.id, rejected.id, live.id]);
-    let (st, msg) = status_of(bob.history(&HistoryQuery { user: Some("alice".into()), ..Default::default() }));
+    let (st, msg) =
+        status_of(bob.history(&HistoryQuery { user: Some("alice".into()), ..Default::default() }));
     assert!(st == 403 && msg.contains("administrator"), "{st} {msg}");
-    let (st, msg) = status_of(alice.history(&HistoryQuery { state: Some("GONE".into()), ..Default::default() }));
+    let (st, msg) =
+        status_of(alice.history(&HistoryQuery { state: Some("GONE".into()), ..Default::default() }));
     assert!(st == 400 && msg.starts_with("state:"), "{st} {msg}");
     assert_eq!(ids(HistoryQuery { user: Some("alice".into()), ..Default::default() }, &admin).len(), 3);
     assert_eq!(ids(HistoryQuery { user: Some("all".into()), ..Default::default() }, &admin).len(), 4);
-    let (st, msg) = status_of(admin.history(&HistoryQuery { user: Some("nobody".into()), ..Default::default() }));
+    let (st, msg) =
+        status_of(admin.history(&HistoryQuery { user: Some("nobody".into()), ..Default::default() }));
     assert!(st == 400 && msg.contains("user: there is no user named 'nobody'"), "{st} {msg}");
 
     // The command line: relative and absolute times, --format, --parsable.
     let token = token_of(&cl, "alice");
-    let out = libra(&cl, &token, &["history", "--starttime", "now", "--format", "JobID,state,budget", "--parsable"]);
+    let out = libra(
+        &cl,
+        &token,
+        &["history", "--starttime", "now", "--format", "JobID,state,budget", "--parsable"],
+    );
     let state = alice.job(live.id).unwrap().state;
     assert_eq!(out, format!("JobID|State|Budget|\n{}|{state}|90.00|\n", live.id));
     let out = libra(&cl, &token, &["history", "-S", "1h", "-s", "COMPLETED", "-o", "jobid,state,cost", "-p"]);
@@ -322,7 +346,10 @@ fn history_filters_on_the_server_and_prints_sacct_columns() {
     let out = libra(&cl, &token, &["history", "--endtime", &at, "--json"]);
     assert_eq!(out.trim(), "[]");
     let (ok, _, err) = run(&cl, &token, &["history", "--format", "jobid,elapsed"]);
-    assert!(!ok && err.contains("'elapsed' is not a column") && err.contains("jobid, jobname, user, state"), "{err}");
+    assert!(
+        !ok && err.contains("'elapsed' is not a column") && err.contains("jobid, jobname, user, state"),
+        "{err}"
+    );
     let (ok, _, err) = run(&cl, &token, &["history", "--starttime", "soon"]);
     assert!(!ok && err.contains("--starttime"), "{err}");
     let (ok, _, err) = run(&cl, &token, &["history", "--user", "bob"]);

@@ -17,7 +17,10 @@ pub struct Params<T>(pub T);
 impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(v)) => Ok(Params(v)),
             Err(e) => Err(ApiError::BadRequest(format!("query: {}", e.body_text()))),
@@ -25,7 +28,11 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestP
     }
 }
 
-pub async fn queue(State(app): State<Arc<App>>, headers: HeaderMap, Params(q): Params<QueueQuery>) -> Res<Vec<QueueEntry>> {
+pub async fn queue(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Params(q): Params<QueueQuery>,
+) -> Res<Vec<QueueEntry>> {
     let g = app.lock();
     let who = g.caller(&headers)?;
     Ok(Json(g.queue(&who, &q)?))

@@ -117,8 +117,9 @@ pub fn parse_instant(s: &str, now: f64) -> Result<f64, String> {
                 .map(|z| z.timestamp().as_second() as f64)
                 .map_err(|e| format!("'{s}': {e}"));
         }
-        return parse_time(t)
-            .map_err(|e| format!("'{s}' is not a valid date and time ({e}): give e.g. 2026-11-22, {TIME_FORMS}"));
+        return parse_time(t).map_err(|e| {
+            format!("'{s}' is not a valid date and time ({e}): give e.g. 2026-11-22, {TIME_FORMS}")
+        });
     }
     ago(t).map_err(|e| format!("{e}; or now, now-2h, a date (2026-11-22) or a time: {TIME_FORMS}"))
 }

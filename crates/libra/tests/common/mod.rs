@@ -201,7 +201,8 @@ pub fn pids_under(dir: &std::path::Path, needle: &str) -> Vec<i32> {
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
         if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
-            if cwd.starts_with(dir) && cwd.strip_prefix(dir).is_ok_and(|rel| rel.iter().any(|c| c == needle)) {
+            if cwd.starts_with(dir) && cwd.strip_prefix(dir).is_ok_and(|rel| rel.iter().any(|c| c == needle))
+            {
                 pids.push(pid);
             }
         }

@@ -202,12 +202,8 @@ pub fn update(a: UpdateArgs) -> Result<()> {
         .map(|d| parse_deadline(d, now).map(|rel| now + rel))
         .transpose()
         .map_err(|e| anyhow!("--deadline: {e}"))?;
-    let budget = a
-        .budget
-        .as_deref()
-        .map(|b| b.parse::<Money>())
-        .transpose()
-        .map_err(|e| anyhow!("--budget: {e}"))?;
+    let budget =
+        a.budget.as_deref().map(|b| b.parse::<Money>()).transpose().map_err(|e| anyhow!("--budget: {e}"))?;
     if deadline_at.is_none() && budget.is_none() {
         bail!("give --deadline, --budget or both (e.g. libra update {} --deadline 3h --budget 80)", a.job);
     }
@@ -228,7 +224,10 @@ pub fn hold(a: HoldArgs) -> Result<()> {
     if a.conn.json {
         return print_json(&j);
     }
-    println!("job {} HELD: its promise is given up and nothing is on hold; `libra release {}` admits it again", j.id, j.id);
+    println!(
+        "job {} HELD: its promise is given up and nothing is on hold; `libra release {}` admits it again",
+        j.id, j.id
+    );
     Ok(())
 }
 
@@ -311,11 +310,24 @@ pub fn history(a: HistoryArgs) -> Result<()> {
     let cols = columns(a.format.as_deref().unwrap_or(DEFAULT_FORMAT))?;
     if let Some(s) = &a.state {
         if JobState::parse(s).is_none() {
-            bail!("--state: '{s}' is not a state; accepted: {}", JobState::ALL.map(|s| s.as_str()).join(", "));
+            bail!(
+                "--state: '{s}' is not a state; accepted: {}",
+                JobState::ALL.map(|s| s.as_str()).join(", ")
+            );
         }
     }
-    let start = a.starttime.as_deref().map(|t| parse_instant(t, now)).transpose().map_err(|e| anyhow!("--starttime: {e}"))?;
-    let end = a.endtime.as_deref().map(|t| parse_instant(t, now)).transpose().map_err(|e| anyhow!("--endtime: {e}"))?;
+    let start = a
+        .starttime
+        .as_deref()
+        .map(|t| parse_instant(t, now))
+        .transpose()
+        .map_err(|e| anyhow!("--starttime: {e}"))?;
+    let end = a
+        .endtime
+        .as_deref()
+        .map(|t| parse_instant(t, now))
+        .transpose()
+        .map_err(|e| anyhow!("--endtime: {e}"))?;
     if let (Some(s), Some(e)) = (start, end) {
         if e < s {
             bail!("--endtime: {} is before --starttime {}", fmt_time(e), fmt_time(s));
