@@ -494,3 +494,94 @@ impl Inner {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ledger;
+    use crate::sched::tests::{app, req, user};
+    use libra_api::{JobState, RegisterRequest, UpdateRequest};
+    use libra_core::Money;
+
+    fn node(name: &str) -> RegisterRequest {
+        RegisterRequest {
+            name: name.into(),
+            cpus: 1.0,
+            mem_mb: 0,
+            mechanism: "none".into(),
+            account: String::new(),
+            switches_users: false,
+        }
+    }
+
+    /// An accepted update is the promise a restart rebuilds; a refused one changes nothing.
+    #[test]
+    fn an_updated_promise_survives_a_restart_and_a_refusal_leaves_the_view_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let (id, later) = {
+            let app = app(dir.path());
+            app.lock().register(&node("n1"), 1.0, now).unwrap();
+            let u = user(&app, "u", 1000);
+            let mut g = app.lock();
+            let a = g.submit(&u, &req(50.0, 100.0, 100), now).unwrap();
+            let b = g.submit(&u, &req(40.0, 100.0, 100), now).unwrap();
+            assert!(a.state == JobState::Pending && b.state == JobState::Pending, "{a:?} {b:?}");
+            let view = g.cluster.commitment(a.id).cloned().unwrap();
+            // Earlier than the node can keep beside b's promise.
+            let no = g
+                .update(&u, a.id, &UpdateRequest { deadline_at: Some(now + 60.0), budget: None }, now)
+                .unwrap();
+            assert!(!no.accepted && no.reason.as_deref().unwrap().starts_with("deadline"), "{no:?}");
+            assert_eq!(g.cluster.commitment(a.id), Some(&view));
+            let later = now + 400.0;
+            let yes =
+                g.update(&u, a.id, &UpdateRequest { deadline_at: Some(later), budget: None }, now).unwrap();
+            assert!(yes.accepted, "{yes:?}");
+            assert_eq!(g.cluster.commitment(a.id).unwrap().deadline_abs, later);
+            assert_eq!(ledger::balance(&g.db, u.id).unwrap().held, yes.job.cost + b.cost);
+            (a.id, later)
+        };
+        let app = app(dir.path());
+        let g = app.lock();
+        assert_eq!(g.cluster.commitment(id).unwrap().deadline_abs, later);
+    }
+
+    /// Under a space-shared policy a queued job's lien follows its budget, and a dispatched
+    /// job's deadline may move only where its remaining estimate still fits.
+    #[test]
+    fn space_shared_jobs_update_their_lien_and_their_deadline_within_their_estimate() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let app = app(dir.path());
+        app.lock().register(&node("n1"), 1.0, now).unwrap();
+        let u = user(&app, "u", 1000);
+        let mut g = app.lock();
+        let pricing = g.pricing;
+        g.set_policy("fcfs-bf", pricing, None).unwrap();
+        let run = g.submit(&u, &req(50.0, 100.0, 100), now).unwrap();
+        g.dispatch_queue(now).unwrap();
+        let run = crate::store::job(&g.db, run.id).unwrap().unwrap();
+        assert_eq!(run.nodes.len(), 1, "{run:?}");
+        let queued = g.submit(&u, &req(10.0, 500.0, 100), now).unwrap();
+        assert!(queued.nodes.is_empty() && queued.cost == Money::from_credits(100), "{queued:?}");
+        let up = g
+            .update(
+                &u,
+                queued.id,
+                &UpdateRequest { deadline_at: None, budget: Some(Money::from_credits(60)) },
+                now,
+            )
+            .unwrap();
+        assert!(up.accepted && up.job.cost == Money::from_credits(60), "{up:?}");
+        assert_eq!(ledger::balance(&g.db, u.id).unwrap().held, run.cost + Money::from_credits(60));
+        let short = g
+            .update(&u, run.id, &UpdateRequest { deadline_at: Some(now + 20.0), budget: None }, now)
+            .unwrap();
+        assert!(!short.accepted && short.reason.as_deref().unwrap().starts_with("deadline"), "{short:?}");
+        assert!(short.suggestion.unwrap().deadline_at >= now + 50.0);
+        let long = g
+            .update(&u, run.id, &UpdateRequest { deadline_at: Some(now + 900.0), budget: None }, now)
+            .unwrap();
+        assert!(long.accepted && long.job.cost == run.cost, "{long:?}");
+    }
+}
