@@ -546,6 +546,28 @@ mod tests {
         assert_eq!(g.cluster.commitment(id).unwrap().deadline_abs, later);
     }
 
+    /// A held job has no promise in the view and nothing on hold; past its deadline it ends,
+    /// charged nothing.
+    #[test]
+    fn a_held_job_frees_its_promise_and_ends_uncharged_when_its_deadline_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let app = app(dir.path());
+        app.lock().register(&node("n1"), 1.0, now).unwrap();
+        let u = user(&app, "u", 1000);
+        let mut g = app.lock();
+        let a = g.submit(&u, &req(50.0, 100.0, 100), now).unwrap();
+        let h = g.hold(&u, a.id, now).unwrap();
+        assert_eq!((h.state, h.cost), (JobState::Held, Money::ZERO));
+        assert!(g.cluster.commitment(a.id).is_none());
+        assert_eq!(ledger::balance(&g.db, u.id).unwrap().held, Money::ZERO);
+        assert_eq!(g.settle_stranded(now + 200.0, Some(now + 150.0)).unwrap(), 1);
+        let end = crate::store::job(&g.db, a.id).unwrap().unwrap();
+        assert!(!end.state.is_active() && end.charged == Money::ZERO, "{end:?}");
+        let b = ledger::balance(&g.db, u.id).unwrap();
+        assert_eq!((b.available, b.held, b.charged), (Money::from_credits(1000), Money::ZERO, Money::ZERO));
+    }
+
     /// Under a space-shared policy a queued job's lien follows its budget, and a dispatched
     /// job's deadline may move only where its remaining estimate still fits.
     #[test]

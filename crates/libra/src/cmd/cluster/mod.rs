@@ -41,14 +41,19 @@ pub enum ClusterCommand {
     /// Your credit: available, on hold, charged.
     Balance(jobs::BalanceArgs),
     /// Your finished and running jobs, filtered like Slurm's sacct (--starttime, --state, --format, --parsable).
+    #[command(long_about = queue::HISTORY_ABOUT)]
     History(queue::HistoryArgs),
     /// Every unfinished job in the cluster, soonest deadline first (like squeue).
+    #[command(long_about = queue::QUEUE_ABOUT)]
     Queue(queue::QueueArgs),
     /// Change a job's deadline or budget: re-decided and re-priced at once (like scontrol update).
+    #[command(long_about = queue::UPDATE_ABOUT)]
     Update(queue::UpdateArgs),
     /// Hold a job that has not started: its promise and hold are given up (like scontrol hold).
+    #[command(long_about = queue::HOLD_ABOUT)]
     Hold(queue::HoldArgs),
     /// Release a held job: admitted again like a new submission (like scontrol release).
+    #[command(long_about = queue::RELEASE_ABOUT)]
     Release(queue::ReleaseArgs),
     /// A job's captured standard output and error.
     Output(jobs::OutputArgs),

@@ -9,14 +9,15 @@ use clap::Args;
 use libra_api::{ChangeAnswer, HistoryQuery, JobInfo, JobState, QueueQuery, UpdateRequest};
 use libra_core::Money;
 
-/// Every unfinished job in the cluster (like squeue), soonest deadline first.
-///
-/// Other users' jobs show as `other`, without name, command or money (administrators see
-/// everything): the queue tells you how busy each node is and how tight the promises are.
-/// Columns: the job's state, its nodes, the CPU share each node gives it, and the time left to
-/// its deadline; your own jobs also show what is held for them.
-///
-/// Examples: `libra queue`, `libra queue --state RUNNING --node n1`, `libra queue --user me`.
+/// `libra queue`'s long help (`--help`, the man page).
+pub const QUEUE_ABOUT: &str =
+    "Every unfinished job in the cluster (like squeue), soonest deadline first.\n\nOther users' \
+     jobs show as `other`, without name, command or money (administrators see everything): the \
+     queue tells you how busy each node is and how tight the promises are. Columns: the job's \
+     state, its nodes, the CPU share each node gives it, and the time left to its deadline; your \
+     own jobs also show what is held for them.\n\nExamples: `libra queue`, `libra queue --state \
+     RUNNING --node n1`, `libra queue --user me`.";
+
 #[derive(Debug, Args)]
 pub struct QueueArgs {
     /// Only this user's jobs: your own name, or anyone's for an administrator.
@@ -32,22 +33,23 @@ pub struct QueueArgs {
     pub conn: Conn,
 }
 
-/// Change an unfinished job's deadline and/or budget (Slurm's `scontrol update`).
-///
-/// The change is decided at once, by the same admission policy as a submission, on the job's
-/// own nodes for the work it has left: accepted, the job holds the new promise, its price is
-/// recomputed (what its CPU time so far has earned plus the price of the rest) and the hold on
-/// your credit follows it, never above the new budget; a running job's node gives it the share
-/// the new deadline needs from its next exchange with the server. Refused, the job keeps its
-/// old promise, price and hold, and you are told why and what would be accepted now. A later
-/// deadline or a higher budget is usually accepted; an earlier deadline only if the nodes can
-/// still keep it and every other promise. A HELD job just records the new terms: they are
-/// decided when it is released.
-///
-/// Examples: `libra update 42 --deadline 3h`, `libra update 42 --budget 80`,
-/// `libra update 42 -d 2026-11-23T09:00:00Z -b 120`.
+/// `libra update`'s long help (`--help`, the man page).
+pub const UPDATE_ABOUT: &str =
+    "Change an unfinished job's deadline and/or budget (Slurm's `scontrol update`).\n\nThe change \
+     is decided at once, by the same admission policy as a submission, on the job's own nodes for \
+     the work it has left: accepted, the job holds the new promise, its price is recomputed (what \
+     its CPU time so far has earned plus the price of the rest) and the hold on your credit \
+     follows it, never above the new budget; a running job's node gives it the share the new \
+     deadline needs from its next exchange with the server. Refused, the job keeps its old \
+     promise, price and hold, and you are told why and what would be accepted now. A later \
+     deadline or a higher budget is usually accepted; an earlier deadline only if the nodes can \
+     still keep it and every other promise. A HELD job just records the new terms: they are \
+     decided when it is released.\n\nExamples: `libra update 42 --deadline 3h`, `libra update 42 \
+     --budget 80`, `libra update 42 -d 2026-11-23T09:00:00Z -b 120`.";
+
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
+    /// The job's number (as `libra submit`, `libra status` and `libra queue` show it).
     pub job: u64,
     /// New deadline: relative from now (2h, 90m) or absolute (2026-11-22T21:00:00Z, @UNIXSECONDS).
     #[arg(long, short = 'd')]
@@ -59,40 +61,46 @@ pub struct UpdateArgs {
     pub conn: Conn,
 }
 
-/// Hold a job that has not started yet (Slurm's `scontrol hold`).
-///
-/// Holding gives up the job's promise: its hold on your credit is released and its place on
-/// the nodes freed, and no node starts it. `libra release JOB` admits it again exactly as a new
-/// submission would be (accepted at the price of the moment, or refused with a suggestion).
-/// A held job whose deadline passes ends, charged nothing. Only PENDING jobs that no node has
-/// started can be held.
+/// `libra hold`'s long help (`--help`, the man page).
+pub const HOLD_ABOUT: &str =
+    "Hold a job that has not started yet (Slurm's `scontrol hold`).\n\nHolding gives up the job's \
+     promise: its hold on your credit is released and its place on the nodes freed, and no node \
+     starts it. `libra release JOB` admits it again exactly as a new submission would be \
+     (accepted at the price of the moment, or refused with a suggestion). A held job whose \
+     deadline passes ends, charged nothing. Only PENDING jobs that no node has started can be \
+     held.";
+
 #[derive(Debug, Args)]
 pub struct HoldArgs {
+    /// The job's number (as `libra submit`, `libra status` and `libra queue` show it).
     pub job: u64,
     #[command(flatten)]
     pub conn: Conn,
 }
 
-/// Release a held job (Slurm's `scontrol release`): it is admitted again as a new submission
-/// would be, for its deadline and budget, at the prices of the moment.
-///
-/// Refused, it stays HELD and you are told why and what would be accepted; change its terms
-/// with `libra update JOB --deadline D --budget B` and release it again, or cancel it.
+/// `libra release`'s long help (`--help`, the man page).
+pub const RELEASE_ABOUT: &str =
+    "Release a held job (Slurm's `scontrol release`): it is admitted again as a new submission \
+     would be, for its deadline and budget, at the prices of the moment.\n\nRefused, it stays \
+     HELD and you are told why and what would be accepted; change its terms with `libra update \
+     JOB --deadline D --budget B` and release it again, or cancel it.";
+
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
+    /// The job's number (as `libra submit`, `libra status` and `libra queue` show it).
     pub job: u64,
     #[command(flatten)]
     pub conn: Conn,
 }
 
-/// Your jobs, finished and unfinished, filtered like Slurm's sacct (filtering is done by the
-/// server).
-///
-/// Times (--starttime, --endtime) are `now`, `now-2h`, a duration meaning that long ago (2h,
-/// 1d), a date (2026-11-22, midnight UTC), or a time (2026-11-22T21:00:00Z, @UNIXSECONDS).
-///
-/// Examples: `libra history --starttime 1d --state COMPLETED`,
-/// `libra history -S 2026-11-01 -E 2026-11-08 --format jobid,state,cost --parsable`.
+/// `libra history`'s long help (`--help`, the man page).
+pub const HISTORY_ABOUT: &str =
+    "Your jobs, finished and unfinished, filtered like Slurm's sacct (filtering is done by the \
+     server).\n\nTimes (--starttime, --endtime) are `now`, `now-2h`, a duration meaning that long \
+     ago (2h, 1d), a date (2026-11-22, midnight UTC), or a time (2026-11-22T21:00:00Z, \
+     @UNIXSECONDS).\n\nExamples: `libra history --starttime 1d --state COMPLETED`, `libra history \
+     -S 2026-11-01 -E 2026-11-08 --format jobid,state,cost --parsable`.";
+
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
     /// Only jobs unfinished at or ended after this time.
