@@ -16,7 +16,7 @@ pub const QUEUE_ABOUT: &str =
      queue tells you how busy each node is and how tight the promises are. Columns: the job's \
      state, its nodes, the CPU share each node gives it, and the time left to its deadline; your \
      own jobs also show what is held for them.\n\nExamples: `libra queue`, `libra queue --state \
-     RUNNING --node n1`, `libra queue --user me`.";
+     RUNNING --node n1`, `libra queue --user alice` (your own name; an administrator may name anyone).";
 
 #[derive(Debug, Args)]
 pub struct QueueArgs {
