@@ -185,6 +185,19 @@ impl Client {
         self.finish(self.request("GET", path).call())
     }
 
+    /// A GET with query parameters (encoded by the HTTP client).
+    pub fn get_query<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(String, String)],
+    ) -> Result<T, ClientError> {
+        let mut r = self.request("GET", path);
+        for (k, v) in query {
+            r = r.query(k, v);
+        }
+        self.finish(r.call())
+    }
+
     pub fn post<B: Serialize, T: DeserializeOwned>(&self, path: &str, body: &B) -> Result<T, ClientError> {
         self.finish(self.request("POST", path).send_json(body))
     }

@@ -10,9 +10,11 @@
 //! runtime for it would cost more than the request itself.
 
 mod client;
+mod queue;
 mod sweep;
 mod types;
 
 pub use client::{new_idempotency_key, Client, ClientError};
+pub use queue::*;
 pub use sweep::*;
 pub use types::*;

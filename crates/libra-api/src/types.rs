@@ -28,10 +28,13 @@ pub enum JobState {
     Rejected,
     /// Stopped by its node at its time limit (`--time-limit`).
     Timeout,
+    /// Held by its owner before it started (`libra hold`): no promise, nothing on hold, not
+    /// started until `libra release` admits it again.
+    Held,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 9] = [
+    pub const ALL: [JobState; 10] = [
         JobState::Pending,
         JobState::Running,
         JobState::Suspended,
@@ -41,6 +44,7 @@ impl JobState {
         JobState::Deadline,
         JobState::Rejected,
         JobState::Timeout,
+        JobState::Held,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +58,7 @@ impl JobState {
             JobState::Deadline => "DEADLINE",
             JobState::Rejected => "REJECTED",
             JobState::Timeout => "TIMEOUT",
+            JobState::Held => "HELD",
         }
     }
 
@@ -61,9 +66,10 @@ impl JobState {
         JobState::ALL.into_iter().find(|st| st.as_str().eq_ignore_ascii_case(s))
     }
 
-    /// Holds a promise on a node (and money on hold).
+    /// Not finished: holds a promise on a node (and money on hold), or is held by its owner
+    /// (`Held`: neither, until it is released).
     pub fn is_active(self) -> bool {
-        matches!(self, JobState::Pending | JobState::Running | JobState::Suspended)
+        matches!(self, JobState::Pending | JobState::Running | JobState::Suspended | JobState::Held)
     }
 }
 
@@ -608,6 +614,19 @@ pub struct SyncResponse {
     /// Where the server's copy of each running job's output ends: the node sends on from there.
     #[serde(default)]
     pub output_acks: Vec<OutputAck>,
+    /// The promise each job the node runs holds now (`libra update` can move a running job's
+    /// deadline): the node's job control follows it.
+    #[serde(default)]
+    pub promises: Vec<JobPromise>,
+}
+
+/// A running job's promise as the server holds it now.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct JobPromise {
+    pub job: u64,
+    pub deadline_at: f64,
+    /// The share it was admitted with.
+    pub share: f64,
 }
 
 #[cfg(test)]

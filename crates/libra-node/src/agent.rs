@@ -542,6 +542,21 @@ impl Agent {
                 }
             }
         }
+        for p in resp.promises {
+            // `libra update` moved the job's deadline: job control follows the new promise.
+            if let Some(r) = self.jobs.get_mut(&p.job) {
+                if r.spec.deadline_at != p.deadline_at || r.spec.share != p.share {
+                    tracing::info!(
+                        job = p.job,
+                        deadline_at = p.deadline_at,
+                        share = p.share,
+                        "the job's promise changed"
+                    );
+                    r.spec.deadline_at = p.deadline_at;
+                    r.spec.share = p.share;
+                }
+            }
+        }
         for job in resp.ack {
             self.exited.remove(&job);
             // The server knows how the job ended: a later agent has nothing to report for it.

@@ -12,7 +12,8 @@ Libra.views = Libra.views || {};
       Libra.h("dt", null, "Charged in total"), Libra.h("dd", { id: "balance-charged" }, Libra.money(b.charged_cents) + " credits"),
       Libra.h("dt", null, "Deposited in total"), Libra.h("dd", null, Libra.money(b.deposited_cents) + " credits")));
 
-    var holds = jobs.filter(function (j) { return Libra.isActive(j.state); }).map(function (j) {
+    // A HELD job has given up its hold until it is released.
+    var holds = jobs.filter(function (j) { return Libra.isActive(j.state) && j.state !== "HELD"; }).map(function (j) {
       return [Libra.h("a", { href: "#job/" + j.id }, String(j.id)), j.state, Libra.money(j.cost_cents), Libra.time(j.deadline_at)];
     });
     Libra.replace($("holds"), Libra.table("Credit held for accepted jobs until they settle",

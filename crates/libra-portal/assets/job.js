@@ -31,8 +31,36 @@ Libra.views = Libra.views || {};
       ["Cost", Libra.costCell(j) + " credits"],
       ["Exit code", j.exit_code === null || j.exit_code === undefined ? "-" : String(j.exit_code)],
       ["Reason", j.reason || "-"],
-    ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null]);
+    ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null, " ", Libra.holdButton(j)]);
+    // The change form is static (a rebuilt form would lose what is being typed): shown for an
+    // unfinished job only.
+    $("update-form").hidden = !Libra.isActive(j.state);
+    current = j.id;
   }
+
+  var current = null;
+  $("update-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    if (current === null) return;
+    var body = {};
+    var d = $("update-deadline").value.trim(), b = $("update-budget").value.trim();
+    if (d) {
+      var secs = Libra.parseDuration(d);
+      if (secs === null || secs <= 0) { Libra.replace($("update-answer"), "Deadline: give a duration from now, e.g. 90s, 10m, 2h."); return; }
+      body.deadline_at = Date.now() / 1000 + secs;
+    }
+    if (b) {
+      var cents = Libra.parseMoney(b);
+      if (cents === null || cents < 0) { Libra.replace($("update-answer"), "Budget: give credits, e.g. 50 or 12.50."); return; }
+      body.budget_cents = cents;
+    }
+    if (!d && !b) { Libra.replace($("update-answer"), "Give a new deadline, a new budget, or both."); return; }
+    var id = current;
+    Libra.post("/api/jobs/" + id + "/update", body).then(function (a) {
+      Libra.replace($("update-answer"), Libra.changeAnswer(a.accepted ? "updated" : "update", a));
+      last = null;
+    }).catch(function (e) { Libra.replace($("update-answer"), "Job " + id + ": " + String(e)); });
+  });
 
   var lastOut = null;
   function showOutput(o) {
@@ -57,6 +85,9 @@ Libra.views = Libra.views || {};
       Libra.replace($("job-error"), "");
       Libra.replace($("job-detail"), "");
       Libra.replace($("job-output"), "");
+      Libra.replace($("update-answer"), "");
+      $("update-form").hidden = true;
+      current = null;
     },
     refresh: function (id) {
       if (!/^\d+$/.test(id)) { Libra.replace($("job-error"), "No such job: give a job number, as in #job/12."); return; }

@@ -61,6 +61,32 @@ Libra.views = Libra.views || {};
     }, "Cancel");
   };
 
+  // Hold a job no node has started (its promise and hold are given up), release a held one
+  // (admitted again as a new submission would be, or refused with what would do).
+  Libra.holdButton = function (j) {
+    if (j.state === "PENDING" && !j.start_time) {
+      return Libra.h("button", {
+        type: "button", "aria-label": "Hold job " + j.id, class: "hold",
+        onclick: function () {
+          Libra.post("/api/jobs/" + j.id + "/hold").then(function (r) {
+            Libra.announce("Job " + r.id + " is " + r.state + ": its promise and its hold are given up until you release it.");
+          }).catch(function (e) { Libra.announce(String(e)); });
+        },
+      }, "Hold");
+    }
+    if (j.state === "HELD") {
+      return Libra.h("button", {
+        type: "button", "aria-label": "Release job " + j.id, class: "release",
+        onclick: function () {
+          Libra.post("/api/jobs/" + j.id + "/release").then(function (a) {
+            Libra.announce(Libra.changeAnswer(a.accepted ? "released" : "release", a));
+          }).catch(function (e) { Libra.announce(String(e)); });
+        },
+      }, "Release");
+    }
+    return null;
+  };
+
   var last = null;
   var HEAD = ["Job", "Name or command", "State", "Node", "Share (CPU)", "Progress", "To deadline", "Cost", "Actions"];
 
@@ -76,6 +102,8 @@ Libra.views = Libra.views || {};
         var rows = jobs.map(function (j) {
           return Libra.jobCells(j, [
             Libra.isActive(j.state) ? Libra.cancelButton(j, "/api/jobs/" + j.id + "/cancel") : null,
+            Libra.holdButton(j),
+            Libra.isActive(j.state) ? Libra.h("a", { href: "#job/" + j.id, "aria-label": "Change job " + j.id }, "Change") : null,
             Libra.h("a", { href: "#job/" + j.id, "aria-label": "Output of job " + j.id }, "Output"),
           ]);
         });

@@ -111,8 +111,23 @@ Libra.announce = function (text) {
   Libra.announceTimer = setTimeout(function () { Libra.replace(el, ""); }, 15000);
 };
 
+// Not finished: a HELD job (held by its owner, no promise) can still be released or cancelled.
 Libra.isActive = function (state) {
-  return state === "PENDING" || state === "RUNNING" || state === "SUSPENDED";
+  return state === "PENDING" || state === "RUNNING" || state === "SUSPENDED" || state === "HELD";
+};
+
+// What a refused update or release would need instead, in words.
+Libra.changeAnswer = function (what, a) {
+  var j = a.job;
+  if (a.accepted) {
+    if (a.reason) return "Job " + j.id + " " + what + ": " + a.reason + ".";
+    return "Job " + j.id + " " + what + ": due " + Libra.time(j.deadline_at) + ", share " + Libra.num(j.share, 3) +
+      " CPU, " + Libra.money(j.cost_cents) + " credits on hold (was " + Libra.money(a.previous_cost_cents) + ").";
+  }
+  var s = a.suggestion;
+  return "Job " + j.id + " " + what + " refused: " + a.reason + "." +
+    (s ? " A deadline of " + Libra.time(s.deadline_at) + " and a budget of " + Libra.money(s.budget_cents) +
+      " credits would be accepted now." : "");
 };
 
 Libra.stateBadge = function (state) {

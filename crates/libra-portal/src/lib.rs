@@ -33,6 +33,7 @@ static ASSETS: &[Asset] = &[
     asset!("submit.js", JS),
     asset!("jobs.js", JS),
     asset!("job.js", JS),
+    asset!("queue.js", JS),
     asset!("account.js", JS),
     asset!("chart.js", JS),
     asset!("sweeps.js", JS),

@@ -382,3 +382,122 @@ async fn layout(cl: &Cluster, b: &Browser, sleepers: &mut Vec<u64>) -> R<()> {
     );
     Ok(())
 }
+
+/// The daily tools in the portal, on a node that takes jobs and never starts them (a stand-in
+/// agent that registers and syncs, reporting nothing): the queue view hides another user's job,
+/// the jobs page holds and releases a job, and the job page changes its deadline and budget
+/// (refused with what would do, then accepted at a new price).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portal_queue_hold_release_and_update() {
+    Browser::require();
+    let cluster = Cluster::with_nodes(0, 1.0);
+    // The users first: a user is mapped to a Unix account against the agents registered.
+    let dave = cluster.user("dave", "pw-dave", 100);
+    let erin = cluster.user("erin", "pw-erin", 100);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ghost = {
+        let node = libra_api::Client::new(&cluster.url, Some(common::cluster::JOIN.into()));
+        let reg = libra_api::RegisterRequest {
+            name: "idle-node".into(),
+            cpus: 1.0,
+            mem_mb: 0,
+            mechanism: "none".into(),
+            account: String::new(),
+            switches_users: false,
+        };
+        node.register(&reg).expect("register the stand-in node");
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = node.sync(&libra_api::SyncRequest {
+                    name: "idle-node".into(),
+                    mechanism: "none".into(),
+                    running: Vec::new(),
+                    exited: Vec::new(),
+                    wait_ms: 0,
+                });
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+        })
+    };
+    let browser = Browser::start(&cluster.url).await;
+    let result = daily(&browser, &dave, &erin).await;
+    if result.is_err() {
+        let _ = browser.shot("daily-failure").await;
+    }
+    browser.close().await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = ghost.join();
+    if let Err(e) = result {
+        panic!(
+            "{e}\n(server log: {})",
+            std::fs::read_to_string(cluster.dir.join("server.log")).unwrap_or_default()
+        );
+    }
+}
+
+async fn daily(b: &Browser, dave: &libra_api::Client, erin: &libra_api::Client) -> R<()> {
+    let job = |name: &str, budget: i64| SubmitRequest {
+        name: Some(name.into()),
+        ..SubmitRequest::new(JobSpec::simple(10.0, 600.0, Money::from_credits(budget)), vec!["true".into()])
+    };
+    let theirs = erin.submit(&job("erins-private-job", 20)).map_err(|e| format!("erin's job: {e}"))?;
+    let mine = dave.submit(&job("daves-job", 20)).map_err(|e| format!("dave's job: {e}"))?;
+    check!(mine.state == JobState::Pending && theirs.state == JobState::Pending, "{mine:?} {theirs:?}");
+    b.login("dave", "pw-dave").await?;
+
+    // The queue: both jobs, erin's as "other" without its name.
+    b.open("#queue").await?;
+    let q = b
+        .wait_text("#queue-table", "both jobs in the queue", |t| {
+            t.contains("daves-job") && t.contains("other")
+        })
+        .await?;
+    check!(!q.contains("erin"), "the queue shows erin's job to dave: {q}");
+    b.shot("queue").await?;
+
+    // Hold from the jobs page: the promise and the hold are given up.
+    b.open("#jobs").await?;
+    b.click(&format!("button[aria-label='Hold job {}']", mine.id)).await?;
+    b.wait_text("#status", "the hold", |t| t.contains("HELD")).await?;
+    let held = dave.job(mine.id).map_err(|e| e.to_string())?;
+    let balance = dave.balance().map_err(|e| e.to_string())?;
+    check!(held.state == JobState::Held && balance.held == Money::ZERO, "{held:?} {balance:?}");
+    // Release: admitted again, held again.
+    b.click(&format!("button[aria-label='Release job {}']", mine.id)).await?;
+    b.wait_text("#status", "the release", |t| t.contains("released")).await?;
+    let back = dave.job(mine.id).map_err(|e| e.to_string())?;
+    let balance = dave.balance().map_err(|e| e.to_string())?;
+    check!(back.state == JobState::Pending && balance.held == back.cost, "{back:?} {balance:?}");
+
+    // Change from the job page: a budget too small is refused with what would do; a later
+    // deadline is accepted and re-priced.
+    b.open(&format!("#job/{}", mine.id)).await?;
+    b.wait_text("#job-detail .state", "the job", |t| t == "PENDING").await?;
+    b.fill("update-budget", "0.01").await?;
+    b.click("#update-submit").await?;
+    let no = b.wait_text("#update-answer", "the refusal", |t| t.contains("refused")).await?;
+    check!(no.contains("budget") && no.contains("would be accepted"), "{no}");
+    check!(
+        dave.job(mine.id).map_err(|e| e.to_string())?.budget == Money::from_credits(20),
+        "the refusal changed the budget"
+    );
+    b.fill("update-budget", "").await?;
+    b.fill("update-deadline", "2h").await?;
+    b.click("#update-submit").await?;
+    let yes = b.wait_text("#update-answer", "the change", |t| t.contains("updated")).await?;
+    let changed = dave.job(mine.id).map_err(|e| e.to_string())?;
+    check!(
+        changed.deadline_at > back.deadline_at + 3000.0 && yes.contains(&held_text(changed.cost)),
+        "{yes} / {changed:?}"
+    );
+    b.shot("job-updated").await?;
+    dave.cancel(mine.id).map_err(|e| e.to_string())?;
+    erin.cancel(theirs.id).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// What the portal says is held, as it shows credits.
+fn held_text(m: Money) -> String {
+    format!("{} credits on hold", m)
+}

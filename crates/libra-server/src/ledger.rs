@@ -182,18 +182,38 @@ pub fn extend_hold(
     if to <= held {
         return Ok(());
     }
-    let holds: i64 = conn
-        .prepare_cached("SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE job = ?1 AND kind = 'hold'")?
-        .query_row(params![job as i64], |r| r.get(0))?;
+    // The open hold is what a settlement can charge: that is what the budget bounds (a job
+    // held and released by its owner, or re-priced by `libra update`, has more hold entries).
     let more = to - held;
-    if Money(holds) + more > budget {
-        return Err(LedgerError::AboveBudget(Money(holds) + more, budget));
+    if to > budget {
+        return Err(LedgerError::AboveBudget(to, budget));
     }
     let b = balance(conn, user)?;
     if b.available < more {
         return Err(LedgerError::Insufficient { user: b.user, available: b.available, needed: more });
     }
     append(conn, user, Some(job), LedgerKind::Hold, more, now)?;
+    Ok(())
+}
+
+/// Sets a job's open hold to `to` (the new price of a changed promise, `libra update`): more is
+/// taken from the owner's available credit, less is released. Refused, with nothing written,
+/// above the budget or beyond the owner's credit.
+pub fn set_hold(conn: &Connection, job: u64, to: Money, budget: Money, now: f64) -> Result<(), LedgerError> {
+    if to.is_negative() || to > budget {
+        return Err(LedgerError::AboveBudget(to, budget));
+    }
+    let (user, held) = open_hold(conn, job)?.ok_or(LedgerError::NoHold(job))?;
+    if to > held {
+        let more = to - held;
+        let b = balance(conn, user)?;
+        if b.available < more {
+            return Err(LedgerError::Insufficient { user: b.user, available: b.available, needed: more });
+        }
+        append(conn, user, Some(job), LedgerKind::Hold, more, now)?;
+    } else if to < held {
+        append(conn, user, Some(job), LedgerKind::Release, held - to, now)?;
+    }
     Ok(())
 }
 

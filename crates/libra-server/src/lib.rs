@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod auth;
+mod change;
 pub mod config;
 pub mod error;
 mod group_commit;

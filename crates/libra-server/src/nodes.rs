@@ -407,6 +407,11 @@ impl Inner {
             let (start, seen) = row?;
             match running.get(&start.job) {
                 Some(&is_suspended) => {
+                    resp.promises.push(libra_api::JobPromise {
+                        job: start.job,
+                        deadline_at: start.deadline_at,
+                        share: start.share,
+                    });
                     if start.suspended && !is_suspended {
                         resp.suspend.push(start.job);
                     } else if !start.suspended && is_suspended {

@@ -206,7 +206,7 @@ impl Inner {
         let unstarted: Vec<u64> = self
             .db
             .prepare_cached(
-                "SELECT id FROM jobs WHERE state IN ('PENDING','SUSPENDED') AND start_time IS NULL AND deadline_at < ?1",
+                "SELECT id FROM jobs WHERE state IN ('PENDING','SUSPENDED','HELD') AND start_time IS NULL AND deadline_at < ?1",
             )?
             .query_map(params![unstarted_before.unwrap_or(f64::NEG_INFINITY)], |r| r.get::<_, i64>(0).map(|v| v as u64))?
             .collect::<Result<_, _>>()?;

@@ -153,3 +153,29 @@ fn settle_splits_the_hold_into_charge_and_release() {
         Err(LedgerError::Insufficient { .. })
     ));
 }
+
+/// A changed promise's price (`libra update`): the open hold is raised from the owner's credit
+/// or lowered by a release, never above the budget; a lowered hold can be extended again up to
+/// the budget (what the budget bounds is the open hold, not the sum of the hold entries).
+#[test]
+fn set_hold_moves_the_open_hold_within_the_budget_and_the_credit() {
+    let conn = store::open_memory().unwrap();
+    let ids = users(&conn);
+    deposit(&conn, ids[0], Money(1000), 0.0).unwrap();
+    hold(&conn, ids[0], 7, Money(400), Money(500), 1.0).unwrap();
+    set_hold(&conn, 7, Money(100), Money(500), 2.0).unwrap();
+    assert_eq!(open_hold(&conn, 7).unwrap(), Some((ids[0], Money(100))));
+    assert_eq!(balance(&conn, ids[0]).unwrap().available, Money(900));
+    assert!(matches!(set_hold(&conn, 7, Money(501), Money(500), 3.0), Err(LedgerError::AboveBudget(..))));
+    assert!(matches!(
+        set_hold(&conn, 7, Money(2000), Money(5000), 3.0),
+        Err(LedgerError::Insufficient { .. })
+    ));
+    assert_eq!(open_hold(&conn, 7).unwrap().unwrap().1, Money(100), "a refusal writes nothing");
+    // 400 + 450 in hold entries, 450 open: within the budget of 500.
+    extend_hold(&conn, 7, Money(450), Money(500), 4.0).unwrap();
+    assert_eq!(open_hold(&conn, 7).unwrap().unwrap().1, Money(450));
+    assert_eq!(settle(&conn, 7, Money(10_000), 5.0).unwrap(), Money(450));
+    let b = balance(&conn, ids[0]).unwrap();
+    assert_eq!((b.available, b.held, b.charged), (Money(550), Money(0), Money(450)));
+}

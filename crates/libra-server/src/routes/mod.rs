@@ -2,6 +2,7 @@
 
 mod admin;
 mod node;
+mod queue;
 mod sweeps;
 mod user;
 
@@ -37,6 +38,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/jobs/{id}", get(user::job))
         .route("/api/jobs/{id}/cancel", post(user::cancel))
         .route("/api/jobs/{id}/output", get(user::output))
+        .route("/api/jobs/{id}/update", post(queue::update))
+        .route("/api/jobs/{id}/hold", post(queue::hold))
+        .route("/api/jobs/{id}/release", post(queue::release))
+        .route("/api/queue", get(queue::queue))
+        .route("/api/history", get(queue::history))
         .route("/api/balance", get(user::balance))
         .route("/api/ledger", get(user::ledger))
         .route("/api/sweeps", post(sweeps::create).get(sweeps::list))

@@ -90,6 +90,40 @@ pub fn deadline_from_now(s: &str) -> Result<f64, String> {
     parse_deadline(s, now())
 }
 
+/// A point in time to filter by (sacct's `--starttime`): `now`, `now-2h`, a duration meaning
+/// that long ago (`2h`, `1d`), a date (`2026-11-22`, midnight UTC), or any absolute time
+/// `parse_deadline` takes. Returns Unix seconds.
+pub fn parse_instant(s: &str, now: f64) -> Result<f64, String> {
+    let t = s.trim();
+    let ago = |d: &str| parse_duration(d).map(|d| now - d);
+    if t.eq_ignore_ascii_case("now") {
+        return Ok(now);
+    }
+    if let Some(d) = t.strip_prefix("now-").or_else(|| t.strip_prefix("NOW-")) {
+        return ago(d);
+    }
+    if let Some(secs) = t.strip_prefix('@') {
+        return secs
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| format!("'{s}': give @ followed by Unix seconds, e.g. @1800000000"));
+    }
+    if looks_like_a_date(t) {
+        if let Ok(d) = t.parse::<jiff::civil::Date>() {
+            return d
+                .at(0, 0, 0, 0)
+                .to_zoned_datetime(TimeZone::UTC)
+                .map(|z| z.timestamp().as_second() as f64)
+                .map_err(|e| format!("'{s}': {e}"));
+        }
+        return parse_time(t).map_err(|e| {
+            format!("'{s}' is not a valid date and time ({e}): give e.g. 2026-11-22, {TIME_FORMS}")
+        });
+    }
+    ago(t).map_err(|e| format!("{e}; or now, now-2h, a date (2026-11-22) or a time: {TIME_FORMS}"))
+}
+
 /// `YYYY-...`: meant as a calendar date, so its errors are about the date.
 fn looks_like_a_date(t: &str) -> bool {
     let b = t.as_bytes();
@@ -147,6 +181,19 @@ pub fn fmt_dur(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_for_filters_are_absolute_or_that_long_ago() {
+        let now = 1_800_000_000.0;
+        assert_eq!(parse_instant("now", now), Ok(now));
+        assert_eq!(parse_instant("now-2h", now), Ok(now - 7200.0));
+        assert_eq!(parse_instant("1d", now), Ok(now - 86_400.0));
+        assert_eq!(parse_instant("@1700000000", now), Ok(1_700_000_000.0));
+        assert_eq!(parse_instant("2026-11-22", now), Ok(1_795_305_600.0));
+        assert_eq!(parse_instant("2026-11-22T01:00:00Z", now), Ok(1_795_309_200.0));
+        assert!(parse_instant("2026-13-01", now).unwrap_err().contains("not a valid date"));
+        assert!(parse_instant("yesterday", now).unwrap_err().contains("now-2h"));
+    }
 
     #[test]
     fn durations_in_every_form_both_old_parsers_took() {

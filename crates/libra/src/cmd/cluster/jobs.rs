@@ -1,9 +1,9 @@
-//! The users' job commands: status, cancel, balance, history, output.
+//! The users' job commands: status, cancel, balance, output (history: `queue.rs`).
 
 use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
 use anyhow::Result;
 use clap::Args;
-use libra_api::{JobInfo, JobState};
+use libra_api::JobInfo;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -28,15 +28,6 @@ pub struct BalanceArgs {
     /// Also list the ledger entries (deposits, holds, charges, releases).
     #[arg(long)]
     pub ledger: bool,
-    #[command(flatten)]
-    pub conn: Conn,
-}
-
-#[derive(Debug, Args)]
-pub struct HistoryArgs {
-    /// Only jobs in this state (PENDING, RUNNING, COMPLETED, DEADLINE, ...).
-    #[arg(long)]
-    pub state: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -199,50 +190,6 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
     let mut t = table(&["USER", "AVAILABLE", "ON HOLD", "CHARGED", "DEPOSITED"]);
     t.add_row(vec![b.user, money(b.available), money(b.held), money(b.charged), money(b.deposited)]);
     println!("{t}");
-    Ok(())
-}
-
-pub fn sacct_table(jobs: &[JobInfo]) -> comfy_table::Table {
-    let mut t = table(&[
-        "JobID", "JobName", "User", "State", "Submit", "Start", "End", "CPUTime", "Cost", "Budget",
-        "ExitCode", "Billing",
-    ]);
-    for j in jobs {
-        t.add_row(vec![
-            j.id.to_string(),
-            j.name.clone().unwrap_or_default(),
-            j.user.clone(),
-            j.state.to_string(),
-            fmt_time(j.submit_time),
-            fmt_opt_time(j.start_time),
-            fmt_opt_time(j.end_time),
-            fmt_dur(j.cpu_seconds),
-            money(if j.state.is_active() { j.cost } else { j.charged }),
-            money(j.budget),
-            j.exit_code.map(|c| format!("{c}:0")).unwrap_or_default(),
-            j.settlement.clone().unwrap_or_default(),
-        ]);
-    }
-    t
-}
-
-pub fn history(a: HistoryArgs) -> Result<()> {
-    let want = match &a.state {
-        Some(s) => Some(JobState::parse(s).ok_or_else(|| {
-            anyhow::anyhow!(
-                "--state: '{s}' is not a state; accepted: {}",
-                JobState::ALL.map(|s| s.as_str()).join(", ")
-            )
-        })?),
-        None => None,
-    };
-    let mut jobs = a.conn.client()?.jobs(false)?;
-    jobs.retain(|j| want.is_none_or(|w| j.state == w));
-    jobs.reverse();
-    if a.conn.json {
-        return print_json(&jobs);
-    }
-    println!("{}", sacct_table(&jobs));
     Ok(())
 }
 

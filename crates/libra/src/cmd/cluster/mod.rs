@@ -9,6 +9,7 @@ mod docs;
 mod jobs;
 mod login;
 mod node;
+mod queue;
 mod quote;
 mod server;
 mod submit;
@@ -39,8 +40,21 @@ pub enum ClusterCommand {
     Cancel(jobs::CancelArgs),
     /// Your credit: available, on hold, charged.
     Balance(jobs::BalanceArgs),
-    /// Your finished and running jobs, like Slurm's sacct.
-    History(jobs::HistoryArgs),
+    /// Your finished and running jobs, filtered like Slurm's sacct (--starttime, --state, --format, --parsable).
+    #[command(long_about = queue::HISTORY_ABOUT)]
+    History(queue::HistoryArgs),
+    /// Every unfinished job in the cluster, soonest deadline first (like squeue).
+    #[command(long_about = queue::QUEUE_ABOUT)]
+    Queue(queue::QueueArgs),
+    /// Change a job's deadline or budget: re-decided and re-priced at once (like scontrol update).
+    #[command(long_about = queue::UPDATE_ABOUT)]
+    Update(queue::UpdateArgs),
+    /// Hold a job that has not started: its promise and hold are given up (like scontrol hold).
+    #[command(long_about = queue::HOLD_ABOUT)]
+    Hold(queue::HoldArgs),
+    /// Release a held job: admitted again like a new submission (like scontrol release).
+    #[command(long_about = queue::RELEASE_ABOUT)]
+    Release(queue::ReleaseArgs),
     /// A job's captured standard output and error.
     Output(jobs::OutputArgs),
     /// Administrator commands: nodes, jobs, usage, pricing, policy, users, credit.
@@ -78,7 +92,11 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Status(a) => jobs::status(a),
         ClusterCommand::Cancel(a) => jobs::cancel(a),
         ClusterCommand::Balance(a) => jobs::balance(a),
-        ClusterCommand::History(a) => jobs::history(a),
+        ClusterCommand::History(a) => queue::history(a),
+        ClusterCommand::Queue(a) => queue::queue(a),
+        ClusterCommand::Update(a) => queue::update(a),
+        ClusterCommand::Hold(a) => queue::hold(a),
+        ClusterCommand::Release(a) => queue::release(a),
         ClusterCommand::Output(a) => jobs::output(a),
         ClusterCommand::Admin(a) => admin::run(a),
         ClusterCommand::Bench(a) => bench::run(a),
