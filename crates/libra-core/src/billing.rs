@@ -46,7 +46,12 @@ impl Usage {
             return Money(self.quoted.0.clamp(0, budget));
         }
         let exact = self.quoted.0.max(0) as f64 * (cpu / quoted_cpu);
-        let cents = if exact >= budget as f64 { budget } else { exact.floor() as i64 };
+        let mut cents = if exact >= budget as f64 { budget } else { exact.floor() as i64 };
+        // CPU a little above the estimate is the measurement's noise, not the user's work: within
+        // the tolerance the quote is the most they pay.
+        if !self.overran() {
+            cents = cents.min(self.quoted.0.max(0));
+        }
         Money(cents.clamp(0, budget))
     }
 
@@ -175,6 +180,11 @@ mod tests {
         assert_eq!(u(1000, 5000, 10.0, 2, 10.0).owed(), Money(500));
         // Rounded down: the user is never charged a fraction of a cent they did not use.
         assert_eq!(u(100, 5000, 3.0, 1, 1.0).owed(), Money(33));
+        // Measurement noise (within OVERRUN_TOLERANCE above the estimate) costs nothing over
+        // the quote; past it, the overrun is paid from the first cent.
+        assert_eq!(u(114, 5000, 1.0, 1, 1.0087).owed(), Money(114));
+        assert_eq!(u(1000, 5000, 10.0, 1, 10.19).owed(), Money(1000));
+        assert_eq!(u(1000, 5000, 10.0, 1, 10.3).owed(), Money(1030));
     }
 
     #[test]
