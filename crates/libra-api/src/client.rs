@@ -161,6 +161,11 @@ impl Client {
         self.get("/api/admin/nodes")
     }
 
+    /// Drains (`drain`) or undrains (`undrain`) a node.
+    pub fn node_action(&self, name: &str, action: &str) -> Result<NodeInfo, ClientError> {
+        self.post_action(&format!("/api/admin/nodes/{name}/{action}"))
+    }
+
     pub fn usage(&self) -> Result<Vec<UsageRow>, ClientError> {
         self.get("/api/admin/usage")
     }

@@ -131,7 +131,7 @@ impl Inner {
         let mut nodes = HashMap::new();
         {
             let mut st =
-                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users FROM nodes ORDER BY rowid")?;
+                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, drained FROM nodes ORDER BY rowid")?;
             let rows = st.query_map([], |r| {
                 Ok((
                     (r.get::<_, String>(0)?, r.get::<_, f64>(1)?, r.get::<_, i64>(2)?),
@@ -141,12 +141,14 @@ impl Inner {
                         r.get::<_, String>(5)?,
                         r.get::<_, bool>(6)?,
                     ),
+                    r.get::<_, bool>(7)?,
                 ))
             })?;
             for row in rows {
-                let ((name, cpus, mem), (mechanism, price_base, account, switches_users)) = row?;
+                let ((name, cpus, mem), (mechanism, price_base, account, switches_users), drained) = row?;
                 let idx =
                     cluster.add_node(crate::nodes::node_spec(&name, cpus, mem.max(0) as u64, price_base));
+                cluster.set_accepting(idx, !drained);
                 nodes.insert(
                     name,
                     NodeRt { idx, mechanism, account, switches_users, last_seen: now, shares: Vec::new() },
@@ -259,6 +261,20 @@ impl Inner {
         }
         self.policy = p;
         self.pricing = pricing;
+        Ok(())
+    }
+
+    /// Drains a node (it takes no new jobs; those it runs finish) or undrains it. Stored, so a
+    /// restart keeps it drained; its capacity leaves admission at once.
+    pub fn set_drained(&mut self, node: &str, drained: bool) -> Result<(), ApiError> {
+        let rt = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| ApiError::NotFound(format!("node: '{node}' is not a node of this cluster")))?;
+        let idx = rt.idx;
+        self.db.execute("UPDATE nodes SET drained = ?2 WHERE name = ?1", params![node, drained])?;
+        self.cluster.set_accepting(idx, !drained);
+        tracing::info!(node = %node, "{}", if drained { "node drained: it takes no new jobs" } else { "node undrained" });
         Ok(())
     }
 

@@ -125,6 +125,14 @@ const ROUTES: &[Route] = &[
         "admin",
     ),
     (
+        "post",
+        "/api/admin/nodes/{name}/{action}",
+        "Drain a node (it takes no new jobs; those it runs finish) or undrain it: action drain or undrain",
+        None,
+        "NodeInfo",
+        "admin",
+    ),
+    (
         "get",
         "/api/admin/usage",
         "Jobs, CPU hours and revenue per user and per day",

@@ -130,6 +130,8 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE users ADD COLUMN allow_root INTEGER NOT NULL DEFAULT 0;
      ALTER TABLE nodes ADD COLUMN account TEXT NOT NULL DEFAULT '';
      ALTER TABLE nodes ADD COLUMN switches_users INTEGER NOT NULL DEFAULT 0;",
+    // 4: a drained node takes no new jobs (and stays drained across restarts).
+    "ALTER TABLE nodes ADD COLUMN drained INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

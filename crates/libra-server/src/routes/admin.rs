@@ -42,11 +42,42 @@ pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<N
                         if rt.account.is_empty() { "the agent's account" } else { &rt.account }
                     )
                 },
+                drained: !n.accepting,
             }
         })
         .collect();
     v.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Json(v))
+}
+
+/// `POST /api/admin/nodes/{name}/drain` or `/undrain`.
+pub async fn node_action(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((name, action)): Path<(String, String)>,
+) -> Res<NodeInfo> {
+    let drained = match action.as_str() {
+        "drain" => true,
+        "undrain" => false,
+        other => {
+            return Err(ApiError::NotFound(format!(
+                "action: '{other}' is not a node action; accepted: drain, undrain"
+            )))
+        }
+    };
+    {
+        let mut g = app.lock();
+        g.caller(&headers)?.require_admin(&format!("{action} a node"))?;
+        g.set_drained(&name, drained)?;
+        // Undrained capacity may start queued jobs (space-shared policies) at once.
+        g.dispatch_queue(now())?;
+    }
+    app.work.notify_waiters();
+    let Json(all) = nodes(State(app), headers).await?;
+    all.into_iter()
+        .find(|n| n.name == name)
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("node: '{name}' is not a node of this cluster")))
 }
 
 pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UsageRow>> {

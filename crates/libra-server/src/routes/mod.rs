@@ -47,6 +47,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/sweeps/{id}/budget", post(sweeps::set_budget))
         .route("/api/sweeps/{id}/{action}", post(sweeps::action))
         .route("/api/admin/nodes", get(admin::nodes))
+        .route("/api/admin/nodes/{name}/{action}", post(admin::node_action))
         .route("/api/admin/usage", get(admin::usage))
         .route("/api/admin/pricing", get(admin::pricing).post(admin::set_pricing))
         .route("/api/admin/policy", get(admin::policy).post(admin::set_policy))

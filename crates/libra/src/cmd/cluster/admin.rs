@@ -19,8 +19,11 @@ pub struct AdminArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// Nodes: state, capacity, load, job shares, enforcement mechanism.
+    /// Nodes: state (up, down, DRAINED), capacity, load, job shares, enforcement mechanism.
     Nodes,
+    /// Drain or undrain a node (`libra admin node drain n1`).
+    #[command(subcommand)]
+    Node(NodeCommand),
     /// Everyone's jobs.
     Jobs,
     /// Jobs, CPU hours and revenue per user and per day.
@@ -80,6 +83,22 @@ pub struct PricingArgs {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Take no new jobs on the node and let those it runs finish (their promises are kept).
+    /// Its capacity leaves admission at once; new jobs go to other nodes or are refused. The
+    /// node stays drained across restarts until `undrain`.
+    Drain {
+        /// The node's name, as `libra admin nodes` shows it.
+        name: String,
+    },
+    /// Let a drained node take new jobs again.
+    Undrain {
+        /// The node's name, as `libra admin nodes` shows it.
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum UserCommand {
     /// Add a user.
     Add {
@@ -128,7 +147,13 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 let jobs: Vec<String> = x.jobs.iter().map(|j| format!("{}:{:.2}", j.job, j.share)).collect();
                 t.add_row(vec![
                     x.name,
-                    if x.up { "up" } else { "down" }.into(),
+                    match (x.up, x.drained) {
+                        (true, false) => "up",
+                        (true, true) => "DRAINED",
+                        (false, false) => "down",
+                        (false, true) => "down, DRAINED",
+                    }
+                    .into(),
                     format!("{:.2}", x.cpus),
                     format!("{:.3}", x.load),
                     jobs.join(" "),
@@ -139,6 +164,26 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 ]);
             }
             println!("{t}");
+        }
+        AdminCommand::Node(cmd) => {
+            let (name, action) = match cmd {
+                NodeCommand::Drain { name } => (name, "drain"),
+                NodeCommand::Undrain { name } => (name, "undrain"),
+            };
+            let n = c.node_action(&name, action)?;
+            if json {
+                return print_json(&n);
+            }
+            if n.drained {
+                let running = n.jobs.len();
+                println!(
+                    "node {} is drained: it takes no new jobs; {running} job{} on it will finish",
+                    n.name,
+                    if running == 1 { "" } else { "s" }
+                );
+            } else {
+                println!("node {} takes new jobs again", n.name);
+            }
         }
         AdminCommand::Jobs => {
             let jobs = c.jobs(true)?;
