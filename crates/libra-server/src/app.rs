@@ -26,6 +26,8 @@ pub struct App {
     pub(crate) submissions: crate::group_commit::SubmitQueue,
     /// Throttles password guessing and bounds concurrent password hashing.
     pub login_guard: crate::login_guard::LoginGuard,
+    /// Counters for `GET /metrics`.
+    pub metrics: crate::metrics::Metrics,
 }
 
 pub struct NodeRt {
@@ -78,6 +80,7 @@ impl App {
             login_guard: crate::login_guard::LoginGuard::new(
                 std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8),
             ),
+            metrics: Default::default(),
         })
     }
 

@@ -9,6 +9,7 @@ pub mod error;
 mod group_commit;
 pub mod ledger;
 pub mod login_guard;
+pub mod metrics;
 mod nodes;
 pub mod openapi;
 mod queue;

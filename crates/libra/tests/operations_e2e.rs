@@ -72,3 +72,109 @@ fn a_drained_node_takes_no_new_job_and_finishes_the_one_it_runs() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("'no-such-node' is not a node"), "{out:?}");
 }
+
+/// A plain HTTP GET over loopback: (status, body).
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+/// The samples of a Prometheus text exposition: `name{labels}` to value. Every line that is
+/// not a comment must be a sample, or the exposition is malformed.
+fn samples(text: &str) -> std::collections::HashMap<String, f64> {
+    let mut m = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (key, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("not a sample: {line}"));
+        let v: f64 = value.parse().unwrap_or_else(|_| panic!("not a value: {line}"));
+        assert!(m.insert(key.to_string(), v).is_none(), "sample twice: {line}");
+    }
+    assert!(text.trim_end().ends_with("# EOF"), "no # EOF ending");
+    m
+}
+
+fn sample(m: &std::collections::HashMap<String, f64>, key: &str) -> f64 {
+    *m.get(key).unwrap_or_else(|| {
+        let mut keys: Vec<_> = m.keys().collect();
+        keys.sort();
+        panic!("no sample {key}; have {keys:?}")
+    })
+}
+
+#[test]
+fn metrics_count_real_submissions_and_readiness_follows_the_nodes() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start(1, 1.0, 3.0);
+    let node = cl.node_names[0].clone();
+    assert_eq!(http_get(cl.port, "/healthz"), (200, "ok\n".into()));
+    let (status, body) = http_get(cl.port, "/readyz");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("1 nodes up"), "{body}");
+
+    let u = cl.user("mo", 1000);
+    let a = u.submit(&burn(0.2, 1.0, 120.0, 50)).unwrap();
+    let b = u.submit(&burn(0.2, 1.0, 120.0, 50)).unwrap();
+    // Holds three quarters of the node for a while.
+    let long = u.submit(&burn(30.0, 30.0, 40.0, 100)).unwrap();
+    assert_eq!((a.state, b.state, long.state), (JobState::Pending, JobState::Pending, JobState::Pending));
+    // Needs half the node by its deadline: refused for the deadline.
+    let late = u.submit(&burn(0.1, 30.0, 60.0, 5000)).unwrap();
+    assert_eq!(late.state, JobState::Rejected, "{late:?}");
+    assert!(late.reason.as_deref().unwrap_or("").starts_with("deadline"), "{late:?}");
+    // Costs more than one cent.
+    let mut poor = burn(0.1, 1.0, 120.0, 1);
+    poor.spec.qos.budget = libra_core::Money(1);
+    let poor = u.submit(&poor).unwrap();
+    assert_eq!(poor.state, JobState::Rejected, "{poor:?}");
+    assert!(poor.reason.as_deref().unwrap_or("").starts_with("budget"), "{poor:?}");
+    // Impossible on its face: refused before any decision (400).
+    assert_eq!(u.submit(&burn(0.1, 500.0, 10.0, 5000)).unwrap_err().status(), Some(400));
+    let a = wait_done(&u, a.id);
+    let b = wait_done(&u, b.id);
+    assert_eq!((a.state, b.state), (JobState::Completed, JobState::Completed));
+    wait_running(&u, long.id);
+
+    let (status, text) = http_get(cl.port, "/metrics");
+    assert_eq!(status, 200);
+    let m = samples(&text);
+    assert_eq!(sample(&m, r#"libra_admissions_total{outcome="accepted"}"#), 3.0, "{text}");
+    assert_eq!(sample(&m, r#"libra_admissions_total{outcome="rejected"}"#), 2.0);
+    assert_eq!(sample(&m, r#"libra_admissions_total{outcome="error"}"#), 1.0);
+    assert_eq!(sample(&m, r#"libra_rejections_total{reason="deadline"}"#), 1.0);
+    assert_eq!(sample(&m, r#"libra_rejections_total{reason="budget"}"#), 1.0);
+    assert_eq!(sample(&m, "libra_admission_latency_seconds_count"), 6.0);
+    assert!(sample(&m, "libra_admission_latency_seconds_sum") > 0.0);
+    assert_eq!(sample(&m, r#"libra_admission_latency_seconds_bucket{le="+Inf"}"#), 6.0);
+    assert_eq!(sample(&m, r#"libra_jobs{state="completed"}"#), 2.0);
+    assert_eq!(sample(&m, r#"libra_jobs{state="rejected"}"#), 2.0);
+    assert_eq!(sample(&m, r#"libra_jobs{state="running"}"#), 1.0);
+    assert_eq!(sample(&m, "libra_revenue_cents"), (a.charged.0 + b.charged.0) as f64);
+    assert!(a.charged.0 > 0);
+    // The running job holds credit, and the metrics say how much.
+    let held = u.balance().unwrap().held.0;
+    assert!(held > 0);
+    assert_eq!(sample(&m, "libra_credit_held_cents"), held as f64);
+    assert_eq!(sample(&m, &format!(r#"libra_node_up{{node="{node}"}}"#)), 1.0);
+    assert_eq!(sample(&m, &format!(r#"libra_node_drained{{node="{node}"}}"#)), 0.0);
+    assert_eq!(sample(&m, &format!(r#"libra_node_cpus{{node="{node}"}}"#)), 1.0);
+    assert!(sample(&m, &format!(r#"libra_node_load{{node="{node}"}}"#)) > 0.5);
+
+    // The node's agent stops: the node goes down and the server is no longer ready.
+    for n in cl.nodes.iter_mut() {
+        n.kill().unwrap();
+        n.wait().unwrap();
+    }
+    let body = wait_until("readyz to fail", || {
+        let (status, body) = http_get(cl.port, "/readyz");
+        (status == 503).then_some(body)
+    });
+    assert!(body.contains("no node is up"), "{body}");
+    let m = samples(&http_get(cl.port, "/metrics").1);
+    assert_eq!(sample(&m, &format!(r#"libra_node_up{{node="{node}"}}"#)), 0.0);
+    assert_eq!(http_get(cl.port, "/healthz").0, 200);
+}
