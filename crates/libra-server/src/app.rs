@@ -28,6 +28,8 @@ pub struct App {
     pub login_guard: crate::login_guard::LoginGuard,
     /// Counters for `GET /metrics`.
     pub metrics: crate::metrics::Metrics,
+    /// No other server opens this store while this one runs.
+    _lock: crate::backup::StoreLock,
 }
 
 pub struct NodeRt {
@@ -62,6 +64,7 @@ impl App {
         if let Some(dir) = config.db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
+        let lock = crate::backup::StoreLock::acquire(&config.db)?;
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
@@ -81,6 +84,7 @@ impl App {
                 std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8),
             ),
             metrics: Default::default(),
+            _lock: lock,
         })
     }
 

@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod backup;
 pub mod config;
 pub mod error;
 mod group_commit;

@@ -157,6 +157,14 @@ const ROUTES: &[Route] = &[
     ("post", "/api/admin/credit", "Deposit (or withdraw) credit", Some("CreditRequest"), "Balance", "admin"),
     (
         "post",
+        "/api/admin/backup",
+        "A consistent copy of the live store (the SQLite file, application/vnd.sqlite3); what it holds is in the x-libra-backup header",
+        None,
+        "BackupFile",
+        "admin",
+    ),
+    (
+        "post",
         "/api/node/register",
         "A node agent joins: capacity and enforcement mechanism",
         Some("RegisterRequest"),

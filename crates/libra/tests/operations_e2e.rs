@@ -178,3 +178,149 @@ fn metrics_count_real_submissions_and_readiness_follows_the_nodes() {
     assert_eq!(sample(&m, &format!(r#"libra_node_up{{node="{node}"}}"#)), 0.0);
     assert_eq!(http_get(cl.port, "/healthz").0, 200);
 }
+
+fn run_libra(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    std::process::Command::new(EXE).args(args).envs(env.iter().copied()).output().unwrap()
+}
+
+/// The ledger as rows that must match exactly between the live store and a restored copy.
+fn ledger_rows(c: &rusqlite::Connection, up_to: i64) -> Vec<(i64, i64, Option<i64>, String, i64)> {
+    c.prepare("SELECT id, user_id, job, kind, amount FROM ledger WHERE id <= ?1 ORDER BY id")
+        .unwrap()
+        .query_map([up_to], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn job_ids(c: &rusqlite::Connection, up_to: i64) -> Vec<i64> {
+    c.prepare("SELECT id FROM jobs WHERE id <= ?1 ORDER BY id")
+        .unwrap()
+        .query_map([up_to], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[test]
+fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_it_reported() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 2.0, 30.0);
+    let token = admin_token(&cl);
+    let env = [("LIBRA_SERVER", cl.url.as_str()), ("LIBRA_TOKEN", token.as_str())];
+    let u = cl.user("bo", 100_000);
+    // Submissions (some run and are charged, some are refused for their budget) go on while
+    // the backup is taken.
+    let acked: Arc<Mutex<Vec<(u64, Instant)>>> = Default::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let loader = {
+        let (acked, stop) = (acked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Bounded in count and time; paced so that it lasts until the backup is done.
+            for i in 0..3000 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                let mut req = burn(0.02, 0.05, 600.0, 5);
+                if i % 4 != 0 {
+                    req.spec.qos.budget = libra_core::Money(0);
+                }
+                let j = u.submit(&req).unwrap();
+                acked.lock().unwrap().push((j.id, Instant::now()));
+            }
+        })
+    };
+    wait_until("jobs before the backup", || (acked.lock().unwrap().len() >= 20).then_some(()));
+    // At least one job ran and was charged before the backup.
+    let first = acked.lock().unwrap()[0].0;
+    wait_done(&cl.admin(), first);
+    let file = cl.dir.join("backup.db");
+    let file_s = file.display().to_string();
+    let asked = Instant::now();
+    let out = run_libra(&["admin", "backup", &file_s, "--json"], &env);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n_before = acked.lock().unwrap().len();
+    wait_until("jobs after the backup", || (acked.lock().unwrap().len() >= n_before + 20).then_some(()));
+    stop.store(true, Ordering::Relaxed);
+    loader.join().unwrap();
+    let (last_job, last_ledger) = (info["last_job"].as_i64().unwrap(), info["last_ledger_entry"].as_i64().unwrap());
+    let acked = acked.lock().unwrap().clone();
+    let before: Vec<u64> = acked.iter().filter(|(_, t)| *t < asked).map(|(id, _)| *id).collect();
+    assert!(before.len() >= 20);
+    assert!(acked.iter().any(|(id, _)| *id as i64 > last_job), "submissions went on after the backup");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    // A second backup to the same file is refused without --overwrite.
+    let again = run_libra(&["admin", "backup", &file_s], &env);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("--overwrite"));
+
+    // The live store cannot be restored into while its server runs, nor opened by a second one.
+    let live = cl.dir.join("server.db");
+    let live_s = live.display().to_string();
+    let out = run_libra(&["server", "--restore", &file_s, "--db", &live_s, "--overwrite"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use by another libra server"), "{out:?}");
+    let port = free_port().to_string();
+    let out = run_libra(
+        &["server", "--db", &live_s, "--listen", &format!("127.0.0.1:{port}"), "--join-token", JOIN],
+        &[],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use by another libra server"), "{out:?}");
+
+    // Restore into a new store.
+    let restored = cl.dir.join("restored").join("server.db");
+    let restored_s = restored.display().to_string();
+    let out = run_libra(&["server", "--restore", &file_s, "--db", &restored_s], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("{} jobs (last {last_job})", info["jobs"]))
+            && said.contains(&format!("{} ledger entries (last {last_ledger})", info["ledger_entries"])),
+        "{said} vs {info}"
+    );
+    let r = rusqlite::Connection::open(&restored).unwrap();
+    let l = rusqlite::Connection::open_with_flags(&live, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    // Every job acknowledged before the backup was asked for is in it.
+    let in_backup = job_ids(&r, i64::MAX);
+    for id in &before {
+        assert!(in_backup.contains(&(*id as i64)), "job {id} was acknowledged before the backup and is not in it");
+    }
+    // The backup is the store as of one commit: every job and ledger entry up to the last it
+    // reported, exactly as the live store has them, and nothing after.
+    assert_eq!(in_backup.len() as u64, info["jobs"].as_u64().unwrap());
+    assert_eq!(in_backup, job_ids(&l, last_job));
+    let entries = ledger_rows(&r, i64::MAX);
+    assert_eq!(entries.len() as u64, info["ledger_entries"].as_u64().unwrap());
+    assert_eq!(entries, ledger_rows(&l, last_ledger));
+    assert!(entries.iter().any(|e| e.3 == "charge"), "no charged job in the backup");
+    drop(r);
+
+    // A store that is not empty is replaced only when told to.
+    let out = run_libra(&["server", "--restore", &file_s, "--db", &restored_s], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not empty"), "{out:?}");
+    let out = run_libra(&["server", "--restore", &file_s, "--db", &restored_s, "--overwrite"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A server on the restored store serves the jobs.
+    let port = free_port();
+    let mut srv = std::process::Command::new(EXE)
+        .args(["server", "--db", &restored_s, "--listen", &format!("127.0.0.1:{port}"), "--join-token", JOIN])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let admin = wait_until("the restored server", || Client::new(&url, None).login("admin", ADMIN_PW).ok());
+    let admin = Client::new(&url, Some(admin.token));
+    let j = admin.job(last_job as u64).unwrap();
+    assert_eq!(j.user, "bo");
+    assert_eq!(admin.job(before[0]).unwrap().id, before[0]);
+    let _ = srv.kill();
+    let _ = srv.wait();
+}

@@ -274,3 +274,30 @@ pub async fn credit(
         .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
     ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
+
+/// `POST /api/admin/backup`: a consistent copy of the live store, made without stopping the
+/// server, sent as the database file itself; what it holds is in the `x-libra-backup` header
+/// (JSON: `backup::Contents`).
+pub async fn backup(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    app.lock().caller(&headers)?.require_admin("take a backup of the store")?;
+    let db = app.config.db.clone();
+    let (bytes, contents) = tokio::task::spawn_blocking(move || crate::backup::backup_bytes(&db))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::Internal(format!("backup: {e}")))?;
+    tracing::info!(
+        jobs = contents.jobs,
+        ledger_entries = contents.ledger_entries,
+        bytes = bytes.len(),
+        "backup taken"
+    );
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "application/vnd.sqlite3".to_string()),
+            (axum::http::HeaderName::from_static("x-libra-backup"), serde_json::to_string(&contents)?),
+        ],
+        bytes,
+    )
+        .into_response())
+}

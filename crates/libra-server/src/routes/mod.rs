@@ -57,6 +57,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/admin/jobs/{id}/{action}", post(admin::job_action))
         .route("/api/admin/users", get(admin::users).post(admin::user_add))
         .route("/api/admin/credit", post(admin::credit))
+        .route("/api/admin/backup", post(admin::backup))
         .route("/api/node/register", post(node::register))
         .route("/api/node/sync", post(node::sync))
         .with_state(app)

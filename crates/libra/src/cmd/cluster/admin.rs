@@ -21,6 +21,16 @@ pub struct AdminArgs {
 pub enum AdminCommand {
     /// Nodes: state (up, down, DRAINED), capacity, load, job shares, enforcement mechanism.
     Nodes,
+    /// Copy the server's live store into FILE without stopping it (SQLite's online backup: the
+    /// store as of one moment). Restore it with `libra server --restore FILE`.
+    Backup {
+        /// Where to write the backup (a single SQLite file, mode 0600: it holds password and
+        /// token hashes).
+        file: std::path::PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        overwrite: bool,
+    },
     /// Drain or undrain a node (`libra admin node drain n1`).
     #[command(subcommand)]
     Node(NodeCommand),
@@ -164,6 +174,45 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 ]);
             }
             println!("{t}");
+        }
+        AdminCommand::Backup { file, overwrite } => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            if file.exists() && !overwrite {
+                anyhow::bail!("{}: the file exists; give --overwrite to replace it", file.display());
+            }
+            let (bytes, info) = c.backup()?;
+            // Written beside the target and renamed, so FILE is never a partial backup.
+            let mut tmp_name = file.as_os_str().to_owned();
+            tmp_name.push(".partial");
+            let tmp = std::path::PathBuf::from(tmp_name);
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &file)?;
+            if json {
+                let mut v = info;
+                v["file"] = file.display().to_string().into();
+                v["bytes"] = bytes.len().into();
+                return print_json(&v);
+            }
+            println!(
+                "backup {}: {} jobs (last {}), {} ledger entries (last {}), {} users, schema version {}, {} bytes",
+                file.display(),
+                info["jobs"],
+                info["last_job"],
+                info["ledger_entries"],
+                info["last_ledger_entry"],
+                info["users"],
+                info["schema_version"],
+                bytes.len()
+            );
         }
         AdminCommand::Node(cmd) => {
             let (name, action) = match cmd {

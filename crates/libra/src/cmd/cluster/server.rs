@@ -60,6 +60,14 @@ pub struct ServerArgs {
     /// this server (repeat for several; added to sweep_clusters from the file).
     #[arg(long = "sweep-cluster", value_name = "URL")]
     pub sweep_clusters: Vec<String>,
+    /// Restore the store from a backup (`libra admin backup FILE`) and exit, instead of
+    /// serving. The server must be stopped; a store that holds users or jobs is replaced only
+    /// with --overwrite.
+    #[arg(long, value_name = "FILE")]
+    pub restore: Option<PathBuf>,
+    /// With --restore: replace a store that is not empty.
+    #[arg(long, requires = "restore")]
+    pub overwrite: bool,
 }
 
 pub fn config(a: &ServerArgs) -> Result<Config> {
@@ -114,6 +122,21 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
 
 pub fn run(a: ServerArgs) -> Result<()> {
     let c = config(&a)?;
+    if let Some(file) = &a.restore {
+        let r = libra_server::backup::restore(file, &c.db, a.overwrite)?;
+        println!(
+            "restored {} into {}: {} jobs (last {}), {} ledger entries (last {}), {} users, schema version {}",
+            file.display(),
+            c.db.display(),
+            r.jobs,
+            r.last_job,
+            r.ledger_entries,
+            r.last_ledger_entry,
+            r.users,
+            r.schema_version
+        );
+        return Ok(());
+    }
     libra_server::run(c)?;
     Ok(())
 }
