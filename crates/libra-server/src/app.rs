@@ -30,6 +30,8 @@ pub struct App {
     pub metrics: crate::metrics::Metrics,
     /// No other server opens this store while this one runs.
     _lock: crate::backup::StoreLock,
+    /// The configuration as last loaded (at start or by a reload): what a reload compares with.
+    live: Mutex<Config>,
 }
 
 pub struct NodeRt {
@@ -74,7 +76,6 @@ impl App {
             config.sweep_keeper.clone(),
         )?);
         Ok(App {
-            config,
             inner: Mutex::new(inner),
             work: Notify::new(),
             sweeps,
@@ -85,7 +86,51 @@ impl App {
             ),
             metrics: Default::default(),
             _lock: lock,
+            live: Mutex::new(config.clone()),
+            config,
         })
+    }
+
+    /// Applies a reloaded configuration (SIGHUP): the settings in `config::RELOADABLE` that
+    /// changed take effect now; the others that changed are named as needing a restart.
+    /// Returns (applied, "key: old -> new" each; needing a restart). Nothing is applied when
+    /// the new configuration is invalid.
+    pub fn reload(
+        &self,
+        new: Config,
+        set_log_level: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
+        new.validate().map_err(|e| e.to_string())?;
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let old: std::collections::BTreeMap<String, serde_json::Value> = live.settings().into_iter().collect();
+        let (mut applied, mut restart) = (Vec::new(), Vec::new());
+        for (key, value) in new.settings() {
+            let before = old.get(&key).cloned().unwrap_or_default();
+            if before == value {
+                continue;
+            }
+            if crate::config::RELOADABLE.contains(&key.as_str()) {
+                applied.push(format!("{key}: {before} -> {value}"));
+            } else {
+                restart.push(key);
+            }
+        }
+        let changed = |k: &str| applied.iter().any(|a| a.starts_with(&format!("{k}:")));
+        if changed("log_level") {
+            set_log_level(&new.log_level).map_err(|e| format!("log_level: {e}"))?;
+        }
+        {
+            let mut g = self.lock();
+            if ["policy", "placement", "pricing.alpha", "pricing.beta", "pricing.libra_gamma", "pricing.libra_delta"]
+                .iter()
+                .any(|k| changed(k))
+            {
+                g.set_policy(&new.policy, new.pricing, new.placement).map_err(|e| e.to_string())?;
+            }
+            g.node_timeout = new.node_timeout;
+        }
+        *live = new;
+        Ok((applied, restart))
     }
 
     /// The state, even if a panicking request poisoned the lock: every change is a committed

@@ -89,8 +89,46 @@ pub async fn serve(
     r.map_err(ServerError::Io)
 }
 
+/// How a running server reloads its configuration on SIGHUP: `load` reads it again (the file,
+/// with the same flags over it), `set_log_level` changes what is logged.
+pub struct Reloader {
+    pub load: Box<dyn Fn() -> Result<Config, String> + Send + Sync>,
+    pub set_log_level: Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>,
+}
+
+fn reload(app: &App, r: &Reloader) {
+    let new = match (r.load)() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("SIGHUP: the configuration was not reloaded, nothing changed: {e}");
+            return;
+        }
+    };
+    match app.reload(new, &*r.set_log_level) {
+        Err(e) => tracing::error!("SIGHUP: the configuration was not reloaded, nothing changed: {e}"),
+        Ok((applied, restart)) => {
+            if applied.is_empty() {
+                tracing::info!("SIGHUP: configuration reloaded; nothing that a reload applies changed");
+            } else {
+                tracing::info!("SIGHUP: configuration reloaded; applied {}", applied.join(", "));
+            }
+            if !restart.is_empty() {
+                tracing::warn!(
+                    "SIGHUP: changed in the configuration but not applied until a restart: {}",
+                    restart.join(", ")
+                );
+            }
+        }
+    }
+}
+
 /// Opens the store, binds and serves on a runtime of its own (the `libra server` command).
 pub fn run(config: Config) -> Result<(), ServerError> {
+    run_with(config, None)
+}
+
+/// `run`, reloading the configuration on SIGHUP with `reloader`.
+pub fn run_with(config: Config, reloader: Option<Reloader>) -> Result<(), ServerError> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let addr = config.listen.clone();
@@ -102,6 +140,16 @@ pub fn run(config: Config) -> Result<(), ServerError> {
             .await
             .map_err(|e| ServerError::Listen { addr: addr.clone(), source: e })?;
         eprintln!("libra server listening on http://{}", listener.local_addr()?);
+        if let Some(r) = reloader {
+            let app = app.clone();
+            let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    // Reading the file and taking the state's lock: off the async workers.
+                    tokio::task::block_in_place(|| reload(&app, &r));
+                }
+            });
+        }
         serve(app, listener, async {
             // Ctrl-C or SIGTERM: stop taking requests, finish those in flight. (Nothing is lost
             // by a harder stop either: every answer was committed before it was sent.)
