@@ -102,7 +102,8 @@ impl App {
     ) -> Result<(Vec<String>, Vec<String>), String> {
         new.validate().map_err(|e| e.to_string())?;
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let old: std::collections::BTreeMap<String, serde_json::Value> = live.settings().into_iter().collect();
+        let old: std::collections::BTreeMap<String, serde_json::Value> =
+            live.settings().into_iter().collect();
         let (mut applied, mut restart) = (Vec::new(), Vec::new());
         for (key, value) in new.settings() {
             let before = old.get(&key).cloned().unwrap_or_default();
@@ -121,9 +122,16 @@ impl App {
         }
         {
             let mut g = self.lock();
-            if ["policy", "placement", "pricing.alpha", "pricing.beta", "pricing.libra_gamma", "pricing.libra_delta"]
-                .iter()
-                .any(|k| changed(k))
+            if [
+                "policy",
+                "placement",
+                "pricing.alpha",
+                "pricing.beta",
+                "pricing.libra_gamma",
+                "pricing.libra_delta",
+            ]
+            .iter()
+            .any(|k| changed(k))
             {
                 g.set_policy(&new.policy, new.pricing, new.placement).map_err(|e| e.to_string())?;
             }

@@ -56,7 +56,8 @@ pub fn lock_path(db: &Path) -> PathBuf {
 impl StoreLock {
     pub fn acquire(db: &Path) -> Result<StoreLock, ServerError> {
         let path = lock_path(db);
-        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let mut f =
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
         // SAFETY: flock(2) on a descriptor this function owns; no memory is passed.
         let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if r != 0 {
@@ -83,7 +84,8 @@ impl StoreLock {
 /// commit, and says what the copy holds. The copy is a self-contained database (rollback
 /// journal, not WAL), readable by any SQLite tool.
 pub fn backup_to(db: &Path, to: &Path) -> Result<Contents, ServerError> {
-    let src = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let src =
+        Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     src.busy_timeout(std::time::Duration::from_secs(5))?;
     let mut dst = Connection::open(to)?;
     {
@@ -162,7 +164,8 @@ pub fn restore(file: &Path, db: &Path, overwrite: bool) -> Result<Contents, Serv
         dst.restore(rusqlite::DatabaseName::Main, file, None::<fn(rusqlite::backup::Progress)>)?;
     }
     // Migrate (a backup of an earlier version) and check as a server would on start.
-    let c = store::open(db, true).map_err(|e| ServerError::Open { path: db.display().to_string(), source: e })?;
+    let c =
+        store::open(db, true).map_err(|e| ServerError::Open { path: db.display().to_string(), source: e })?;
     let after = Contents::of(&c)?;
     debug_assert_eq!((after.jobs, after.ledger_entries), (contents.jobs, contents.ledger_entries));
     Ok(after)

@@ -96,11 +96,10 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
     {
         let g = app.lock();
         let t = now();
-        let mut counts: std::collections::HashMap<String, i64> = g
-            .db
-            .prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
+        let mut counts: std::collections::HashMap<String, i64> =
+            g.db.prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
         for s in JobState::ALL {
             let n = counts.remove(s.as_str()).unwrap_or(0);
             jobs.get_or_create(&vec![("state", s.as_str().to_lowercase())]).set(n as f64);
@@ -165,7 +164,9 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
                 ("failed", c.failed),
                 ("cancelled", c.cancelled),
             ] {
-                sweep_jobs.get_or_create(&vec![("sweep", s.id.to_string()), ("state", state.into())]).set(n as f64);
+                sweep_jobs
+                    .get_or_create(&vec![("sweep", s.id.to_string()), ("state", state.into())])
+                    .set(n as f64);
             }
         }
         for (state, n) in by_state {

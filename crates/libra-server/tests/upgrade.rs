@@ -16,7 +16,9 @@ fn user_version(c: &Connection) -> i64 {
 }
 
 /// The rows every fixture holds, read the same way before and after the upgrade.
-fn rows(c: &Connection) -> (Vec<(i64, String, bool)>, Vec<(i64, String, String, i64, i64)>, Vec<(String, i64, i64)>) {
+fn rows(
+    c: &Connection,
+) -> (Vec<(i64, String, bool)>, Vec<(i64, String, String, i64, i64)>, Vec<(String, i64, i64)>) {
     let users = c
         .prepare("SELECT id, name, admin FROM users ORDER BY id")
         .unwrap()
@@ -112,7 +114,10 @@ fn a_store_from_a_newer_version_is_refused_and_left_as_it_was() {
     assert!(e.contains("newer Libra"), "{e}");
     let c = Connection::open(&db).unwrap();
     assert_eq!(user_version(&c), SCHEMA_VERSION + 1);
-    let has_drained: bool =
-        c.prepare("SELECT 1 FROM pragma_table_info('nodes') WHERE name = 'drained'").unwrap().exists([]).unwrap();
+    let has_drained: bool = c
+        .prepare("SELECT 1 FROM pragma_table_info('nodes') WHERE name = 'drained'")
+        .unwrap()
+        .exists([])
+        .unwrap();
     assert!(!has_drained, "a refused store was migrated anyway");
 }

@@ -55,7 +55,8 @@ fn packaged_keys(section: &str) -> BTreeSet<String> {
         })
         .map(|l| format!("{l}\n"))
         .collect();
-    let doc: toml::Table = toml::from_str(&uncommented).expect("the packaged file with its settings uncommented");
+    let doc: toml::Table =
+        toml::from_str(&uncommented).expect("the packaged file with its settings uncommented");
     fn walk(t: &toml::Table, prefix: &str, out: &mut BTreeSet<String>) {
         for (k, v) in t {
             let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
@@ -76,7 +77,8 @@ fn packaged_keys(section: &str) -> BTreeSet<String> {
 fn documented_keys(section: &str) -> BTreeSet<String> {
     let doc = std::fs::read_to_string(workspace().join("CONFIGURATION.md")).unwrap();
     let heading = format!("\n## `[{section}]`\n");
-    let start = doc.find(&heading).unwrap_or_else(|| panic!("CONFIGURATION.md has no {heading:?}")) + heading.len();
+    let start =
+        doc.find(&heading).unwrap_or_else(|| panic!("CONFIGURATION.md has no {heading:?}")) + heading.len();
     let body = &doc[start..];
     let body = &body[..body.find("\n## ").unwrap_or(body.len())];
     body.lines()
@@ -102,7 +104,11 @@ fn every_setting_is_documented_and_in_the_packaged_file() {
         );
         // The packaged file as shipped is read by both daemons.
         let v = print_config(section, &["--config", &packaged_toml().display().to_string()], &[]);
-        assert!(v["settings"].as_object().unwrap().values().any(|s| s["source"].as_str().unwrap().starts_with("file ")));
+        assert!(v["settings"]
+            .as_object()
+            .unwrap()
+            .values()
+            .any(|s| s["source"].as_str().unwrap().starts_with("file ")));
     }
 }
 
@@ -123,10 +129,16 @@ fn print_config_names_where_each_value_came_from_and_refuses_unknown_keys() {
     );
     let s = &v["settings"];
     let file_src = format!("file {f}");
-    assert_eq!((s["policy"]["value"].as_str(), s["policy"]["source"].as_str()), (Some("libra"), Some(file_src.as_str())));
+    assert_eq!(
+        (s["policy"]["value"].as_str(), s["policy"]["source"].as_str()),
+        (Some("libra"), Some(file_src.as_str()))
+    );
     assert_eq!(s["pricing.alpha"]["value"], 2.5);
     assert_eq!(s["pricing.alpha"]["source"], file_src.as_str());
-    assert_eq!((s["pricing.beta"]["value"].as_f64(), s["pricing.beta"]["source"].as_str()), (Some(0.7), Some("flag --beta")));
+    assert_eq!(
+        (s["pricing.beta"]["value"].as_f64(), s["pricing.beta"]["source"].as_str()),
+        (Some(0.7), Some("flag --beta"))
+    );
     assert_eq!(s["listen"]["source"], "flag --listen");
     assert_eq!(s["node_timeout"]["source"], "default");
     assert_eq!(s["join_token"]["source"], "env LIBRA_JOIN_TOKEN");
@@ -136,7 +148,10 @@ fn print_config_names_where_each_value_came_from_and_refuses_unknown_keys() {
     assert!(v["problems"].is_null(), "{v}");
     let n = print_config("node", &["--config", &f, "--name", "n9"], &[("LIBRA_JOIN_TOKEN", "tok-tok-tok")]);
     let s = &n["settings"];
-    assert_eq!((s["cpus"]["value"].as_f64(), s["cpus"]["source"].as_str()), (Some(3.0), Some(file_src.as_str())));
+    assert_eq!(
+        (s["cpus"]["value"].as_f64(), s["cpus"]["source"].as_str()),
+        (Some(3.0), Some(file_src.as_str()))
+    );
     assert_eq!(s["name"]["source"], "flag --name");
     assert_eq!(s["mechanism"]["source"], "default");
     // The human form: TOML lines with the source in a comment.
@@ -188,7 +203,14 @@ fn sighup_reloads_what_is_safe_and_json_logs_carry_the_job_id() {
     let node_log = dir.join("node.log");
     let mut node = Command::new(EXE)
         .args(["node", "--server", &url, "--join-token", JOIN, "--cpus", "1", "--name", "cfg-n1"])
-        .args(["--workdir", &dir.join("node").display().to_string(), "--period", "0.5", "--log-format", "json"])
+        .args([
+            "--workdir",
+            &dir.join("node").display().to_string(),
+            "--period",
+            "0.5",
+            "--log-format",
+            "json",
+        ])
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&node_log).unwrap())

@@ -24,7 +24,10 @@ fn a_drained_node_takes_no_new_job_and_finishes_the_one_it_runs() {
     let other = cl.node_names.iter().find(|n| **n != busy).unwrap().clone();
     wait_running(&u, first.id);
     let out = libra(&cl, &token, &["admin", "node", "drain", &busy]);
-    assert!(out.contains(&format!("node {busy} is drained")) && out.contains("1 job on it will finish"), "{out}");
+    assert!(
+        out.contains(&format!("node {busy} is drained")) && out.contains("1 job on it will finish"),
+        "{out}"
+    );
     let table = libra(&cl, &token, &["admin", "nodes"]);
     let row = table.lines().find(|l| l.contains(&busy)).unwrap();
     assert!(row.contains("DRAINED"), "{table}");
@@ -248,7 +251,8 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     wait_until("jobs after the backup", || (acked.lock().unwrap().len() >= n_before + 20).then_some(()));
     stop.store(true, Ordering::Relaxed);
     loader.join().unwrap();
-    let (last_job, last_ledger) = (info["last_job"].as_i64().unwrap(), info["last_ledger_entry"].as_i64().unwrap());
+    let (last_job, last_ledger) =
+        (info["last_job"].as_i64().unwrap(), info["last_ledger_entry"].as_i64().unwrap());
     let acked = acked.lock().unwrap().clone();
     let before: Vec<u64> = acked.iter().filter(|(_, t)| *t < asked).map(|(id, _)| *id).collect();
     assert!(before.len() >= 20);
@@ -289,7 +293,10 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     // Every job acknowledged before the backup was asked for is in it.
     let in_backup = job_ids(&r, i64::MAX);
     for id in &before {
-        assert!(in_backup.contains(&(*id as i64)), "job {id} was acknowledged before the backup and is not in it");
+        assert!(
+            in_backup.contains(&(*id as i64)),
+            "job {id} was acknowledged before the backup and is not in it"
+        );
     }
     // The backup is the store as of one commit: every job and ledger entry up to the last it
     // reported, exactly as the live store has them, and nothing after.

@@ -105,7 +105,12 @@ fn the_debian_package_holds_what_a_site_needs_and_its_binary_runs() {
     }
     let node = read(&r.join("usr/lib/systemd/system/libra-node.service"));
     let n = settings(&node);
-    for want in ["User=root", "Delegate=yes", "KillMode=process", "ExecStart=/usr/bin/libra node --config /etc/libra/libra.toml"] {
+    for want in [
+        "User=root",
+        "Delegate=yes",
+        "KillMode=process",
+        "ExecStart=/usr/bin/libra node --config /etc/libra/libra.toml",
+    ] {
         assert!(n.contains(&want), "libra-node.service lacks {want}:\n{node}");
     }
     // Jobs inherit the agent's sandbox: these would break them.
@@ -116,7 +121,13 @@ fn the_debian_package_holds_what_a_site_needs_and_its_binary_runs() {
 
     // Man pages for the commands, shell completions for three shells.
     let man = r.join("usr/share/man/man1");
-    for page in ["libra.1.gz", "libra-server.1.gz", "libra-node.1.gz", "libra-admin-backup.1.gz", "libra-admin-node-drain.1.gz"] {
+    for page in [
+        "libra.1.gz",
+        "libra-server.1.gz",
+        "libra-node.1.gz",
+        "libra-admin-backup.1.gz",
+        "libra-admin-node-drain.1.gz",
+    ] {
         assert_eq!(mode(&man.join(page)), 0o644, "{page}");
     }
     let manpage = Command::new("gzip").arg("-dc").arg(man.join("libra-server.1.gz")).output().unwrap();
@@ -135,10 +146,15 @@ fn the_debian_package_holds_what_a_site_needs_and_its_binary_runs() {
     let postinst = control.join("postinst");
     assert_eq!(mode(&postinst) & 0o111, 0o111);
     let script = read(&postinst);
-    for want in ["useradd --system", "/var/lib/libra/server", "chmod 0640 /etc/libra/libra.env", "LIBRA_JOIN_TOKEN="] {
+    for want in
+        ["useradd --system", "/var/lib/libra/server", "chmod 0640 /etc/libra/libra.env", "LIBRA_JOIN_TOKEN="]
+    {
         assert!(script.contains(want), "postinst lacks {want}");
     }
-    assert!(Command::new("sh").arg("-n").arg(&postinst).status().unwrap().success(), "postinst is not valid sh");
+    assert!(
+        Command::new("sh").arg("-n").arg(&postinst).status().unwrap().success(),
+        "postinst is not valid sh"
+    );
     let c = read(&control.join("control"));
     assert!(c.contains("Package: libra") && c.contains("passwd"), "{c}");
 }

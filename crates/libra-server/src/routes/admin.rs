@@ -278,7 +278,10 @@ pub async fn credit(
 /// `POST /api/admin/backup`: a consistent copy of the live store, made without stopping the
 /// server, sent as the database file itself; what it holds is in the `x-libra-backup` header
 /// (JSON: `backup::Contents`).
-pub async fn backup(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<axum::response::Response, ApiError> {
+pub async fn backup(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
     app.lock().caller(&headers)?.require_admin("take a backup of the store")?;
     let db = app.config.db.clone();

@@ -2,11 +2,11 @@
 
 use super::common::data_dir;
 use super::settings::{load_section, print, settings_of, Sources};
-use libra_server::config::LogFormat;
-use serde::{Deserialize, Serialize};
 use anyhow::{Context, Result};
 use clap::Args;
 use libra_node::{Agent, AgentConfig};
+use libra_server::config::LogFormat;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]

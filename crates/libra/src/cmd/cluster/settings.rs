@@ -45,7 +45,9 @@ pub fn load_section<T: DeserializeOwned + Default>(path: &Path, name: &str) -> R
         }
         match table.get(name) {
             Some(toml::Value::Table(t)) => t.clone(),
-            Some(_) => return Err(anyhow!("configuration {}: {name} must be a table ([{name}])", path.display())),
+            Some(_) => {
+                return Err(anyhow!("configuration {}: {name} must be a table ([{name}])", path.display()))
+            }
             None => toml::Table::new(),
         }
     } else if name == "server" {
