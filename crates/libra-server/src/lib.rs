@@ -93,8 +93,11 @@ pub async fn serve(
 /// with the same flags over it), `set_log_level` changes what is logged.
 pub struct Reloader {
     pub load: Box<dyn Fn() -> Result<Config, String> + Send + Sync>,
-    pub set_log_level: Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>,
+    pub set_log_level: Box<LogLevelSetter>,
 }
+
+/// Changes what a running process logs (`log_level`).
+pub type LogLevelSetter = dyn Fn(&str) -> Result<(), String> + Send + Sync;
 
 fn reload(app: &App, r: &Reloader) {
     let new = match (r.load)() {

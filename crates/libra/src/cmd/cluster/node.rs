@@ -161,7 +161,7 @@ fn problems(s: &NodeSettings) -> Option<String> {
     if let Some(c) = s.cpus.filter(|c| !(*c > 0.0 && *c <= 4096.0)) {
         return Some(format!("cpus: {c} is not accepted: give a capacity between 0 and 4096 CPUs"));
     }
-    if let Some(p) = s.period.filter(|p| !(*p > 0.0)) {
+    if let Some(p) = s.period.filter(|p| p.is_nan() || *p <= 0.0) {
         return Some(format!("period: {p} is not accepted: give a positive number of seconds"));
     }
     crate::logging::check_level(&s.log_level).err()
