@@ -189,9 +189,13 @@ pub fn wait_running(c: &Client, id: u64) -> JobInfo {
     wait_until(&format!("job {id} to run"), || c.job(id).ok().filter(|j| j.state == JobState::Running))
 }
 
-/// The processes of a job (found by their working directory, which is the job's own).
+/// The processes of a job (found by their working directory, which is the job's own): its
+/// keeper in the record directory `job-N`, the job itself in `job-N/work` when it was given no
+/// directory of its own.
 pub fn job_pids(cl: &Cluster, job: u64) -> Vec<i32> {
-    pids_under(&cl.dir, &format!("job-{job}"))
+    let mut pids = pids_under(&cl.dir, &format!("job-{job}"));
+    pids.extend(pids_under(&cl.dir, &format!("job-{job}/work")));
+    pids
 }
 
 /// Processes whose working directory is under `dir` and ends with `needle`.
