@@ -270,6 +270,28 @@ impl Client {
         self.get("/api/admin/nodes")
     }
 
+    /// Drains (`drain`) or undrains (`undrain`) a node.
+    pub fn node_action(&self, name: &str, action: &str) -> Result<NodeInfo, ClientError> {
+        self.post_action(&format!("/api/admin/nodes/{name}/{action}"))
+    }
+
+    /// A backup of the server's live store: the database file's bytes, and what the server says
+    /// it holds (the `x-libra-backup` header, JSON).
+    pub fn backup(&self) -> Result<(Vec<u8>, serde_json::Value), ClientError> {
+        match self.request("POST", "/api/admin/backup").call() {
+            Ok(resp) => {
+                let info = resp
+                    .header("x-libra-backup")
+                    .and_then(|h| serde_json::from_str(h).ok())
+                    .unwrap_or(serde_json::Value::Null);
+                let mut bytes = Vec::new();
+                std::io::Read::read_to_end(&mut resp.into_reader(), &mut bytes)?;
+                Ok((bytes, info))
+            }
+            Err(e) => self.finish::<serde_json::Value>(Err(e)).map(|_| unreachable!("an error answer")),
+        }
+    }
+
     pub fn usage(&self) -> Result<Vec<UsageRow>, ClientError> {
         self.get("/api/admin/usage")
     }

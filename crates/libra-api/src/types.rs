@@ -354,6 +354,9 @@ pub struct NodeInfo {
     /// Whose account its jobs run as: "each user's", or the one account its agent runs as.
     #[serde(default)]
     pub runs_jobs_as: String,
+    /// Drained by an administrator: takes no new jobs, finishes those it has.
+    #[serde(default)]
+    pub drained: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

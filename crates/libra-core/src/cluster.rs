@@ -45,6 +45,9 @@ impl NodeSpec {
 pub struct Node {
     pub spec: NodeSpec,
     pub up: bool,
+    /// Whether the node takes new jobs. A drained node (`false`) keeps its commitments, so the
+    /// promises made on it are kept, but its capacity leaves admission and dispatch at once.
+    pub accepting: bool,
     slots: Vec<usize>,
     /// A compact copy of each committed job's progress, kept beside the node so that admission,
     /// which reads every node, walks contiguous memory. Same order as `slots`.
@@ -112,10 +115,11 @@ impl Node {
         self.slots.is_empty()
     }
 
-    /// Whether the node is up and has the memory and disk a job asks for, next to what is
-    /// already committed.
+    /// Whether the node is up, takes new jobs, and has the memory and disk a job asks for, next
+    /// to what is already committed.
     pub fn has_resources(&self, mem_mb: u64, disk_mb: u64) -> bool {
         self.up
+            && self.accepting
             && self.spec.cpus > 0.0
             && self.spec.mem_mb.saturating_sub(self.mem_used) >= mem_mb
             && self.spec.disk_mb.saturating_sub(self.disk_used) >= disk_mb
@@ -211,6 +215,7 @@ impl Cluster {
         self.nodes.push(Node {
             spec,
             up: true,
+            accepting: true,
             slots: Vec::new(),
             entries: Vec::new(),
             mem_used: 0,
@@ -234,6 +239,13 @@ impl Cluster {
     pub fn set_up(&mut self, i: NodeIdx, up: bool) {
         if let Some(n) = self.nodes.get_mut(i) {
             n.up = up;
+        }
+    }
+
+    /// Drains (`false`) or undrains a node: see `Node::accepting`.
+    pub fn set_accepting(&mut self, i: NodeIdx, accepting: bool) {
+        if let Some(n) = self.nodes.get_mut(i) {
+            n.accepting = accepting;
         }
     }
 
@@ -449,9 +461,13 @@ impl Cluster {
         Some(c.required_share(now, c.cap))
     }
 
-    /// Up nodes with nothing committed (space-shared allocation).
+    /// Up, accepting nodes with nothing committed (space-shared allocation).
     pub fn idle_nodes(&self) -> impl Iterator<Item = NodeIdx> + '_ {
-        self.nodes.iter().enumerate().filter(|(_, n)| n.up && n.slots.is_empty()).map(|(i, _)| i)
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.up && n.accepting && n.slots.is_empty())
+            .map(|(i, _)| i)
     }
 
     pub fn up_count(&self) -> usize {

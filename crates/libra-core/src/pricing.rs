@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 
 /// The coefficients of every pricing function, in one place so an administrator can change
 /// them at run time and an experiment can sweep them.
+/// A partial table (a configuration file's `[pricing]` with only `alpha`) takes the defaults
+/// for the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PricingParams {
     /// Libra+$ static factor α (Table I: 1.0).
     pub alpha: f64,

@@ -296,10 +296,10 @@ impl Enforcer for CgroupEnforcer {
     fn remove(&mut self, job: u64) {
         if let Some(JobGroup { dir, .. }) = self.jobs.remove(&job) {
             if !end_group(self.kernel.as_ref(), &dir) {
-                tracing::warn!("{} could not be emptied and removed", dir.display());
+                tracing::warn!(job, "{} could not be emptied and removed", dir.display());
             }
             if let Err(e) = self.rebalance() {
-                tracing::warn!("shares after job {job} left: {e}");
+                tracing::warn!(job, "shares after the job left: {e}");
             }
         }
     }

@@ -26,6 +26,12 @@ pub struct App {
     pub(crate) submissions: crate::group_commit::SubmitQueue,
     /// Throttles password guessing and bounds concurrent password hashing.
     pub login_guard: crate::login_guard::LoginGuard,
+    /// Counters for `GET /metrics`.
+    pub metrics: crate::metrics::Metrics,
+    /// No other server opens this store while this one runs.
+    _lock: crate::backup::StoreLock,
+    /// The configuration as last loaded (at start or by a reload): what a reload compares with.
+    live: Mutex<Config>,
 }
 
 pub struct NodeRt {
@@ -74,6 +80,7 @@ impl App {
             }
         }
         crate::tls::private_db_file(&broker_db)?;
+        let lock = crate::backup::StoreLock::acquire(&config.db)?;
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
         let inner = Inner::load(db, &config, now())?;
@@ -83,7 +90,6 @@ impl App {
             config.sweep_keeper.clone(),
         )?);
         Ok(App {
-            config,
             inner: Mutex::new(inner),
             work: Notify::new(),
             sweeps,
@@ -92,7 +98,61 @@ impl App {
             login_guard: crate::login_guard::LoginGuard::new(
                 std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8),
             ),
+            metrics: Default::default(),
+            _lock: lock,
+            live: Mutex::new(config.clone()),
+            config,
         })
+    }
+
+    /// Applies a reloaded configuration (SIGHUP): the settings in `config::RELOADABLE` that
+    /// changed take effect now; the others that changed are named as needing a restart.
+    /// Returns (applied, "key: old -> new" each; needing a restart). Nothing is applied when
+    /// the new configuration is invalid.
+    pub fn reload(
+        &self,
+        new: Config,
+        set_log_level: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
+        new.validate().map_err(|e| e.to_string())?;
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let old: std::collections::BTreeMap<String, serde_json::Value> =
+            live.settings().into_iter().collect();
+        let (mut applied, mut restart) = (Vec::new(), Vec::new());
+        for (key, value) in new.settings() {
+            let before = old.get(&key).cloned().unwrap_or_default();
+            if before == value {
+                continue;
+            }
+            if crate::config::RELOADABLE.contains(&key.as_str()) {
+                applied.push(format!("{key}: {before} -> {value}"));
+            } else {
+                restart.push(key);
+            }
+        }
+        let changed = |k: &str| applied.iter().any(|a| a.starts_with(&format!("{k}:")));
+        if changed("log_level") {
+            set_log_level(&new.log_level).map_err(|e| format!("log_level: {e}"))?;
+        }
+        {
+            let mut g = self.lock();
+            if [
+                "policy",
+                "placement",
+                "pricing.alpha",
+                "pricing.beta",
+                "pricing.libra_gamma",
+                "pricing.libra_delta",
+            ]
+            .iter()
+            .any(|k| changed(k))
+            {
+                g.set_policy(&new.policy, new.pricing, new.placement).map_err(|e| e.to_string())?;
+            }
+            g.node_timeout = new.node_timeout;
+        }
+        *live = new;
+        Ok((applied, restart))
     }
 
     /// The state, even if a panicking request poisoned the lock: every change is a committed
@@ -145,7 +205,7 @@ impl Inner {
         let mut nodes = HashMap::new();
         {
             let mut st =
-                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash FROM nodes ORDER BY rowid")?;
+                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash, drained FROM nodes ORDER BY rowid")?;
             let rows = st.query_map([], |r| {
                 Ok((
                     (r.get::<_, String>(0)?, r.get::<_, f64>(1)?, r.get::<_, i64>(2)?),
@@ -156,12 +216,15 @@ impl Inner {
                         r.get::<_, bool>(6)?,
                         r.get::<_, Option<String>>(7)?,
                     ),
+                    r.get::<_, bool>(8)?,
                 ))
             })?;
             for row in rows {
-                let ((name, cpus, mem), (mechanism, price_base, account, switches_users, cred_hash)) = row?;
+                let ((name, cpus, mem), (mechanism, price_base, account, switches_users, cred_hash), drained) =
+                    row?;
                 let idx =
                     cluster.add_node(crate::nodes::node_spec(&name, cpus, mem.max(0) as u64, price_base));
+                cluster.set_accepting(idx, !drained);
                 nodes.insert(
                     name,
                     NodeRt {
@@ -282,6 +345,20 @@ impl Inner {
         }
         self.policy = p;
         self.pricing = pricing;
+        Ok(())
+    }
+
+    /// Drains a node (it takes no new jobs; those it runs finish) or undrains it. Stored, so a
+    /// restart keeps it drained; its capacity leaves admission at once.
+    pub fn set_drained(&mut self, node: &str, drained: bool) -> Result<(), ApiError> {
+        let rt = self
+            .nodes
+            .get(node)
+            .ok_or_else(|| ApiError::NotFound(format!("node: '{node}' is not a node of this cluster")))?;
+        let idx = rt.idx;
+        self.db.execute("UPDATE nodes SET drained = ?2 WHERE name = ?1", params![node, drained])?;
+        self.cluster.set_accepting(idx, !drained);
+        tracing::info!(node = %node, "{}", if drained { "node drained: it takes no new jobs" } else { "node undrained" });
         Ok(())
     }
 

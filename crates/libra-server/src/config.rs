@@ -49,10 +49,77 @@ pub struct Config {
     /// sweep may send jobs to, besides this server itself. The server makes those requests, so
     /// an open list would let any user aim it at any address it can reach.
     pub sweep_clusters: Vec<String>,
+    /// What the server logs: a level (error, warn, info, debug, trace) or a filter such as
+    /// `info,libra_server=debug`. `RUST_LOG`, when set, wins. Reloaded on SIGHUP.
+    pub log_level: String,
+    /// How log lines are written: text (for people) or json (one object per line).
+    pub log_format: LogFormat,
     /// The program that keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`), so
     /// that they outlive a restart of the server: the `libra` binary sets it to itself.
     #[serde(skip)]
     pub sweep_keeper: Option<PathBuf>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("log_format: '{other}' is not a log format; accepted: text, json")),
+        }
+    }
+}
+
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        })
+    }
+}
+
+/// Settings that a reload (SIGHUP) applies to a running server; any other change needs a
+/// restart. Pricing, policy and placement are what `libra admin pricing|policy` change live
+/// anyway; the node timeout and the log level only change what happens next.
+pub const RELOADABLE: &[&str] = &[
+    "policy",
+    "placement",
+    "pricing.alpha",
+    "pricing.beta",
+    "pricing.libra_gamma",
+    "pricing.libra_delta",
+    "node_timeout",
+    "log_level",
+];
+
+/// Every setting as (dotted key, value), unset options as null: what `--print-config` shows
+/// and what a reload compares.
+pub fn flatten(v: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&key, v, out);
+                }
+            }
+            other => out.push((prefix.to_string(), other.clone())),
+        }
+    }
+    let mut out = Vec::new();
+    walk("", v, &mut out);
+    out
 }
 
 impl Default for Config {
@@ -74,6 +141,8 @@ impl Default for Config {
             period: 2.0,
             sync_full: true,
             sweep_clusters: Vec::new(),
+            log_level: "info".into(),
+            log_format: LogFormat::Text,
             sweep_keeper: None,
         }
     }
@@ -93,6 +162,11 @@ impl Config {
     /// `experiments` directory would share their files.
     pub fn broker_db(&self) -> PathBuf {
         self.broker_db.clone().unwrap_or_else(|| self.db.with_file_name("sweeps").join("broker.db"))
+    }
+
+    /// Every setting as (dotted key, value).
+    pub fn settings(&self) -> Vec<(String, serde_json::Value)> {
+        flatten(&serde_json::to_value(self).unwrap_or_default())
     }
 
     pub fn validate(&self) -> Result<(), ServerError> {

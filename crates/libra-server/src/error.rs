@@ -71,6 +71,10 @@ pub enum ServerError {
     Config { path: String, msg: String },
     #[error("{0}")]
     Invalid(String),
+    #[error("store {path} is in use by another libra server or restore{pid}: stop it first (lock file {lock})", pid = .pid.map(|p| format!(" (process {p})")).unwrap_or_default())]
+    Locked { path: String, lock: String, pid: Option<u32> },
+    #[error("{0}")]
+    Backup(String),
     #[error("listen on {addr}: {source}")]
     Listen { addr: String, source: std::io::Error },
     #[error("{0}")]

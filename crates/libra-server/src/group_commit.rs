@@ -60,6 +60,7 @@ impl App {
         key: Option<String>,
     ) -> Result<JobInfo, ApiError> {
         let (reply, answer) = oneshot::channel();
+        let arrived = std::time::Instant::now();
         let start = {
             let mut s = self.submissions.state.lock().unwrap_or_else(|p| p.into_inner());
             s.waiting.push(Waiting { headers, req, key, reply });
@@ -69,9 +70,12 @@ impl App {
             let app = Arc::clone(self);
             tokio::task::spawn_blocking(move || app.drain_submissions());
         }
-        answer
+        let answer = answer
             .await
-            .map_err(|_| ApiError::Internal("the submission was lost before it was decided".into()))?
+            .map_err(|_| ApiError::Internal("the submission was lost before it was decided".into()))
+            .and_then(|a| a);
+        self.metrics.admission(&answer, arrived.elapsed().as_secs_f64());
+        answer
     }
 
     fn drain_submissions(&self) {

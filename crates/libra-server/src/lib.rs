@@ -4,12 +4,14 @@
 
 pub mod app;
 pub mod auth;
+pub mod backup;
 mod change;
 pub mod config;
 pub mod error;
 mod group_commit;
 pub mod ledger;
 pub mod login_guard;
+pub mod metrics;
 mod nodes;
 pub mod openapi;
 mod queue;
@@ -118,8 +120,49 @@ fn warn_if_plain(addr: std::net::SocketAddr, tls: bool) {
     }
 }
 
+/// How a running server reloads its configuration on SIGHUP: `load` reads it again (the file,
+/// with the same flags over it), `set_log_level` changes what is logged.
+pub struct Reloader {
+    pub load: Box<dyn Fn() -> Result<Config, String> + Send + Sync>,
+    pub set_log_level: Box<LogLevelSetter>,
+}
+
+/// Changes what a running process logs (`log_level`).
+pub type LogLevelSetter = dyn Fn(&str) -> Result<(), String> + Send + Sync;
+
+fn reload(app: &App, r: &Reloader) {
+    let new = match (r.load)() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("SIGHUP: the configuration was not reloaded, nothing changed: {e}");
+            return;
+        }
+    };
+    match app.reload(new, &*r.set_log_level) {
+        Err(e) => tracing::error!("SIGHUP: the configuration was not reloaded, nothing changed: {e}"),
+        Ok((applied, restart)) => {
+            if applied.is_empty() {
+                tracing::info!("SIGHUP: configuration reloaded; nothing that a reload applies changed");
+            } else {
+                tracing::info!("SIGHUP: configuration reloaded; applied {}", applied.join(", "));
+            }
+            if !restart.is_empty() {
+                tracing::warn!(
+                    "SIGHUP: changed in the configuration but not applied until a restart: {}",
+                    restart.join(", ")
+                );
+            }
+        }
+    }
+}
+
 /// Opens the store, binds and serves on a runtime of its own (the `libra server` command).
 pub fn run(config: Config) -> Result<(), ServerError> {
+    run_with(config, None)
+}
+
+/// `run`, reloading the configuration on SIGHUP with `reloader`.
+pub fn run_with(config: Config, reloader: Option<Reloader>) -> Result<(), ServerError> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async move {
         let addr = config.listen.clone();
@@ -139,6 +182,16 @@ pub fn run(config: Config) -> Result<(), ServerError> {
                 "clients trust its self-signed certificate with --ca {}",
                 tls::self_signed_paths(&app.config).0.display()
             );
+        }
+        if let Some(r) = reloader {
+            let app = app.clone();
+            let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    // Reading the file and taking the state's lock: off the async workers.
+                    tokio::task::block_in_place(|| reload(&app, &r));
+                }
+            });
         }
         serve(app, listener, tls, async {
             // Ctrl-C or SIGTERM: stop taking requests, finish those in flight. (Nothing is lost

@@ -173,6 +173,14 @@ const ROUTES: &[Route] = &[
         "admin",
     ),
     (
+        "post",
+        "/api/admin/nodes/{name}/{action}",
+        "Drain a node (it takes no new jobs; those it runs finish) or undrain it: action drain or undrain",
+        None,
+        "NodeInfo",
+        "admin",
+    ),
+    (
         "get",
         "/api/admin/usage",
         "Jobs, CPU hours and revenue per user and per day",
@@ -195,6 +203,14 @@ const ROUTES: &[Route] = &[
     ("get", "/api/admin/users", "Users and their credit", None, "UserInfo[]", "admin"),
     ("post", "/api/admin/users", "Add a user", Some("UserAdd"), "UserInfo", "admin"),
     ("post", "/api/admin/credit", "Deposit (or withdraw) credit", Some("CreditRequest"), "Balance", "admin"),
+    (
+        "post",
+        "/api/admin/backup",
+        "A consistent copy of the live store (the SQLite file, application/vnd.sqlite3); what it holds is in the x-libra-backup header",
+        None,
+        "BackupFile",
+        "admin",
+    ),
     (
         "post",
         "/api/node/register",

@@ -77,7 +77,7 @@ impl Inner {
                     tx.commit()?;
                     let spec = spec_of(q.estimate, q.deadline_abs - q.submit, *budget, q.procs, *mem, 1);
                     if let Err(e) = self.cluster.commit_spec(job, &spec, q.submit, &nodes, now) {
-                        tracing::error!("job {job}: cluster view refused the dispatch: {e}");
+                        tracing::error!(job, "cluster view refused the dispatch: {e}");
                     }
                     started = true;
                 }

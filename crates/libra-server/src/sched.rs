@@ -134,7 +134,7 @@ impl Inner {
                     // The next decision in the batch must see this one.
                     match self.cluster.commit_spec_reserving(id, &req.spec, reserved, now, &nodes, now) {
                         Ok(()) => in_view.push(id),
-                        Err(e) => tracing::error!("job {id}: cluster view refused the commitment: {e}"),
+                        Err(e) => tracing::error!(job = id, "cluster view refused the commitment: {e}"),
                     }
                 }
                 tracing::info!(job = id, user = %caller.name, state = %state, "submitted");

@@ -134,6 +134,8 @@ const MIGRATIONS: &[&str] = &[
     // registration and stored only as a SHA-256 digest (NULL: none yet, or forgotten by an
     // administrator; the join token may then claim the name).
     "ALTER TABLE nodes ADD COLUMN cred_hash TEXT;",
+    // 5: a drained node takes no new jobs (and stays drained across restarts).
+    "ALTER TABLE nodes ADD COLUMN drained INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.

@@ -2,6 +2,7 @@
 //! running cluster. Each command lives in its own module under `cmd/`.
 
 mod cmd;
+mod logging;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
@@ -15,6 +16,10 @@ use clap::{CommandFactory, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// How log lines are written: text, or json (one object per line, with the job's id as a
+    /// field on every line about a job). Beats log_format in a configuration file.
+    #[arg(long, global = true, env = "LIBRA_LOG_FORMAT", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<libra_server::config::LogFormat>()))]
+    pub log_format: Option<libra_server::config::LogFormat>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -28,6 +33,10 @@ pub enum Command {
 }
 
 impl Command {
+    fn configures_logging(&self) -> bool {
+        matches!(self, Command::Cluster(c) if c.configures_logging())
+    }
+
     /// Whether the command serves or runs work (a server, a node agent, a sweep's engine) rather
     /// than only printing: such a command keeps SIGPIPE ignored (`cmd::quiet_on_closed_stdout`).
     fn serves(&self) -> bool {
@@ -40,14 +49,13 @@ impl Command {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    logging::set_flag_format(cli.log_format);
+    // The server and the node agent start logging once their configuration is read (its
+    // log_level and log_format); everything else logs warnings now.
+    if !cli.command.configures_logging() {
+        let _ = logging::init("warn", cli.log_format.unwrap_or_default());
+    }
     if !cli.command.serves() {
         cmd::quiet_on_closed_stdout();
     }

@@ -38,7 +38,8 @@ fn space_shared_admission(spec: &JobSpec, cluster: &Cluster) -> Decision {
     let able = cluster
         .nodes()
         .filter(|(_, n)| {
-            n.up && n.spec.cpus > 0.0
+            n.up && n.accepting
+                && n.spec.cpus > 0.0
                 && n.spec.mem_mb >= spec.resources.mem_mb
                 && n.spec.disk_mb >= spec.resources.disk_mb
         })

@@ -334,3 +334,30 @@ fn suggestion_in_the_old_stored_format_still_reads() {
     assert_eq!(now, serde_json::json!({"deadline": 6.5, "budget_cents": 1200}));
     assert_eq!(serde_json::from_value::<Suggestion>(now).unwrap(), old);
 }
+
+#[test]
+fn a_drained_node_takes_no_new_job_under_any_policy_and_keeps_its_promises() {
+    for name in POLICY_NAMES.iter().chain(BEYOND_POLICY_NAMES) {
+        let p = build_policy(name, PricingParams::default()).unwrap();
+        let mut c = Cluster::homogeneous(2, 1.0);
+        c.commit(1, 10.0, 100.0, &[0], 0.0).unwrap();
+        c.set_accepting(1, false);
+        // Node 1 is idle and would take the job; drained, only node 0 may.
+        let d = p.decide(&JobSpec::simple(10.0, 100.0, credits(1000)), &c, 0.0);
+        if let Decision::Accept { nodes, .. } = &d {
+            assert_eq!(nodes, &vec![0], "{name}: {d:?}");
+        }
+        // Two processors cannot be had with one node drained.
+        let d = p.decide(&JobSpec::simple(10.0, 100.0, credits(1000)).with_procs(2), &c, 0.0);
+        assert!(matches!(d, Decision::Reject { .. }), "{name}: {d:?}");
+        assert!(c.idle_nodes().all(|i| i != 1), "{name}: a drained node is never idle for dispatch");
+        // The promise on the drained node stands.
+        c.set_accepting(0, false);
+        assert!(c.commitment(1).is_some());
+        let d = p.decide(&JobSpec::simple(1.0, 100.0, credits(1000)), &c, 0.0);
+        assert!(matches!(d, Decision::Reject { .. }), "{name}: every node drained: {d:?}");
+        c.set_accepting(1, true);
+        let d = p.decide(&JobSpec::simple(1.0, 100.0, credits(1000)), &c, 0.0);
+        assert!(!matches!(d, Decision::Reject { .. }), "{name}: undrained: {d:?}");
+    }
+}

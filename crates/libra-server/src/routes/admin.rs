@@ -42,6 +42,7 @@ pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<N
                         if rt.account.is_empty() { "the agent's account" } else { &rt.account }
                     )
                 },
+                drained: !n.accepting,
             }
         })
         .collect();
@@ -63,6 +64,36 @@ pub async fn node_forget(
     };
     app.work.notify_waiters();
     Ok(Json(NodeForgotten { name, jobs_lost }))
+}
+
+/// `POST /api/admin/nodes/{name}/drain` or `/undrain`.
+pub async fn node_action(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((name, action)): Path<(String, String)>,
+) -> Res<NodeInfo> {
+    let drained = match action.as_str() {
+        "drain" => true,
+        "undrain" => false,
+        other => {
+            return Err(ApiError::NotFound(format!(
+                "action: '{other}' is not a node action; accepted: drain, undrain"
+            )))
+        }
+    };
+    {
+        let mut g = app.lock();
+        g.caller(&headers)?.require_admin(&format!("{action} a node"))?;
+        g.set_drained(&name, drained)?;
+        // Undrained capacity may start queued jobs (space-shared policies) at once.
+        g.dispatch_queue(now())?;
+    }
+    app.work.notify_waiters();
+    let Json(all) = nodes(State(app), headers).await?;
+    all.into_iter()
+        .find(|n| n.name == name)
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("node: '{name}' is not a node of this cluster")))
 }
 
 pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UsageRow>> {
@@ -258,4 +289,34 @@ pub async fn credit(
     let (id, _) = auth::user_id(&g.db, &c.user)?
         .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
     ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+/// `POST /api/admin/backup`: a consistent copy of the live store, made without stopping the
+/// server, sent as the database file itself; what it holds is in the `x-libra-backup` header
+/// (JSON: `backup::Contents`).
+pub async fn backup(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    app.lock().caller(&headers)?.require_admin("take a backup of the store")?;
+    let db = app.config.db.clone();
+    let (bytes, contents) = tokio::task::spawn_blocking(move || crate::backup::backup_bytes(&db))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::Internal(format!("backup: {e}")))?;
+    tracing::info!(
+        jobs = contents.jobs,
+        ledger_entries = contents.ledger_entries,
+        bytes = bytes.len(),
+        "backup taken"
+    );
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "application/vnd.sqlite3".to_string()),
+            (axum::http::HeaderName::from_static("x-libra-backup"), serde_json::to_string(&contents)?),
+        ],
+        bytes,
+    )
+        .into_response())
 }

@@ -5,7 +5,7 @@ use super::common::{fmt_time, money, now, print_json, read_password, table, Conn
 use super::jobs::jobs_table;
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use libra_api::{SetPricing, UserAdd};
+use libra_api::{Client, SetPricing, UserAdd};
 use libra_core::policy::Placement;
 use libra_core::Money;
 
@@ -19,8 +19,18 @@ pub struct AdminArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// Nodes: state, capacity, load, job shares, enforcement mechanism.
+    /// Nodes: state (up, down, DRAINED), capacity, load, job shares, enforcement mechanism.
     Nodes,
+    /// Copy the server's live store into FILE without stopping it (SQLite's online backup: the
+    /// store as of one moment). Restore it with `libra server --restore FILE`.
+    Backup {
+        /// Where to write the backup (a single SQLite file, mode 0600: it holds password and
+        /// token hashes).
+        file: std::path::PathBuf,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        overwrite: bool,
+    },
     /// Everyone's jobs.
     Jobs,
     /// Jobs, CPU hours and revenue per user and per day.
@@ -48,7 +58,8 @@ pub enum AdminCommand {
     /// Users.
     #[command(subcommand)]
     User(UserCommand),
-    /// Node agents' identities.
+    /// Node operations: drain and undrain (`libra admin node drain n1`), forget a node's
+    /// identity.
     #[command(subcommand)]
     Node(NodeCommand),
     /// Deposit credit (a negative amount withdraws, never below zero).
@@ -91,6 +102,18 @@ pub enum NodeCommand {
     #[command(after_help = "Example:\n  libra admin node forget n17")]
     Forget {
         /// The node's name (`libra admin nodes` lists them).
+        name: String,
+    },
+    /// Take no new jobs on the node and let those it runs finish (their promises are kept).
+    /// Its capacity leaves admission at once; new jobs go to other nodes or are refused. The
+    /// node stays drained across restarts until `undrain`.
+    Drain {
+        /// The node's name, as `libra admin nodes` shows it.
+        name: String,
+    },
+    /// Let a drained node take new jobs again.
+    Undrain {
+        /// The node's name, as `libra admin nodes` shows it.
         name: String,
     },
 }
@@ -147,7 +170,13 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 let jobs: Vec<String> = x.jobs.iter().map(|j| format!("{}:{:.2}", j.job, j.share)).collect();
                 t.add_row(vec![
                     x.name,
-                    if x.up { "up" } else { "down" }.into(),
+                    match (x.up, x.drained) {
+                        (true, false) => "up",
+                        (true, true) => "DRAINED",
+                        (false, false) => "down",
+                        (false, true) => "down, DRAINED",
+                    }
+                    .into(),
                     format!("{:.2}", x.cpus),
                     format!("{:.3}", x.load),
                     jobs.join(" "),
@@ -159,6 +188,47 @@ pub fn run(a: AdminArgs) -> Result<()> {
             }
             println!("{t}");
         }
+        AdminCommand::Backup { file, overwrite } => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            if file.exists() && !overwrite {
+                anyhow::bail!("{}: the file exists; give --overwrite to replace it", file.display());
+            }
+            let (bytes, info) = c.backup()?;
+            // Written beside the target and renamed, so FILE is never a partial backup.
+            let mut tmp_name = file.as_os_str().to_owned();
+            tmp_name.push(".partial");
+            let tmp = std::path::PathBuf::from(tmp_name);
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &file)?;
+            if json {
+                let mut v = info;
+                v["file"] = file.display().to_string().into();
+                v["bytes"] = bytes.len().into();
+                return print_json(&v);
+            }
+            println!(
+                "backup {}: {} jobs (last {}), {} ledger entries (last {}), {} users, schema version {}, {} bytes",
+                file.display(),
+                info["jobs"],
+                info["last_job"],
+                info["ledger_entries"],
+                info["last_ledger_entry"],
+                info["users"],
+                info["schema_version"],
+                bytes.len()
+            );
+        }
+        AdminCommand::Node(NodeCommand::Drain { name }) => drain(&c, &name, "drain", json)?,
+        AdminCommand::Node(NodeCommand::Undrain { name }) => drain(&c, &name, "undrain", json)?,
         AdminCommand::Jobs => {
             let jobs = c.jobs(true)?;
             if json {
@@ -320,6 +390,25 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 fmt_time(now())
             );
         }
+    }
+    Ok(())
+}
+
+/// `admin node drain|undrain NAME`.
+fn drain(c: &Client, name: &str, action: &str, json: bool) -> anyhow::Result<()> {
+    let n = c.node_action(name, action)?;
+    if json {
+        return print_json(&n);
+    }
+    if n.drained {
+        let running = n.jobs.len();
+        println!(
+            "node {} is drained: it takes no new jobs; {running} job{} on it will finish",
+            n.name,
+            if running == 1 { "" } else { "s" }
+        );
+    } else {
+        println!("node {} takes new jobs again", n.name);
     }
     Ok(())
 }

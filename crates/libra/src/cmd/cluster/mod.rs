@@ -12,6 +12,7 @@ mod node;
 mod queue;
 mod quote;
 mod server;
+pub(crate) mod settings;
 mod submit;
 mod torture;
 mod up;
@@ -72,6 +73,11 @@ pub enum ClusterCommand {
 }
 
 impl ClusterCommand {
+    /// The server and the node agent start logging themselves, from their configuration.
+    pub fn configures_logging(&self) -> bool {
+        matches!(self, ClusterCommand::Server(_) | ClusterCommand::Node(_))
+    }
+
     /// Whether the command serves or runs work rather than only printing (see
     /// `cmd::quiet_on_closed_stdout`). The benchmark runs a server and node agents in this process.
     pub fn serves(&self) -> bool {

@@ -1,9 +1,12 @@
 //! `libra node`: the node agent.
 
 use super::common::{data_dir, SecretSource};
+use super::settings::{load_section, print, settings_of, Sources};
 use anyhow::{Context, Result};
 use clap::Args;
 use libra_node::{Agent, AgentConfig};
+use libra_server::config::LogFormat;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -14,10 +17,14 @@ file may then be removed). Secrets are never taken on the command line, where ev
 Example:\n  libra node --server https://manager:7878 --ca /etc/libra/cert.pem --join-token-file /etc/libra/join-token"
 )]
 pub struct NodeArgs {
+    /// Configuration file (TOML): the [node] table of the site's file (see CONFIGURATION.md).
+    /// Every setting in it can be overridden by the flags below.
+    #[arg(long, env = "LIBRA_NODE_CONFIG")]
+    pub config: Option<PathBuf>,
     /// The server's URL: https://HOST:PORT, or http:// on this machine (another machine over
-    /// plain http needs --insecure-http).
+    /// plain http needs --insecure-http). Required here or as `server` in the file.
     #[arg(long, env = "LIBRA_SERVER")]
-    pub server: String,
+    pub server: Option<String>,
     /// A file holding the cluster's join token (default: the LIBRA_JOIN_TOKEN environment
     /// variable). Needed only to join: once the node has its credential it is not read.
     #[arg(long, value_name = "FILE")]
@@ -38,22 +45,154 @@ pub struct NodeArgs {
     /// cluster whose nodes do not steal from each other.
     #[arg(long)]
     pub cpus: Option<f64>,
-    /// Memory offered to jobs, MB (default: not limited).
-    #[arg(long, default_value_t = 0)]
-    pub mem_mb: u64,
+    /// Memory offered to jobs, MB (default: 0, not limited).
+    #[arg(long)]
+    pub mem_mb: Option<u64>,
     /// The node's name (default: the host name). It must stay the same across restarts.
     #[arg(long)]
     pub name: Option<String>,
     /// Where jobs get their working directories (default: the user's data directory).
     #[arg(long)]
     pub workdir: Option<PathBuf>,
-    /// Share enforcement: auto (cgroup v2, else cgroup v1, else stride), cgroup-v2, cgroup-v1,
-    /// stride (SIGSTOP/SIGCONT in user space) or none.
-    #[arg(long, default_value = "auto")]
-    pub mechanism: String,
+    /// Share enforcement: auto (cgroup v2, else cgroup v1, else stride; the default),
+    /// cgroup-v2, cgroup-v1, stride (SIGSTOP/SIGCONT in user space) or none.
+    #[arg(long)]
+    pub mechanism: Option<String>,
     /// Job-control period: 2, 500ms, 2s (default: what the server asks for).
     #[arg(long, value_parser = crate::cmd::time::parse_positive_duration)]
     pub period: Option<f64>,
+    /// What the agent logs: error, warn, info (the default), debug, trace, or a filter.
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Print the configuration in force (file, flags, environment, defaults) with the source of
+    /// each value, and exit. Secrets are not shown.
+    #[arg(long)]
+    pub print_config: bool,
+    /// With --print-config: as JSON.
+    #[arg(long, requires = "print_config")]
+    pub json: bool,
+}
+
+/// The node agent's settings: the `[node]` table of the site's configuration file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeSettings {
+    /// The server's URL.
+    pub server: Option<String>,
+    /// A file holding the cluster's join token (secrets stay out of this file and off command
+    /// lines).
+    pub join_token_file: Option<PathBuf>,
+    /// A PEM file the server's TLS certificate is checked against.
+    pub ca: Option<PathBuf>,
+    /// Allow plain http to a server on another machine.
+    pub insecure_http: bool,
+    /// The node's name (default: the host name).
+    pub name: Option<String>,
+    /// Capacity in CPUs (default: all cores).
+    pub cpus: Option<f64>,
+    /// Memory offered to jobs, MB (0: not limited).
+    pub mem_mb: u64,
+    /// Where jobs get their working directories.
+    pub workdir: Option<PathBuf>,
+    /// Share enforcement: auto, cgroup-v2, cgroup-v1, stride or none.
+    pub mechanism: String,
+    /// Job-control period, seconds (default: what the server asks for).
+    pub period: Option<f64>,
+    pub log_level: String,
+    pub log_format: LogFormat,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        NodeSettings {
+            server: None,
+            join_token_file: None,
+            ca: None,
+            insecure_http: false,
+            name: None,
+            cpus: None,
+            mem_mb: 0,
+            workdir: None,
+            mechanism: "auto".into(),
+            period: None,
+            log_level: "info".into(),
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+fn settings(a: &NodeArgs) -> Result<(NodeSettings, Sources)> {
+    let mut src = Sources::default();
+    let mut s = match &a.config {
+        Some(p) => {
+            let sec = load_section::<NodeSettings>(p, "node")?;
+            src.file(p, &sec.keys);
+            sec.value
+        }
+        None => NodeSettings::default(),
+    };
+    if let Some(v) = &a.server {
+        s.server = Some(v.clone());
+        src.flag("server", "server", Some(("LIBRA_SERVER", v)));
+    }
+    if let Some(v) = &a.join_token_file {
+        s.join_token_file = Some(v.clone());
+        src.flag("join_token_file", "join-token-file", None);
+    }
+    if let Some(v) = &a.ca {
+        s.ca = Some(v.clone());
+        src.flag("ca", "ca", Some(("LIBRA_CA", &v.display().to_string())));
+    }
+    if a.insecure_http {
+        s.insecure_http = true;
+        src.flag("insecure_http", "insecure-http", None);
+    }
+    if let Some(v) = a.cpus {
+        s.cpus = Some(v);
+        src.flag("cpus", "cpus", None);
+    }
+    if let Some(v) = a.mem_mb {
+        s.mem_mb = v;
+        src.flag("mem_mb", "mem-mb", None);
+    }
+    if let Some(v) = &a.name {
+        s.name = Some(v.clone());
+        src.flag("name", "name", None);
+    }
+    if let Some(v) = &a.workdir {
+        s.workdir = Some(v.clone());
+        src.flag("workdir", "workdir", None);
+    }
+    if let Some(v) = &a.mechanism {
+        s.mechanism = v.clone();
+        src.flag("mechanism", "mechanism", None);
+    }
+    if let Some(v) = a.period {
+        s.period = Some(v);
+        src.flag("period", "period", None);
+    }
+    if let Some(v) = &a.log_level {
+        s.log_level = v.clone();
+        src.flag("log_level", "log-level", None);
+    }
+    if let Some(v) = crate::logging::flag_format() {
+        s.log_format = v;
+        src.flag("log_format", "log-format", Some(("LIBRA_LOG_FORMAT", &v.to_string())));
+    }
+    Ok((s, src))
+}
+
+fn problems(s: &NodeSettings) -> Option<String> {
+    if s.server.as_deref().unwrap_or("").is_empty() {
+        return Some("server: give the server's URL (--server, LIBRA_SERVER or server in [node])".into());
+    }
+    if let Some(c) = s.cpus.filter(|c| !(*c > 0.0 && *c <= 4096.0)) {
+        return Some(format!("cpus: {c} is not accepted: give a capacity between 0 and 4096 CPUs"));
+    }
+    if let Some(p) = s.period.filter(|p| p.is_nan() || *p <= 0.0) {
+        return Some(format!("period: {p} is not accepted: give a positive number of seconds"));
+    }
+    crate::logging::check_level(&s.log_level).err()
 }
 
 #[derive(Debug, Args)]
@@ -77,10 +216,18 @@ fn hostname() -> String {
 }
 
 pub fn run(a: NodeArgs) -> Result<()> {
-    let name = a.name.unwrap_or_else(hostname);
+    let (s, sources) = settings(&a)?;
+    if a.print_config {
+        return print("node", settings_of(&s), &sources, problems(&s), a.json);
+    }
+    if let Some(p) = problems(&s) {
+        anyhow::bail!(p);
+    }
+    crate::logging::init(&s.log_level, s.log_format).map_err(|e| anyhow::anyhow!("log_level: {e}"))?;
+    let name = s.name.unwrap_or_else(hostname);
     let cpus =
-        a.cpus.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0));
-    let workdir = match a.workdir {
+        s.cpus.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0));
+    let workdir = match s.workdir {
         Some(w) => w,
         None => data_dir()?.join(format!("node-{name}")),
     };
@@ -90,17 +237,18 @@ pub fn run(a: NodeArgs) -> Result<()> {
         env: "LIBRA_JOIN_TOKEN",
         value_flag: "--join-token",
     }
-    .read(a.join_token.as_deref(), a.join_token_file.as_deref())?;
-    let client = libra_api::Client::connect(&a.server, None, a.ca.as_deref(), a.insecure_http)?;
+    .read(a.join_token.as_deref(), s.join_token_file.as_deref())?;
+    let server = s.server.unwrap_or_default();
+    let client = libra_api::Client::connect(&server, None, s.ca.as_deref(), s.insecure_http)?;
     let mut agent = Agent::new(AgentConfig {
         client,
         join_token,
         name: name.clone(),
         cpus,
-        mem_mb: a.mem_mb,
+        mem_mb: s.mem_mb,
         workdir,
-        mechanism: a.mechanism,
-        period: a.period,
+        mechanism: s.mechanism,
+        period: s.period,
         // This very binary keeps the jobs (`libra job-keeper`).
         keeper: Some(std::env::current_exe().context("finding the libra binary to keep jobs with")?),
     })?;

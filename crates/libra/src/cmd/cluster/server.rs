@@ -2,6 +2,7 @@
 //! beats the default), then the server runs until interrupted.
 
 use super::common::{data_dir, SecretSource};
+use super::settings::{load_section, print, Sources};
 use anyhow::Result;
 use clap::Args;
 use libra_server::Config;
@@ -16,7 +17,10 @@ libra server --listen 0.0.0.0:7878 --tls-self-signed --join-token-file /etc/libr
 libra server --listen 0.0.0.0:7878 --tls-cert /etc/libra/cert.pem --tls-key /etc/libra/key.pem --join-token-file /etc/libra/join-token"
 )]
 pub struct ServerArgs {
-    /// Configuration file (TOML); every setting in it can be overridden by the flags below.
+    /// Configuration file (TOML): the [server] table of the site's file (see CONFIGURATION.md;
+    /// a file without tables is read as the server's settings). Every setting in it can be
+    /// overridden by the flags below. SIGHUP reads it again: pricing, policy, placement,
+    /// node_timeout and log_level apply at once; other changes are logged as needing a restart.
     #[arg(long, env = "LIBRA_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1:7878). Another address without TLS is warned
@@ -87,21 +91,50 @@ pub struct ServerArgs {
     /// this server (repeat for several; added to sweep_clusters from the file).
     #[arg(long = "sweep-cluster", value_name = "URL")]
     pub sweep_clusters: Vec<String>,
+    /// What the server logs: error, warn, info (the default), debug, trace, or a filter such as
+    /// info,libra_server=debug. Reloaded on SIGHUP when set in the file.
+    #[arg(long)]
+    pub log_level: Option<String>,
+    /// Print the configuration in force (file, flags, environment, defaults) with the source of
+    /// each value, and exit. Secrets are not shown.
+    #[arg(long)]
+    pub print_config: bool,
+    /// With --print-config: as JSON.
+    #[arg(long, requires = "print_config")]
+    pub json: bool,
+    /// Restore the store from a backup (`libra admin backup FILE`) and exit, instead of
+    /// serving. The server must be stopped; a store that holds users or jobs is replaced only
+    /// with --overwrite.
+    #[arg(long, value_name = "FILE")]
+    pub restore: Option<PathBuf>,
+    /// With --restore: replace a store that is not empty.
+    #[arg(long, requires = "restore")]
+    pub overwrite: bool,
 }
 
-pub fn config(a: &ServerArgs) -> Result<Config> {
+/// The configuration in force: the file's `[server]` settings (or the defaults), each flag
+/// over them; and where each value came from.
+pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
+    let mut src = Sources::default();
     let mut c = match &a.config {
-        Some(p) => Config::load(p)?,
+        Some(p) => {
+            let s = load_section::<Config>(p, "server")?;
+            src.file(p, &s.keys);
+            s.value
+        }
         None => Config { db: data_dir()?.join("server.db"), ..Config::default() },
     };
     if let Some(v) = &a.listen {
         c.listen = v.clone();
+        src.flag("listen", "listen", None);
     }
     if let Some(v) = &a.db {
         c.db = v.clone();
+        src.flag("db", "db", None);
     }
     if let Some(v) = &a.broker_db {
         c.broker_db = Some(v.clone());
+        src.flag("broker_db", "broker-db", None);
     }
     if let Some(v) = (SecretSource {
         what: "the join token",
@@ -111,6 +144,7 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
     })
     .read(a.join_token.as_deref(), a.join_token_file.as_deref())?
     {
+        src.flag("join_token", "join-token-file", Some(("LIBRA_JOIN_TOKEN", &v)));
         c.join_token = v;
     }
     if let Some(v) = (SecretSource {
@@ -121,50 +155,105 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
     })
     .read(a.admin_password.as_deref(), a.admin_password_file.as_deref())?
     {
+        src.flag("admin_password", "admin-password-file", Some(("LIBRA_ADMIN_PASSWORD", &v)));
         c.admin_password = Some(v);
     }
     if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
         c.tls_cert = Some(cert.clone());
         c.tls_key = Some(key.clone());
         c.tls_self_signed = false;
+        src.flag("tls_cert", "tls-cert", None);
+        src.flag("tls_key", "tls-key", None);
     }
     if a.tls_self_signed {
         c.tls_self_signed = true;
         c.tls_cert = None;
         c.tls_key = None;
+        src.flag("tls_self_signed", "tls-self-signed", None);
     }
     if let Some(v) = &a.policy {
         c.policy = v.clone();
+        src.flag("policy", "policy", None);
     }
     if let Some(v) = a.placement {
         c.placement = Some(v);
+        src.flag("placement", "placement", None);
     }
     if let Some(v) = a.alpha {
         c.pricing.alpha = v;
+        src.flag("pricing.alpha", "alpha", None);
     }
     if let Some(v) = a.beta {
         c.pricing.beta = v;
+        src.flag("pricing.beta", "beta", None);
     }
     if let Some(v) = a.price_base {
         c.default_price_base = v;
+        src.flag("default_price_base", "price-base", None);
     }
     if let Some(v) = a.node_timeout {
         c.node_timeout = v;
+        src.flag("node_timeout", "node-timeout", None);
     }
     if let Some(v) = a.period {
         c.period = v;
+        src.flag("period", "period", None);
     }
     if a.no_fsync {
         c.sync_full = false;
+        src.flag("sync_full", "no-fsync", None);
     }
-    c.sweep_clusters.extend(a.sweep_clusters.iter().cloned());
+    if !a.sweep_clusters.is_empty() {
+        c.sweep_clusters.extend(a.sweep_clusters.iter().cloned());
+        src.flag("sweep_clusters", "sweep-cluster", None);
+    }
+    if let Some(v) = &a.log_level {
+        c.log_level = v.clone();
+        src.flag("log_level", "log-level", None);
+    }
+    if let Some(v) = crate::logging::flag_format() {
+        c.log_format = v;
+        src.flag("log_format", "log-format", Some(("LIBRA_LOG_FORMAT", &v.to_string())));
+    }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();
-    Ok(c)
+    Ok((c, src))
 }
 
 pub fn run(a: ServerArgs) -> Result<()> {
-    let c = config(&a)?;
-    libra_server::run(c)?;
+    let (c, sources) = config(&a)?;
+    if a.print_config {
+        let problems = c
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .or_else(|| crate::logging::check_level(&c.log_level).err());
+        return print("server", c.settings(), &sources, problems, a.json);
+    }
+    crate::logging::init(&c.log_level, c.log_format).map_err(|e| anyhow::anyhow!("log_level: {e}"))?;
+    if let Some(file) = &a.restore {
+        let r = libra_server::backup::restore(file, &c.db, a.overwrite)?;
+        println!(
+            "restored {} into {}: {} jobs (last {}), {} ledger entries (last {}), {} users, schema version {}",
+            file.display(),
+            c.db.display(),
+            r.jobs,
+            r.last_job,
+            r.ledger_entries,
+            r.last_ledger_entry,
+            r.users,
+            r.schema_version
+        );
+        return Ok(());
+    }
+    let reloader = libra_server::Reloader {
+        load: Box::new(move || {
+            let (c, _) = config(&a).map_err(|e| format!("{e:#}"))?;
+            crate::logging::check_level(&c.log_level)?;
+            Ok(c)
+        }),
+        set_log_level: Box::new(crate::logging::set_level),
+    };
+    libra_server::run_with(c, Some(reloader))?;
     Ok(())
 }
