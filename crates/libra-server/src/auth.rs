@@ -15,11 +15,17 @@ pub struct Caller {
     pub id: i64,
     pub name: String,
     pub admin: bool,
+    /// The hosted sweep whose credential made the request (`None`: the user's own login). A
+    /// sweep's credential acts for its owner on jobs only: it cannot change the account.
+    pub sweep: Option<i64>,
+    /// When the token stops working (Unix seconds).
+    pub expires: f64,
 }
 
 impl Caller {
     pub fn require_admin(&self, what: &str) -> Result<(), ApiError> {
-        if self.admin {
+        // A hosted sweep's credential never carries its owner's administrator rights.
+        if self.admin && self.sweep.is_none() {
             Ok(())
         } else {
             Err(ApiError::Forbidden(format!(
@@ -58,18 +64,68 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers.get("authorization")?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
 }
 
-pub fn caller(conn: &Connection, headers: &HeaderMap) -> Result<Caller, ApiError> {
+/// The caller a token names, if it is a valid token of a user who may still use it: not
+/// revoked (logout, a password change, the end of its sweep), not expired, its user neither
+/// disabled nor removed. Each refusal says which, so that a user knows what to do.
+pub fn caller(conn: &Connection, headers: &HeaderMap, now: f64) -> Result<Caller, ApiError> {
     let token = bearer(headers).ok_or_else(|| {
         ApiError::Unauthorized("not logged in: run `libra login` (no API token was sent)".into())
     })?;
-    conn.prepare_cached(
-        "SELECT u.id, u.name, u.admin FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
-    )?
-    .query_row(params![token_digest(token)], |r| {
-        Ok(Caller { id: r.get(0)?, name: r.get(1)?, admin: r.get(2)? })
-    })
-    .optional()?
-    .ok_or_else(|| ApiError::Unauthorized("the API token is not valid: run `libra login` again".into()))
+    let row = conn
+        .prepare_cached(
+            "SELECT u.id, u.name, u.admin, t.sweep, t.expires, u.disabled, u.removed \
+             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
+        )?
+        .query_row(params![token_digest(token)], |r| {
+            Ok((
+                Caller {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    admin: r.get(2)?,
+                    sweep: r.get(3)?,
+                    expires: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                },
+                r.get::<_, bool>(5)?,
+                r.get::<_, bool>(6)?,
+            ))
+        })
+        .optional()?;
+    let (c, disabled, removed) = row.ok_or_else(|| {
+        ApiError::Unauthorized(
+            "the API token is not valid (logged out, revoked or never issued): run `libra login` again".into(),
+        )
+    })?;
+    if removed || disabled {
+        return Err(ApiError::Unauthorized(format!(
+            "the account {} is {}: an administrator can {}",
+            c.name,
+            if removed { "removed" } else { "disabled" },
+            if removed { "add it again under a new name" } else { "enable it (`libra admin user enable`)" }
+        )));
+    }
+    if c.expires <= now {
+        return Err(ApiError::Unauthorized(
+            "the API token has expired: run `libra login` again for a new one".into(),
+        ));
+    }
+    Ok(c)
+}
+
+/// Stores a new token for `user` (its digest only) valid for `ttl` seconds; `sweep`: the hosted
+/// sweep it belongs to.
+pub fn issue_token(
+    conn: &Connection,
+    user: i64,
+    ttl: f64,
+    sweep: Option<i64>,
+    now: f64,
+) -> rusqlite::Result<String> {
+    let token = new_token();
+    conn.execute(
+        "INSERT INTO tokens(hash, user_id, created, expires, sweep) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![token_digest(&token), user, now, now + ttl, sweep],
+    )?;
+    Ok(token)
 }
 
 /// Constant-time comparison, so the join token cannot be guessed byte by byte from timings.
