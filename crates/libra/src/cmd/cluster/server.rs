@@ -60,6 +60,18 @@ pub struct ServerArgs {
     /// this server (repeat for several; added to sweep_clusters from the file).
     #[arg(long = "sweep-cluster", value_name = "URL")]
     pub sweep_clusters: Vec<String>,
+    /// How long a token from `libra login` works: 30d (the default), 12h, 3600.
+    #[arg(long, value_parser = crate::cmd::time::parse_positive_duration)]
+    pub token_ttl: Option<f64>,
+    /// The most active (pending, running, suspended) jobs one user may have (default 1000).
+    #[arg(long)]
+    pub max_active_jobs: Option<u32>,
+    /// Submissions per second one user may make on average (default 50) ...
+    #[arg(long)]
+    pub submit_rate: Option<f64>,
+    /// ... and at once (default 500); beyond, 429 with Retry-After.
+    #[arg(long)]
+    pub submit_burst: Option<u32>,
 }
 
 pub fn config(a: &ServerArgs) -> Result<Config> {
@@ -107,6 +119,18 @@ pub fn config(a: &ServerArgs) -> Result<Config> {
         c.sync_full = false;
     }
     c.sweep_clusters.extend(a.sweep_clusters.iter().cloned());
+    if let Some(v) = a.token_ttl {
+        c.token_ttl = v;
+    }
+    if let Some(v) = a.max_active_jobs {
+        c.max_active_jobs = v;
+    }
+    if let Some(v) = a.submit_rate {
+        c.submit_rate = v;
+    }
+    if let Some(v) = a.submit_burst {
+        c.submit_burst = v;
+    }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();
     Ok(c)
