@@ -365,9 +365,7 @@ pub async fn user_add(
         }
     }
     let pw = u.password.clone();
-    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&pw))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let hash = app.login_guard.hash(move |mem| auth::hash_password_in(&pw, mem)).await??;
     let g = app.lock();
     if auth::user_id(&g.db, &u.name)?.is_some() {
         return Err(ApiError::Conflict(format!("name: user '{}' already exists", u.name)));

@@ -77,9 +77,7 @@ async fn check_password(
     // (or removed) user is checked against a decoy so that both take the same time.
     let hash = found.as_ref().map_or_else(|| guard.decoy.clone(), |f| f.1.clone());
     let password = password.to_string();
-    let verified = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let verified = guard.hash(move |mem| auth::verify_password_in(&password, &hash, mem)).await?;
     drop(permit);
     match found {
         // Told only to whoever knows the password: the name's existence stays hidden.
@@ -140,9 +138,7 @@ pub async fn passwd(
         e => e,
     })?;
     let pw = req.new_password.clone();
-    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&pw))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let hash = app.login_guard.hash(move |mem| auth::hash_password_in(&pw, mem)).await??;
     let g = app.lock();
     let keep = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
     let tx = g.db.unchecked_transaction()?;
