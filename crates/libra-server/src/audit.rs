@@ -99,10 +99,8 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     };
     let resp = next.run(req).await;
     let status = resp.status();
-    let refused = matches!(
-        status,
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
-    );
+    let refused =
+        matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS);
     if !admin_action && !refused {
         return resp;
     }
@@ -159,7 +157,11 @@ fn finish(
 }
 
 /// Entries newest first, at most `limit`, older than entry `after` if given.
-pub fn entries(conn: &rusqlite::Connection, limit: u32, after: Option<u64>) -> rusqlite::Result<Vec<AuditEntry>> {
+pub fn entries(
+    conn: &rusqlite::Connection,
+    limit: u32,
+    after: Option<u64>,
+) -> rusqlite::Result<Vec<AuditEntry>> {
     let mut st = conn.prepare_cached(
         "SELECT id, time, caller, address, method, path, status, detail FROM audit \
          WHERE (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?1",

@@ -70,8 +70,13 @@ pub fn hash_password_in(password: &str, mem: &mut HashMemory) -> Result<String, 
     let mut raw = [0u8; 64];
     let salt_bytes = salt.decode_b64(&mut raw).map_err(|e| internal(&e))?;
     let mut out = [0u8; argon2::Params::DEFAULT_OUTPUT_LEN];
-    a.hash_password_into_with_memory(password.as_bytes(), salt_bytes, &mut out, mem.blocks(params.block_count()))
-        .map_err(|e| internal(&e))?;
+    a.hash_password_into_with_memory(
+        password.as_bytes(),
+        salt_bytes,
+        &mut out,
+        mem.blocks(params.block_count()),
+    )
+    .map_err(|e| internal(&e))?;
     let hash = PasswordHash {
         algorithm: argon2::Algorithm::Argon2id.ident(),
         version: Some(argon2::Version::V0x13.into()),
@@ -153,7 +158,8 @@ pub fn caller(conn: &Connection, headers: &HeaderMap, now: f64) -> Result<Caller
         .optional()?;
     let (c, disabled, removed) = row.ok_or_else(|| {
         ApiError::Unauthorized(
-            "the API token is not valid (logged out, revoked or never issued): run `libra login` again".into(),
+            "the API token is not valid (logged out, revoked or never issued): run `libra login` again"
+                .into(),
         )
     })?;
     if removed || disabled {
@@ -228,7 +234,9 @@ mod tests {
         let salt = SaltString::encode_b64(b"0123456789abcdef").unwrap();
         let theirs = Argon2::default().hash_password(b"old", &salt).unwrap().to_string();
         let mut mem = HashMemory::default();
-        assert!(verify_password_in("old", &theirs, &mut mem) && !verify_password_in("new", &theirs, &mut mem));
+        assert!(
+            verify_password_in("old", &theirs, &mut mem) && !verify_password_in("new", &theirs, &mut mem)
+        );
         assert!(h.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{h}");
         let t = new_token();
         assert_eq!(t.len(), 48);

@@ -135,7 +135,8 @@ impl Config {
         }
         if self.max_active_jobs == 0 {
             return Err(ServerError::Invalid(
-                "max_active_jobs: 0 is not accepted: give the most active jobs a user may have, at least 1".into(),
+                "max_active_jobs: 0 is not accepted: give the most active jobs a user may have, at least 1"
+                    .into(),
             ));
         }
         if !(self.submit_rate > 0.0 && self.submit_rate <= 1e6) || self.submit_burst == 0 {

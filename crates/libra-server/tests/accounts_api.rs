@@ -196,7 +196,8 @@ fn a_refused_pricing_change_changes_nothing() {
     s.node();
     let admin = s.admin();
     let before = admin.pricing().unwrap();
-    let bad: SetPricing = serde_json::from_value(serde_json::json!({"alpha": 3.0, "price_base": -1.0})).unwrap();
+    let bad: SetPricing =
+        serde_json::from_value(serde_json::json!({"alpha": 3.0, "price_base": -1.0})).unwrap();
     let (code, msg) = refused(admin.set_pricing(&bad).unwrap_err());
     assert!(code == 400 && msg.contains("price_base"), "{code} {msg}");
     let bad: SetPricing =
@@ -206,13 +207,12 @@ fn a_refused_pricing_change_changes_nothing() {
     assert_eq!(after.params.alpha, before.params.alpha, "a refused change moved alpha");
     assert_eq!(after.nodes[0].price_base, before.nodes[0].price_base);
     // The store too (a restart reads it).
-    let stored: Option<String> = s
-        .db()
-        .query_row("SELECT value FROM settings WHERE key = 'pricing'", [], |r| r.get(0))
-        .ok();
+    let stored: Option<String> =
+        s.db().query_row("SELECT value FROM settings WHERE key = 'pricing'", [], |r| r.get(0)).ok();
     assert!(stored.is_none_or(|p| !p.contains("\"alpha\":3")), "a refused alpha was stored");
     // A valid change is taken whole.
-    let good: SetPricing = serde_json::from_value(serde_json::json!({"alpha": 3.0, "price_base": 2.0})).unwrap();
+    let good: SetPricing =
+        serde_json::from_value(serde_json::json!({"alpha": 3.0, "price_base": 2.0})).unwrap();
     let after = admin.set_pricing(&good).unwrap();
     assert_eq!((after.params.alpha, after.nodes[0].price_base), (3.0, 2.0));
 }
@@ -254,8 +254,10 @@ fn oversized_submissions_are_refused_without_growing_the_store_and_refusals_are_
     );
     let j = eve.submit(&poor).unwrap();
     assert_eq!(j.state, JobState::Rejected);
-    let stored: i64 =
-        s.db().query_row("SELECT length(command) FROM jobs WHERE id = ?1", [j.id as i64], |r| r.get(0)).unwrap();
+    let stored: i64 = s
+        .db()
+        .query_row("SELECT length(command) FROM jobs WHERE id = ?1", [j.id as i64], |r| r.get(0))
+        .unwrap();
     assert!(stored < 2000, "a refused submission kept {stored} bytes of command");
     // Plans of hosted sweeps too.
     let plan = "#".repeat(300 * 1024);
@@ -341,7 +343,10 @@ fn the_audit_log_records_admin_actions_and_refusals_and_cannot_be_changed() {
         log.iter().find(|e| pred(e)).cloned().unwrap_or_else(|| panic!("not in the audit log: {log:#?}"))
     };
     let add = find(&|e| e.path == "/api/admin/users" && e.method == "POST");
-    assert_eq!((add.caller.as_deref(), add.status, add.address.as_deref()), (Some("admin"), 200, Some("127.0.0.1")));
+    assert_eq!(
+        (add.caller.as_deref(), add.status, add.address.as_deref()),
+        (Some("admin"), 200, Some("127.0.0.1"))
+    );
     let detail = add.detail.unwrap();
     assert!(detail.contains("jo") && !detail.contains("secret-pw-jo"), "{detail}");
     let credit = find(&|e| e.path == "/api/admin/credit");

@@ -47,7 +47,8 @@ fn a_hosted_sweep_never_stores_the_users_token_and_its_credential_dies_with_it()
         .sweep_create(&SweepCreate {
             // Jobs of about a second: the sweep's offers follow the time its jobs take, and the
             // cluster prices at least a second.
-            plan: "parameter x integer range from 1 to 3 step 1\ntask main\n    exec sleep 1\nendtask\n".into(),
+            plan: "parameter x integer range from 1 to 3 step 1\ntask main\n    exec sleep 1\nendtask\n"
+                .into(),
             resources,
             name: Some("cred".into()),
             deadline: None,
@@ -187,7 +188,8 @@ fn logout_passwd_disable_and_audit_from_the_command_line() {
     let (ok, out, err) = cli(&cl, &["login", "--server", &cl.url, "--user", "mia", "--password", "pw-mia"]);
     assert!(ok && out.contains("works until"), "{out}{err}");
     let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(cl.dir.join("cli-config/login.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(cl.dir.join("cli-config/login.json")).unwrap())
+            .unwrap();
     let saved_token = saved["token"].as_str().unwrap().to_string();
 
     // passwd: the old password is required; mia's other token (the client above) is revoked.
@@ -233,10 +235,15 @@ fn logout_passwd_disable_and_audit_from_the_command_line() {
     let log: Vec<libra_api::AuditEntry> = serde_json::from_str(&out).unwrap();
     assert!(log.len() <= 50);
     assert!(
-        log.iter().any(|e| e.path == "/api/admin/users/mia/disable" && e.caller.as_deref() == Some("admin") && e.status == 200),
+        log.iter().any(|e| e.path == "/api/admin/users/mia/disable"
+            && e.caller.as_deref() == Some("admin")
+            && e.status == 200),
         "{log:#?}"
     );
-    assert!(log.iter().any(|e| e.path == "/api/passwd" && e.status == 403 && e.caller.as_deref() == Some("mia")), "{log:#?}");
+    assert!(
+        log.iter().any(|e| e.path == "/api/passwd" && e.status == 403 && e.caller.as_deref() == Some("mia")),
+        "{log:#?}"
+    );
     let (ok, out, _) = cli(&cl, &["admin", "audit", "--limit", "3"]);
     assert!(ok && out.contains("CALLER") && out.contains("admin"), "{out}");
     let (ok, _, err) = cli(&cl, &["admin", "user", "remove", "nobody"]);

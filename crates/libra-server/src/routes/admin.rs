@@ -181,9 +181,8 @@ pub async fn users(
     let g = app.lock();
     g.caller(&headers)?.require_admin("list users")?;
     #[allow(clippy::type_complexity)]
-    let ids: Vec<(i64, bool, String, bool, bool, bool)> = g
-        .db
-        .prepare(
+    let ids: Vec<(i64, bool, String, bool, bool, bool)> =
+        g.db.prepare(
             "SELECT id, admin, COALESCE(unix_user, name), allow_root, disabled, removed FROM users \
              WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2",
         )?
@@ -227,9 +226,8 @@ pub async fn user_action(
                 "action: '{action}' is not one of disable, enable, remove"
             )));
         }
-        let (uid, disabled, removed): (i64, bool, bool) = g
-            .db
-            .query_row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
+        let (uid, disabled, removed): (i64, bool, bool) =
+            g.db.query_row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })
             .optional()?
@@ -290,8 +288,12 @@ pub async fn user_action(
                 }
             }
         };
-        let resp =
-            UserActionResponse { user: name.clone(), state: state.into(), cancelled_jobs: cancelled, revoked_tokens: revoked };
+        let resp = UserActionResponse {
+            user: name.clone(),
+            state: state.into(),
+            cancelled_jobs: cancelled,
+            revoked_tokens: revoked,
+        };
         (resp, admin, uid)
     };
     if resp.state != "active" {

@@ -143,7 +143,8 @@ pub async fn passwd(
     let keep = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
     let tx = g.db.unchecked_transaction()?;
     tx.execute("UPDATE users SET pw_hash = ?2 WHERE id = ?1", params![who.id, hash])?;
-    let revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![who.id, keep])?;
+    let revoked =
+        tx.execute("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![who.id, keep])?;
     tx.commit()?;
     g.forget_tokens();
     Ok(Json(PasswdResponse { user: who.name, revoked_tokens: revoked as u64 }))

@@ -290,7 +290,9 @@ pub fn run(a: AdminArgs) -> Result<()> {
             println!("{t}");
         }
         AdminCommand::User(
-            UserCommand::Disable { ref name } | UserCommand::Enable { ref name } | UserCommand::Remove { ref name },
+            UserCommand::Disable { ref name }
+            | UserCommand::Enable { ref name }
+            | UserCommand::Remove { ref name },
         ) => {
             let action = match a.cmd {
                 AdminCommand::User(UserCommand::Disable { .. }) => "disable",

@@ -34,7 +34,8 @@ pub fn run(a: LoginArgs) -> Result<()> {
         a.server,
         resp.user,
         if resp.admin { " (administrator)" } else { "" },
-        resp.expires.map_or(String::new(), |t| format!("; the token works until {}", super::common::fmt_time(t)))
+        resp.expires
+            .map_or(String::new(), |t| format!("; the token works until {}", super::common::fmt_time(t)))
     );
     Ok(())
 }
@@ -69,7 +70,11 @@ pub fn logout(a: LogoutArgs) -> Result<()> {
     }
     println!(
         "{}{}",
-        if revoked { "logged out: the token is revoked on the server" } else { "the token was already invalid on the server" },
+        if revoked {
+            "logged out: the token is revoked on the server"
+        } else {
+            "the token was already invalid on the server"
+        },
         if forgot { "; the saved login is removed" } else { "" }
     );
     Ok(())
