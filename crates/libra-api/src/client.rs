@@ -289,6 +289,20 @@ impl Client {
     }
 }
 
+/// Percent-encodes a path segment or query value (user names are plain, but a name given on a
+/// command line is not checked before it reaches the server).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,18 +360,4 @@ mod tests {
             assert!(!head.iter().any(|h| h.starts_with("transfer-encoding")), "{head:?}");
         }
     }
-}
-
-/// Percent-encodes a path segment or query value (user names are plain, but a name given on a
-/// command line is not checked before it reaches the server).
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
