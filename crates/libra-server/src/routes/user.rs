@@ -75,7 +75,13 @@ async fn check_password(
     };
     // Argon2 is slow on purpose: verify off the async workers and outside the lock; an unknown
     // (or removed) user is checked against a decoy so that both take the same time.
-    let hash = found.as_ref().map_or_else(|| guard.decoy.clone(), |f| f.1.clone());
+    // A removed account's hash is no hash at all: checked against the decoy too, so that it
+    // takes as long as any other.
+    let hash = found
+        .as_ref()
+        .map(|f| f.1.clone())
+        .filter(|h| h.starts_with("$argon2"))
+        .unwrap_or_else(|| guard.decoy.clone());
     let password = password.to_string();
     let verified = guard.hash(move |mem| auth::verify_password_in(&password, &hash, mem)).await?;
     drop(permit);
