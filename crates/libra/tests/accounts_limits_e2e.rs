@@ -16,14 +16,22 @@ fn user_token(cl: &Cluster, name: &str) -> String {
     Client::new(&cl.url, None).login(name, &format!("pw-{name}")).unwrap().token
 }
 
-/// Every file of the hosted sweeps' store (the database and its journal), as bytes.
+/// Every file the hosted sweeps keep (their database, its journal, the experiments' files), as
+/// bytes.
 fn sweep_store_bytes(cl: &Cluster) -> Vec<u8> {
-    let mut all = Vec::new();
-    for f in ["broker.db", "broker.db-wal", "broker.db-shm"] {
-        if let Ok(b) = std::fs::read(cl.dir.join("sweeps").join(f)) {
-            all.extend(b);
+    fn walk(dir: &std::path::Path, all: &mut Vec<u8>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, all);
+            } else if let Ok(b) = std::fs::read(&p) {
+                all.extend(b);
+            }
         }
     }
+    let mut all = Vec::new();
+    walk(&cl.dir.join("sweeps"), &mut all);
+    assert!(all.len() > 4096, "the sweeps' store was not found");
     all
 }
 
