@@ -214,6 +214,43 @@ impl Client {
         self.post("/api/login", &LoginRequest { user: user.into(), password: password.into() })
     }
 
+    /// Revokes this client's token on the server.
+    pub fn logout(&self) -> Result<serde_json::Value, ClientError> {
+        self.post_action("/api/logout")
+    }
+
+    /// Changes the caller's password; the server revokes the caller's other tokens.
+    pub fn passwd(&self, old_password: &str, new_password: &str) -> Result<PasswdResponse, ClientError> {
+        self.post(
+            "/api/passwd",
+            &PasswdRequest { old_password: old_password.into(), new_password: new_password.into() },
+        )
+    }
+
+    /// disable, enable or remove a user (administrators).
+    pub fn user_action(&self, name: &str, action: &str) -> Result<UserActionResponse, ClientError> {
+        self.post_action(&format!("/api/admin/users/{}/{action}", encode(name)))
+    }
+
+    /// The audit log, newest first: at most `limit` entries, older than entry `after` if given.
+    pub fn audit(&self, limit: u32, after: Option<u64>) -> Result<Vec<AuditEntry>, ClientError> {
+        let after = after.map_or(String::new(), |a| format!("&after={a}"));
+        self.get(&format!("/api/admin/audit?limit={limit}{after}"))
+    }
+
+    /// Jobs, newest first, a page at a time: at most `limit`, older than job `after` if given
+    /// (`all` = everyone's, administrators only).
+    pub fn jobs_page(&self, all: bool, limit: u32, after: Option<u64>) -> Result<Vec<JobInfo>, ClientError> {
+        let after = after.map_or(String::new(), |a| format!("&after={a}"));
+        self.get(&format!("/api/jobs?all={all}&limit={limit}{after}"))
+    }
+
+    /// Users by name, a page at a time: at most `limit`, after the name `after` if given.
+    pub fn users_page(&self, limit: u32, after: Option<&str>) -> Result<Vec<UserInfo>, ClientError> {
+        let after = after.map_or(String::new(), |a| format!("&after={}", encode(a)));
+        self.get(&format!("/api/admin/users?limit={limit}{after}"))
+    }
+
     pub fn submit(&self, req: &SubmitRequest) -> Result<JobInfo, ClientError> {
         self.post("/api/jobs", req)
     }
@@ -386,6 +423,20 @@ impl Client {
     pub fn sweep_action(&self, id: i64, action: &str) -> Result<SweepInfo, ClientError> {
         self.post_action(&format!("/api/sweeps/{id}/{action}"))
     }
+}
+
+/// Percent-encodes a path segment or query value (user names are plain, but a name given on a
+/// command line is not checked before it reaches the server).
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -96,6 +96,51 @@ pub struct LoginResponse {
     pub token: String,
     pub user: String,
     pub admin: bool,
+    /// When the token stops working (Unix seconds; absent from servers whose tokens never did).
+    #[serde(default)]
+    pub expires: Option<f64>,
+}
+
+/// `POST /api/passwd`: the caller's new password, given with the current one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PasswdRequest {
+    pub old_password: String,
+    pub new_password: String,
+}
+
+/// `POST /api/passwd`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PasswdResponse {
+    pub user: String,
+    /// How many of the user's other tokens (other logins, hosted sweeps) were revoked.
+    pub revoked_tokens: u64,
+}
+
+/// `POST /api/admin/users/{name}/{disable,enable,remove}`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UserActionResponse {
+    pub user: String,
+    /// active, disabled or removed.
+    pub state: String,
+    /// The user's jobs this cancelled (their holds released).
+    pub cancelled_jobs: Vec<u64>,
+    pub revoked_tokens: u64,
+}
+
+/// One entry of the append-only audit log: an administrator's action, or a refused request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: u64,
+    pub time: f64,
+    /// The user who made the request (the user named at a refused login; absent: unknown).
+    pub caller: Option<String>,
+    /// The peer's IP address.
+    pub address: Option<String>,
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    /// The refusal's message, or the administrator's request (passwords left out).
+    pub detail: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -453,6 +498,9 @@ pub struct UserInfo {
     pub unix_user: String,
     #[serde(default)]
     pub allow_root: bool,
+    /// active, disabled or removed (empty from servers before accounts could be disabled).
+    #[serde(default)]
+    pub state: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -151,6 +151,7 @@ fn samples(m: &mut Markers) -> Vec<(&'static str, Value)> {
                 held: m.next(),
                 unix_user: "alice".into(),
                 allow_root: false,
+                state: "active".into(),
             })),
         ),
         ("CreditRequest", v(serde_json::to_value(CreditRequest { user: "alice".into(), amount: m.next() }))),

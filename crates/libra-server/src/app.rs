@@ -53,10 +53,22 @@ pub struct Inner {
     pub pricing: PricingParams,
     pub nodes: HashMap<String, NodeRt>,
     pub node_timeout: f64,
-    /// Callers by token digest: users and their tokens are never changed or removed, so a
-    /// token once found stays right, and most requests skip a query.
+    /// Callers by token digest, so most requests skip a query. Every change to a user or a
+    /// token made through this state (logout, password change, disable, remove) empties it
+    /// (`forget_tokens`), and each entry is checked against its expiry; hosted sweeps'
+    /// credentials, revoked from the sweeps' threads, are never cached.
     tokens: std::cell::RefCell<HashMap<String, crate::auth::Caller>>,
+    /// Per-user submission token buckets: (tokens left, when last filled).
+    submit_buckets: HashMap<i64, (f64, f64)>,
+    pub token_ttl: f64,
+    pub max_active_jobs: u32,
+    submit_rate: f64,
+    submit_burst: u32,
 }
+
+/// The most callers kept in the token cache (a flood of distinct valid tokens cannot grow it
+/// without bound).
+const MAX_CACHED_TOKENS: usize = 10_000;
 
 pub fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
@@ -88,6 +100,7 @@ impl App {
             config.broker_db(),
             &config.sweep_clusters,
             config.sweep_keeper.clone(),
+            config.db.clone(),
         )?);
         Ok(App {
             inner: Mutex::new(inner),
@@ -288,6 +301,11 @@ impl Inner {
             nodes,
             node_timeout: config.node_timeout,
             tokens: Default::default(),
+            submit_buckets: HashMap::new(),
+            token_ttl: config.token_ttl,
+            max_active_jobs: config.max_active_jobs,
+            submit_rate: config.submit_rate,
+            submit_burst: config.submit_burst,
         };
         // A store written before exits and settlements shared a transaction may hold jobs that
         // ended and were never charged: settle them before serving.
@@ -303,17 +321,60 @@ impl Inner {
         Ok(inner)
     }
 
-    /// Who sent the request (401 without a valid token).
+    /// Who sent the request (401 without a valid token, saying why).
     pub fn caller(&self, headers: &axum::http::HeaderMap) -> Result<crate::auth::Caller, ApiError> {
+        let t = now();
         let digest = crate::auth::bearer(headers).map(crate::auth::token_digest);
-        if let Some(c) = digest.as_ref().and_then(|d| self.tokens.borrow().get(d).cloned()) {
-            return Ok(c);
+        if let Some(d) = &digest {
+            let hit = self.tokens.borrow().get(d).cloned();
+            match hit {
+                Some(c) if c.expires > t => return Ok(c),
+                Some(_) => {
+                    self.tokens.borrow_mut().remove(d);
+                }
+                None => {}
+            }
         }
-        let c = crate::auth::caller(&self.db, headers)?;
-        if let Some(d) = digest {
-            self.tokens.borrow_mut().insert(d, c.clone());
+        let c = crate::auth::caller(&self.db, headers, t)?;
+        if let (Some(d), None) = (digest, c.sweep) {
+            let mut cache = self.tokens.borrow_mut();
+            if cache.len() >= MAX_CACHED_TOKENS {
+                cache.clear();
+            }
+            cache.insert(d, c.clone());
         }
         Ok(c)
+    }
+
+    /// Empties the token cache: call after any change to users or tokens, so that a revoked
+    /// token or a disabled user is refused from the next request on.
+    pub fn forget_tokens(&self) {
+        self.tokens.borrow_mut().clear();
+    }
+
+    /// One more submission by `user` now, if their bucket allows it; otherwise 429 with the
+    /// seconds until it will.
+    pub fn take_submission(&mut self, user: &crate::auth::Caller, now: f64) -> Result<(), ApiError> {
+        let (rate, burst) = (self.submit_rate, f64::from(self.submit_burst));
+        if self.submit_buckets.len() > 100_000 {
+            // Full buckets only: forgetting them changes nothing.
+            self.submit_buckets.retain(|_, (tokens, last)| *tokens + (now - *last) * rate < burst);
+        }
+        let (tokens, last) = self.submit_buckets.entry(user.id).or_insert((burst, now));
+        *tokens = (*tokens + (now - *last).max(0.0) * rate).min(burst);
+        *last = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = ((1.0 - *tokens) / rate).ceil().max(1.0) as u64;
+        Err(ApiError::TooMany(
+            format!(
+                "submissions: {} may submit at most {rate} jobs per second ({burst} at once); try again in {wait} s",
+                user.name
+            ),
+            wait,
+        ))
     }
 
     pub fn node_name(&self, i: NodeIdx) -> String {
@@ -362,13 +423,50 @@ impl Inner {
         Ok(())
     }
 
-    pub fn set_price_base(&mut self, node: Option<&str>, price: f64) -> Result<(), ApiError> {
+    /// New pricing parameters for the policy in force and, optionally, a new base price for one
+    /// node or all: all checked before anything is written, then written in one transaction, so
+    /// a refused change changes nothing.
+    pub fn set_pricing_and_price_base(
+        &mut self,
+        pricing: PricingParams,
+        price_base: Option<(Option<&str>, f64)>,
+    ) -> Result<(), ApiError> {
+        let placement = self.policy.placement();
+        let p = build_policy_with(self.policy_name(), pricing, placement)
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let targets = match price_base {
+            Some((node, price)) => Some((self.price_targets(node, price)?, price)),
+            None => None,
+        };
+        let tx = self.db.transaction()?;
+        store::set_setting(&tx, "pricing", &serde_json::to_string(&pricing)?)?;
+        if let Some((targets, price)) = &targets {
+            for (name, _) in targets {
+                tx.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![name, price])?;
+            }
+        }
+        tx.commit()?;
+        for (user, estimate, runtime) in store::observations(&self.db)? {
+            p.observe(Some(user), estimate, runtime);
+        }
+        self.policy = p;
+        self.pricing = pricing;
+        if let Some((targets, price)) = targets {
+            for (_, idx) in targets {
+                self.cluster.set_price_base(idx, price);
+            }
+        }
+        Ok(())
+    }
+
+    /// The nodes a base price goes to, if the price is one a node may have.
+    fn price_targets(&self, node: Option<&str>, price: f64) -> Result<Vec<(String, NodeIdx)>, ApiError> {
         if !(0.0..1e9).contains(&price) {
             return Err(ApiError::BadRequest(format!(
                 "price_base: {price} is not accepted: give a price from 0 to 1e9 per CPU-second"
             )));
         }
-        let targets: Vec<(String, NodeIdx)> = match node {
+        Ok(match node {
             Some(n) => {
                 let rt = self.nodes.get(n).ok_or_else(|| {
                     ApiError::NotFound(format!("node: '{n}' is not a node of this cluster"))
@@ -376,7 +474,11 @@ impl Inner {
                 vec![(n.to_string(), rt.idx)]
             }
             None => self.nodes.iter().map(|(n, r)| (n.clone(), r.idx)).collect(),
-        };
+        })
+    }
+
+    pub fn set_price_base(&mut self, node: Option<&str>, price: f64) -> Result<(), ApiError> {
+        let targets = self.price_targets(node, price)?;
         let tx = self.db.transaction()?;
         for (name, _) in &targets {
             tx.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![name, price])?;

@@ -58,6 +58,15 @@ pub struct Config {
     /// that they outlive a restart of the server: the `libra` binary sets it to itself.
     #[serde(skip)]
     pub sweep_keeper: Option<PathBuf>,
+    /// How long an API token from `libra login` works, seconds (default 30 days).
+    pub token_ttl: f64,
+    /// The most active jobs (pending, running, suspended) one user may have; further
+    /// submissions are answered 429 until some end.
+    pub max_active_jobs: u32,
+    /// Submissions per second one user may make on average ...
+    pub submit_rate: f64,
+    /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
+    pub submit_burst: u32,
 }
 
 /// How log lines are written.
@@ -121,6 +130,11 @@ pub fn flatten(v: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
     walk("", v, &mut out);
     out
 }
+/// The defaults of the accounts' limits (README: "Accounts, tokens and limits").
+pub const DEFAULT_TOKEN_TTL: f64 = 30.0 * 86_400.0;
+pub const DEFAULT_MAX_ACTIVE_JOBS: u32 = 1000;
+pub const DEFAULT_SUBMIT_RATE: f64 = 50.0;
+pub const DEFAULT_SUBMIT_BURST: u32 = 500;
 
 impl Default for Config {
     fn default() -> Self {
@@ -144,6 +158,10 @@ impl Default for Config {
             log_level: "info".into(),
             log_format: LogFormat::Text,
             sweep_keeper: None,
+            token_ttl: DEFAULT_TOKEN_TTL,
+            max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
+            submit_rate: DEFAULT_SUBMIT_RATE,
+            submit_burst: DEFAULT_SUBMIT_BURST,
         }
     }
 }
@@ -204,6 +222,24 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "default_price_base: {} is not accepted: give a price from 0 to 1e9",
                 self.default_price_base
+            )));
+        }
+        if !(self.token_ttl >= 1.0 && self.token_ttl <= 10.0 * 365.0 * 86_400.0) {
+            return Err(ServerError::Invalid(format!(
+                "token_ttl: {} is not accepted: give seconds from 1 to 315360000 (ten years)",
+                self.token_ttl
+            )));
+        }
+        if self.max_active_jobs == 0 {
+            return Err(ServerError::Invalid(
+                "max_active_jobs: 0 is not accepted: give the most active jobs a user may have, at least 1"
+                    .into(),
+            ));
+        }
+        if !(self.submit_rate > 0.0 && self.submit_rate <= 1e6) || self.submit_burst == 0 {
+            return Err(ServerError::Invalid(format!(
+                "submit_rate, submit_burst: {} per second, {} at once is not accepted: give a rate above 0 (at most 1e6) and a burst of at least 1",
+                self.submit_rate, self.submit_burst
             )));
         }
         libra_core::policy::build_policy_with(&self.policy, self.pricing, self.placement)

@@ -18,6 +18,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// 413: the request is larger than a limit (the message names it).
+    #[error("{0}")]
+    TooLarge(String),
     /// 429, with how many seconds to wait (Retry-After).
     #[error("{0}")]
     TooMany(String, u64),
@@ -49,6 +52,7 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::TooMany(..) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut r = (status, Json(ErrorBody { error: self.to_string() })).into_response();

@@ -95,8 +95,12 @@ impl App {
             {
                 let mut g = self.lock();
                 let t = now();
-                let callers: Vec<Result<crate::auth::Caller, ApiError>> =
-                    batch.iter().map(|w| g.caller(&w.headers)).collect();
+                // Each caller's submission rate is checked here, where the caller is known.
+                let mut callers: Vec<Result<crate::auth::Caller, ApiError>> = Vec::with_capacity(batch.len());
+                for w in &batch {
+                    let c = g.caller(&w.headers);
+                    callers.push(c.and_then(|c| g.take_submission(&c, t).map(|()| c)));
+                }
                 let items: Vec<_> = batch
                     .iter()
                     .zip(&callers)

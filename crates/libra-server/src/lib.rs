@@ -3,6 +3,7 @@
 //! (WAL) holding users, tokens, nodes, jobs and the append-only credit ledger.
 
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod backup;
 mod change;

@@ -23,6 +23,8 @@ const FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// The most entries kept (an attacker with many addresses cannot grow the map without bound).
 const MAX_ENTRIES: usize = 100_000;
 
+type HashJob = Box<dyn FnOnce(&mut crate::auth::HashMemory) + Send>;
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
     Account(String, IpAddr),
@@ -39,6 +41,12 @@ struct Failures {
 
 pub struct LoginGuard {
     hashing: tokio::sync::Semaphore,
+    /// The threads that compute password hashes, as many as may run at once. Argon2 takes
+    /// about 19 MiB per hash, and the allocator keeps what a thread used for that thread's next
+    /// use: hashing on whatever thread of the blocking pool is free would leave ~19 MiB behind
+    /// on each of many threads (hundreds of MB after a flood of logins); on a few threads of
+    /// its own, memory stays at a few hashes' worth.
+    pool: std::sync::mpsc::SyncSender<HashJob>,
     failures: Mutex<HashMap<Key, Failures>>,
     /// A hash of a password nobody has: what an unknown user's attempt is checked against.
     pub decoy: String,
@@ -55,8 +63,52 @@ fn backoff(count: u32, free: u32) -> Duration {
 impl LoginGuard {
     /// `hashers`: how many password hashes may be computed at once.
     pub fn new(hashers: usize) -> LoginGuard {
+        let hashers = hashers.max(1);
+        let (pool, jobs) = std::sync::mpsc::sync_channel::<HashJob>(1024);
+        let jobs = std::sync::Arc::new(Mutex::new(jobs));
+        for i in 0..hashers {
+            let jobs = jobs.clone();
+            let spawned = std::thread::Builder::new().name(format!("password-hash-{i}")).spawn(move || {
+                let mut mem = crate::auth::HashMemory::default();
+                loop {
+                    let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    match job {
+                        Ok(job) => job(&mut mem),
+                        Err(_) => return,
+                    }
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::error!("cannot start a password hashing thread: {e}");
+            }
+        }
         let decoy = crate::auth::hash_password(&crate::auth::new_token()).unwrap_or_default();
-        LoginGuard { hashing: tokio::sync::Semaphore::new(hashers.max(1)), failures: Mutex::default(), decoy }
+        LoginGuard { hashing: tokio::sync::Semaphore::new(hashers), pool, failures: Mutex::default(), decoy }
+    }
+
+    /// Runs `f` (a password hash or check) on the hashing threads. The caller should hold a
+    /// permit (`try_hash`) or be an administrator's rare request: the queue is bounded.
+    pub async fn hash<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut crate::auth::HashMemory) -> T + Send + 'static,
+    ) -> Result<T, crate::ApiError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: HashJob = Box::new(move |mem| {
+            let _ = tx.send(f(mem));
+        });
+        match self.pool.try_send(job) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                return Err(crate::ApiError::TooMany(
+                    "the server is checking too many passwords at once; try again in a second".into(),
+                    1,
+                ))
+            }
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
+                return Err(crate::ApiError::Internal("no password hashing thread is running".into()))
+            }
+        }
+        rx.await.map_err(|_| crate::ApiError::Internal("a password hash was lost".into()))
     }
 
     /// Refused (with how long to wait) while the account from this address, or the address

@@ -150,7 +150,13 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
 
     let sweeps = gauge_family();
     let sweep_jobs = gauge_family();
-    let everyone = crate::auth::Caller { id: 0, name: "metrics".into(), admin: true };
+    let everyone = crate::auth::Caller {
+        id: 0,
+        name: "metrics".into(),
+        admin: true,
+        sweep: None,
+        expires: f64::INFINITY,
+    };
     if let Ok(list) = app.sweeps.list(&everyone, true, now()) {
         let mut by_state: std::collections::BTreeMap<String, f64> = Default::default();
         for s in list {

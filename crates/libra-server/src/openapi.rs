@@ -16,6 +16,15 @@ const ROUTES: &[Route] = &[
         "LoginResponse",
         "anyone",
     ),
+    ("post", "/api/logout", "Revoke the API token the request carries", None, "LogoutResponse", "user"),
+    (
+        "post",
+        "/api/passwd",
+        "Change the caller's password (the current one required); revokes the caller's other tokens",
+        Some("PasswdRequest"),
+        "PasswdResponse",
+        "user",
+    ),
     (
         "post",
         "/api/jobs",
@@ -27,7 +36,7 @@ const ROUTES: &[Route] = &[
     (
         "get",
         "/api/jobs",
-        "The caller's jobs (?all=true: everyone's, administrators only)",
+        "The caller's jobs, newest first (?all=true: everyone's, administrators only; ?limit=N&after=JOB: a page)",
         None,
         "JobInfo[]",
         "user",
@@ -200,8 +209,31 @@ const ROUTES: &[Route] = &[
     ("get", "/api/admin/policy", "The admission policy in force", None, "PolicyInfo", "admin"),
     ("post", "/api/admin/policy", "Change the admission policy", Some("SetPolicy"), "PolicyInfo", "admin"),
     ("post", "/api/admin/jobs/{id}/{action}", "Suspend, resume or cancel any job", None, "JobInfo", "admin"),
-    ("get", "/api/admin/users", "Users and their credit", None, "UserInfo[]", "admin"),
+    (
+        "get",
+        "/api/admin/users",
+        "Users, their state and credit, by name (?limit=N&after=NAME)",
+        None,
+        "UserInfo[]",
+        "admin",
+    ),
     ("post", "/api/admin/users", "Add a user", Some("UserAdd"), "UserInfo", "admin"),
+    (
+        "post",
+        "/api/admin/users/{name}/{action}",
+        "disable, enable or remove a user (disable and remove revoke their tokens and cancel their jobs, holds released)",
+        None,
+        "UserActionResponse",
+        "admin",
+    ),
+    (
+        "get",
+        "/api/admin/audit",
+        "The append-only audit log, newest first: administrator actions and refused requests (?limit=N&after=ID)",
+        None,
+        "AuditEntry[]",
+        "admin",
+    ),
     ("post", "/api/admin/credit", "Deposit (or withdraw) credit", Some("CreditRequest"), "Balance", "admin"),
     (
         "post",
@@ -242,7 +274,7 @@ pub fn build() -> Value {
     for (method, path, summary, body, resp, who) in ROUTES {
         let mut op = json!({
             "summary": summary,
-            "description": format!("Caller: {who}. Errors: 400 bad input (names the field), 401 not logged in, 403 not allowed, 404, 409."),
+            "description": format!("Caller: {who}. Errors: 400 bad input (names the field), 401 not logged in (or the token expired or was revoked), 403 not allowed, 404, 409, 413 too large (names the limit), 429 too many (Retry-After)."),
             "responses": {
                 "200": {"description": "OK", "content": {"application/json": {"schema": schema_ref(resp)}}},
                 "default": {"description": "Error", "content": {"application/json": {"schema": schema_ref("ErrorBody")}}}

@@ -25,6 +25,41 @@ pub const MAX_ENV_BYTES: usize = 512 * 1024;
 /// The longest idempotency key accepted.
 pub const MAX_IDEMPOTENCY_KEY: usize = 128;
 
+/// The most bytes of a refused submission's command kept in the store: it never runs, and a
+/// stream of refusals must not fill the disk.
+pub const MAX_REJECTED_COMMAND_BYTES: usize = 1024;
+
+/// The command as stored: whole for a job that may run, cut to its first
+/// `MAX_REJECTED_COMMAND_BYTES` (on character boundaries, "..." marking the cut) for a refusal.
+fn stored_command(command: &[String], state: JobState) -> Result<String, serde_json::Error> {
+    if state != JobState::Rejected {
+        return serde_json::to_string(command);
+    }
+    let mut left = MAX_REJECTED_COMMAND_BYTES;
+    let mut kept = Vec::new();
+    for a in command {
+        if left == 0 {
+            kept.push("...".to_string());
+            break;
+        }
+        if a.len() <= left {
+            left -= a.len();
+            kept.push(a.clone());
+        } else {
+            let mut cut = left;
+            while !a.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            kept.push(format!("{}...", &a[..cut]));
+            if kept.len() < command.len() {
+                kept.push("...".to_string());
+            }
+            break;
+        }
+    }
+    serde_json::to_string(&kept)
+}
+
 fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
     req.spec.validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
     if req.command.is_empty() || req.command[0].is_empty() {
@@ -179,6 +214,20 @@ impl Inner {
                 return Ok((id as u64, JobState::parse(&state).unwrap_or(JobState::Failed), None));
             }
         }
+        let active: i64 = tx
+            .prepare_cached(
+                "SELECT COUNT(*) FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED')",
+            )?
+            .query_row(params![caller.id], |r| r.get(0))?;
+        if active >= i64::from(self.max_active_jobs) {
+            return Err(ApiError::TooMany(
+                format!(
+                    "active jobs: {} has {active} active jobs, the most one user may have (max_active_jobs = {}); submit more when some end",
+                    caller.name, self.max_active_jobs
+                ),
+                10,
+            ));
+        }
         let spec = &req.spec;
         let user = Some(caller.id as u64);
         let decision = self.policy.decide_as(spec, user, &self.cluster, now);
@@ -215,7 +264,7 @@ impl Inner {
             caller.id,
             req.name,
             state.as_str(),
-            serde_json::to_string(&req.command)?,
+            stored_command(&req.command, state)?,
             spec.estimate(),
             spec.procs(),
             spec.resources.mem_mb as i64,
@@ -251,8 +300,8 @@ impl Inner {
                     state = JobState::Rejected;
                     reason = Some(e.to_string());
                     tx.execute(
-                        "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0, env = NULL WHERE id = ?1",
-                        params![id as i64, reason],
+                        "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0, env = NULL, command = ?3 WHERE id = ?1",
+                        params![id as i64, reason, stored_command(&req.command, JobState::Rejected)?],
                     )?;
                 }
             }

@@ -136,6 +136,31 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE nodes ADD COLUMN cred_hash TEXT;",
     // 5: a drained node takes no new jobs (and stays drained across restarts).
     "ALTER TABLE nodes ADD COLUMN drained INTEGER NOT NULL DEFAULT 0;",
+    // 6: accounts: tokens expire and may belong to a hosted sweep (revoked when it ends); users
+    // may be disabled or removed (the row stays: the ledger and jobs refer to it); an
+    // append-only audit of administrator actions and refused requests.
+    "ALTER TABLE tokens ADD COLUMN expires REAL;
+     ALTER TABLE tokens ADD COLUMN sweep INTEGER;
+     -- Tokens issued before they expired get the default lifetime (30 days) from their issue.
+     UPDATE tokens SET expires = created + 2592000;
+     CREATE INDEX tokens_user ON tokens(user_id);
+     CREATE INDEX tokens_sweep ON tokens(sweep) WHERE sweep IS NOT NULL;
+     ALTER TABLE users ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE users ADD COLUMN removed INTEGER NOT NULL DEFAULT 0;
+     CREATE TABLE audit (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         time REAL NOT NULL,
+         caller TEXT,
+         address TEXT,
+         method TEXT NOT NULL,
+         path TEXT NOT NULL,
+         status INTEGER NOT NULL,
+         detail TEXT
+     );
+     CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+     CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;",
 ];
 
 /// The schema version this build writes.
@@ -287,14 +312,20 @@ pub fn job(conn: &Connection, id: u64) -> rusqlite::Result<Option<JobInfo>> {
     .optional()
 }
 
-/// Jobs, newest first; `user` limits to one user's.
-pub fn jobs(conn: &Connection, user: Option<i64>, limit: u32) -> rusqlite::Result<Vec<JobInfo>> {
+/// Jobs, newest first; `user` limits to one user's; `before`: only jobs with a smaller id (the
+/// next page after a page that ended at that id).
+pub fn jobs(
+    conn: &Connection,
+    user: Option<i64>,
+    limit: u32,
+    before: Option<u64>,
+) -> rusqlite::Result<Vec<JobInfo>> {
     let sql = format!(
         "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id \
-         WHERE (?1 IS NULL OR j.user_id = ?1) ORDER BY j.id DESC LIMIT ?2"
+         WHERE (?1 IS NULL OR j.user_id = ?1) AND (?3 IS NULL OR j.id < ?3) ORDER BY j.id DESC LIMIT ?2"
     );
     let mut st = conn.prepare_cached(&sql)?;
-    let rows = st.query_map(params![user, limit], job_from_row)?;
+    let rows = st.query_map(params![user, limit, before.map(|b| b as i64)], job_from_row)?;
     rows.collect()
 }
 

@@ -27,6 +27,9 @@ use std::sync::{Arc, Mutex};
 
 /// The most jobs one hosted sweep may have: a request must not fill the server's disk.
 pub const MAX_JOBS: u64 = 100_000;
+/// The largest plan and resources texts a hosted sweep may be created with.
+pub const MAX_PLAN_BYTES: usize = 256 * 1024;
+pub const MAX_RESOURCES_BYTES: usize = 64 * 1024;
 
 /// Who owns each hosted experiment. In the broker database, beside the experiments, so that
 /// one file holds a sweep whole; the broker itself never reads it.
@@ -45,7 +48,16 @@ pub struct Sweeps {
     running: Mutex<HashSet<i64>>,
     /// The program that keeps local sweep jobs (`EngineOptions::keeper`).
     keeper: Option<PathBuf>,
+    /// This server's own origins (a subset of `clusters`): a sweep's `libra` resource there
+    /// acts through a credential the server mints for the sweep, never the user's token.
+    own: Mutex<Vec<String>>,
+    /// The server's store, where sweep credentials are kept (as digests) and revoked.
+    server_db: PathBuf,
 }
+
+/// How long a sweep's credential outlives its deadline (the engine settles the last attempts
+/// after it); a new deadline moves its expiry along.
+const CREDENTIAL_GRACE: f64 = 86_400.0;
 
 /// The origin of an `http://` address, `http://host:port` in lower case with the port made
 /// explicit, so that the spellings of one address compare equal.
@@ -106,7 +118,12 @@ impl Sweeps {
     /// Opens (creating) the broker database.
     /// `clusters`: the Libra clusters besides this server that users' hosted sweeps may send
     /// jobs to.
-    pub fn open(db: PathBuf, clusters: &[String], keeper: Option<PathBuf>) -> Result<Sweeps, ServerError> {
+    pub fn open(
+        db: PathBuf,
+        clusters: &[String],
+        keeper: Option<PathBuf>,
+        server_db: PathBuf,
+    ) -> Result<Sweeps, ServerError> {
         if let Some(dir) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -114,7 +131,14 @@ impl Sweeps {
         for c in clusters {
             allowed.push(origin(c).map_err(|e| ServerError::Invalid(format!("sweep_clusters: {e}")))?);
         }
-        let s = Sweeps { db, clusters: Mutex::new(allowed), running: Mutex::new(HashSet::new()), keeper };
+        let s = Sweeps {
+            db,
+            clusters: Mutex::new(allowed),
+            running: Mutex::new(HashSet::new()),
+            keeper,
+            own: Mutex::new(Vec::new()),
+            server_db,
+        };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
     }
@@ -131,12 +155,76 @@ impl Sweeps {
         let store = self.store()?;
         let mut n = 0;
         for e in store.experiments()? {
-            if is_active(&e.state) && owner(&store, e.id)?.is_some() {
+            if owner(&store, e.id)?.is_none() {
+                continue;
+            }
+            if is_active(&e.state) {
                 self.start_engine(e.id);
                 n += 1;
+            } else {
+                // Ended while the server was stopping: its credential goes now.
+                self.revoke(e.id);
             }
         }
         Ok(n)
+    }
+
+    fn server_store(&self) -> Result<rusqlite::Connection, rusqlite::Error> {
+        let c = rusqlite::Connection::open(&self.server_db)?;
+        c.busy_timeout(std::time::Duration::from_secs(5))?;
+        Ok(c)
+    }
+
+    /// Mints the credential a sweep of `who` uses on this server: a token of theirs marked as
+    /// the sweep's (`auth::Caller::sweep`), stored as a digest only, until `expires`. Sweep 0
+    /// stands for "being created" until `bind_credential` names the sweep.
+    fn mint_credential(&self, who: &Caller, expires: f64, now: f64) -> Result<String, ApiError> {
+        let c = self.server_store()?;
+        Ok(crate::auth::issue_token(&c, who.id, expires - now, Some(0), now)?)
+    }
+
+    fn bind_credential(&self, token: &str, exp: i64) -> Result<(), ApiError> {
+        self.server_store()?.execute(
+            "UPDATE tokens SET sweep = ?2 WHERE hash = ?1",
+            params![crate::auth::token_digest(token), exp],
+        )?;
+        Ok(())
+    }
+
+    fn drop_credential(&self, token: &str) {
+        if let Err(e) = self
+            .server_store()
+            .and_then(|c| c.execute("DELETE FROM tokens WHERE hash = ?1", [crate::auth::token_digest(token)]))
+        {
+            tracing::error!("dropping an unused sweep credential: {e}");
+        }
+    }
+
+    /// Revokes the sweep's credential (it has ended). Failing to is logged: the credential
+    /// still expires.
+    fn revoke(&self, exp: i64) {
+        match self.server_store().and_then(|c| c.execute("DELETE FROM tokens WHERE sweep = ?1", [exp])) {
+            Ok(0) => {}
+            Ok(_) => tracing::info!(exp, "hosted sweep ended: its credential is revoked"),
+            Err(e) => tracing::error!(exp, "revoking the hosted sweep's credential: {e}"),
+        }
+    }
+
+    /// Cancels every active hosted sweep of user `uid` (a disabled or removed account).
+    pub fn cancel_owned_by(self: &Arc<Self>, admin: &Caller, uid: i64, now: f64) -> Result<(), ApiError> {
+        let store = self.store()?;
+        let ids: Vec<i64> = store
+            .conn
+            .prepare("SELECT exp_id FROM hosted WHERE user_id = ?1")?
+            .query_map([uid], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for id in ids {
+            if !store.experiment(id)?.state.is_final() {
+                self.action(admin, id, "cancel", now)?;
+            }
+            self.revoke(id);
+        }
+        Ok(())
     }
 
     /// Runs the experiment's engine on a thread of its own unless one already runs it. When the
@@ -164,6 +252,11 @@ impl Sweeps {
                     // A cancel that came after the engine's last look.
                     let _ = finish_cancel(&s, exp);
                 }
+                // The engine stops on an error too (and is started again only by a restart or
+                // a user's resume): the credential goes only with the sweep's end.
+                if r.is_ok() {
+                    me.revoke(exp);
+                }
                 return;
             }
         });
@@ -186,10 +279,14 @@ impl Sweeps {
             }
         }
         let mut c = self.clusters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut mine = self.own.lock().unwrap_or_else(|p| p.into_inner());
         for o in own {
             if let Ok(o) = origin(&o) {
                 if !c.contains(&o) {
-                    c.push(o);
+                    c.push(o.clone());
+                }
+                if !mine.contains(&o) {
+                    mine.push(o);
                 }
             }
         }
@@ -220,8 +317,38 @@ impl Sweeps {
         now: f64,
     ) -> Result<SweepInfo, ApiError> {
         let bad = |m: String| Err(ApiError::BadRequest(m));
+        if who.sweep.is_some() {
+            return Err(ApiError::Forbidden(
+                "forbidden: a hosted sweep's credential cannot start other sweeps".into(),
+            ));
+        }
+        if req.plan.len() > MAX_PLAN_BYTES {
+            return Err(ApiError::TooLarge(format!(
+                "plan: {} bytes; at most {MAX_PLAN_BYTES} are accepted",
+                req.plan.len()
+            )));
+        }
+        if req.resources.len() > MAX_RESOURCES_BYTES {
+            return Err(ApiError::TooLarge(format!(
+                "resources: {} bytes; at most {MAX_RESOURCES_BYTES} are accepted",
+                req.resources.len()
+            )));
+        }
         let mut res = resources::parse(&req.resources).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        for r in &mut res {
+        // Resources on this server itself: the server acts for the user with a credential of
+        // the sweep's own, so whatever token the user wrote is dropped, never stored.
+        let own = self.own.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut on_this_server = Vec::new();
+        for (i, r) in res.iter_mut().enumerate() {
+            if r.kind == Kind::Libra {
+                if let Some(o) = r.url.as_deref().and_then(|u| origin(u).ok()) {
+                    if own.contains(&o) {
+                        r.token = None;
+                        on_this_server.push(i);
+                        continue;
+                    }
+                }
+            }
             match r.kind {
                 Kind::Local if !who.admin => {
                     return Err(ApiError::Forbidden(format!(
@@ -300,7 +427,17 @@ impl Sweeps {
         if name.len() > 200 {
             return bad("name: give at most 200 characters".into());
         }
-        let id = create_from_text(
+        // The credential lives as long as the sweep may run (and is revoked when it ends).
+        let credential = if on_this_server.is_empty() {
+            None
+        } else {
+            let t = self.mint_credential(who, deadline.max(now) + CREDENTIAL_GRACE, now)?;
+            for &i in &on_this_server {
+                res[i].token = Some(t.clone());
+            }
+            Some(t)
+        };
+        let created = create_from_text(
             &self.db,
             &TextSweep {
                 name: &name,
@@ -320,7 +457,20 @@ impl Sweeps {
             CreateError::Store(s) => ApiError::from(s),
             CreateError::WorkDir { .. } => ApiError::Internal(e.to_string()),
             e => ApiError::BadRequest(e.to_string()),
-        })?;
+        });
+        let id = match (created, &credential) {
+            (Ok(id), Some(t)) => {
+                self.bind_credential(t, id)?;
+                id
+            }
+            (Ok(id), None) => id,
+            (Err(e), t) => {
+                if let Some(t) = t {
+                    self.drop_credential(t);
+                }
+                return Err(e);
+            }
+        };
         let store = self.store()?;
         store.conn.execute(
             "INSERT INTO hosted (exp_id, user_id, user_name) VALUES (?1, ?2, ?3)",
@@ -379,6 +529,11 @@ impl Sweeps {
                 )));
             }
             store.set_deadline(exp, d)?;
+            // The sweep's credential must last as long as the sweep may run.
+            self.server_store()?.execute(
+                "UPDATE tokens SET expires = MAX(expires, ?2) WHERE sweep = ?1",
+                params![exp, d + CREDENTIAL_GRACE],
+            )?;
         }
         if let Some(b) = budget {
             if b.is_negative() {
@@ -426,9 +581,11 @@ impl Sweeps {
                     return Err(conflict());
                 }
                 store.set_state(exp, ExperimentState::Cancelled, None)?;
-                // A live engine kills the running jobs and records the cancellation itself.
+                // A live engine kills the running jobs and records the cancellation itself
+                // (and its end revokes the credential).
                 if !self.has_engine(exp) {
                     finish_cancel(&store, exp)?;
+                    self.revoke(exp);
                 }
             }
             "rerun" => {

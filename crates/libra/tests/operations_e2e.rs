@@ -271,8 +271,8 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     assert!(String::from_utf8_lossy(&out.stderr).contains("in use by another libra server"), "{out:?}");
     let port = free_port().to_string();
     let out = run_libra(
-        &["server", "--db", &live_s, "--listen", &format!("127.0.0.1:{port}"), "--join-token", JOIN],
-        &[],
+        &["server", "--db", &live_s, "--listen", &format!("127.0.0.1:{port}")],
+        &[("LIBRA_JOIN_TOKEN", JOIN)],
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("in use by another libra server"), "{out:?}");
@@ -318,7 +318,8 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     // A server on the restored store serves the jobs.
     let port = free_port();
     let mut srv = std::process::Command::new(EXE)
-        .args(["server", "--db", &restored_s, "--listen", &format!("127.0.0.1:{port}"), "--join-token", JOIN])
+        .args(["server", "--db", &restored_s, "--listen", &format!("127.0.0.1:{port}")])
+        .env("LIBRA_JOIN_TOKEN", JOIN)
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();

@@ -5,13 +5,13 @@ use crate::app::{now, App};
 use crate::auth;
 use crate::error::ApiError;
 use crate::ledger;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::*;
 use libra_core::policy::{Placement, BEYOND_POLICY_NAMES};
 use libra_core::{Money, POLICY_NAMES};
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 use std::sync::Arc;
 
 type Res<T> = Result<Json<T>, ApiError>;
@@ -123,6 +123,9 @@ pub async fn pricing(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Pri
     Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
 }
 
+/// All or nothing: every field is checked (the policy built with the new parameters, the base
+/// price and its node) before anything is written, and then all of it is written in one
+/// transaction.
 pub async fn set_pricing(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -135,14 +138,10 @@ pub async fn set_pricing(
     params.beta = p.beta.unwrap_or(params.beta);
     params.libra_gamma = p.libra_gamma.unwrap_or(params.libra_gamma);
     params.libra_delta = p.libra_delta.unwrap_or(params.libra_delta);
-    // New prices for the policy in force, as it is: the same node choice.
-    let (name, placement) = (g.policy_name(), g.policy.placement());
-    g.set_policy(name, params, placement)?;
-    if let Some(pb) = p.price_base {
-        g.set_price_base(p.node.as_deref(), pb)?;
-    } else if p.node.is_some() {
+    if p.node.is_some() && p.price_base.is_none() {
         return Err(ApiError::BadRequest("price_base: give the new base price for the node".into()));
     }
+    g.set_pricing_and_price_base(params, p.price_base.map(|pb| (p.node.as_deref(), pb)))?;
     Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
 }
 
@@ -198,19 +197,176 @@ pub async fn job_action(
     Ok(Json(job))
 }
 
-pub async fn users(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UserInfo>> {
+#[derive(serde::Deserialize)]
+pub struct Page {
+    #[serde(default)]
+    limit: Option<u32>,
+    /// The next page: entries after this one (a user name; an audit entry's id).
+    #[serde(default)]
+    after: Option<String>,
+}
+
+fn page_limit(p: &Page) -> u32 {
+    p.limit.unwrap_or(1000).clamp(1, super::user::MAX_PAGE)
+}
+
+fn user_state(disabled: bool, removed: bool) -> &'static str {
+    if removed {
+        "removed"
+    } else if disabled {
+        "disabled"
+    } else {
+        "active"
+    }
+}
+
+pub async fn users(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(page): Query<Page>,
+) -> Res<Vec<UserInfo>> {
     let g = app.lock();
     g.caller(&headers)?.require_admin("list users")?;
-    let ids: Vec<(i64, bool, String, bool)> =
-        g.db.prepare("SELECT id, admin, COALESCE(unix_user, name), allow_root FROM users ORDER BY name")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<Result<_, _>>()?;
+    #[allow(clippy::type_complexity)]
+    let ids: Vec<(i64, bool, String, bool, bool, bool)> =
+        g.db.prepare(
+            "SELECT id, admin, COALESCE(unix_user, name), allow_root, disabled, removed FROM users \
+             WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2",
+        )?
+        .query_map(params![page.after, page_limit(&page)], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })?
+        .collect::<Result<_, _>>()?;
     let mut v = Vec::new();
-    for (id, admin, unix_user, allow_root) in ids {
+    for (id, admin, unix_user, allow_root, disabled, removed) in ids {
         let b = ledger::balance(&g.db, id)?;
-        v.push(UserInfo { name: b.user, admin, available: b.available, held: b.held, unix_user, allow_root });
+        v.push(UserInfo {
+            name: b.user,
+            admin,
+            available: b.available,
+            held: b.held,
+            unix_user,
+            allow_root,
+            state: user_state(disabled, removed).into(),
+        });
     }
     Ok(Json(v))
+}
+
+/// disable, enable or remove a user. Disabling or removing revokes every token of theirs
+/// (hosted sweeps' included) and cancels their active jobs through the ordinary cancel path
+/// (an administrator's cancel: nothing charged, holds released) and their hosted sweeps.
+/// Removing keeps the user's row, jobs and ledger (the history stays whole); the name stays
+/// taken and the account cannot be enabled again.
+pub async fn user_action(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path((name, action)): Path<(String, String)>,
+    _ignored: axum::body::Bytes,
+) -> Res<UserActionResponse> {
+    let (resp, admin, uid) = {
+        let mut g = app.lock();
+        let admin = g.caller(&headers)?;
+        admin.require_admin(&format!("{action} users"))?;
+        if !["disable", "enable", "remove"].contains(&action.as_str()) {
+            return Err(ApiError::NotFound(format!(
+                "action: '{action}' is not one of disable, enable, remove"
+            )));
+        }
+        let (uid, disabled, removed): (i64, bool, bool) =
+            g.db.query_row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?
+            .ok_or_else(|| ApiError::NotFound(format!("user: '{name}' does not exist")))?;
+        if uid == admin.id && action != "enable" {
+            return Err(ApiError::BadRequest(format!(
+                "user: {name} is you: an administrator cannot {action} their own account (another administrator can)"
+            )));
+        }
+        if removed {
+            return Err(ApiError::Conflict(format!("user: {name} was removed; nothing can change it")));
+        }
+        let t = now();
+        let mut cancelled = Vec::new();
+        let mut revoked = 0;
+        let state = match action.as_str() {
+            "enable" => {
+                g.db.execute("UPDATE users SET disabled = 0 WHERE id = ?1", params![uid])?;
+                "active"
+            }
+            _ => {
+                let remove = action == "remove";
+                let tx = g.db.unchecked_transaction()?;
+                if remove {
+                    // No password verifies against this: the account can never log in again.
+                    tx.execute(
+                        "UPDATE users SET disabled = 1, removed = 1, pw_hash = '!removed' WHERE id = ?1",
+                        params![uid],
+                    )?;
+                } else {
+                    tx.execute("UPDATE users SET disabled = 1 WHERE id = ?1", params![uid])?;
+                }
+                revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1", params![uid])? as u64;
+                tx.commit()?;
+                g.forget_tokens();
+                let active: Vec<i64> = g
+                    .db
+                    .prepare(
+                        "SELECT id FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED') ORDER BY id",
+                    )?
+                    .query_map(params![uid], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?;
+                for id in active {
+                    match g.cancel(&admin, id as u64, t) {
+                        Ok(_) => cancelled.push(id as u64),
+                        // Ended on its own in between: nothing left to cancel.
+                        Err(ApiError::Conflict(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if !disabled || remove {
+                    tracing::info!(user = %name, by = %admin.name, action = %action, "account changed");
+                }
+                if remove {
+                    "removed"
+                } else {
+                    "disabled"
+                }
+            }
+        };
+        let resp = UserActionResponse {
+            user: name.clone(),
+            state: state.into(),
+            cancelled_jobs: cancelled,
+            revoked_tokens: revoked,
+        };
+        (resp, admin, uid)
+    };
+    if resp.state != "active" {
+        let sweeps = app.sweeps.clone();
+        tokio::task::spawn_blocking(move || sweeps.cancel_owned_by(&admin, uid, now()))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??;
+    }
+    app.work.notify_waiters();
+    Ok(Json(resp))
+}
+
+pub async fn audit(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(page): Query<Page>,
+) -> Res<Vec<AuditEntry>> {
+    let g = app.lock();
+    g.caller(&headers)?.require_admin("read the audit log")?;
+    let after = match &page.after {
+        None => None,
+        Some(a) => Some(a.parse::<u64>().map_err(|_| {
+            ApiError::BadRequest(format!("after: '{a}' is not an audit entry id (a whole number)"))
+        })?),
+    };
+    Ok(Json(crate::audit::entries(&g.db, page_limit(&page), after)?))
 }
 
 /// A Unix account name as `useradd` accepts them.
@@ -258,9 +414,7 @@ pub async fn user_add(
         }
     }
     let pw = u.password.clone();
-    let hash = tokio::task::spawn_blocking(move || auth::hash_password(&pw))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let hash = app.login_guard.hash(move |mem| auth::hash_password_in(&pw, mem)).await??;
     let g = app.lock();
     if auth::user_id(&g.db, &u.name)?.is_some() {
         return Err(ApiError::Conflict(format!("name: user '{}' already exists", u.name)));
@@ -276,6 +430,7 @@ pub async fn user_add(
         held: Money::ZERO,
         unix_user,
         allow_root: u.allow_root,
+        state: "active".into(),
     }))
 }
 

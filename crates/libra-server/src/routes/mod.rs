@@ -23,10 +23,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::TooLarge(format!(
+                "request body: larger than the {MAX_BODY_BYTES} bytes accepted (see the limits on names, commands, environment and plans in the README)"
+            ))),
             Err(e) => Err(ApiError::BadRequest(format!("request body: {}", e.body_text()))),
         }
     }
 }
+
+/// The largest request body accepted (413 beyond): the largest submission the field limits
+/// allow (`crate::sched`) fits with room to spare.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
@@ -36,6 +43,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(crate::metrics::healthz))
         .route("/readyz", get(crate::metrics::readyz))
         .route("/api/login", post(user::login))
+        .route("/api/logout", post(user::logout))
+        .route("/api/passwd", post(user::passwd))
         .route("/api/jobs", post(user::submit).get(user::list))
         .route("/api/quote", post(user::quote))
         .route("/api/jobs/{id}", get(user::job))
@@ -63,10 +72,14 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/admin/policy", get(admin::policy).post(admin::set_policy))
         .route("/api/admin/jobs/{id}/{action}", post(admin::job_action))
         .route("/api/admin/users", get(admin::users).post(admin::user_add))
+        .route("/api/admin/users/{name}/{action}", post(admin::user_action))
+        .route("/api/admin/audit", get(admin::audit))
         .route("/api/admin/credit", post(admin::credit))
         .route("/api/admin/backup", post(admin::backup))
         .route("/api/node/register", post(node::register))
         .route("/api/node/sync", post(node::sync))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::audit::record))
         .with_state(app)
         // The portal serves only `/` and `/assets/*`: nothing under `/api` is shadowed.
         .merge(libra_portal::router())

@@ -7,6 +7,7 @@ use crate::error::ApiError;
 use crate::{ledger, store};
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::Json;
 use libra_api::*;
 use rusqlite::params;
@@ -16,22 +17,37 @@ use std::sync::Arc;
 type Res<T> = Result<Json<T>, ApiError>;
 
 /// Passwords are checked a few at a time, an unknown user costs the same as a known one, and
-/// repeated wrong passwords back off (`crate::login_guard`).
+/// repeated wrong passwords back off (`crate::login_guard`). A refusal carries the user name it
+/// was for, for the audit log.
 pub async fn login(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     Body(req): Body<LoginRequest>,
-) -> Res<LoginResponse> {
+) -> Result<Json<LoginResponse>, Response> {
+    let named = |e: ApiError| crate::audit::with_caller(e, &req.user);
+    let (id, admin) = check_password(&app, &req.user, &req.password, peer.ip()).await.map_err(named)?;
+    let (token, expires) = {
+        let g = app.lock();
+        let t = now();
+        (auth::issue_token(&g.db, id, g.token_ttl, None, t).map_err(|e| named(e.into()))?, t + g.token_ttl)
+    };
+    Ok(Json(LoginResponse { token, user: req.user, admin, expires: Some(expires) }))
+}
+
+/// The user's id and whether they are an administrator, if `password` is theirs and they may
+/// log in; throttled and bounded as `login` says.
+async fn check_password(
+    app: &Arc<App>,
+    user: &str,
+    password: &str,
+    addr: std::net::IpAddr,
+) -> Result<(i64, bool), ApiError> {
     let guard = &app.login_guard;
     let started = std::time::Instant::now();
-    if let Err(wait) = guard.check(&req.user, peer.ip(), started) {
+    if let Err(wait) = guard.check(user, addr, started) {
         let secs = wait.as_secs().max(1);
         return Err(ApiError::TooMany(
-            format!(
-                "login: too many wrong passwords for {} from {}; try again in {secs} s",
-                req.user,
-                peer.ip()
-            ),
+            format!("login: too many wrong passwords for {user} from {addr}; try again in {secs} s"),
             secs,
         ));
     }
@@ -43,33 +59,101 @@ pub async fn login(
     };
     let found = {
         let g = app.lock();
-        g.db.query_row("SELECT id, pw_hash, admin FROM users WHERE name = ?1", params![req.user], |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?))
-        })
+        g.db.query_row(
+            "SELECT id, pw_hash, admin, disabled, removed FROM users WHERE name = ?1",
+            params![user],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, bool>(2)?,
+                    r.get::<_, bool>(3)? || r.get::<_, bool>(4)?,
+                ))
+            },
+        )
         .ok()
     };
     // Argon2 is slow on purpose: verify off the async workers and outside the lock; an unknown
-    // user is checked against a decoy so that both take the same time.
-    let hash = found.as_ref().map_or_else(|| guard.decoy.clone(), |f| f.1.clone());
-    let password = req.password.clone();
-    let verified = tokio::task::spawn_blocking(move || auth::verify_password(&password, &hash))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    // (or removed) user is checked against a decoy so that both take the same time.
+    // A removed account's hash is no hash at all: checked against the decoy too, so that it
+    // takes as long as any other.
+    let hash = found
+        .as_ref()
+        .map(|f| f.1.clone())
+        .filter(|h| h.starts_with("$argon2"))
+        .unwrap_or_else(|| guard.decoy.clone());
+    let password = password.to_string();
+    let verified = guard.hash(move |mem| auth::verify_password_in(&password, &hash, mem)).await?;
     drop(permit);
-    let (id, admin) = match found {
-        Some((id, _, admin)) if verified => (id, admin),
-        _ => {
-            guard.failed(&req.user, peer.ip(), std::time::Instant::now());
-            return Err(ApiError::Unauthorized("login refused: unknown user or wrong password".into()));
+    match found {
+        // Told only to whoever knows the password: the name's existence stays hidden.
+        Some((_, _, _, true)) if verified => Err(ApiError::Unauthorized(format!(
+            "login refused: the account {user} is disabled; ask an administrator"
+        ))),
+        Some((id, _, admin, false)) if verified => {
+            guard.succeeded(user, addr);
+            Ok((id, admin))
         }
-    };
-    guard.succeeded(&req.user, peer.ip());
-    let token = auth::new_token();
-    app.lock().db.execute(
-        "INSERT INTO tokens(hash, user_id, created) VALUES (?1, ?2, ?3)",
-        params![auth::token_digest(&token), id, now()],
-    )?;
-    Ok(Json(LoginResponse { token, user: req.user, admin }))
+        _ => {
+            guard.failed(user, addr, std::time::Instant::now());
+            Err(ApiError::Unauthorized("login refused: unknown user or wrong password".into()))
+        }
+    }
+}
+
+/// Revokes the token the request carries.
+pub async fn logout(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    _ignored: axum::body::Bytes,
+) -> Res<serde_json::Value> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    if who.sweep.is_some() {
+        return Err(ApiError::Forbidden(
+            "forbidden: a hosted sweep's credential ends with its sweep; it cannot log out".into(),
+        ));
+    }
+    let digest = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
+    g.db.execute("DELETE FROM tokens WHERE hash = ?1", params![digest])?;
+    g.forget_tokens();
+    Ok(Json(serde_json::json!({ "user": who.name, "logged_out": true })))
+}
+
+/// Changes the caller's password (the current one required) and revokes every other token of
+/// theirs: whoever else held one is logged out.
+pub async fn passwd(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Body(req): Body<PasswdRequest>,
+) -> Res<PasswdResponse> {
+    let who = app.lock().caller(&headers)?;
+    if who.sweep.is_some() {
+        return Err(ApiError::Forbidden(
+            "forbidden: a hosted sweep's credential cannot change its owner's password".into(),
+        ));
+    }
+    if req.new_password.len() < 4 || req.new_password.len() > 1024 {
+        return Err(ApiError::BadRequest("new_password: give 4 to 1024 characters".into()));
+    }
+    check_password(&app, &who.name, &req.old_password, peer.ip()).await.map_err(|e| match e {
+        ApiError::Unauthorized(_) => {
+            ApiError::Forbidden("old_password: not the current password; the password is unchanged".into())
+        }
+        e => e,
+    })?;
+    let pw = req.new_password.clone();
+    let hash = app.login_guard.hash(move |mem| auth::hash_password_in(&pw, mem)).await??;
+    let g = app.lock();
+    let keep = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
+    let tx = g.db.unchecked_transaction()?;
+    tx.execute("UPDATE users SET pw_hash = ?2 WHERE id = ?1", params![who.id, hash])?;
+    let revoked =
+        tx.execute("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![who.id, keep])?;
+    tx.commit()?;
+    g.forget_tokens();
+    Ok(Json(PasswdResponse { user: who.name, revoked_tokens: revoked as u64 }))
 }
 
 /// `Idempotency-Key`: a client that retries a submission after losing the answer sends the same
@@ -115,7 +199,13 @@ pub struct ListQuery {
     all: bool,
     #[serde(default)]
     limit: Option<u32>,
+    /// The next page: jobs older than this job id.
+    #[serde(default)]
+    after: Option<u64>,
 }
+
+/// The most entries one page of a listing may hold.
+pub const MAX_PAGE: u32 = 10_000;
 
 pub async fn list(
     State(app): State<Arc<App>>,
@@ -127,8 +217,8 @@ pub async fn list(
     if q.all {
         who.require_admin("list everyone's jobs")?;
     }
-    let limit = q.limit.unwrap_or(1000).min(100_000);
-    Ok(Json(store::jobs(&g.db, if q.all { None } else { Some(who.id) }, limit)?))
+    let limit = q.limit.unwrap_or(1000).min(MAX_PAGE);
+    Ok(Json(store::jobs(&g.db, if q.all { None } else { Some(who.id) }, limit, q.after)?))
 }
 
 pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {

@@ -20,7 +20,7 @@ pub(crate) fn user(app: &App, name: &str, credit: i64) -> Caller {
     g.db.execute("INSERT INTO users(name, pw_hash) VALUES (?1, 'x')", rusqlite::params![name]).unwrap();
     let id = g.db.last_insert_rowid();
     ledger::deposit(&g.db, id, Money::from_credits(credit), 0.0).unwrap();
-    Caller { id, name: name.into(), admin: false }
+    Caller { id, name: name.into(), admin: false, sweep: None, expires: f64::INFINITY }
 }
 
 pub(crate) fn req(estimate: f64, deadline: f64, budget: i64) -> SubmitRequest {
@@ -101,7 +101,7 @@ fn another_users_job_is_forbidden() {
     let e = g.owned_job(&b, j.id).unwrap_err();
     assert!(matches!(e, crate::ApiError::Forbidden(_)), "{e}");
     assert!(matches!(g.cancel(&b, j.id, 1.0), Err(crate::ApiError::Forbidden(_))));
-    let admin = Caller { id: b.id, name: "b".into(), admin: true };
+    let admin = Caller { id: b.id, name: "b".into(), admin: true, sweep: None, expires: f64::INFINITY };
     assert_eq!(g.cancel(&admin, j.id, 1.0).unwrap().charged, Money::ZERO);
 }
 

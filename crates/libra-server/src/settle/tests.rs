@@ -240,7 +240,8 @@ fn a_nodes_memory_survives_a_restart() {
     let g = app.lock();
     let specs: Vec<_> = (0..2).map(|i| g.cluster.node(i).spec.clone()).collect();
     drop(g);
-    let u = crate::auth::Caller { id: 1, name: "u".into(), admin: false };
+    let u =
+        crate::auth::Caller { id: 1, name: "u".into(), admin: false, sweep: None, expires: f64::INFINITY };
     let mut g = app.lock();
     for s in &specs {
         match s.name.as_str() {

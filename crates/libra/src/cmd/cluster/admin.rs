@@ -31,8 +31,8 @@ pub enum AdminCommand {
         #[arg(long)]
         overwrite: bool,
     },
-    /// Everyone's jobs.
-    Jobs,
+    /// Everyone's jobs, newest first, a page at a time.
+    Jobs(PageArgs),
     /// Jobs, CPU hours and revenue per user and per day.
     Usage,
     /// Show the pricing parameters, or set them (any of the flags).
@@ -62,6 +62,9 @@ pub enum AdminCommand {
     /// identity.
     #[command(subcommand)]
     Node(NodeCommand),
+    /// The audit log, newest first: every administrator action and every refused request
+    /// (401, 403, 429) with its caller and address. Append-only: nothing can change it.
+    Audit(PageArgs),
     /// Deposit credit (a negative amount withdraws, never below zero).
     Credit {
         user: String,
@@ -69,6 +72,17 @@ pub enum AdminCommand {
         #[arg(allow_hyphen_values = true)]
         amount: String,
     },
+}
+
+/// One page of a listing: `--after` the last entry of the page before.
+#[derive(Debug, Args)]
+pub struct PageArgs {
+    /// The most entries to show (at most 10000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+    /// Show the entries after this one (the last id of the page before; older entries).
+    #[arg(long)]
+    pub after: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -141,8 +155,23 @@ pub enum UserCommand {
         #[arg(long)]
         allow_root: bool,
     },
-    /// List users and their credit.
-    List,
+    /// List users, their state and credit, by name a page at a time.
+    List {
+        /// The most users to show (at most 10000).
+        #[arg(long, default_value_t = 1000)]
+        limit: u32,
+        /// Show the users after this name.
+        #[arg(long)]
+        after: Option<String>,
+    },
+    /// Disable a user: their tokens are revoked, they cannot log in, and their pending and
+    /// running jobs and hosted sweeps are cancelled (holds released, nothing charged).
+    Disable { name: String },
+    /// Enable a disabled user again (they log in anew).
+    Enable { name: String },
+    /// Remove a user for good: as disable, and the account can never log in or be enabled
+    /// again. Their jobs and ledger stay in the history; the name stays taken.
+    Remove { name: String },
 }
 
 pub fn run(a: AdminArgs) -> Result<()> {
@@ -229,8 +258,8 @@ pub fn run(a: AdminArgs) -> Result<()> {
         }
         AdminCommand::Node(NodeCommand::Drain { name }) => drain(&c, &name, "drain", json)?,
         AdminCommand::Node(NodeCommand::Undrain { name }) => drain(&c, &name, "undrain", json)?,
-        AdminCommand::Jobs => {
-            let jobs = c.jobs(true)?;
+        AdminCommand::Jobs(p) => {
+            let jobs = c.jobs_page(true, p.limit, p.after)?;
             if json {
                 return print_json(&jobs);
             }
@@ -356,19 +385,65 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 if u.allow_root { " (root allowed)" } else { "" }
             );
         }
-        AdminCommand::User(UserCommand::List) => {
-            let users = c.users()?;
+        AdminCommand::User(UserCommand::List { limit, after }) => {
+            let users = c.users_page(limit, after.as_deref())?;
             if json {
                 return print_json(&users);
             }
-            let mut t = table(&["USER", "ADMIN", "UNIX ACCOUNT", "AVAILABLE", "ON HOLD"]);
+            let mut t = table(&["USER", "ADMIN", "STATE", "UNIX ACCOUNT", "AVAILABLE", "ON HOLD"]);
             for u in users {
                 t.add_row(vec![
                     u.name,
                     if u.admin { "yes" } else { "" }.into(),
+                    u.state,
                     format!("{}{}", u.unix_user, if u.allow_root { " (root allowed)" } else { "" }),
                     money(u.available),
                     money(u.held),
+                ]);
+            }
+            println!("{t}");
+        }
+        AdminCommand::User(
+            UserCommand::Disable { ref name }
+            | UserCommand::Enable { ref name }
+            | UserCommand::Remove { ref name },
+        ) => {
+            let action = match a.cmd {
+                AdminCommand::User(UserCommand::Disable { .. }) => "disable",
+                AdminCommand::User(UserCommand::Enable { .. }) => "enable",
+                _ => "remove",
+            };
+            let r = c.user_action(name, action)?;
+            if json {
+                return print_json(&r);
+            }
+            println!(
+                "user {} is now {}; {} tokens revoked; cancelled jobs: {}",
+                r.user,
+                r.state,
+                r.revoked_tokens,
+                if r.cancelled_jobs.is_empty() {
+                    "none".to_string()
+                } else {
+                    r.cancelled_jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+                }
+            );
+        }
+        AdminCommand::Audit(p) => {
+            let entries = c.audit(p.limit, p.after)?;
+            if json {
+                return print_json(&entries);
+            }
+            let mut t = table(&["ID", "TIME", "CALLER", "ADDRESS", "REQUEST", "STATUS", "DETAIL"]);
+            for e in entries {
+                t.add_row(vec![
+                    e.id.to_string(),
+                    fmt_time(e.time),
+                    e.caller.unwrap_or_else(|| "-".into()),
+                    e.address.unwrap_or_else(|| "-".into()),
+                    format!("{} {}", e.method, e.path),
+                    e.status.to_string(),
+                    e.detail.unwrap_or_default().chars().take(120).collect(),
                 ]);
             }
             println!("{t}");

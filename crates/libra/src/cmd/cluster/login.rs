@@ -1,7 +1,10 @@
-//! `libra login`: exchange a password for an API token, saved for the other commands.
+//! `libra login`: exchange a password for an API token, saved for the other commands;
+//! `libra logout` and `libra passwd`.
 
-use super::common::{print_json, read_password, save_login, Login};
-use anyhow::Result;
+use super::common::{
+    login_path, print_json, read_password, save_login, saved_login, Conn, Login, SecretSource,
+};
+use anyhow::{Context, Result};
 use clap::Args;
 use libra_api::Client;
 use std::path::PathBuf;
@@ -50,10 +53,116 @@ pub fn run(a: LoginArgs) -> Result<()> {
         insecure_http: a.insecure_http,
     })?;
     println!(
-        "logged in to {} as {}{}",
+        "logged in to {} as {}{}{}",
         a.server,
         resp.user,
-        if resp.admin { " (administrator)" } else { "" }
+        if resp.admin { " (administrator)" } else { "" },
+        resp.expires
+            .map_or(String::new(), |t| format!("; the token works until {}", super::common::fmt_time(t)))
     );
+    Ok(())
+}
+
+/// Revokes the saved token on the server and forgets it here. A token that no longer works
+/// (expired, revoked) is forgotten all the same.
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+pub fn logout(a: LogoutArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    let revoked = match c.logout() {
+        Ok(_) => true,
+        Err(e) if e.status() == Some(401) => false,
+        Err(e) => return Err(e.into()),
+    };
+    // Forget the saved login if it is the one just revoked.
+    let saved = saved_login();
+    let forgot = match saved {
+        Some(l) if a.conn.token.is_none() || a.conn.token.as_deref() == Some(l.token.as_str()) => {
+            let p = login_path()?;
+            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+            true
+        }
+        _ => false,
+    };
+    if a.conn.json {
+        return print_json(&serde_json::json!({ "revoked": revoked, "forgotten": forgot }));
+    }
+    println!(
+        "{}{}",
+        if revoked {
+            "logged out: the token is revoked on the server"
+        } else {
+            "the token was already invalid on the server"
+        },
+        if forgot { "; the saved login is removed" } else { "" }
+    );
+    Ok(())
+}
+
+/// Changes your password. The current one is required; every other token of yours (other
+/// logins, hosted sweeps' credentials) is revoked, the one in use stays.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Passwords come from files, the environment or standard input, never the command line.\n\n\
+Example:\n  LIBRA_PASSWORD=... LIBRA_NEW_PASSWORD=... libra passwd"
+)]
+pub struct PasswdArgs {
+    /// A file holding the current password (default: LIBRA_PASSWORD, else read from standard
+    /// input).
+    #[arg(long, value_name = "FILE")]
+    pub old_password_file: Option<std::path::PathBuf>,
+    /// Refused: a password on the command line is readable by every user of the machine.
+    #[arg(long, hide = true)]
+    pub old_password: Option<String>,
+    /// A file holding the new password, at least 4 characters (default: LIBRA_NEW_PASSWORD,
+    /// else read from standard input).
+    #[arg(long, value_name = "FILE")]
+    pub new_password_file: Option<std::path::PathBuf>,
+    /// Refused: a password on the command line is readable by every user of the machine.
+    #[arg(long, hide = true)]
+    pub new_password: Option<String>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+pub fn passwd(a: PasswdArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    let old = match (SecretSource {
+        what: "the current password",
+        file_flag: "--old-password-file",
+        env: "LIBRA_PASSWORD",
+        value_flag: "--old-password",
+    })
+    .read(a.old_password.as_deref(), a.old_password_file.as_deref())?
+    {
+        Some(p) => p,
+        None => read_password(None, None, "current password: ")?,
+    };
+    let new = match (SecretSource {
+        what: "the new password",
+        file_flag: "--new-password-file",
+        env: "LIBRA_NEW_PASSWORD",
+        value_flag: "--new-password",
+    })
+    .read(a.new_password.as_deref(), a.new_password_file.as_deref())?
+    {
+        Some(p) => p,
+        None => {
+            // Not read_password: LIBRA_PASSWORD holds the current one.
+            eprint!("new password: ");
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)?;
+            line.trim_end_matches(['\r', '\n']).to_string()
+        }
+    };
+    let r = c.passwd(&old, &new)?;
+    if a.conn.json {
+        return print_json(&r);
+    }
+    println!("password changed for {}; {} other tokens revoked", r.user, r.revoked_tokens);
     Ok(())
 }

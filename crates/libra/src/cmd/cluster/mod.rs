@@ -31,6 +31,10 @@ pub enum ClusterCommand {
     Burn(burn::BurnArgs),
     /// Log in to a server and save the API token for the other commands.
     Login(login::LoginArgs),
+    /// Revoke the saved API token on the server and forget it.
+    Logout(login::LogoutArgs),
+    /// Change your password (revokes your other tokens).
+    Passwd(login::PasswdArgs),
     /// Submit a job with a runtime estimate, a deadline and a budget; the answer is immediate.
     Submit(submit::SubmitArgs),
     /// What a job would cost now, and the price per CPU-second on every node.
@@ -93,6 +97,8 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Up(a) => up::run(a),
         ClusterCommand::Burn(a) => burn::run(a),
         ClusterCommand::Login(a) => login::run(a),
+        ClusterCommand::Logout(a) => login::logout(a),
+        ClusterCommand::Passwd(a) => login::passwd(a),
         ClusterCommand::Submit(a) => submit::run(a),
         ClusterCommand::Quote(a) => quote::run(a),
         ClusterCommand::Status(a) => jobs::status(a),

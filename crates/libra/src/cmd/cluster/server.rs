@@ -110,6 +110,18 @@ pub struct ServerArgs {
     /// With --restore: replace a store that is not empty.
     #[arg(long, requires = "restore")]
     pub overwrite: bool,
+    /// How long a token from `libra login` works: 30d (the default), 12h, 3600.
+    #[arg(long, value_parser = crate::cmd::time::parse_positive_duration)]
+    pub token_ttl: Option<f64>,
+    /// The most active (pending, running, suspended) jobs one user may have (default 1000).
+    #[arg(long)]
+    pub max_active_jobs: Option<u32>,
+    /// Submissions per second one user may make on average (default 50) ...
+    #[arg(long)]
+    pub submit_rate: Option<f64>,
+    /// ... and at once (default 500); beyond, 429 with Retry-After.
+    #[arg(long)]
+    pub submit_burst: Option<u32>,
 }
 
 /// The configuration in force: the file's `[server]` settings (or the defaults), each flag
@@ -214,6 +226,22 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = crate::logging::flag_format() {
         c.log_format = v;
         src.flag("log_format", "log-format", Some(("LIBRA_LOG_FORMAT", &v.to_string())));
+    }
+    if let Some(v) = a.token_ttl {
+        c.token_ttl = v;
+        src.flag("token_ttl", "token-ttl", None);
+    }
+    if let Some(v) = a.max_active_jobs {
+        c.max_active_jobs = v;
+        src.flag("max_active_jobs", "max-active-jobs", None);
+    }
+    if let Some(v) = a.submit_rate {
+        c.submit_rate = v;
+        src.flag("submit_rate", "submit-rate", None);
+    }
+    if let Some(v) = a.submit_burst {
+        c.submit_burst = v;
+        src.flag("submit_burst", "submit-burst", None);
     }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();

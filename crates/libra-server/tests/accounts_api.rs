@@ -1,0 +1,375 @@
+//! Accounts against a real server over HTTP: tokens expire, logout and a password change
+//! revoke tokens at once (the server's token cache included), disabled and removed users are
+//! locked out and their jobs cancelled with their holds released, administrator changes are
+//! all or nothing, the store is bounded (sizes, rates, active jobs), listings are paginated,
+//! and the audit log records administrator actions and refusals and cannot be changed.
+
+use libra_api::{Client, ClientError, JobState, RegisterRequest, SetPricing, SubmitRequest, UserAdd};
+use libra_core::{JobSpec, Money};
+use libra_server::{start_background, Background, Config};
+use std::time::{Duration, Instant};
+
+const JOIN: &str = "join-token-for-tests";
+
+struct Server {
+    _bg: Background,
+    dir: tempfile::TempDir,
+    url: String,
+}
+
+fn server(tweak: impl FnOnce(&mut Config)) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        listen: "127.0.0.1:0".into(),
+        db: dir.path().join("server.db"),
+        join_token: JOIN.into(),
+        admin_password: Some("admin-pw".into()),
+        sync_full: false,
+        ..Config::default()
+    };
+    tweak(&mut config);
+    let bg = start_background(config).unwrap();
+    let url = format!("http://{}", bg.addr);
+    Server { _bg: bg, dir, url }
+}
+
+impl Server {
+    fn login(&self, user: &str, pw: &str) -> Client {
+        Client::new(&self.url, Some(Client::new(&self.url, None).login(user, pw).unwrap().token))
+    }
+
+    fn admin(&self) -> Client {
+        self.login("admin", "admin-pw")
+    }
+
+    /// A user with credit, logged in.
+    fn user(&self, name: &str, credits: i64) -> Client {
+        let admin = self.admin();
+        admin.user_add(&UserAdd::new(name, &format!("pw-{name}"), false)).unwrap();
+        admin.credit(name, Money::from_credits(credits)).unwrap();
+        self.login(name, &format!("pw-{name}"))
+    }
+
+    /// A node that registers and never runs anything: accepted jobs stay active.
+    fn node(&self) {
+        Client::new(&self.url, Some(JOIN.into()))
+            .register(&RegisterRequest {
+                name: "n1".into(),
+                cpus: 4.0,
+                mem_mb: 0,
+                mechanism: "none".into(),
+                account: String::new(),
+                switches_users: false,
+            })
+            .unwrap();
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.dir.path().join("server.db")).unwrap()
+    }
+}
+
+fn refused(e: ClientError) -> (u16, String) {
+    match e {
+        ClientError::Status { status, message } => (status, message),
+        e => panic!("not an HTTP refusal: {e}"),
+    }
+}
+
+fn job(estimate: f64) -> SubmitRequest {
+    SubmitRequest::new(JobSpec::simple(estimate, 3600.0, Money::from_credits(100)), vec!["true".into()])
+}
+
+fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn tokens_expire_and_logout_and_password_changes_revoke_them_at_once() {
+    let s = server(|c| c.token_ttl = 2.0);
+    let alice = s.user("alice", 10);
+    // Used once, so the server has it in its token cache: expiry must still be honoured.
+    alice.balance().unwrap();
+    let (code, msg) = refused(wait_until("the token to expire", || alice.balance().err()));
+    assert!(code == 401 && msg.contains("expired") && msg.contains("libra login"), "{code} {msg}");
+
+    // Logout: the token stops working on the next request, cached or not.
+    s.admin().user_add(&UserAdd::new("bob", "pw-bob", false)).unwrap();
+    let bob = s.login("bob", "pw-bob");
+    bob.balance().unwrap();
+    bob.logout().unwrap();
+    let (code, msg) = refused(bob.balance().unwrap_err());
+    assert!(code == 401 && msg.contains("not valid"), "{code} {msg}");
+}
+
+#[test]
+fn a_password_change_needs_the_old_one_and_revokes_the_other_tokens() {
+    let s = server(|_| {});
+    let here = s.user("carol", 10);
+    let elsewhere = s.login("carol", "pw-carol");
+    elsewhere.balance().unwrap();
+    let (code, msg) = refused(here.passwd("wrong", "new-pw").unwrap_err());
+    assert!(code == 403 && msg.contains("old_password"), "{code} {msg}");
+    let (code, msg) = refused(here.passwd("pw-carol", "x").unwrap_err());
+    assert!(code == 400 && msg.contains("new_password"), "{code} {msg}");
+    // Refused changes changed nothing: the old password still logs in.
+    s.login("carol", "pw-carol");
+    let r = here.passwd("pw-carol", "new-pw").unwrap();
+    assert_eq!(r.revoked_tokens, 2, "{r:?}"); // `elsewhere` and the login just above
+    here.balance().unwrap();
+    assert_eq!(refused(elsewhere.balance().unwrap_err()).0, 401);
+    assert_eq!(refused(Client::new(&s.url, None).login("carol", "pw-carol").unwrap_err()).0, 401);
+    s.login("carol", "new-pw").balance().unwrap();
+}
+
+#[test]
+fn disabled_and_removed_users_are_locked_out_and_their_jobs_cancelled_with_holds_released() {
+    let s = server(|_| {});
+    s.node();
+    let admin = s.admin();
+    let dave = s.user("dave", 500);
+    let jobs: Vec<u64> = (0..2).map(|_| dave.submit(&job(10.0)).unwrap()).map(|j| j.id).collect();
+    let before = dave.balance().unwrap();
+    assert!(before.held > Money::ZERO, "{before:?}");
+    dave.balance().unwrap(); // cached
+
+    let r = admin.user_action("dave", "disable").unwrap();
+    assert_eq!((r.state.as_str(), r.cancelled_jobs.clone()), ("disabled", jobs.clone()), "{r:?}");
+    // Its tokens are revoked (enabling the account again does not bring them back).
+    let (code, msg) = refused(dave.balance().unwrap_err());
+    assert!(code == 401 && msg.contains("not valid"), "{code} {msg}");
+    let (code, msg) = refused(Client::new(&s.url, None).login("dave", "pw-dave").unwrap_err());
+    assert!(code == 401 && msg.contains("disabled"), "{code} {msg}");
+    for id in &jobs {
+        let j = admin.job(*id).unwrap();
+        assert_eq!(j.state, JobState::Cancelled, "{j:?}");
+        assert_eq!(j.charged, Money::ZERO, "{j:?}");
+    }
+    // Every hold was released: nothing held, everything deposited is available again.
+    let (held, available): (i64, i64) = s
+        .db()
+        .query_row(
+            "SELECT hold_total - charge_total - release_total, dep_total - charge_total - (hold_total - charge_total - release_total) \
+             FROM ledger WHERE user_id = (SELECT id FROM users WHERE name = 'dave') ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((held, available), (0, Money::from_credits(500).cents()));
+
+    admin.user_action("dave", "enable").unwrap();
+    let dave = s.login("dave", "pw-dave");
+    assert_eq!(dave.balance().unwrap().held, Money::ZERO);
+
+    let r = admin.user_action("dave", "remove").unwrap();
+    assert_eq!(r.state, "removed");
+    assert_eq!(refused(dave.balance().unwrap_err()).0, 401);
+    assert_eq!(refused(Client::new(&s.url, None).login("dave", "pw-dave").unwrap_err()).0, 401);
+    assert_eq!(refused(admin.user_action("dave", "enable").unwrap_err()).0, 409);
+    // The history stays: the jobs and the ledger entries are still there.
+    let entries: i64 = s
+        .db()
+        .query_row(
+            "SELECT COUNT(*) FROM ledger WHERE user_id = (SELECT id FROM users WHERE name = 'dave')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(entries >= 5, "{entries} ledger entries"); // deposit, 2 holds, 2 releases
+    assert_eq!(admin.jobs(true).unwrap().iter().filter(|j| j.user == "dave").count(), 2);
+    let users = admin.users().unwrap();
+    assert_eq!(users.iter().find(|u| u.name == "dave").map(|u| u.state.as_str()), Some("removed"));
+    // An administrator cannot lock themselves out.
+    assert_eq!(refused(admin.user_action("admin", "disable").unwrap_err()).0, 400);
+}
+
+#[test]
+fn a_refused_pricing_change_changes_nothing() {
+    let s = server(|_| {});
+    s.node();
+    let admin = s.admin();
+    let before = admin.pricing().unwrap();
+    let bad: SetPricing =
+        serde_json::from_value(serde_json::json!({"alpha": 3.0, "price_base": -1.0})).unwrap();
+    let (code, msg) = refused(admin.set_pricing(&bad).unwrap_err());
+    assert!(code == 400 && msg.contains("price_base"), "{code} {msg}");
+    let bad: SetPricing =
+        serde_json::from_value(serde_json::json!({"alpha": 3.0, "node": "nope", "price_base": 2.0})).unwrap();
+    assert_eq!(refused(admin.set_pricing(&bad).unwrap_err()).0, 404);
+    let after = admin.pricing().unwrap();
+    assert_eq!(after.params.alpha, before.params.alpha, "a refused change moved alpha");
+    assert_eq!(after.nodes[0].price_base, before.nodes[0].price_base);
+    // The store too (a restart reads it).
+    let stored: Option<String> =
+        s.db().query_row("SELECT value FROM settings WHERE key = 'pricing'", [], |r| r.get(0)).ok();
+    assert!(stored.is_none_or(|p| !p.contains("\"alpha\":3")), "a refused alpha was stored");
+    // A valid change is taken whole.
+    let good: SetPricing =
+        serde_json::from_value(serde_json::json!({"alpha": 3.0, "price_base": 2.0})).unwrap();
+    let after = admin.set_pricing(&good).unwrap();
+    assert_eq!((after.params.alpha, after.nodes[0].price_base), (3.0, 2.0));
+}
+
+/// The size of the store's files (the database and its write-ahead log).
+fn store_bytes(s: &Server) -> u64 {
+    ["server.db", "server.db-wal"]
+        .iter()
+        .filter_map(|f| std::fs::metadata(s.dir.path().join(f)).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+#[test]
+fn oversized_submissions_are_refused_without_growing_the_store_and_refusals_are_kept_small() {
+    let s = server(|_| {});
+    s.node();
+    let eve = s.user("eve", 100);
+    eve.submit(&job(1.0)).unwrap();
+    let size = store_bytes(&s);
+    // A 2 MB name: refused (413, the limit named) before anything is stored.
+    for _ in 0..5 {
+        let big = SubmitRequest { name: Some("x".repeat(2 << 20)), ..job(1.0) };
+        let (code, msg) = refused(eve.submit(&big).unwrap_err());
+        assert!(code == 413 && msg.contains(&(2 << 20).to_string()) && msg.contains("bytes"), "{code} {msg}");
+    }
+    // A name within the body limit but over the name's own: 400 naming it.
+    let long = SubmitRequest { name: Some("x".repeat(300_000)), ..job(1.0) };
+    let (code, msg) = refused(eve.submit(&long).unwrap_err());
+    assert!(code == 400 && msg.starts_with("name") && msg.contains("256"), "{code} {msg}");
+    let jobs: i64 = s.db().query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
+    assert_eq!(jobs, 1);
+    let grown = store_bytes(&s).saturating_sub(size);
+    assert!(grown < 200_000, "the store grew by {grown} bytes for refused submissions");
+    // A refusal by the policy (the budget is too small) is kept, its command cut short.
+    let poor = SubmitRequest::new(
+        JobSpec::simple(100.0, 3600.0, Money(1)),
+        vec!["echo".into(), "y".repeat(200_000)],
+    );
+    let j = eve.submit(&poor).unwrap();
+    assert_eq!(j.state, JobState::Rejected);
+    let stored: i64 = s
+        .db()
+        .query_row("SELECT length(command) FROM jobs WHERE id = ?1", [j.id as i64], |r| r.get(0))
+        .unwrap();
+    assert!(stored < 2000, "a refused submission kept {stored} bytes of command");
+    // Plans of hosted sweeps too.
+    let plan = "#".repeat(300 * 1024);
+    let sweep: libra_api::SweepCreate = serde_json::from_value(serde_json::json!({
+        "plan": plan, "resources": "", "deadline_in": 60.0, "budget_cents": 0
+    }))
+    .unwrap();
+    let (code, msg) = refused(eve.sweep_create(&sweep).unwrap_err());
+    assert!(code == 413 && msg.starts_with("plan") && msg.contains("262144"), "{code} {msg}");
+}
+
+#[test]
+fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
+    let s = server(|c| {
+        c.submit_rate = 0.5;
+        c.submit_burst = 3;
+        c.max_active_jobs = 100;
+    });
+    s.node();
+    let fay = s.user("fay", 1000);
+    let token = Client::new(&s.url, None).login("fay", "pw-fay").unwrap().token;
+    for _ in 0..3 {
+        fay.submit(&job(1.0)).unwrap();
+    }
+    // Raw HTTP: the client hides the headers.
+    let r = ureq::post(&format!("{}/api/jobs", s.url))
+        .set("Authorization", &format!("Bearer {token}"))
+        .send_json(serde_json::to_value(job(1.0)).unwrap());
+    let resp = match r {
+        Err(ureq::Error::Status(429, resp)) => resp,
+        other => panic!("expected 429, got {:?}", other.map(|r| r.status())),
+    };
+    let wait: u64 = resp.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=3).contains(&wait), "Retry-After: {wait}");
+    let msg = resp.into_string().unwrap();
+    assert!(msg.contains("per second"), "{msg}");
+    // Another user is not held back by fay's rate.
+    s.user("gil", 1000).submit(&job(1.0)).unwrap();
+
+    let s = server(|c| c.max_active_jobs = 2);
+    s.node();
+    let hal = s.user("hal", 1000);
+    hal.submit(&job(1.0)).unwrap();
+    let second = hal.submit(&job(1.0)).unwrap();
+    let (code, msg) = refused(hal.submit(&job(1.0)).unwrap_err());
+    assert!(code == 429 && msg.contains("max_active_jobs = 2"), "{code} {msg}");
+    // One ends: room for one more.
+    hal.cancel(second.id).unwrap();
+    hal.submit(&job(1.0)).unwrap();
+}
+
+#[test]
+fn listings_are_paginated() {
+    let s = server(|_| {});
+    s.node();
+    let ivy = s.user("ivy", 1000);
+    let ids: Vec<u64> = (0..5).map(|_| ivy.submit(&job(1.0)).unwrap().id).collect();
+    let admin = s.admin();
+    let first = admin.jobs_page(true, 2, None).unwrap();
+    assert_eq!(first.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[4], ids[3]]);
+    let next = admin.jobs_page(true, 2, Some(ids[3])).unwrap();
+    assert_eq!(next.iter().map(|j| j.id).collect::<Vec<_>>(), vec![ids[2], ids[1]]);
+    for u in ["u1", "u2", "u3"] {
+        admin.user_add(&UserAdd::new(u, "pw-u", false)).unwrap();
+    }
+    let page = admin.users_page(2, Some("ivy")).unwrap();
+    assert_eq!(page.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(), vec!["u1", "u2"]);
+}
+
+#[test]
+fn the_audit_log_records_admin_actions_and_refusals_and_cannot_be_changed() {
+    let s = server(|_| {});
+    let admin = s.admin();
+    admin.user_add(&UserAdd::new("jo", "secret-pw-jo", false)).unwrap();
+    admin.credit("jo", Money::from_credits(5)).unwrap();
+    let jo = s.login("jo", "secret-pw-jo");
+    assert_eq!(refused(jo.users().unwrap_err()).0, 403);
+    assert_eq!(refused(Client::new(&s.url, None).login("jo", "wrong").unwrap_err()).0, 401);
+    assert_eq!(refused(Client::new(&s.url, Some("forged".into())).balance().unwrap_err()).0, 401);
+
+    let log = admin.audit(100, None).unwrap();
+    let find = |pred: &dyn Fn(&libra_api::AuditEntry) -> bool| {
+        log.iter().find(|e| pred(e)).cloned().unwrap_or_else(|| panic!("not in the audit log: {log:#?}"))
+    };
+    let add = find(&|e| e.path == "/api/admin/users" && e.method == "POST");
+    assert_eq!(
+        (add.caller.as_deref(), add.status, add.address.as_deref()),
+        (Some("admin"), 200, Some("127.0.0.1"))
+    );
+    let detail = add.detail.unwrap();
+    assert!(detail.contains("jo") && !detail.contains("secret-pw-jo"), "{detail}");
+    let credit = find(&|e| e.path == "/api/admin/credit");
+    assert_eq!(credit.caller.as_deref(), Some("admin"));
+    let forbidden = find(&|e| e.status == 403);
+    assert_eq!((forbidden.caller.as_deref(), forbidden.path.as_str()), (Some("jo"), "/api/admin/users"));
+    let login = find(&|e| e.status == 401 && e.path == "/api/login");
+    assert_eq!(login.caller.as_deref(), Some("jo"));
+    assert!(login.detail.unwrap_or_default().contains("login refused"));
+    let forged = find(&|e| e.status == 401 && e.path == "/api/balance");
+    assert_eq!(forged.caller, None);
+    // Successful ordinary requests are not logged.
+    assert!(!log.iter().any(|e| e.path == "/api/balance" && e.status == 200));
+    // Paginated, newest first.
+    let page = admin.audit(2, None).unwrap();
+    assert_eq!(page.len(), 2);
+    assert!(page[0].id > page[1].id);
+    let next = admin.audit(2, Some(page[1].id)).unwrap();
+    assert!(next.iter().all(|e| e.id < page[1].id));
+    // Only administrators read it, and that refusal is logged too.
+    assert_eq!(refused(jo.audit(10, None).unwrap_err()).0, 403);
+    // Append-only: the store refuses to change or delete an entry.
+    let db = s.db();
+    assert!(db.execute("UPDATE audit SET caller = 'nobody'", []).is_err());
+    assert!(db.execute("DELETE FROM audit", []).is_err());
+}
