@@ -3,12 +3,14 @@
 use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
 use anyhow::Result;
 use clap::Args;
-use libra_api::JobInfo;
+use anyhow::anyhow;
+use libra_api::{parse_job_ref, Client, JobInfo};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// One job in detail (default: your active and recent jobs).
-    pub job: Option<u64>,
+    /// One job in detail (default: your active and recent jobs): a job id (12), a task of an
+    /// array (12_7), or an array's id (12) for all its tasks.
+    pub job: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -18,7 +20,9 @@ pub struct StatusArgs {
 /// hold is released. A job an administrator cancels costs nothing.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    pub job: u64,
+    /// A job id (12), a task of an array (12_7), or an array's id (12): every unfinished task of
+    /// it, each settled as above.
+    pub job: String,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -61,7 +65,7 @@ pub fn jobs_table(jobs: &[JobInfo], with_user: bool) -> comfy_table::Table {
     let mut t = table(&h);
     let now = now();
     for j in jobs {
-        let mut row = vec![j.id.to_string()];
+        let mut row = vec![libra_api::job_label(j)];
         if with_user {
             row.push(j.user.clone());
         }
@@ -86,17 +90,58 @@ pub fn jobs_table(jobs: &[JobInfo], with_user: bool) -> comfy_table::Table {
     t
 }
 
+/// What `ID` or `ID_TASK` names: one job, or (`ID` alone, when it is an array's first task) the
+/// whole array.
+enum Target {
+    Job(JobInfo),
+    Array(u64),
+}
+
+fn target(c: &Client, given: &str) -> Result<Target> {
+    let (id, task) = parse_job_ref(given).map_err(|e| anyhow!(e))?;
+    match task {
+        Some(t) => c
+            .array(id)?
+            .into_iter()
+            .find(|j| j.array_task == Some(t))
+            .map(Target::Job)
+            .ok_or_else(|| anyhow!("job id: array {id} has no task {t}")),
+        None => {
+            let j = c.job(id)?;
+            Ok(if j.array_id == Some(id) { Target::Array(id) } else { Target::Job(j) })
+        }
+    }
+}
+
 pub fn status(a: StatusArgs) -> Result<()> {
     let c = a.conn.client()?;
     match a.job {
-        Some(id) => {
-            let j = c.job(id)?;
+        Some(given) => {
+            let j = match target(&c, &given)? {
+                Target::Job(j) => j,
+                Target::Array(id) => {
+                    let tasks = c.array(id)?;
+                    if a.conn.json {
+                        return print_json(&tasks);
+                    }
+                    println!("array {id}: {} tasks", tasks.len());
+                    println!("{}", jobs_table(&tasks, false));
+                    return Ok(());
+                }
+            };
             if a.conn.json {
                 return print_json(&j);
             }
             let mut t = table(&["FIELD", "VALUE"]);
             let rows: Vec<(&str, String)> = vec![
                 ("job", j.id.to_string()),
+                (
+                    "array task",
+                    match (j.array_id, j.array_task) {
+                        (Some(a), Some(t)) => format!("{a}_{t} (task {t} of array {a})"),
+                        _ => String::new(),
+                    },
+                ),
                 ("user", j.user.clone()),
                 ("name", j.name.clone().unwrap_or_default()),
                 ("state", j.state.to_string()),
@@ -150,17 +195,34 @@ pub fn status(a: StatusArgs) -> Result<()> {
 }
 
 pub fn cancel(a: CancelArgs) -> Result<()> {
-    let j = a.conn.client()?.cancel(a.job)?;
-    if a.conn.json {
-        return print_json(&j);
+    let c = a.conn.client()?;
+    // --json: one job's answer as before; an array's, every task's (a list).
+    let cancelled = match target(&c, &a.job)? {
+        Target::Job(j) => {
+            let j = c.cancel(j.id)?;
+            if a.conn.json {
+                return print_json(&j);
+            }
+            vec![j]
+        }
+        Target::Array(id) => {
+            let tasks = c.cancel_array(id)?;
+            if a.conn.json {
+                return print_json(&tasks);
+            }
+            tasks
+        }
+    };
+    for j in &cancelled {
+        println!(
+            "job {} {}: charged {} (quoted {}): {}",
+            libra_api::job_label(j),
+            j.state,
+            money(j.charged),
+            money(j.cost),
+            j.settlement.as_deref().unwrap_or("")
+        );
     }
-    println!(
-        "job {} CANCELLED: charged {} (quoted {}): {}",
-        j.id,
-        money(j.charged),
-        money(j.cost),
-        j.settlement.as_deref().unwrap_or("")
-    );
     Ok(())
 }
 
