@@ -33,7 +33,8 @@ pub fn parse_array(spec: &str) -> Result<ArraySpec, String> {
     }
     let (list, limit) = match s.split_once('%') {
         Some((l, n)) => {
-            let n: u32 = n.trim().parse().map_err(|_| bad(format!("the limit %{n} is not a whole number")))?;
+            let n: u32 =
+                n.trim().parse().map_err(|_| bad(format!("the limit %{n} is not a whole number")))?;
             if n == 0 {
                 return Err(bad("the limit %0 would never run a task".into()));
             }
@@ -56,7 +57,8 @@ pub fn parse_array(spec: &str) -> Result<ArraySpec, String> {
         }
         let (range, step) = match part.split_once(':') {
             Some((r, st)) => {
-                let st: u32 = st.trim().parse().map_err(|_| bad(format!("the step '{st}' is not a whole number")))?;
+                let st: u32 =
+                    st.trim().parse().map_err(|_| bad(format!("the step '{st}' is not a whole number")))?;
                 if st == 0 {
                     return Err(bad("a step of 0 never advances".into()));
                 }
@@ -128,7 +130,11 @@ pub struct ArrayResponse {
 /// `12_7` (task 7 of array 12) or `12` (a job, or a whole array): how `status` and `cancel`
 /// address jobs.
 pub fn parse_job_ref(s: &str) -> Result<(u64, Option<u32>), String> {
-    let bad = || format!("job id: '{s}' is not accepted: give a job id (12), or an array task (12_7: task 7 of array 12)");
+    let bad = || {
+        format!(
+            "job id: '{s}' is not accepted: give a job id (12), or an array task (12_7: task 7 of array 12)"
+        )
+    };
     match s.split_once('_') {
         Some((a, t)) => Ok((a.parse().map_err(|_| bad())?, Some(t.parse().map_err(|_| bad())?))),
         None => Ok((s.parse().map_err(|_| bad())?, None)),

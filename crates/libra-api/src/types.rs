@@ -270,7 +270,8 @@ pub struct JobInfo {
     /// How the charge was decided when the job settled ("charged for 12.0 of 10.0 CPU-s used",
     /// "free: the cluster missed the deadline it promised ...").
     #[serde(default)]
-    pub settlement: Option<String>,    /// The array this job is a task of (`libra submit --array`): its id is the first task's
+    pub settlement: Option<String>,
+    /// The array this job is a task of (`libra submit --array`): its id is the first task's
     /// job id. None for a job submitted alone.
     #[serde(default)]
     pub array_id: Option<u64>,

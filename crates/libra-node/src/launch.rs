@@ -59,7 +59,9 @@ pub fn expand(pattern: &str, s: &StartJob, node: &str) -> String {
             // Slurm's array job id and task id; in a job that is no array task they are left as
             // written (there is no id to put there).
             Some('A') if s.array_id.is_some() => out.push_str(&s.array_id.unwrap_or_default().to_string()),
-            Some('a') if s.array_task.is_some() => out.push_str(&s.array_task.unwrap_or_default().to_string()),
+            Some('a') if s.array_task.is_some() => {
+                out.push_str(&s.array_task.unwrap_or_default().to_string())
+            }
             Some('%') => out.push('%'),
             _ => {
                 out.push('%');

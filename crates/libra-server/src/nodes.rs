@@ -400,7 +400,9 @@ impl Inner {
                     unix_user: if switches { row.get(19)? } else { None },
                     allow_root: row.get::<_, Option<bool>>(20)?.unwrap_or(false),
                     array_id: row.get::<_, Option<i64>>(21)?.map(|a| a as u64),
-                    array_task: row.get::<_, Option<i64>>(22)?.map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
+                    array_task: row
+                        .get::<_, Option<i64>>(22)?
+                        .map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
                 },
                 row.get::<_, bool>(7)?,
             ))

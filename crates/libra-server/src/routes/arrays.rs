@@ -13,7 +13,11 @@ type Res<T> = Result<Json<T>, ApiError>;
 
 /// One answer for every task. Counted as one submission against the caller's rate; decided off
 /// the async workers, since an array of thousands of tasks takes a while.
-pub async fn submit(State(app): State<Arc<App>>, headers: HeaderMap, Body(req): Body<ArrayRequest>) -> Res<ArrayResponse> {
+pub async fn submit(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(req): Body<ArrayRequest>,
+) -> Res<ArrayResponse> {
     let worker = Arc::clone(&app);
     let answer = tokio::task::spawn_blocking(move || {
         let mut g = worker.lock();

@@ -23,7 +23,12 @@ impl Inner {
     /// Admits the tasks of `req.array` in task order, each decided against the view that holds
     /// the tasks before it. Accepted only if every task is: otherwise nothing is stored and
     /// nothing stays held.
-    pub fn submit_array(&mut self, caller: &Caller, req: &ArrayRequest, now: f64) -> Result<ArrayResponse, ApiError> {
+    pub fn submit_array(
+        &mut self,
+        caller: &Caller,
+        req: &ArrayRequest,
+        now: f64,
+    ) -> Result<ArrayResponse, ApiError> {
         let array = parse_array(&req.array).map_err(ApiError::BadRequest)?;
         if let Some(n) = array.limit.filter(|&n| (n as usize) < array.tasks.len()) {
             // Every task Libra admits is promised its deadline from now on, with its own share:
@@ -87,7 +92,13 @@ impl Inner {
             let user = Some(caller.id as u64);
             let suggestion = self.array_suggestion(&req.job.spec, array.tasks.len(), &refused, user, now);
             tracing::info!(user = %caller.name, tasks = array.tasks.len(), refused = refused.len(), "array refused");
-            return Ok(ArrayResponse { accepted: false, array_id: None, tasks: Vec::new(), refused, suggestion });
+            return Ok(ArrayResponse {
+                accepted: false,
+                array_id: None,
+                tasks: Vec::new(),
+                refused,
+                suggestion,
+            });
         }
         if let Err(e) = tx.commit() {
             for id in in_view {
@@ -105,7 +116,13 @@ impl Inner {
             tasks = store::array_tasks(&self.db, array_id)?;
         }
         tracing::info!(user = %caller.name, array = array_id, tasks = tasks.len(), "array submitted");
-        Ok(ArrayResponse { accepted: true, array_id: Some(array_id), tasks, refused: Vec::new(), suggestion: None })
+        Ok(ArrayResponse {
+            accepted: true,
+            array_id: Some(array_id),
+            tasks,
+            refused: Vec::new(),
+            suggestion: None,
+        })
     }
 
     /// What would take every task of a refused array: the latest of the refused tasks'
@@ -123,7 +140,8 @@ impl Inner {
         now: f64,
     ) -> Option<Suggestion> {
         let raise = |c: Suggestion, s: &Option<Suggestion>| {
-            s.as_ref().map(|s| Suggestion { deadline: c.deadline.max(s.deadline), budget: c.budget.max(s.budget) })
+            s.as_ref()
+                .map(|s| Suggestion { deadline: c.deadline.max(s.deadline), budget: c.budget.max(s.budget) })
         };
         let mut cand = Suggestion { deadline: spec.deadline(), budget: spec.budget() };
         for r in refused {
@@ -146,7 +164,13 @@ impl Inner {
 
     /// The suggestions of the tasks of an `n`-task array of `spec` that would be refused now,
     /// each decided against the view that holds the ones before it; nothing stays in the view.
-    fn trial_refusals(&mut self, spec: &JobSpec, n: usize, user: Option<u64>, now: f64) -> Vec<Option<Suggestion>> {
+    fn trial_refusals(
+        &mut self,
+        spec: &JobSpec,
+        n: usize,
+        user: Option<u64>,
+        now: f64,
+    ) -> Vec<Option<Suggestion>> {
         let mut held = Vec::new();
         let mut refusals = Vec::new();
         let reserved = self.policy.reserved_estimate(spec, user);
@@ -176,7 +200,9 @@ impl Inner {
     pub fn array(&self, caller: &Caller, id: u64) -> Result<Vec<JobInfo>, ApiError> {
         let head = self.owned_job(caller, id)?;
         if head.array_id != Some(id) {
-            return Err(ApiError::NotFound(format!("array {id} does not exist: job {id} is no array's first task")));
+            return Err(ApiError::NotFound(format!(
+                "array {id} does not exist: job {id} is no array's first task"
+            )));
         }
         Ok(store::array_tasks(&self.db, id)?)
     }

@@ -1,9 +1,9 @@
 //! The users' job commands: status, cancel, balance, output (history: `queue.rs`).
 
 use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
+use anyhow::anyhow;
 use anyhow::Result;
 use clap::Args;
-use anyhow::anyhow;
 use libra_api::{parse_job_ref, Client, JobInfo};
 
 #[derive(Debug, Args)]
