@@ -93,7 +93,7 @@ pub fn jobs_table(jobs: &[JobInfo], with_user: bool) -> comfy_table::Table {
 /// What `ID` or `ID_TASK` names: one job, or (`ID` alone, when it is an array's first task) the
 /// whole array.
 enum Target {
-    Job(JobInfo),
+    Job(Box<JobInfo>),
     Array(u64),
 }
 
@@ -104,11 +104,11 @@ fn target(c: &Client, given: &str) -> Result<Target> {
             .array(id)?
             .into_iter()
             .find(|j| j.array_task == Some(t))
-            .map(Target::Job)
+            .map(|j| Target::Job(Box::new(j)))
             .ok_or_else(|| anyhow!("job id: array {id} has no task {t}")),
         None => {
             let j = c.job(id)?;
-            Ok(if j.array_id == Some(id) { Target::Array(id) } else { Target::Job(j) })
+            Ok(if j.array_id == Some(id) { Target::Array(id) } else { Target::Job(Box::new(j)) })
         }
     }
 }
@@ -118,7 +118,7 @@ pub fn status(a: StatusArgs) -> Result<()> {
     match a.job {
         Some(given) => {
             let j = match target(&c, &given)? {
-                Target::Job(j) => j,
+                Target::Job(j) => *j,
                 Target::Array(id) => {
                     let tasks = c.array(id)?;
                     if a.conn.json {
