@@ -284,6 +284,12 @@ impl Client {
         self.post("/api/arrays", req)
     }
 
+    /// As `submit_array`, with an `Idempotency-Key`: a retry with the same key gets the array
+    /// the first request made.
+    pub fn submit_array_with_key(&self, req: &ArrayRequest, key: &str) -> Result<ArrayResponse, ClientError> {
+        self.finish(self.request("POST", "/api/arrays").set("Idempotency-Key", key).send_json(req))
+    }
+
     /// Every task of array `id`, in task order.
     pub fn array(&self, id: u64) -> Result<Vec<JobInfo>, ClientError> {
         self.get(&format!("/api/arrays/{id}"))

@@ -150,17 +150,20 @@ fn cancel_id_cancels_every_task_and_id_task_one() {
     let cl = Cluster::start(1, 1.0, 30.0);
     let c = cl.user("cy", 100);
     let token = token_of(&cl, "cy");
-    let a = c
-        .submit_array(&ArrayRequest {
-            array: "1,3,5".into(),
-            job: libra_api::SubmitRequest::new(
-                JobSpec::simple(10.0, 600.0, Money::from_credits(50)),
-                vec!["sleep".into(), "120".into()],
-            ),
-        })
-        .unwrap();
+    let req = ArrayRequest {
+        array: "1,3,5".into(),
+        job: libra_api::SubmitRequest::new(
+            JobSpec::simple(10.0, 600.0, Money::from_credits(50)),
+            vec!["sleep".into(), "120".into()],
+        ),
+    };
+    let a = c.submit_array_with_key(&req, "array-try-1").unwrap();
     assert!(a.accepted, "{a:?}");
     let array = a.array_id.unwrap();
+    // A retry with the same key (the first answer lost) gets the same array, not a second one.
+    let retried = c.submit_array_with_key(&req, "array-try-1").unwrap();
+    assert_eq!(retried.array_id, Some(array));
+    assert_eq!(c.jobs(false).unwrap().len(), 3);
     for j in &a.tasks {
         wait_running(&c, j.id);
     }

@@ -12,19 +12,21 @@ use std::sync::Arc;
 type Res<T> = Result<Json<T>, ApiError>;
 
 /// One answer for every task. Counted as one submission against the caller's rate; decided off
-/// the async workers, since an array of thousands of tasks takes a while.
+/// the async workers, since an array of thousands of tasks takes a while. `Idempotency-Key`: a
+/// retry gets the array the first attempt made.
 pub async fn submit(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(req): Body<ArrayRequest>,
 ) -> Res<ArrayResponse> {
+    let key = super::user::idempotency_key(&headers)?;
     let worker = Arc::clone(&app);
     let answer = tokio::task::spawn_blocking(move || {
         let mut g = worker.lock();
         let t = now();
         let who = g.caller(&headers)?;
         g.take_submission(&who, t)?;
-        g.submit_array(&who, &req, t)
+        g.submit_array(&who, &req, key.as_deref(), t)
     })
     .await
     .map_err(|e| ApiError::Internal(format!("the array was lost before it was decided: {e}")))??;

@@ -10,7 +10,7 @@ use crate::error::ApiError;
 use crate::store;
 use libra_api::{parse_array, ArrayRequest, ArrayResponse, JobInfo, JobState, RefusedTask};
 use libra_core::{Decision, JobSpec, RejectReason, Suggestion};
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 /// Ids the trial admissions of a suggestion take in the cluster view while they are decided:
 /// far above any job id the store hands out, and released before the trial returns.
@@ -22,11 +22,13 @@ const SUGGESTION_ROUNDS: usize = 6;
 impl Inner {
     /// Admits the tasks of `req.array` in task order, each decided against the view that holds
     /// the tasks before it. Accepted only if every task is: otherwise nothing is stored and
-    /// nothing stays held.
+    /// nothing stays held. `key`: the first attempt's answer for a retry with the same key (kept
+    /// on the first task; a refused array kept nothing, so its retry is decided anew).
     pub fn submit_array(
         &mut self,
         caller: &Caller,
         req: &ArrayRequest,
+        key: Option<&str>,
         now: f64,
     ) -> Result<ArrayResponse, ApiError> {
         let array = parse_array(&req.array).map_err(ApiError::BadRequest)?;
@@ -40,6 +42,34 @@ impl Inner {
             )));
         }
         check_request(&req.job)?;
+        if let Some(key) = key {
+            let earlier: Option<(i64, Option<i64>)> = self
+                .db
+                .query_row(
+                    "SELECT id, array_id FROM jobs WHERE user_id = ?1 AND idem_key = ?2",
+                    params![caller.id, key],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            match earlier {
+                Some((_, Some(array_id))) => {
+                    let tasks = store::array_tasks(&self.db, array_id as u64)?;
+                    return Ok(ArrayResponse {
+                        accepted: true,
+                        array_id: Some(array_id as u64),
+                        tasks,
+                        refused: Vec::new(),
+                        suggestion: None,
+                    });
+                }
+                Some((id, None)) => {
+                    return Err(ApiError::Conflict(format!(
+                        "Idempotency-Key: already used for job {id}, which is no array; send a key of this array's own"
+                    )))
+                }
+                None => {}
+            }
+        }
         let tx = self.db.unchecked_transaction()?;
         let mut in_view: Vec<u64> = Vec::new();
         let mut refused: Vec<RefusedTask> = Vec::new();
@@ -56,7 +86,13 @@ impl Inner {
                 };
             }
             for &task in &array.tasks {
-                let (id, state, admitted) = attempt!(self.store_submission(&tx, caller, &req.job, None, now));
+                let (id, state, admitted) = attempt!(self.store_submission(
+                    &tx,
+                    caller,
+                    &req.job,
+                    key.filter(|_| first.is_none()),
+                    now
+                ));
                 let array_id = *first.get_or_insert(id);
                 attempt!(tx
                     .prepare_cached("UPDATE jobs SET array_id = ?2, array_task = ?3 WHERE id = ?1")

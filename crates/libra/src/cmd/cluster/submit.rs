@@ -298,11 +298,22 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
 /// (the server may be restarting, or the answer was lost on the way): a retry that reaches a
 /// server which already took the job gets that job back, never a second one.
 pub fn submit_retrying(client: &libra_api::Client, req: &SubmitRequest) -> Result<JobInfo> {
+    retrying(|key| client.submit_with_key(req, key))
+}
+
+/// As `submit_retrying`, for an array: a retry gets the array the first attempt made.
+pub fn submit_array_retrying(client: &libra_api::Client, req: &ArrayRequest) -> Result<ArrayResponse> {
+    retrying(|key| client.submit_array_with_key(req, key))
+}
+
+/// Sends with one idempotency key, again with the same key when the connection fails (with
+/// backoff, a few times).
+fn retrying<T>(send: impl Fn(&str) -> Result<T, libra_api::ClientError>) -> Result<T> {
     let key = libra_api::new_idempotency_key();
     let mut wait = std::time::Duration::from_millis(200);
     let mut tries = 0;
     loop {
-        match client.submit_with_key(req, &key) {
+        match send(&key) {
             Err(e @ libra_api::ClientError::Transport { .. }) if tries < 6 => {
                 tries += 1;
                 eprintln!("libra: {e}; trying again in {:.1} s", wait.as_secs_f64());
@@ -482,7 +493,7 @@ pub fn run(a: SubmitArgs) -> Result<()> {
     let req = build_request(a.opts, a.command, dashdash, submitted)?;
     let client = a.conn.client()?;
     if let (Some(spec), Some(parsed)) = (a.array, array) {
-        let answer = client.submit_array(&ArrayRequest { array: spec, job: req })?;
+        let answer = submit_array_retrying(&client, &ArrayRequest { array: spec, job: req })?;
         if a.conn.json {
             print_json(&answer)?;
         } else {
