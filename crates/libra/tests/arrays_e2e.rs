@@ -94,6 +94,11 @@ fn an_array_runs_every_task_with_its_ids_and_is_addressed_by_id_and_task() {
     let missing = run(&cl, &token, &["status", &format!("{array}_5")]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains(&format!("array {array} has no task 5")));
+    // `libra output ID_TASK` is that task's output; an array alone names no one output.
+    let shown = libra(&cl, &token, &["output", &format!("{array}_6")]);
+    assert_eq!(shown.trim(), format!("array={array} task=6 job={}", a.tasks[3].id));
+    let whole = run(&cl, &token, &["output", &array.to_string()]);
+    assert!(!whole.status.success() && String::from_utf8_lossy(&whole.stderr).contains("is an array"));
     // History shows tasks as ID_TASK.
     let history = libra(&cl, &token, &["history", "--format", "jobid,state", "--parsable"]);
     for t in [0, 2, 4, 6] {

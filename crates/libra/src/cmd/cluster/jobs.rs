@@ -1,8 +1,8 @@
 //! The users' job commands: status, cancel, balance, output (history: `queue.rs`).
 
 use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
-use anyhow::anyhow;
 use anyhow::Result;
+use anyhow::{anyhow, bail};
 use clap::Args;
 use libra_api::{parse_job_ref, Client, JobInfo};
 
@@ -40,7 +40,8 @@ pub struct BalanceArgs {
 /// are in the job's working directory on its nodes (`-o`/`-e`, by default `libra-JOB.out`).
 #[derive(Debug, Args)]
 pub struct OutputArgs {
-    pub job: u64,
+    /// A job id (12), or a task of an array (12_7).
+    pub job: String,
     /// Show standard error instead of standard output (when the job wrote them to different
     /// files with `-e`).
     #[arg(long)]
@@ -257,7 +258,13 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
 
 pub fn output(a: OutputArgs) -> Result<()> {
     let c = a.conn.client()?;
-    let o = c.output(a.job)?;
+    let id = match target(&c, &a.job)? {
+        Target::Job(j) => j.id,
+        Target::Array(id) => {
+            bail!("job id: {id} is an array; give one of its tasks ({id}_TASK), as `libra status {id}` lists them")
+        }
+    };
+    let o = c.output(id)?;
     if a.conn.json && !a.follow {
         return print_json(&o);
     }
@@ -290,14 +297,14 @@ pub fn output(a: OutputArgs) -> Result<()> {
     let mut state = o.state;
     while state.is_active() {
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let job = c.job(a.job)?;
+        let job = c.job(id)?;
         state = job.state;
         if ends.is_empty() {
             // Queued jobs have no nodes yet.
-            ends = c.output(a.job)?.parts.iter().map(|p| (p.rank, 0, 0)).collect();
+            ends = c.output(id)?.parts.iter().map(|p| (p.rank, 0, 0)).collect();
         }
         for (rank, out_end, err_end) in &mut ends {
-            let more = c.output_from(a.job, *rank, *out_end, *err_end)?;
+            let more = c.output_from(id, *rank, *out_end, *err_end)?;
             for p in more.parts.iter().filter(|p| p.rank == *rank) {
                 print!("{}", text(p));
                 (*out_end, *err_end) = (p.stdout_end.max(*out_end), p.stderr_end.max(*err_end));
@@ -305,6 +312,6 @@ pub fn output(a: OutputArgs) -> Result<()> {
         }
         let _ = std::io::stdout().flush();
     }
-    eprintln!("(job {} {})", a.job, state);
+    eprintln!("(job {} {})", id, state);
     Ok(())
 }
