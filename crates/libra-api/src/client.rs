@@ -1,5 +1,6 @@
 //! A blocking JSON client over HTTPS (rustls), or plain HTTP on loopback.
 
+use crate::array::*;
 use crate::sweep::*;
 use crate::types::*;
 use serde::de::DeserializeOwned;
@@ -276,6 +277,27 @@ impl Client {
 
     pub fn cancel(&self, id: u64) -> Result<JobInfo, ClientError> {
         self.post_action(&format!("/api/jobs/{id}/cancel"))
+    }
+
+    /// Submits a job array: one answer for all its tasks (`ArrayResponse`).
+    pub fn submit_array(&self, req: &ArrayRequest) -> Result<ArrayResponse, ClientError> {
+        self.post("/api/arrays", req)
+    }
+
+    /// As `submit_array`, with an `Idempotency-Key`: a retry with the same key gets the array
+    /// the first request made.
+    pub fn submit_array_with_key(&self, req: &ArrayRequest, key: &str) -> Result<ArrayResponse, ClientError> {
+        self.finish(self.request("POST", "/api/arrays").set("Idempotency-Key", key).send_json(req))
+    }
+
+    /// Every task of array `id`, in task order.
+    pub fn array(&self, id: u64) -> Result<Vec<JobInfo>, ClientError> {
+        self.get(&format!("/api/arrays/{id}"))
+    }
+
+    /// Cancels every active task of array `id`; returns every task as it is after.
+    pub fn cancel_array(&self, id: u64) -> Result<Vec<JobInfo>, ClientError> {
+        self.post_action(&format!("/api/arrays/{id}/cancel"))
     }
 
     pub fn output(&self, id: u64) -> Result<JobOutput, ClientError> {

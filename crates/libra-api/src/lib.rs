@@ -9,11 +9,13 @@
 //! The client is blocking on purpose: `libra submit` is one request, and starting an async
 //! runtime for it would cost more than the request itself.
 
+mod array;
 mod client;
 mod queue;
 mod sweep;
 mod types;
 
+pub use array::*;
 pub use client::{new_idempotency_key, Client, ClientError};
 pub use queue::*;
 pub use sweep::*;

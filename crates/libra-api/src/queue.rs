@@ -35,6 +35,11 @@ pub struct QueueEntry {
     pub cost: Option<Money>,
     #[serde(rename = "budget_cents", default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Money>,
+    /// See `JobInfo`: the array and task id of an array task (shown `ARRAY_TASK`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_id: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_task: Option<u32>,
 }
 
 /// `GET /api/queue` filters.

@@ -271,6 +271,13 @@ pub struct JobInfo {
     /// "free: the cluster missed the deadline it promised ...").
     #[serde(default)]
     pub settlement: Option<String>,
+    /// The array this job is a task of (`libra submit --array`): its id is the first task's
+    /// job id. None for a job submitted alone.
+    #[serde(default)]
+    pub array_id: Option<u64>,
+    /// The job's task id in its array (`LIBRA_ARRAY_TASK_ID`).
+    #[serde(default)]
+    pub array_task: Option<u32>,
 }
 
 /// A job's captured output: what its nodes have sent so far (while it runs, too), the last
@@ -638,6 +645,12 @@ pub struct StartJob {
     /// An administrator allowed this user's jobs to run as root.
     #[serde(default)]
     pub allow_root: bool,
+    /// See `JobInfo`: the node sets `LIBRA_ARRAY_JOB_ID`/`LIBRA_ARRAY_TASK_ID` and expands
+    /// `%A`/`%a` in output patterns.
+    #[serde(default)]
+    pub array_id: Option<u64>,
+    #[serde(default)]
+    pub array_task: Option<u32>,
 }
 
 fn one() -> u32 {

@@ -56,6 +56,8 @@ fn job_info(m: &mut Markers) -> JobInfo {
         stderr: None,
         time_limit: Some(60.0),
         settlement: Some("charged for 4.0 of 20.0 CPU-s used".into()),
+        array_id: None,
+        array_task: None,
     }
 }
 

@@ -920,6 +920,8 @@ mod tests {
                 time_limit: None,
                 unix_user: None,
                 allow_root: false,
+                array_id: None,
+                array_task: None,
             },
             start_time: 2.0,
         })

@@ -41,8 +41,8 @@ pub struct JobFiles {
     pub watched: Vec<Watched>,
 }
 
-/// `%j` job id, `%x` job name, `%N` node, `%t` rank, `%%` a percent sign; any other `%`
-/// sequence is left as it is.
+/// `%j` job id, `%x` job name, `%N` node, `%t` rank, `%A`/`%a` array job id / task id (array
+/// tasks only), `%%` a percent sign; any other `%` sequence is left as it is.
 pub fn expand(pattern: &str, s: &StartJob, node: &str) -> String {
     let mut out = String::with_capacity(pattern.len() + 16);
     let mut chars = pattern.chars().peekable();
@@ -56,6 +56,12 @@ pub fn expand(pattern: &str, s: &StartJob, node: &str) -> String {
             Some('x') => out.push_str(&job_name(s)),
             Some('N') => out.push_str(node),
             Some('t') => out.push_str(&s.rank.to_string()),
+            // Slurm's array job id and task id; in a job that is no array task they are left as
+            // written (there is no id to put there).
+            Some('A') if s.array_id.is_some() => out.push_str(&s.array_id.unwrap_or_default().to_string()),
+            Some('a') if s.array_task.is_some() => {
+                out.push_str(&s.array_task.unwrap_or_default().to_string())
+            }
             Some('%') => out.push('%'),
             _ => {
                 out.push('%');
@@ -164,6 +170,10 @@ pub fn environment(
         ("LIBRA_CPUS_PER_TASK", s.cpus_per_task.to_string()),
     ];
     env.extend(libra.into_iter().map(|(k, v)| (k.to_string(), v)));
+    if let (Some(a), Some(t)) = (s.array_id, s.array_task) {
+        env.insert("LIBRA_ARRAY_JOB_ID".into(), a.to_string());
+        env.insert("LIBRA_ARRAY_TASK_ID".into(), t.to_string());
+    }
     env.into_iter().collect()
 }
 
@@ -214,6 +224,8 @@ mod tests {
             time_limit: None,
             unix_user: None,
             allow_root: false,
+            array_id: None,
+            array_task: None,
         }
     }
 
@@ -224,6 +236,25 @@ mod tests {
         s.name = Some("sweep".into());
         assert_eq!(expand("%x.%j", &s, "n2"), "sweep.42");
         assert_eq!(expand("trailing%", &s, "n2"), "trailing%");
+    }
+
+    #[test]
+    fn array_patterns_and_variables_only_for_array_tasks() {
+        let mut s = start(42, None);
+        assert_eq!(expand("%A_%a.out", &s, "n2"), "%A_%a.out");
+        s.array_id = Some(40);
+        s.array_task = Some(7);
+        assert_eq!(expand("%A_%a-%j.out", &s, "n2"), "40_7-42.out");
+        let files = JobFiles {
+            cwd: PathBuf::from("/"),
+            stdout: PathBuf::from("/o"),
+            stderr: None,
+            append: false,
+            watched: Vec::new(),
+        };
+        let env: BTreeMap<_, _> = environment(&s, "n2", &files, None).into_iter().collect();
+        assert_eq!(env.get("LIBRA_ARRAY_JOB_ID").map(String::as_str), Some("40"));
+        assert_eq!(env.get("LIBRA_ARRAY_TASK_ID").map(String::as_str), Some("7"));
     }
 
     #[test]

@@ -111,6 +111,8 @@ impl Inner {
                     deadline_at: j.deadline_at,
                     cost: shown.then_some(j.cost),
                     budget: shown.then_some(j.budget),
+                    array_id: j.array_id,
+                    array_task: j.array_task,
                 }
             })
             .collect())

@@ -367,7 +367,7 @@ impl Inner {
              j.cpus_per_task, j.name, n.rank, j.workdir, j.env, j.stdout_pattern, j.stderr_pattern, j.time_limit, \
              (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)), \
              (SELECT COALESCE(u.unix_user, u.name) FROM users u WHERE u.id = j.user_id), \
-             (SELECT u.allow_root FROM users u WHERE u.id = j.user_id) \
+             (SELECT u.allow_root FROM users u WHERE u.id = j.user_id), j.array_id, j.array_task \
              FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
              AND j.state IN ('PENDING','RUNNING','SUSPENDED')",
         )?;
@@ -399,6 +399,10 @@ impl Inner {
                     // An agent that cannot switch accounts runs every job as its own.
                     unix_user: if switches { row.get(19)? } else { None },
                     allow_root: row.get::<_, Option<bool>>(20)?.unwrap_or(false),
+                    array_id: row.get::<_, Option<i64>>(21)?.map(|a| a as u64),
+                    array_task: row
+                        .get::<_, Option<i64>>(22)?
+                        .map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
                 },
                 row.get::<_, bool>(7)?,
             ))

@@ -49,6 +49,23 @@ const ROUTES: &[Route] = &[
         "QuoteResponse",
         "user",
     ),
+    (
+        "post",
+        "/api/arrays",
+        "Submit a job array (`array`: 0-99, 0-99:2, 1,3,5-7): every task admitted, or none kept with the tasks refused and a suggestion for them all",
+        Some("ArrayRequest"),
+        "ArrayResponse",
+        "user",
+    ),
+    ("get", "/api/arrays/{id}", "Every task of an array, in task order (own arrays only unless administrator)", None, "JobInfo[]", "user"),
+    (
+        "post",
+        "/api/arrays/{id}/cancel",
+        "Cancel every active task of an array, each settled as a cancelled job",
+        None,
+        "JobInfo[]",
+        "user",
+    ),
     ("get", "/api/jobs/{id}", "One job (own jobs only unless administrator)", None, "JobInfo", "user"),
     (
         "post",

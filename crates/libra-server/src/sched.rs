@@ -440,5 +440,7 @@ impl Inner {
     }
 }
 
+mod array;
+
 #[cfg(test)]
 pub(crate) mod tests;

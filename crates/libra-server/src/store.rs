@@ -161,6 +161,11 @@ const MIGRATIONS: &[&str] = &[
      BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
      CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
      BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;",
+    // 7: job arrays: each task is a job of its own that knows its array (the first task's job
+    // id) and its task id.
+    "ALTER TABLE jobs ADD COLUMN array_id INTEGER;
+     ALTER TABLE jobs ADD COLUMN array_task INTEGER;
+     CREATE INDEX jobs_array ON jobs(array_id, array_task) WHERE array_id IS NOT NULL;",
 ];
 
 /// The schema version this build writes.
@@ -265,7 +270,8 @@ pub const JOB_COLUMNS: &str =
      j.submit_time, j.deadline_at, j.start_time, j.end_time, j.share, j.cost, j.charged, j.cpu_seconds, \
      j.exit_code, j.reason, j.suggestion, \
      (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes n WHERE n.job = j.id ORDER BY rank)), \
-     j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement";
+     j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement, \
+     j.array_id, j.array_task";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -300,6 +306,8 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
         stderr: r.get(24)?,
         time_limit: r.get(25)?,
         settlement: r.get(26)?,
+        array_id: r.get::<_, Option<i64>>(27)?.map(|a| a as u64),
+        array_task: r.get::<_, Option<i64>>(28)?.map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
     })
 }
 
@@ -310,6 +318,17 @@ pub fn job(conn: &Connection, id: u64) -> rusqlite::Result<Option<JobInfo>> {
         job_from_row,
     )
     .optional()
+}
+
+/// The tasks of array `array`, in task order (none if there is no such array).
+pub fn array_tasks(conn: &Connection, array: u64) -> rusqlite::Result<Vec<JobInfo>> {
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id \
+         WHERE j.array_id = ?1 ORDER BY j.array_task"
+    );
+    let mut st = conn.prepare_cached(&sql)?;
+    let rows = st.query_map(params![array as i64], job_from_row)?;
+    rows.collect()
 }
 
 /// Jobs, newest first; `user` limits to one user's; `before`: only jobs with a smaller id (the

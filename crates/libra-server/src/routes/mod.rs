@@ -1,6 +1,7 @@
 //! The HTTP API. `router` returns the whole tree; the web portal (later) nests beside `/api`.
 
 mod admin;
+mod arrays;
 mod node;
 mod queue;
 mod sweeps;
@@ -47,6 +48,9 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/passwd", post(user::passwd))
         .route("/api/jobs", post(user::submit).get(user::list))
         .route("/api/quote", post(user::quote))
+        .route("/api/arrays", post(arrays::submit))
+        .route("/api/arrays/{id}", get(arrays::get))
+        .route("/api/arrays/{id}/cancel", post(arrays::cancel))
         .route("/api/jobs/{id}", get(user::job))
         .route("/api/jobs/{id}/cancel", post(user::cancel))
         .route("/api/jobs/{id}/output", get(user::output))

@@ -163,7 +163,13 @@ pub async fn submit(
     headers: HeaderMap,
     Body(req): Body<SubmitRequest>,
 ) -> Res<JobInfo> {
-    let key = match headers.get("idempotency-key") {
+    let key = idempotency_key(&headers)?;
+    Ok(Json(app.submit_grouped(headers, req, key).await?))
+}
+
+/// The request's `Idempotency-Key`, if it carries a valid one.
+pub(super) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    Ok(match headers.get("idempotency-key") {
         None => None,
         Some(v) => {
             let k = v.to_str().ok().filter(|k| {
@@ -179,8 +185,7 @@ pub async fn submit(
             })?;
             Some(k.to_string())
         }
-    };
-    Ok(Json(app.submit_grouped(headers, req, key).await?))
+    })
 }
 
 pub async fn quote(

@@ -2,13 +2,15 @@
 
 use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
 use anyhow::Result;
+use anyhow::{anyhow, bail};
 use clap::Args;
-use libra_api::JobInfo;
+use libra_api::{parse_job_ref, Client, JobInfo};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// One job in detail (default: your active and recent jobs).
-    pub job: Option<u64>,
+    /// One job in detail (default: your active and recent jobs): a job id (12), a task of an
+    /// array (12_7), or an array's id (12) for all its tasks.
+    pub job: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -18,7 +20,9 @@ pub struct StatusArgs {
 /// hold is released. A job an administrator cancels costs nothing.
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    pub job: u64,
+    /// A job id (12), a task of an array (12_7), or an array's id (12): every unfinished task of
+    /// it, each settled as above.
+    pub job: String,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -36,7 +40,8 @@ pub struct BalanceArgs {
 /// are in the job's working directory on its nodes (`-o`/`-e`, by default `libra-JOB.out`).
 #[derive(Debug, Args)]
 pub struct OutputArgs {
-    pub job: u64,
+    /// A job id (12), or a task of an array (12_7).
+    pub job: String,
     /// Show standard error instead of standard output (when the job wrote them to different
     /// files with `-e`).
     #[arg(long)]
@@ -61,7 +66,7 @@ pub fn jobs_table(jobs: &[JobInfo], with_user: bool) -> comfy_table::Table {
     let mut t = table(&h);
     let now = now();
     for j in jobs {
-        let mut row = vec![j.id.to_string()];
+        let mut row = vec![libra_api::job_label(j)];
         if with_user {
             row.push(j.user.clone());
         }
@@ -86,17 +91,58 @@ pub fn jobs_table(jobs: &[JobInfo], with_user: bool) -> comfy_table::Table {
     t
 }
 
+/// What `ID` or `ID_TASK` names: one job, or (`ID` alone, when it is an array's first task) the
+/// whole array.
+enum Target {
+    Job(Box<JobInfo>),
+    Array(u64),
+}
+
+fn target(c: &Client, given: &str) -> Result<Target> {
+    let (id, task) = parse_job_ref(given).map_err(|e| anyhow!(e))?;
+    match task {
+        Some(t) => c
+            .array(id)?
+            .into_iter()
+            .find(|j| j.array_task == Some(t))
+            .map(|j| Target::Job(Box::new(j)))
+            .ok_or_else(|| anyhow!("job id: array {id} has no task {t}")),
+        None => {
+            let j = c.job(id)?;
+            Ok(if j.array_id == Some(id) { Target::Array(id) } else { Target::Job(Box::new(j)) })
+        }
+    }
+}
+
 pub fn status(a: StatusArgs) -> Result<()> {
     let c = a.conn.client()?;
     match a.job {
-        Some(id) => {
-            let j = c.job(id)?;
+        Some(given) => {
+            let j = match target(&c, &given)? {
+                Target::Job(j) => *j,
+                Target::Array(id) => {
+                    let tasks = c.array(id)?;
+                    if a.conn.json {
+                        return print_json(&tasks);
+                    }
+                    println!("array {id}: {} tasks", tasks.len());
+                    println!("{}", jobs_table(&tasks, false));
+                    return Ok(());
+                }
+            };
             if a.conn.json {
                 return print_json(&j);
             }
             let mut t = table(&["FIELD", "VALUE"]);
             let rows: Vec<(&str, String)> = vec![
                 ("job", j.id.to_string()),
+                (
+                    "array task",
+                    match (j.array_id, j.array_task) {
+                        (Some(a), Some(t)) => format!("{a}_{t} (task {t} of array {a})"),
+                        _ => String::new(),
+                    },
+                ),
                 ("user", j.user.clone()),
                 ("name", j.name.clone().unwrap_or_default()),
                 ("state", j.state.to_string()),
@@ -150,17 +196,34 @@ pub fn status(a: StatusArgs) -> Result<()> {
 }
 
 pub fn cancel(a: CancelArgs) -> Result<()> {
-    let j = a.conn.client()?.cancel(a.job)?;
-    if a.conn.json {
-        return print_json(&j);
+    let c = a.conn.client()?;
+    // --json: one job's answer as before; an array's, every task's (a list).
+    let cancelled = match target(&c, &a.job)? {
+        Target::Job(j) => {
+            let j = c.cancel(j.id)?;
+            if a.conn.json {
+                return print_json(&j);
+            }
+            vec![j]
+        }
+        Target::Array(id) => {
+            let tasks = c.cancel_array(id)?;
+            if a.conn.json {
+                return print_json(&tasks);
+            }
+            tasks
+        }
+    };
+    for j in &cancelled {
+        println!(
+            "job {} {}: charged {} (quoted {}): {}",
+            libra_api::job_label(j),
+            j.state,
+            money(j.charged),
+            money(j.cost),
+            j.settlement.as_deref().unwrap_or("")
+        );
     }
-    println!(
-        "job {} CANCELLED: charged {} (quoted {}): {}",
-        j.id,
-        money(j.charged),
-        money(j.cost),
-        j.settlement.as_deref().unwrap_or("")
-    );
     Ok(())
 }
 
@@ -195,7 +258,13 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
 
 pub fn output(a: OutputArgs) -> Result<()> {
     let c = a.conn.client()?;
-    let o = c.output(a.job)?;
+    let id = match target(&c, &a.job)? {
+        Target::Job(j) => j.id,
+        Target::Array(id) => {
+            bail!("job id: {id} is an array; give one of its tasks ({id}_TASK), as `libra status {id}` lists them")
+        }
+    };
+    let o = c.output(id)?;
     if a.conn.json && !a.follow {
         return print_json(&o);
     }
@@ -228,14 +297,14 @@ pub fn output(a: OutputArgs) -> Result<()> {
     let mut state = o.state;
     while state.is_active() {
         std::thread::sleep(std::time::Duration::from_millis(500));
-        let job = c.job(a.job)?;
+        let job = c.job(id)?;
         state = job.state;
         if ends.is_empty() {
             // Queued jobs have no nodes yet.
-            ends = c.output(a.job)?.parts.iter().map(|p| (p.rank, 0, 0)).collect();
+            ends = c.output(id)?.parts.iter().map(|p| (p.rank, 0, 0)).collect();
         }
         for (rank, out_end, err_end) in &mut ends {
-            let more = c.output_from(a.job, *rank, *out_end, *err_end)?;
+            let more = c.output_from(id, *rank, *out_end, *err_end)?;
             for p in more.parts.iter().filter(|p| p.rank == *rank) {
                 print!("{}", text(p));
                 (*out_end, *err_end) = (p.stdout_end.max(*out_end), p.stderr_end.max(*err_end));
@@ -243,6 +312,6 @@ pub fn output(a: OutputArgs) -> Result<()> {
         }
         let _ = std::io::stdout().flush();
     }
-    eprintln!("(job {} {})", a.job, state);
+    eprintln!("(job {} {})", id, state);
     Ok(())
 }

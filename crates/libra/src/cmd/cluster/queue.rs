@@ -153,7 +153,10 @@ pub fn queue(a: QueueArgs) -> Result<()> {
     let now = now();
     for j in &jobs {
         t.add_row(vec![
-            j.id.to_string(),
+            match (j.array_id, j.array_task) {
+                (Some(a), Some(t)) => format!("{a}_{t}"),
+                _ => j.id.to_string(),
+            },
             j.user.clone(),
             j.name.clone().unwrap_or_default(),
             j.state.to_string(),
@@ -256,7 +259,7 @@ pub fn release(a: ReleaseArgs) -> Result<()> {
 type Column = (&'static str, fn(&JobInfo) -> String);
 
 const COLUMNS: &[Column] = &[
-    ("JobID", |j| j.id.to_string()),
+    ("JobID", libra_api::job_label),
     ("JobName", |j| j.name.clone().unwrap_or_default()),
     ("User", |j| j.user.clone()),
     ("State", |j| j.state.to_string()),

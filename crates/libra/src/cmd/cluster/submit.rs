@@ -2,10 +2,10 @@
 //! job script (as sbatch reads `#SBATCH`). The answer is immediate: accepted with the node(s),
 //! the share and the cost held, or rejected with the reason and a suggestion.
 
-use super::common::{fmt_dur, fmt_time, money, now, parse_deadline, parse_duration, print_json, Conn};
+use super::common::{fmt_dur, fmt_time, money, now, parse_deadline, parse_duration, print_json, table, Conn};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser};
-use libra_api::{JobInfo, JobState, SubmitRequest};
+use libra_api::{ArrayRequest, ArrayResponse, JobInfo, JobState, SubmitRequest};
 use libra_core::job::{JobDetails, QosConstraints, QosOptimisation, ResourceRequirements};
 use libra_core::{JobSpec, Money};
 use std::path::Path;
@@ -20,7 +20,7 @@ pub struct JobOpts {
     /// Deadline: relative (1h) or absolute UTC (2026-11-22T21:00:00Z, @UNIXSECONDS).
     #[arg(long, short = 'd')]
     pub deadline: Option<String>,
-    /// Budget in credits (500, 12.50): the most you will be charged.
+    /// Budget in credits (500, 12.50): the most you will be charged. With `--array`, per task.
     #[arg(long, short = 'b')]
     pub budget: Option<String>,
     /// Nodes: the command runs on each of N nodes at once (ranks 0..N-1 in LIBRA_PROCID), each
@@ -61,6 +61,17 @@ pub struct JobOpts {
 pub struct SubmitArgs {
     #[command(flatten)]
     pub opts: JobOpts,
+    /// Submit a job array (like sbatch --array): the same job once per task id, given as a
+    /// range 0-99, a range with a step 0-99:2, or a list 1,3,5-7 (at most 10000 tasks). Each task
+    /// is a job of its own, with LIBRA_ARRAY_JOB_ID (the array's id: its first task's job id)
+    /// and LIBRA_ARRAY_TASK_ID in its environment and %A / %a in -o/-e patterns; --budget and
+    /// --deadline are each task's. One answer for all: every task accepted, or none kept (the
+    /// refused tasks are named, with a deadline and per-task budget that would take them all).
+    /// `libra status ID_7` / `libra cancel ID_7` address a task, `ID` the whole array. A %N
+    /// limit (at most N running at once) is refused unless N covers every task: Libra admits
+    /// every task to run at once, with its own deadline promise.
+    #[arg(long, value_name = "SPEC")]
+    pub array: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
     /// A job script with `#LIBRA --estimate 10m` lines, or (after `--`) a command and its
@@ -287,11 +298,22 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
 /// (the server may be restarting, or the answer was lost on the way): a retry that reaches a
 /// server which already took the job gets that job back, never a second one.
 pub fn submit_retrying(client: &libra_api::Client, req: &SubmitRequest) -> Result<JobInfo> {
+    retrying(|key| client.submit_with_key(req, key))
+}
+
+/// As `submit_retrying`, for an array: a retry gets the array the first attempt made.
+pub fn submit_array_retrying(client: &libra_api::Client, req: &ArrayRequest) -> Result<ArrayResponse> {
+    retrying(|key| client.submit_array_with_key(req, key))
+}
+
+/// Sends with one idempotency key, again with the same key when the connection fails (with
+/// backoff, a few times).
+fn retrying<T>(send: impl Fn(&str) -> Result<T, libra_api::ClientError>) -> Result<T> {
     let key = libra_api::new_idempotency_key();
     let mut wait = std::time::Duration::from_millis(200);
     let mut tries = 0;
     loop {
-        match client.submit_with_key(req, &key) {
+        match send(&key) {
             Err(e @ libra_api::ClientError::Transport { .. }) if tries < 6 => {
                 tries += 1;
                 eprintln!("libra: {e}; trying again in {:.1} s", wait.as_secs_f64());
@@ -327,6 +349,51 @@ pub fn print_decision(job: &JobInfo, argv: &[String]) {
             money(job.budget),
             fmt_time(job.deadline_at)
         );
+    }
+}
+
+/// An array's one answer: each task's node, share and hold, or the refused tasks and what would
+/// take them all (the user's own command line with only the deadline and budget replaced).
+pub fn print_array(a: &ArrayResponse, n: usize, submitted: f64, argv: &[String]) {
+    if a.accepted {
+        let held = a.tasks.iter().fold(Money::ZERO, |m, j| m + j.cost);
+        println!(
+            "array {} accepted: {} tasks, {} on hold in all",
+            a.array_id.map(|i| i.to_string()).unwrap_or_default(),
+            a.tasks.len(),
+            money(held)
+        );
+        let mut t = table(&["TASK", "JOB", "NODES", "SHARE", "HELD", "DUE"]);
+        for j in &a.tasks {
+            t.add_row(vec![
+                libra_api::job_label(j),
+                j.id.to_string(),
+                j.nodes.join(","),
+                format!("{:.3}", j.share),
+                money(j.cost),
+                fmt_time(j.deadline_at),
+            ]);
+        }
+        println!("{t}");
+        return;
+    }
+    println!("array REFUSED: {} of {n} tasks would not be accepted, so none was kept", a.refused.len());
+    for r in a.refused.iter().take(20) {
+        println!("  task {}: {}", r.task, r.reason);
+    }
+    if a.refused.len() > 20 {
+        println!("  ... and {} more", a.refused.len() - 20);
+    }
+    match &a.suggestion {
+        Some(s) => println!(
+            "suggestion: a deadline of {} ({}) and a budget of {} per task ({} for all {n}) would take every task now:\n  {}",
+            fmt_dur(s.deadline),
+            fmt_time(submitted + s.deadline),
+            s.budget,
+            Money(s.budget.0.saturating_mul(n as i64)),
+            resubmit_command(argv, &format!("{}s", s.deadline.ceil()), &s.budget.to_string())
+        ),
+        None => println!("no deadline or budget would take every task now (not enough room, or not enough credit)"),
     }
 }
 
@@ -421,8 +488,22 @@ pub fn run(a: SubmitArgs) -> Result<()> {
     // Only the raw arguments tell whether `--` was given, and are what a suggestion repeats.
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     let dashdash = argv.iter().any(|a| a == "--");
-    let req = build_request(a.opts, a.command, dashdash, now())?;
+    let array = a.array.as_deref().map(libra_api::parse_array).transpose().map_err(|e| anyhow!(e))?;
+    let submitted = now();
+    let req = build_request(a.opts, a.command, dashdash, submitted)?;
     let client = a.conn.client()?;
+    if let (Some(spec), Some(parsed)) = (a.array, array) {
+        let answer = submit_array_retrying(&client, &ArrayRequest { array: spec, job: req })?;
+        if a.conn.json {
+            print_json(&answer)?;
+        } else {
+            print_array(&answer, parsed.tasks.len(), submitted, &argv);
+        }
+        if !answer.accepted {
+            bail!("the array was refused: no task was kept");
+        }
+        return Ok(());
+    }
     let job = submit_retrying(&client, &req)?;
     if a.conn.json {
         print_json(&job)?;
