@@ -22,8 +22,6 @@ pub struct Cli {
     pub log_format: Option<libra_server::config::LogFormat>,
 }
 
-// Parsed once per run: the size of the largest subcommand's arguments costs nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Replay workloads through the scheduling policies (simulator, experiments, benchmarks).
