@@ -29,7 +29,7 @@ pub enum Command {
     /// Run parameter sweeps under a deadline and a budget (the Nimrod/G broker).
     Sweep(cmd::sweep::SweepArgs),
     #[command(flatten)]
-    Cluster(cmd::cluster::ClusterCommand),
+    Cluster(Box<cmd::cluster::ClusterCommand>),
 }
 
 impl Command {
@@ -62,7 +62,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Sim(args) => cmd::sim::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
-        Command::Cluster(c) => cmd::cluster::run(c),
+        Command::Cluster(c) => cmd::cluster::run(*c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
