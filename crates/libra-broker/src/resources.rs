@@ -30,7 +30,8 @@ pub enum ResourcesError {
     #[error("cannot read the resources file {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("resources file: {0}")]
-    Toml(#[from] toml::de::Error),
+    // Not a `source`: the message already holds toml's, and a chain printed it twice.
+    Toml(toml::de::Error),
     #[error("resource '{name}': {field} {problem}")]
     Field { name: String, field: &'static str, problem: String },
     #[error("resources file: no [[resource]] entries; at least one is needed")]
@@ -181,7 +182,9 @@ impl<'de> Deserialize<'de> for ResourceConfig {
         let mut own = Map::new();
         let mut shared = Map::new();
         for (k, v) in all {
-            if k == "kind" || kind.fields().contains(&k.as_str()) {
+            if k == "kind" {
+                continue;
+            } else if kind.fields().contains(&k.as_str()) {
                 own.insert(k, v);
             } else if SHARED.contains(&k.as_str()) {
                 shared.insert(k, v);
@@ -212,8 +215,17 @@ impl<'de> Deserialize<'de> for ResourceConfig {
             Kind::Libra => need("url", "the cluster's API address")?,
             Kind::Local => {}
         }
-        let spec = KindSpec::deserialize(Value::Object(own)).map_err(|e| bad(e.to_string()))?;
-        let s = Shared::deserialize(Value::Object(shared)).map_err(|e| bad(e.to_string()))?;
+        // Each part read on its own type, with the path to a mistyped field ("wall: invalid
+        // type: string \"ninety\", expected f64"): serde's own errors from a map name no field.
+        let at =
+            |e: serde_path_to_error::Error<serde_json::Error>| bad(format!("{}: {}", e.path(), e.inner()));
+        let own = Value::Object(own);
+        let spec = match kind {
+            Kind::Local => KindSpec::Local(serde_path_to_error::deserialize(own).map_err(at)?),
+            Kind::Testqueue => KindSpec::Testqueue(serde_path_to_error::deserialize(own).map_err(at)?),
+            Kind::Libra => KindSpec::Libra(serde_path_to_error::deserialize(own).map_err(at)?),
+        };
+        let s: Shared = serde_path_to_error::deserialize(Value::Object(shared)).map_err(at)?;
         Ok(ResourceConfig {
             name: s.name,
             slots: s.slots,
@@ -263,8 +275,10 @@ fn one() -> u32 {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    // Read as TOML first (syntax errors keep their line), each resource after: toml would
+    // point a resource's error at the first [[resource]], and the error names its resource.
     #[serde(default)]
-    resource: Vec<ResourceConfig>,
+    resource: Vec<toml::Value>,
 }
 
 pub fn load(path: &Path) -> Result<Vec<ResourceConfig>, ResourcesError> {
@@ -274,17 +288,23 @@ pub fn load(path: &Path) -> Result<Vec<ResourceConfig>, ResourcesError> {
 }
 
 pub fn parse(text: &str) -> Result<Vec<ResourceConfig>, ResourcesError> {
-    let f: File = toml::from_str(text)?;
+    let f: File = toml::from_str(text).map_err(ResourcesError::Toml)?;
     if f.resource.is_empty() {
         return Err(ResourcesError::Empty);
     }
-    for (i, r) in f.resource.iter().enumerate() {
+    let resources = f
+        .resource
+        .into_iter()
+        .map(ResourceConfig::deserialize)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ResourcesError::Toml)?;
+    for (i, r) in resources.iter().enumerate() {
         r.validate()?;
-        if f.resource[..i].iter().any(|q| q.name == r.name) {
+        if resources[..i].iter().any(|q| q.name == r.name) {
             return Err(r.bad("name", "is used twice: names must be unique"));
         }
     }
-    Ok(f.resource)
+    Ok(resources)
 }
 
 /// Seconds past midnight of a time of day ("09:00", "17:30:15"); jiff refuses what no clock
@@ -477,6 +497,15 @@ time_scale = 0.001
             .unwrap_err()
             .to_string();
         assert!(e.contains("'l'") && e.contains("`colour`") && e.contains("accepted: name"), "{e}");
+        // A field of the right kind but the wrong type is named too.
+        let e = parse("[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = \"ninety\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'q': wall: invalid type"), "{e}");
+        let e = parse("[[resource]]\nname = \"p\"\nkind = \"local\"\npeak = { start = \"09:00\", end = \"17:00\", price = \"x\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'p': peak.price: invalid type"), "{e}");
         let e = parse("[[resource]]\nname = \"c\"\nkind = \"libra\"\n").unwrap_err().to_string();
         assert!(e.contains("'c'") && e.contains("url is required"), "{e}");
     }
