@@ -97,6 +97,7 @@ pub fn parse_array(spec: &str) -> Result<ArraySpec, String> {
 
 /// `POST /api/arrays`: one job, submitted once per task id of `array` (a spec as `parse_array`
 /// reads it). The budget, deadline and resources in `job.spec` are each task's.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ArrayRequest {
     pub array: String,
@@ -104,6 +105,7 @@ pub struct ArrayRequest {
 }
 
 /// A task the array's admission refused.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RefusedTask {
     pub task: u32,
@@ -115,6 +117,7 @@ pub struct RefusedTask {
 /// cost and hold; `array_id` the first task's job id), or none kept (`refused` says which task
 /// was refused and why, and `suggestion` the deadline and per-task budget that would take them
 /// all, if any would).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ArrayResponse {
     pub accepted: bool,

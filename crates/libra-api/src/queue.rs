@@ -13,6 +13,7 @@ pub const ANONYMOUS: &str = "other";
 /// One unfinished job in the cluster's queue. Another user's job shows as `other`, with no name,
 /// command or money, unless the caller is an administrator.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueEntry {
     pub id: u64,
     /// The owner's name, or `other`.
@@ -44,6 +45,7 @@ pub struct QueueEntry {
 
 /// `GET /api/queue` filters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueQuery {
     /// Only this user's jobs (an administrator's, or the caller's own name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,6 +60,7 @@ pub struct QueueQuery {
 
 /// `POST /api/jobs/{id}/update`: a new deadline (absolute, Unix seconds) and/or budget.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at: Option<f64>,
@@ -67,6 +70,7 @@ pub struct UpdateRequest {
 
 /// What would be accepted now instead of a refused change.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChangeSuggestion {
     pub deadline_at: f64,
     #[serde(rename = "budget_cents")]
@@ -77,6 +81,7 @@ pub struct ChangeSuggestion {
 /// held from the owner's credit) or refused (why, what would be accepted now; an update leaves
 /// the job's old promise as it was, a refused release leaves the job held).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChangeAnswer {
     pub accepted: bool,
     pub reason: Option<String>,
@@ -89,6 +94,7 @@ pub struct ChangeAnswer {
 
 /// `GET /api/history` filters (sacct's).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HistoryQuery {
     /// Jobs still unfinished or ended at or after this time (Unix seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// budget. Give the deadline either as Unix seconds (`deadline`) or as seconds from now
 /// (`deadline_in`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepCreate {
     /// The plan (Nimrod/G syntax).
     pub plan: String,
@@ -41,6 +42,7 @@ pub struct SweepCreate {
 
 /// Jobs of a sweep by state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepCounts {
     pub total: u64,
     pub pending: u64,
@@ -52,6 +54,7 @@ pub struct SweepCounts {
 
 /// One resource of a sweep and what it has done. (A resource's token is never sent back.)
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepResource {
     pub name: String,
     /// local, testqueue or libra.
@@ -70,6 +73,7 @@ pub struct SweepResource {
 
 /// A sweep: progress, money, time.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepInfo {
     pub id: i64,
     pub name: String,
@@ -101,6 +105,7 @@ pub struct SweepInfo {
 /// `GET /api/sweeps/{id}/usage`: jobs in execution per resource over time, a step function:
 /// from `points[k].t` until the next point, `points[k].running[r]` jobs ran on resource `r`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepUsage {
     pub id: i64,
     pub resources: Vec<String>,
@@ -110,6 +115,7 @@ pub struct SweepUsage {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepUsagePoint {
     pub t: f64,
     pub running: Vec<u32>,
@@ -117,6 +123,7 @@ pub struct SweepUsagePoint {
 
 /// One job of a sweep (`GET /api/sweeps/{id}/results`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepJob {
     /// From 1, as the plan's `$jobname`.
     pub job: u64,
@@ -135,6 +142,7 @@ pub struct SweepJob {
 
 /// `POST /api/sweeps/{id}/deadline`: Unix seconds, or seconds from now.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepDeadline {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<f64>,
@@ -144,6 +152,7 @@ pub struct SweepDeadline {
 
 /// `POST /api/sweeps/{id}/budget`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepBudget {
     #[serde(rename = "budget_cents", alias = "budget")]
     pub budget: Money,

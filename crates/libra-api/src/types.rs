@@ -10,6 +10,7 @@ use std::fmt;
 
 /// A job's state. Slurm's names where Slurm has one, plus REJECTED.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum JobState {
     /// Accepted (a promise and a hold), not yet started on its node.
@@ -81,17 +82,20 @@ impl fmt::Display for JobState {
 
 /// The body of every error response.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     pub error: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LoginRequest {
     pub user: String,
     pub password: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LoginResponse {
     pub token: String,
     pub user: String,
@@ -103,6 +107,7 @@ pub struct LoginResponse {
 
 /// `POST /api/passwd`: the caller's new password, given with the current one.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PasswdRequest {
     pub old_password: String,
     pub new_password: String,
@@ -110,6 +115,7 @@ pub struct PasswdRequest {
 
 /// `POST /api/passwd`'s answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PasswdResponse {
     pub user: String,
     /// How many of the user's other tokens (other logins, hosted sweeps) were revoked.
@@ -118,6 +124,7 @@ pub struct PasswdResponse {
 
 /// `POST /api/admin/users/{name}/{disable,enable,remove}`'s answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserActionResponse {
     pub user: String,
     /// active, disabled or removed.
@@ -129,6 +136,7 @@ pub struct UserActionResponse {
 
 /// One entry of the append-only audit log: an administrator's action, or a refused request.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditEntry {
     pub id: u64,
     pub time: f64,
@@ -144,6 +152,7 @@ pub struct AuditEntry {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubmitRequest {
     pub spec: JobSpec,
     /// The program and its arguments, run on each of the job's nodes in `workdir`.
@@ -190,11 +199,13 @@ impl SubmitRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QuoteRequest {
     pub spec: JobSpec,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodePrice {
     pub node: String,
     pub up: bool,
@@ -210,6 +221,7 @@ pub struct NodePrice {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QuoteResponse {
     pub policy: String,
     pub accepted: bool,
@@ -224,6 +236,7 @@ pub struct QuoteResponse {
 
 /// Everything known about one job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobInfo {
     pub id: u64,
     pub user: String,
@@ -283,6 +296,7 @@ pub struct JobInfo {
 /// A job's captured output: what its nodes have sent so far (while it runs, too), the last
 /// `OUTPUT_LIMIT` bytes of each stream per node.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobOutput {
     pub id: u64,
     pub state: JobState,
@@ -298,6 +312,7 @@ pub struct JobOutput {
 
 /// One node's part of a job's output.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OutputPart {
     pub node: String,
     pub rank: u32,
@@ -317,6 +332,7 @@ pub const OUTPUT_LIMIT: usize = 1 << 20;
 
 /// Which output stream a chunk is from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Stream {
     Stdout,
@@ -327,6 +343,7 @@ pub enum Stream {
 /// The server takes a chunk only where it continues what it has (or skips ahead, marking the
 /// output truncated), so a chunk sent twice is stored once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OutputChunk {
     pub stream: Stream,
     pub offset: u64,
@@ -349,6 +366,7 @@ impl OutputChunk {
 /// The server's end offsets of a job's output streams on one node: where the node's next chunk
 /// must start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OutputAck {
     pub job: u64,
     pub stdout: u64,
@@ -356,6 +374,7 @@ pub struct OutputAck {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Balance {
     pub user: String,
     /// What can be held for new jobs.
@@ -372,6 +391,7 @@ pub struct Balance {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum LedgerKind {
     Deposit,
@@ -381,6 +401,7 @@ pub enum LedgerKind {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LedgerEntry {
     pub id: u64,
     pub user: String,
@@ -392,6 +413,7 @@ pub struct LedgerEntry {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeInfo {
     pub name: String,
     pub up: bool,
@@ -412,6 +434,7 @@ pub struct NodeInfo {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeJobShare {
     pub job: u64,
     pub share: f64,
@@ -419,6 +442,7 @@ pub struct NodeJobShare {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageRow {
     /// The period (a UTC day, `YYYY-MM-DD`), or "all".
     pub period: String,
@@ -431,6 +455,7 @@ pub struct UsageRow {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PricingInfo {
     pub params: PricingParams,
     pub nodes: Vec<NodePrice>,
@@ -439,6 +464,7 @@ pub struct PricingInfo {
 /// Changes to pricing; absent fields are left alone. `node` with `price_base` sets one node's
 /// PBase; `price_base` without `node` sets every node's.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SetPricing {
     pub alpha: Option<f64>,
     pub beta: Option<f64>,
@@ -449,6 +475,7 @@ pub struct SetPricing {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PolicyInfo {
     pub policy: String,
     pub available: Vec<String>,
@@ -462,6 +489,7 @@ pub struct PolicyInfo {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SetPolicy {
     pub policy: String,
     /// The node choice; absent: the policy's own default (best fit for libra+$ and the EDF
@@ -471,6 +499,7 @@ pub struct SetPolicy {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserAdd {
     pub name: String,
     pub password: String,
@@ -493,6 +522,7 @@ impl UserAdd {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UserInfo {
     pub name: String,
     pub admin: bool,
@@ -511,6 +541,7 @@ pub struct UserInfo {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreditRequest {
     pub user: String,
     /// Positive deposits; negative withdraws (never below zero available).
@@ -521,6 +552,7 @@ pub struct CreditRequest {
 // ---- node agent <-> server ----
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegisterRequest {
     pub name: String,
     pub cpus: f64,
@@ -536,6 +568,7 @@ pub struct RegisterRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RegisterResponse {
     pub name: String,
     /// Job-control period the server asks for, seconds.
@@ -548,6 +581,7 @@ pub struct RegisterResponse {
 
 /// What `POST /api/admin/nodes/{name}/forget` did.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeForgotten {
     pub name: String,
     /// The node's jobs that were active, now lost (their holds released).
@@ -555,6 +589,7 @@ pub struct NodeForgotten {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunningReport {
     pub job: u64,
     pub cpu_seconds: f64,
@@ -568,6 +603,7 @@ pub struct RunningReport {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExitReport {
     pub job: u64,
     pub exit_code: Option<i32>,
@@ -586,6 +622,7 @@ pub struct ExitReport {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SyncRequest {
     pub name: String,
     pub mechanism: String,
@@ -597,6 +634,7 @@ pub struct SyncRequest {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StartJob {
     pub job: u64,
     pub command: Vec<String>,
@@ -662,6 +700,7 @@ fn one() -> u32 {
 pub use libra_core::share::JobControl;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SyncResponse {
     pub start: Vec<StartJob>,
     pub kill: Vec<u64>,
@@ -686,6 +725,7 @@ pub struct SyncResponse {
 
 /// A running job's promise as the server holds it now.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobPromise {
     pub job: u64,
     pub deadline_at: f64,

@@ -8,7 +8,7 @@
 
 use crate::create::{create, CreateError, SweepSpec};
 use crate::engine::{self, now_unix, EngineError, EngineOptions};
-use crate::resources::{Kind, ResourceConfig};
+use crate::resources::{KindSpec, LocalSpec, ResourceConfig};
 use crate::store::Store;
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
@@ -131,20 +131,9 @@ fn experiment(dir: &Path, db: &Path, n: u64, slots: u32) -> Result<i64, BenchErr
         format!("parameter i integer range from 1 to {n} step 1\ntask main\n    exec true\nendtask\n"),
     )?;
     let res = ResourceConfig {
-        name: "local".into(),
-        kind: Kind::Local,
         slots,
-        price: 0.0,
         job_secs: Some(0.001),
-        utc_offset: None,
-        peak: None,
-        wall: None,
-        cpu: None,
-        time_scale: None,
-        url: None,
-        token: None,
-        ca: None,
-        insecure_http: false,
+        ..ResourceConfig::new("local", KindSpec::Local(LocalSpec {}))
     };
     let now = now_unix();
     Ok(create(

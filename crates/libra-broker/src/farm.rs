@@ -65,7 +65,7 @@ impl FarmResource {
     pub fn cpu_per_job(&self, fallback: f64) -> f64 {
         // A Libra cluster prices a job by its runtime estimate, not by the CPU it ends up
         // using: budget its jobs by their measured wall time.
-        if self.done > 0 && self.cfg.kind == crate::resources::Kind::Libra {
+        if self.done > 0 && self.cfg.kind() == crate::resources::Kind::Libra {
             return self.wall_sum / self.done as f64;
         }
         if self.done > 0 {
@@ -239,25 +239,11 @@ impl Farm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Kind;
+    use crate::resources::{KindSpec, TestqueueSpec};
 
     fn res(name: &str, price: f64, slots: u32) -> FarmResource {
-        let cfg = ResourceConfig {
-            name: name.into(),
-            kind: Kind::Testqueue,
-            slots,
-            price,
-            job_secs: None,
-            utc_offset: None,
-            peak: None,
-            wall: Some(10.0),
-            cpu: Some(10.0),
-            time_scale: None,
-            url: None,
-            token: None,
-            ca: None,
-            insecure_http: false,
-        };
+        let q = TestqueueSpec { cpu: Some(10.0), ..TestqueueSpec::new(10.0) };
+        let cfg = ResourceConfig { slots, price, ..ResourceConfig::new(name, KindSpec::Testqueue(q)) };
         FarmResource::new(cfg, Some(10.0))
     }
 

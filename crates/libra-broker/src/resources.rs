@@ -30,7 +30,8 @@ pub enum ResourcesError {
     #[error("cannot read the resources file {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("resources file: {0}")]
-    Toml(#[from] toml::de::Error),
+    // Not a `source`: the message already holds toml's, and a chain printed it twice.
+    Toml(toml::de::Error),
     #[error("resource '{name}': {field} {problem}")]
     Field { name: String, field: &'static str, problem: String },
     #[error("resources file: no [[resource]] entries; at least one is needed")]
@@ -54,44 +55,217 @@ pub struct Peak {
     pub price: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One resource: the fields every kind shares, and the kind with its own fields.
+///
+/// The TOML stays flat (`kind = "testqueue"` next to `wall = 90`): deserialising splits the
+/// table into the shared part and the kind's part, and each kind's struct refuses fields that
+/// are not its own, so a `wall` on a libra resource is an error naming `wall` and the resource
+/// rather than a value silently ignored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResourceConfig {
     pub name: String,
-    pub kind: Kind,
-    #[serde(default = "one")]
     pub slots: u32,
     /// Credits per CPU-second.
-    #[serde(default)]
     pub price: f64,
-    #[serde(default)]
     pub job_secs: Option<f64>,
-    #[serde(default)]
     pub utc_offset: Option<String>,
-    #[serde(default)]
     pub peak: Option<Peak>,
-    /// testqueue: wall seconds per job.
-    #[serde(default)]
-    pub wall: Option<f64>,
-    /// testqueue: CPU seconds per job (default: wall).
+    #[serde(flatten)]
+    pub spec: KindSpec,
+}
+
+/// What a resource is, with the fields only that kind takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum KindSpec {
+    Local(LocalSpec),
+    Testqueue(TestqueueSpec),
+    Libra(LibraSpec),
+}
+
+/// A local resource runs jobs on this machine and takes no fields of its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalSpec {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestqueueSpec {
+    /// Wall seconds per job.
+    pub wall: f64,
+    /// CPU seconds per job (default: wall).
     #[serde(default)]
     pub cpu: Option<f64>,
-    /// testqueue: real seconds slept per simulated second.
+    /// Real seconds slept per simulated second.
     #[serde(default)]
     pub time_scale: Option<f64>,
-    /// libra: the cluster's API address.
-    #[serde(default)]
-    pub url: Option<String>,
-    /// libra: the user's API token (default: the LIBRA_TOKEN environment variable).
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LibraSpec {
+    /// The cluster's API address.
+    pub url: String,
+    /// The user's API token (default: the LIBRA_TOKEN environment variable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-    /// libra: a PEM file with the certificate (or CA) the cluster's TLS certificate is checked
+    /// A PEM file with the certificate (or CA) the cluster's TLS certificate is checked
     /// against (default: the LIBRA_CA environment variable, else the public roots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<std::path::PathBuf>,
-    /// libra: allow plain http to a cluster that is not on this machine.
+    /// Allow plain http to a cluster that is not on this machine.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure_http: bool,
+}
+
+/// The fields every kind takes, besides `kind` itself.
+const SHARED: &[&str] = &["name", "slots", "price", "job_secs", "utc_offset", "peak"];
+const TESTQUEUE: &[&str] = &["wall", "cpu", "time_scale"];
+const LIBRA: &[&str] = &["url", "token", "ca", "insecure_http"];
+
+impl Kind {
+    /// The fields this kind takes beyond the shared ones.
+    pub fn fields(self) -> &'static [&'static str] {
+        match self {
+            Kind::Local => &[],
+            Kind::Testqueue => TESTQUEUE,
+            Kind::Libra => LIBRA,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Local => "local",
+            Kind::Testqueue => "testqueue",
+            Kind::Libra => "libra",
+        }
+    }
+}
+
+/// The shared part, read from the table once the kind's fields are taken out.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Shared {
+    name: String,
+    #[serde(default = "one")]
+    slots: u32,
+    #[serde(default)]
+    price: f64,
+    #[serde(default)]
+    job_secs: Option<f64>,
+    #[serde(default)]
+    utc_offset: Option<String>,
+    #[serde(default)]
+    peak: Option<Peak>,
+}
+
+impl<'de> Deserialize<'de> for ResourceConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        use serde_json::{Map, Value};
+        // Through a JSON map: it takes both the TOML users write and the JSON the sweep store
+        // keeps, where older rows carry `"wall": null` and the like for every kind.
+        let mut all: Map<String, Value> = Map::deserialize(d)?;
+        all.retain(|_, v| !v.is_null());
+        let name = match all.get("name") {
+            Some(Value::String(n)) => n.clone(),
+            Some(_) => return Err(D::Error::custom("resource: name must be a string")),
+            None => return Err(D::Error::custom("resource: missing field `name`")),
+        };
+        let bad = |msg: String| D::Error::custom(format!("resource '{name}': {msg}"));
+        let kinds = "local, testqueue or libra";
+        let kind: Kind = match all.get("kind") {
+            None => return Err(bad(format!("missing field `kind` ({kinds})"))),
+            Some(k) => Kind::deserialize(k.clone())
+                .map_err(|_| bad(format!("kind {k} is not a kind of resource: use {kinds}")))?,
+        };
+        let mut own = Map::new();
+        let mut shared = Map::new();
+        for (k, v) in all {
+            if k == "kind" {
+                continue;
+            } else if kind.fields().contains(&k.as_str()) {
+                own.insert(k, v);
+            } else if SHARED.contains(&k.as_str()) {
+                shared.insert(k, v);
+            } else {
+                let other =
+                    [Kind::Testqueue, Kind::Libra].into_iter().find(|o| o.fields().contains(&k.as_str()));
+                let mut accepted: Vec<&str> = SHARED.to_vec();
+                accepted.push("kind");
+                accepted.extend(kind.fields());
+                let whose = other.map_or(String::new(), |o| format!(" (it is a {} field)", o.name()));
+                return Err(bad(format!(
+                    "field `{k}` is not accepted for a {} resource{whose}; accepted: {}",
+                    kind.name(),
+                    accepted.join(", ")
+                )));
+            }
+        }
+        // A required field of the kind, named with what it is for.
+        let need = |field: &str, what: &str| -> Result<(), D::Error> {
+            if own.contains_key(field) {
+                Ok(())
+            } else {
+                Err(bad(format!("{field} is required for a {} resource: {what}", kind.name())))
+            }
+        };
+        match kind {
+            Kind::Testqueue => need("wall", "positive seconds per job")?,
+            Kind::Libra => need("url", "the cluster's API address")?,
+            Kind::Local => {}
+        }
+        // Each part read on its own type, with the path to a mistyped field ("wall: invalid
+        // type: string \"ninety\", expected f64"): serde's own errors from a map name no field.
+        let at =
+            |e: serde_path_to_error::Error<serde_json::Error>| bad(format!("{}: {}", e.path(), e.inner()));
+        let own = Value::Object(own);
+        let spec = match kind {
+            Kind::Local => KindSpec::Local(serde_path_to_error::deserialize(own).map_err(at)?),
+            Kind::Testqueue => KindSpec::Testqueue(serde_path_to_error::deserialize(own).map_err(at)?),
+            Kind::Libra => KindSpec::Libra(serde_path_to_error::deserialize(own).map_err(at)?),
+        };
+        let s: Shared = serde_path_to_error::deserialize(Value::Object(shared)).map_err(at)?;
+        Ok(ResourceConfig {
+            name: s.name,
+            slots: s.slots,
+            price: s.price,
+            job_secs: s.job_secs,
+            utc_offset: s.utc_offset,
+            peak: s.peak,
+            spec,
+        })
+    }
+}
+
+impl TestqueueSpec {
+    /// A test queue of `wall` seconds per job, reporting as much CPU, in real time.
+    pub fn new(wall: f64) -> Self {
+        TestqueueSpec { wall, cpu: None, time_scale: None }
+    }
+
+    fn validate(&self, r: &ResourceConfig) -> Result<(), ResourcesError> {
+        let pos = |v: f64| v.is_finite() && v > 0.0;
+        if !pos(self.wall) {
+            return Err(r.bad("wall", "is required for a testqueue: positive seconds per job"));
+        }
+        if self.cpu.is_some_and(|c| !c.is_finite() || c < 0.0) {
+            return Err(r.bad("cpu", "must be non-negative seconds"));
+        }
+        if self.time_scale.is_some_and(|t| !pos(t)) {
+            return Err(r.bad("time_scale", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+impl LibraSpec {
+    fn validate(&self, r: &ResourceConfig) -> Result<(), ResourcesError> {
+        if self.url.trim().is_empty() {
+            return Err(r.bad("url", "is required for a libra resource (the cluster's API address)"));
+        }
+        Ok(())
+    }
 }
 
 fn one() -> u32 {
@@ -101,8 +275,10 @@ fn one() -> u32 {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
+    // Read as TOML first (syntax errors keep their line), each resource after: toml would
+    // point a resource's error at the first [[resource]], and the error names its resource.
     #[serde(default)]
-    resource: Vec<ResourceConfig>,
+    resource: Vec<toml::Value>,
 }
 
 pub fn load(path: &Path) -> Result<Vec<ResourceConfig>, ResourcesError> {
@@ -112,17 +288,23 @@ pub fn load(path: &Path) -> Result<Vec<ResourceConfig>, ResourcesError> {
 }
 
 pub fn parse(text: &str) -> Result<Vec<ResourceConfig>, ResourcesError> {
-    let f: File = toml::from_str(text)?;
+    let f: File = toml::from_str(text).map_err(ResourcesError::Toml)?;
     if f.resource.is_empty() {
         return Err(ResourcesError::Empty);
     }
-    for (i, r) in f.resource.iter().enumerate() {
+    let resources = f
+        .resource
+        .into_iter()
+        .map(ResourceConfig::deserialize)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ResourcesError::Toml)?;
+    for (i, r) in resources.iter().enumerate() {
         r.validate()?;
-        if f.resource[..i].iter().any(|q| q.name == r.name) {
+        if resources[..i].iter().any(|q| q.name == r.name) {
             return Err(r.bad("name", "is used twice: names must be unique"));
         }
     }
-    Ok(f.resource)
+    Ok(resources)
 }
 
 /// Seconds past midnight of a time of day ("09:00", "17:30:15"); jiff refuses what no clock
@@ -149,6 +331,48 @@ fn offset(s: &str) -> Option<i64> {
 }
 
 impl ResourceConfig {
+    /// A resource with the shared fields at their defaults (one slot, free).
+    pub fn new(name: impl Into<String>, spec: KindSpec) -> Self {
+        ResourceConfig {
+            name: name.into(),
+            slots: 1,
+            price: 0.0,
+            job_secs: None,
+            utc_offset: None,
+            peak: None,
+            spec,
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self.spec {
+            KindSpec::Local(_) => Kind::Local,
+            KindSpec::Testqueue(_) => Kind::Testqueue,
+            KindSpec::Libra(_) => Kind::Libra,
+        }
+    }
+
+    pub fn testqueue(&self) -> Option<&TestqueueSpec> {
+        match &self.spec {
+            KindSpec::Testqueue(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub fn libra(&self) -> Option<&LibraSpec> {
+        match &self.spec {
+            KindSpec::Libra(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub fn libra_mut(&mut self) -> Option<&mut LibraSpec> {
+        match &mut self.spec {
+            KindSpec::Libra(l) => Some(l),
+            _ => None,
+        }
+    }
+
     fn bad(&self, field: &'static str, problem: &str) -> ResourcesError {
         ResourcesError::Field { name: self.name.clone(), field, problem: problem.to_string() }
     }
@@ -180,26 +404,10 @@ impl ResourceConfig {
                 return Err(self.bad("peak", "price must be a non-negative number"));
             }
         }
-        match self.kind {
-            Kind::Testqueue => {
-                if self.wall.is_none() || !pos(self.wall) {
-                    return Err(self.bad("wall", "is required for a testqueue: positive seconds per job"));
-                }
-                if !pos(self.cpu) && self.cpu != Some(0.0) {
-                    return Err(self.bad("cpu", "must be non-negative seconds"));
-                }
-                if !pos(self.time_scale) {
-                    return Err(self.bad("time_scale", "must be positive"));
-                }
-            }
-            Kind::Libra => {
-                if self.url.is_none() {
-                    return Err(
-                        self.bad("url", "is required for a libra resource (the cluster's API address)")
-                    );
-                }
-            }
-            Kind::Local => {}
+        match &self.spec {
+            KindSpec::Testqueue(t) => t.validate(self)?,
+            KindSpec::Libra(l) => l.validate(self)?,
+            KindSpec::Local(_) => {}
         }
         Ok(())
     }
@@ -222,8 +430,8 @@ impl ResourceConfig {
     /// Expected wall seconds per job before calibration: the testqueue's own length, the
     /// declared `job_secs`, or the run's estimate.
     pub fn prior_secs(&self, estimate: Option<f64>) -> Option<f64> {
-        match self.kind {
-            Kind::Testqueue => self.job_secs.or(self.wall.map(|w| w * self.time_scale.unwrap_or(1.0))),
+        match &self.spec {
+            KindSpec::Testqueue(t) => self.job_secs.or(Some(t.wall * t.time_scale.unwrap_or(1.0))),
             _ => self.job_secs.or(estimate),
         }
     }
@@ -271,6 +479,57 @@ time_scale = 0.001
         let e = parse("[[resource]]\nname = \"a\"\nkind = \"slurm\"\n").unwrap_err();
         assert!(e.to_string().contains("kind") || e.to_string().contains("variant"), "{e}");
         assert!(matches!(parse(""), Err(ResourcesError::Empty)));
+    }
+
+    #[test]
+    fn a_field_of_another_kind_is_refused_by_name() {
+        let e = parse(
+            "[[resource]]\nname = \"hpc\"\nkind = \"libra\"\nurl = \"https://hpc.example:8443\"\nwall = 90\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("'hpc'") && e.contains("`wall`") && e.contains("testqueue field"), "{e}");
+        let e = parse("[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = 1\ntoken = \"t\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'q'") && e.contains("`token`") && e.contains("libra field"), "{e}");
+        let e = parse("[[resource]]\nname = \"l\"\nkind = \"local\"\ncolour = \"red\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'l'") && e.contains("`colour`") && e.contains("accepted: name"), "{e}");
+        // A field of the right kind but the wrong type is named too.
+        let e = parse("[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = \"ninety\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'q': wall: invalid type"), "{e}");
+        let e = parse("[[resource]]\nname = \"p\"\nkind = \"local\"\npeak = { start = \"09:00\", end = \"17:00\", price = \"x\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'p': peak.price: invalid type"), "{e}");
+        let e = parse("[[resource]]\nname = \"c\"\nkind = \"libra\"\n").unwrap_err().to_string();
+        assert!(e.contains("'c'") && e.contains("url is required"), "{e}");
+    }
+
+    #[test]
+    fn kinds_carry_their_own_fields_and_round_trip_through_the_store() {
+        let r = parse(
+            "[[resource]]\nname = \"hpc\"\nkind = \"libra\"\nurl = \"http://127.0.0.1:1\"\ntoken = \"t\"\ninsecure_http = true\n\n[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = 2\ncpu = 0\n",
+        )
+        .unwrap();
+        let l = r[0].libra().unwrap();
+        assert_eq!(
+            (l.url.as_str(), l.token.as_deref(), l.insecure_http),
+            ("http://127.0.0.1:1", Some("t"), true)
+        );
+        assert_eq!(r[1].testqueue().map(|t| (t.wall, t.cpu)), Some((2.0, Some(0.0))));
+        // The sweep store keeps resources as JSON, flat as in the file.
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains(r#""kind":"libra""#) && json.contains(r#""wall":2.0"#), "{json}");
+        assert_eq!(serde_json::from_str::<Vec<ResourceConfig>>(&json).unwrap(), r);
+        // Rows written before the kinds had their own fields carry every field, null when unused.
+        let old = r#"{"name":"a","kind":"local","slots":2,"price":1.5,"job_secs":null,"utc_offset":null,"peak":null,"wall":null,"cpu":null,"time_scale":null,"url":null}"#;
+        let a: ResourceConfig = serde_json::from_str(old).unwrap();
+        assert_eq!((a.kind(), a.slots, a.price), (Kind::Local, 2, 1.5));
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub fn info(store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo,
         .zip(&configs)
         .map(|(p, cfg)| SweepResource {
             name: p.name.clone(),
-            kind: format!("{:?}", cfg.kind).to_lowercase(),
+            kind: format!("{:?}", cfg.kind()).to_lowercase(),
             slots: cfg.slots,
             price: cfg.price_at(now),
             done: p.done,

@@ -16,6 +16,7 @@ pub const MAX_CPUS_PER_TASK: u32 = 1024;
 
 /// JobDetails: what the cluster should know about the job itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobDetails {
     /// Runtime estimate RE in CPU-seconds on one dedicated processor.
     pub estimate: f64,
@@ -26,6 +27,7 @@ pub struct JobDetails {
 
 /// ResourceRequirements: what a node must offer to run the job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ResourceRequirements {
     /// Processors (nodes) the job runs on at once; each gets the same share.
     pub procs: u32,
@@ -48,6 +50,7 @@ fn one_cpu() -> u32 {
 
 /// QoSConstraints: what must hold for the user to be satisfied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QosConstraints {
     /// Deadline D, seconds after submission.
     pub deadline: f64,
@@ -60,6 +63,7 @@ pub struct QosConstraints {
 
 /// QoSOptimisation: what the user would like minimised within the constraints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum QosOptimisation {
     /// Finish as early as possible within the budget.
@@ -71,6 +75,7 @@ pub enum QosOptimisation {
 
 /// A job's submission specification: `job_i([JobDetails][ResourceRequirements][QoSConstraints][QoSOptimization])`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobSpec {
     pub details: JobDetails,
     pub resources: ResourceRequirements,

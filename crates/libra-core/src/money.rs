@@ -12,6 +12,7 @@ pub const CENTS_PER_CREDIT: i64 = 100;
 /// An amount of money in cents. Signed so that ledger deltas can be expressed; balances and
 /// budgets are validated to be non-negative where they enter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(transparent)]
 pub struct Money(pub i64);
 

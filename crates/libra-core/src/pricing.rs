@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// A partial table (a configuration file's `[pricing]` with only `alpha`) takes the defaults
 /// for the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct PricingParams {
     /// Libra+$ static factor α (Table I: 1.0).

@@ -14,6 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 /// How a node divides its CPU among its jobs. On the wire (a node agent is told which one to
 /// run) as `libra` and `edf`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum JobControl {
     /// Algorithm 2: each job the share that finishes what is left of its estimate by its

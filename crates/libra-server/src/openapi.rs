@@ -1,36 +1,77 @@
-//! The OpenAPI 3.0 document served at `/api/openapi.json`, built from one table of the routes
-//! (kept beside the router so the two are changed together).
+//! The OpenAPI 3.1 document served at `/api/openapi.json`: one table of the routes (kept beside
+//! the router; a test checks the two agree), whose request and response schemas are derived from
+//! the wire types themselves (utoipa's `ToSchema`), so a field added to `JobInfo` is in the
+//! document without anyone remembering to write it there.
 
 use axum::Json;
+use libra_api::*;
 use serde_json::{json, Map, Value};
+use utoipa::ToSchema;
+
+/// Puts a type's schema (and those of the types it names) in `schemas`; gives its use.
+type SchemaFn = fn(&mut Map<String, Value>) -> Value;
 
 /// (method, path, summary, request body type, response type, who may call)
-type Route = (&'static str, &'static str, &'static str, Option<&'static str>, &'static str, &'static str);
+type Route = (&'static str, &'static str, &'static str, Option<SchemaFn>, SchemaFn, &'static str);
+
+fn one<T: ToSchema>(schemas: &mut Map<String, Value>) -> Value {
+    let mut all = vec![(T::name().into_owned(), T::schema())];
+    T::schemas(&mut all);
+    for (name, schema) in all {
+        schemas.insert(name, serde_json::to_value(schema).expect("a schema is JSON"));
+    }
+    json!({"$ref": format!("#/components/schemas/{}", T::name())})
+}
+
+fn list<T: ToSchema>(schemas: &mut Map<String, Value>) -> Value {
+    json!({"type": "array", "items": one::<T>(schemas)})
+}
+
+/// Logout answers with a small object of its own rather than a wire type.
+fn logout_response(_: &mut Map<String, Value>) -> Value {
+    json!({"type": "object", "required": ["user", "logged_out"],
+           "properties": {"user": {"type": "string"}, "logged_out": {"type": "boolean"}}})
+}
+
+fn openapi_document(_: &mut Map<String, Value>) -> Value {
+    json!({"type": "object", "description": "An OpenAPI 3.1 document"})
+}
+
+fn plain_text(_: &mut Map<String, Value>) -> Value {
+    json!({"type": "string"})
+}
+
+/// A backup is the SQLite file itself.
+fn backup_file(_: &mut Map<String, Value>) -> Value {
+    json!({"type": "string", "format": "binary"})
+}
 
 const ROUTES: &[Route] = &[
+    ("get", "/api/openapi.json", "This document", None, openapi_document, "anyone"),
+    ("get", "/api/health", "Whether the server answers: the text ok", None, plain_text, "anyone"),
     (
         "post",
         "/api/login",
         "Exchange a user name and password for an API token",
-        Some("LoginRequest"),
-        "LoginResponse",
+        Some(one::<LoginRequest>),
+        one::<LoginResponse>,
         "anyone",
     ),
-    ("post", "/api/logout", "Revoke the API token the request carries", None, "LogoutResponse", "user"),
+    ("post", "/api/logout", "Revoke the API token the request carries", None, logout_response, "user"),
     (
         "post",
         "/api/passwd",
         "Change the caller's password (the current one required); revokes the caller's other tokens",
-        Some("PasswdRequest"),
-        "PasswdResponse",
+        Some(one::<PasswdRequest>),
+        one::<PasswdResponse>,
         "user",
     ),
     (
         "post",
         "/api/jobs",
         "Submit a job: accepted (hold placed) or rejected with a reason and a suggestion",
-        Some("SubmitRequest"),
-        "JobInfo",
+        Some(one::<SubmitRequest>),
+        one::<JobInfo>,
         "user",
     ),
     (
@@ -38,49 +79,56 @@ const ROUTES: &[Route] = &[
         "/api/jobs",
         "The caller's jobs, newest first (?all=true: everyone's, administrators only; ?limit=N&after=JOB: a page)",
         None,
-        "JobInfo[]",
+        list::<JobInfo>,
         "user",
     ),
     (
         "post",
         "/api/quote",
         "What a job would cost now, and the price per CPU-second per node, without submitting",
-        Some("QuoteRequest"),
-        "QuoteResponse",
+        Some(one::<QuoteRequest>),
+        one::<QuoteResponse>,
         "user",
     ),
     (
         "post",
         "/api/arrays",
         "Submit a job array (`array`: 0-99, 0-99:2, 1,3,5-7): every task admitted, or none kept with the tasks refused and a suggestion for them all",
-        Some("ArrayRequest"),
-        "ArrayResponse",
+        Some(one::<ArrayRequest>),
+        one::<ArrayResponse>,
         "user",
     ),
-    ("get", "/api/arrays/{id}", "Every task of an array, in task order (own arrays only unless administrator)", None, "JobInfo[]", "user"),
+    (
+        "get",
+        "/api/arrays/{id}",
+        "Every task of an array, in task order (own arrays only unless administrator)",
+        None,
+        list::<JobInfo>,
+        "user",
+    ),
     (
         "post",
         "/api/arrays/{id}/cancel",
         "Cancel every active task of an array, each settled as a cancelled job",
         None,
-        "JobInfo[]",
+        list::<JobInfo>,
         "user",
     ),
-    ("get", "/api/jobs/{id}", "One job (own jobs only unless administrator)", None, "JobInfo", "user"),
+    ("get", "/api/jobs/{id}", "One job (own jobs only unless administrator)", None, one::<JobInfo>, "user"),
     (
         "post",
         "/api/jobs/{id}/cancel",
         "Cancel a job (own jobs only unless administrator)",
         None,
-        "JobInfo",
+        one::<JobInfo>,
         "user",
     ),
     (
         "post",
         "/api/jobs/{id}/update",
         "Change a job's deadline and/or budget: re-decided now by the admission policy; accepted (new price, hold adjusted) or refused with a reason and a suggestion, the old promise kept",
-        Some("UpdateRequest"),
-        "ChangeAnswer",
+        Some(one::<UpdateRequest>),
+        one::<ChangeAnswer>,
         "user",
     ),
     (
@@ -88,7 +136,7 @@ const ROUTES: &[Route] = &[
         "/api/jobs/{id}/hold",
         "Hold a job that has not started: its promise and its hold are given up until it is released",
         None,
-        "JobInfo",
+        one::<JobInfo>,
         "user",
     ),
     (
@@ -96,7 +144,7 @@ const ROUTES: &[Route] = &[
         "/api/jobs/{id}/release",
         "Release a held job: admitted again as a submission would be, or refused (it stays held) with a suggestion",
         None,
-        "ChangeAnswer",
+        one::<ChangeAnswer>,
         "user",
     ),
     (
@@ -104,7 +152,7 @@ const ROUTES: &[Route] = &[
         "/api/queue",
         "Every unfinished job, soonest deadline first (?user ?state ?node); other users' jobs anonymised unless administrator",
         None,
-        "QueueEntry[]",
+        list::<QueueEntry>,
         "user",
     ),
     (
@@ -112,18 +160,18 @@ const ROUTES: &[Route] = &[
         "/api/history",
         "The caller's jobs filtered like sacct (?start ?end Unix seconds, ?state, ?user: administrators, `all` for everyone's, ?limit)",
         None,
-        "JobInfo[]",
+        list::<JobInfo>,
         "user",
     ),
-    ("get", "/api/jobs/{id}/output", "The job's captured stdout and stderr", None, "JobOutput", "user"),
-    ("get", "/api/balance", "The caller's credit: available, held, charged", None, "Balance", "user"),
-    ("get", "/api/ledger", "The caller's ledger entries, newest first", None, "LedgerEntry[]", "user"),
+    ("get", "/api/jobs/{id}/output", "The job's captured stdout and stderr", None, one::<JobOutput>, "user"),
+    ("get", "/api/balance", "The caller's credit: available, held, charged", None, one::<Balance>, "user"),
+    ("get", "/api/ledger", "The caller's ledger entries, newest first", None, list::<LedgerEntry>, "user"),
     (
         "post",
         "/api/sweeps",
         "Host a parameter sweep: plan and resources as text, deadline, budget, what to optimise (local resources: administrators only)",
-        Some("SweepCreate"),
-        "SweepInfo",
+        Some(one::<SweepCreate>),
+        one::<SweepInfo>,
         "user",
     ),
     (
@@ -131,7 +179,7 @@ const ROUTES: &[Route] = &[
         "/api/sweeps",
         "The caller's hosted sweeps (?all=true: everyone's, administrators only)",
         None,
-        "SweepInfo[]",
+        list::<SweepInfo>,
         "user",
     ),
     (
@@ -139,7 +187,7 @@ const ROUTES: &[Route] = &[
         "/api/sweeps/{id}",
         "One sweep: progress, jobs per resource, spent and held against the budget, projected finish (owner or administrator)",
         None,
-        "SweepInfo",
+        one::<SweepInfo>,
         "user",
     ),
     (
@@ -147,7 +195,7 @@ const ROUTES: &[Route] = &[
         "/api/sweeps/{id}/usage",
         "Jobs in execution per resource over time (a step function)",
         None,
-        "SweepUsage",
+        one::<SweepUsage>,
         "user",
     ),
     (
@@ -155,23 +203,23 @@ const ROUTES: &[Route] = &[
         "/api/sweeps/{id}/results",
         "Each job: parameters, state, resource, attempts, cost, output directory",
         None,
-        "SweepJob[]",
+        list::<SweepJob>,
         "user",
     ),
     (
         "post",
         "/api/sweeps/{id}/deadline",
         "Move the deadline (a stalled sweep runs again)",
-        Some("SweepDeadline"),
-        "SweepInfo",
+        Some(one::<SweepDeadline>),
+        one::<SweepInfo>,
         "user",
     ),
     (
         "post",
         "/api/sweeps/{id}/budget",
         "Change the budget (a stalled sweep runs again)",
-        Some("SweepBudget"),
-        "SweepInfo",
+        Some(one::<SweepBudget>),
+        one::<SweepInfo>,
         "user",
     ),
     (
@@ -179,7 +227,7 @@ const ROUTES: &[Route] = &[
         "/api/sweeps/{id}/{action}",
         "pause, resume, cancel, or rerun the failed and cancelled jobs",
         None,
-        "SweepInfo",
+        one::<SweepInfo>,
         "user",
     ),
     (
@@ -187,7 +235,7 @@ const ROUTES: &[Route] = &[
         "/api/admin/nodes",
         "Nodes: state, load, shares, enforcement mechanism",
         None,
-        "NodeInfo[]",
+        list::<NodeInfo>,
         "admin",
     ),
     (
@@ -195,7 +243,7 @@ const ROUTES: &[Route] = &[
         "/api/admin/nodes/{name}/forget",
         "Forget a node's credential: it joins again with the join token; its jobs are lost",
         None,
-        "NodeForgotten",
+        one::<NodeForgotten>,
         "admin",
     ),
     (
@@ -203,7 +251,7 @@ const ROUTES: &[Route] = &[
         "/api/admin/nodes/{name}/{action}",
         "Drain a node (it takes no new jobs; those it runs finish) or undrain it: action drain or undrain",
         None,
-        "NodeInfo",
+        one::<NodeInfo>,
         "admin",
     ),
     (
@@ -211,36 +259,36 @@ const ROUTES: &[Route] = &[
         "/api/admin/usage",
         "Jobs, CPU hours and revenue per user and per day",
         None,
-        "UsageRow[]",
+        list::<UsageRow>,
         "admin",
     ),
-    ("get", "/api/admin/pricing", "Pricing parameters and per-node prices", None, "PricingInfo", "admin"),
+    ("get", "/api/admin/pricing", "Pricing parameters and per-node prices", None, one::<PricingInfo>, "admin"),
     (
         "post",
         "/api/admin/pricing",
         "Change alpha, beta, and PBase per node",
-        Some("SetPricing"),
-        "PricingInfo",
+        Some(one::<SetPricing>),
+        one::<PricingInfo>,
         "admin",
     ),
-    ("get", "/api/admin/policy", "The admission policy in force", None, "PolicyInfo", "admin"),
-    ("post", "/api/admin/policy", "Change the admission policy", Some("SetPolicy"), "PolicyInfo", "admin"),
-    ("post", "/api/admin/jobs/{id}/{action}", "Suspend, resume or cancel any job", None, "JobInfo", "admin"),
+    ("get", "/api/admin/policy", "The admission policy in force", None, one::<PolicyInfo>, "admin"),
+    ("post", "/api/admin/policy", "Change the admission policy", Some(one::<SetPolicy>), one::<PolicyInfo>, "admin"),
+    ("post", "/api/admin/jobs/{id}/{action}", "Suspend, resume or cancel any job", None, one::<JobInfo>, "admin"),
     (
         "get",
         "/api/admin/users",
         "Users, their state and credit, by name (?limit=N&after=NAME)",
         None,
-        "UserInfo[]",
+        list::<UserInfo>,
         "admin",
     ),
-    ("post", "/api/admin/users", "Add a user", Some("UserAdd"), "UserInfo", "admin"),
+    ("post", "/api/admin/users", "Add a user", Some(one::<UserAdd>), one::<UserInfo>, "admin"),
     (
         "post",
         "/api/admin/users/{name}/{action}",
         "disable, enable or remove a user (disable and remove revoke their tokens and cancel their jobs, holds released)",
         None,
-        "UserActionResponse",
+        one::<UserActionResponse>,
         "admin",
     ),
     (
@@ -248,59 +296,59 @@ const ROUTES: &[Route] = &[
         "/api/admin/audit",
         "The append-only audit log, newest first: administrator actions and refused requests (?limit=N&after=ID)",
         None,
-        "AuditEntry[]",
+        list::<AuditEntry>,
         "admin",
     ),
-    ("post", "/api/admin/credit", "Deposit (or withdraw) credit", Some("CreditRequest"), "Balance", "admin"),
+    ("post", "/api/admin/credit", "Deposit (or withdraw) credit", Some(one::<CreditRequest>), one::<Balance>, "admin"),
     (
         "post",
         "/api/admin/backup",
         "A consistent copy of the live store (the SQLite file, application/vnd.sqlite3); what it holds is in the x-libra-backup header",
         None,
-        "BackupFile",
+        backup_file,
         "admin",
     ),
     (
         "post",
         "/api/node/register",
         "A node agent joins: capacity and enforcement mechanism",
-        Some("RegisterRequest"),
-        "RegisterResponse",
+        Some(one::<RegisterRequest>),
+        one::<RegisterResponse>,
         "node (join token for a new node, else its credential)",
     ),
     (
         "post",
         "/api/node/sync",
         "A node agent's report (running, exited) answered with commands; long poll",
-        Some("SyncRequest"),
-        "SyncResponse",
+        Some(one::<SyncRequest>),
+        one::<SyncResponse>,
         "node (its credential)",
     ),
 ];
 
-fn schema_ref(t: &str) -> Value {
-    match t.strip_suffix("[]") {
-        Some(inner) => json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{inner}")}}),
-        None => json!({"$ref": format!("#/components/schemas/{t}")}),
-    }
-}
-
 pub fn build() -> Value {
     let mut paths = Map::new();
     let mut schemas = Map::new();
+    let error = one::<ErrorBody>(&mut schemas);
     for (method, path, summary, body, resp, who) in ROUTES {
+        let resp = resp(&mut schemas);
+        // The responses that are not JSON: the store's file and the health check's text.
+        let media = match (resp["type"].as_str(), resp["format"].as_str()) {
+            (_, Some("binary")) => "application/vnd.sqlite3",
+            (Some("string"), _) => "text/plain",
+            _ => "application/json",
+        };
         let mut op = json!({
             "summary": summary,
             "description": format!("Caller: {who}. Errors: 400 bad input (names the field), 401 not logged in (or the token expired or was revoked), 403 not allowed, 404, 409, 413 too large (names the limit), 429 too many (Retry-After)."),
             "responses": {
-                "200": {"description": "OK", "content": {"application/json": {"schema": schema_ref(resp)}}},
-                "default": {"description": "Error", "content": {"application/json": {"schema": schema_ref("ErrorBody")}}}
+                "200": {"description": "OK", "content": {media: {"schema": resp}}},
+                "default": {"description": "Error", "content": {"application/json": {"schema": error}}}
             }
         });
         if let Some(b) = body {
             op["requestBody"] =
-                json!({"required": true, "content": {"application/json": {"schema": schema_ref(b)}}});
-            schemas.insert(b.to_string(), json!({"type": "object"}));
+                json!({"required": true, "content": {"application/json": {"schema": b(&mut schemas)}}});
         }
         let params: Vec<Value> = path
             .split('/')
@@ -313,16 +361,11 @@ pub fn build() -> Value {
         if *who != "anyone" {
             op["security"] = json!([{"bearer": []}]);
         }
-        schemas.insert(resp.trim_end_matches("[]").to_string(), json!({"type": "object"}));
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
         entry[*method] = op;
     }
-    schemas.insert(
-        "ErrorBody".into(),
-        json!({"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}),
-    );
     json!({
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {"title": "Libra cluster API", "version": env!("CARGO_PKG_VERSION"),
                  "description": "Economy-driven admission, pricing and accounting. Money is integer cents, in fields whose names end in _cents (budget_cents, available_cents; the names without the suffix are still read); times are Unix seconds; durations are seconds."},
         "paths": paths,

@@ -15,7 +15,7 @@ use crate::error::{ApiError, ServerError};
 use libra_api::{SweepCreate, SweepInfo, SweepJob, SweepUsage};
 use libra_broker::create::{create_from_text, CreateError, TextSweep};
 use libra_broker::engine::{self, EngineOptions};
-use libra_broker::resources::{self, Kind};
+use libra_broker::resources::{self, KindSpec};
 use libra_broker::state::ExperimentState;
 use libra_broker::store::{Store, StoreError};
 use libra_broker::view;
@@ -340,58 +340,55 @@ impl Sweeps {
         let own = self.own.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut on_this_server = Vec::new();
         for (i, r) in res.iter_mut().enumerate() {
-            if r.kind == Kind::Libra {
-                if let Some(o) = r.url.as_deref().and_then(|u| origin(u).ok()) {
-                    if own.contains(&o) {
-                        r.token = None;
-                        on_this_server.push(i);
-                        continue;
-                    }
-                }
-            }
-            match r.kind {
-                Kind::Local if !who.admin => {
+            let name = r.name.clone();
+            let l = match &mut r.spec {
+                KindSpec::Local(_) if !who.admin => {
                     return Err(ApiError::Forbidden(format!(
                         "forbidden: resource '{}' is of kind local, which runs commands as the server's own user; only an administrator may host a sweep on it ({} is not one): use testqueue or libra resources",
-                        r.name, who.name
+                        name, who.name
                     )))
                 }
-                // The server must never lend its own credentials (LIBRA_TOKEN in its environment).
-                Kind::Libra if r.token.as_deref().is_none_or(|t| t.trim().is_empty()) => {
-                    return bad(format!(
-                        "resource '{}': token is required for a libra resource of a hosted sweep (your API token on that cluster; the server has none of its own to lend)",
-                        r.name
-                    ))
+                KindSpec::Libra(l) => l,
+                KindSpec::Local(_) | KindSpec::Testqueue(_) => continue,
+            };
+            if let Ok(o) = origin(&l.url) {
+                if own.contains(&o) {
+                    l.token = None;
+                    on_this_server.push(i);
+                    continue;
                 }
-                // The server would read the file named: a user may not make it read any file.
-                Kind::Libra if r.ca.is_some() && !who.admin => {
+            }
+            // The server must never lend its own credentials (LIBRA_TOKEN in its environment).
+            if l.token.as_deref().is_none_or(|t| t.trim().is_empty()) {
+                return bad(format!(
+                    "resource '{}': token is required for a libra resource of a hosted sweep (your API token on that cluster; the server has none of its own to lend)",
+                    name
+                ));
+            }
+            // The server would read the file named: a user may not make it read any file.
+            if l.ca.is_some() && !who.admin {
+                return Err(ApiError::Forbidden(format!(
+                    "forbidden: resource '{}': ca names a file on the server, which only an administrator may do; hosted sweeps trust the public roots (and LIBRA_CA of the server)",
+                    name
+                )));
+            }
+            if !who.admin {
+                let o = origin(&l.url)
+                    .map_err(|e| ApiError::BadRequest(format!("resource '{}': url: {e}", name)))?;
+                let allowed = self.clusters.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if !allowed.contains(&o) {
                     return Err(ApiError::Forbidden(format!(
-                        "forbidden: resource '{}': ca names a file on the server, which only an administrator may do; hosted sweeps trust the public roots (and LIBRA_CA of the server)",
-                        r.name
-                    )))
+                        "forbidden: resource '{}' sends jobs to {o}, which is not a cluster this server's sweeps may reach (allowed: {}); an administrator can add it to sweep_clusters in the server's configuration",
+                        name,
+                        allowed.join(", ")
+                    )));
                 }
-                Kind::Libra if !who.admin => {
-                    let url = r.url.as_deref().unwrap_or_default();
-                    let o = origin(url).map_err(|e| ApiError::BadRequest(format!("resource '{}': url: {e}", r.name)))?;
-                    let allowed = self.clusters.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    if !allowed.contains(&o) {
-                        return Err(ApiError::Forbidden(format!(
-                            "forbidden: resource '{}' sends jobs to {o}, which is not a cluster this server's sweeps may reach (allowed: {}); an administrator can add it to sweep_clusters in the server's configuration",
-                            r.name,
-                            allowed.join(", ")
-                        )));
-                    }
-                }
-                _ => {}
             }
             // The clusters a hosted sweep may reach were vetted by an administrator
             // (sweep_clusters, or the server itself): plain http to them is their decision.
-            if r.kind == Kind::Libra {
-                let allowed = self.clusters.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                let vetted =
-                    r.url.as_deref().and_then(|u| origin(u).ok()).is_some_and(|o| allowed.contains(&o));
-                r.insecure_http = vetted || (who.admin && r.insecure_http);
-            }
+            let allowed = self.clusters.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let vetted = origin(&l.url).ok().is_some_and(|o| allowed.contains(&o));
+            l.insecure_http = vetted || (who.admin && l.insecure_http);
         }
         let algorithm: Algorithm = match req.optimise.as_deref() {
             None => Algorithm::Cost,
@@ -433,7 +430,9 @@ impl Sweeps {
         } else {
             let t = self.mint_credential(who, deadline.max(now) + CREDENTIAL_GRACE, now)?;
             for &i in &on_this_server {
-                res[i].token = Some(t.clone());
+                if let Some(l) = res[i].libra_mut() {
+                    l.token = Some(t.clone());
+                }
             }
             Some(t)
         };

@@ -6,7 +6,7 @@
 
 use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
 use crate::plan::{substitute, Command, ExecKind, Plan, Vars};
-use crate::resources::ResourceConfig;
+use crate::resources::LibraSpec;
 use libra_api::Client;
 use libra_api::{JobState, QuoteRequest, SubmitRequest};
 use libra_core::{JobSpec, Suggestion};
@@ -28,14 +28,13 @@ fn quote(w: &str) -> String {
 }
 
 impl LibraCluster {
-    pub fn new(cfg: &ResourceConfig, plan: &Plan) -> Result<Self, AdapterError> {
+    pub fn new(name: &str, cfg: &LibraSpec, plan: &Plan) -> Result<Self, AdapterError> {
         let unsupported =
-            |why: &'static str| AdapterError::Unsupported { resource: cfg.name.clone(), kind: "libra", why };
-        let url = cfg.url.clone().ok_or_else(|| unsupported("a libra resource needs url"))?;
+            |why: &'static str| AdapterError::Unsupported { resource: name.to_string(), kind: "libra", why };
         let token = cfg.token.clone().or_else(|| std::env::var("LIBRA_TOKEN").ok());
         let ca = cfg.ca.clone().or_else(|| std::env::var_os("LIBRA_CA").map(Into::into));
-        let client = Client::connect(&url, token, ca.as_deref(), cfg.insecure_http)
-            .map_err(|e| AdapterError::Start { resource: cfg.name.clone(), msg: e.to_string() })?;
+        let client = Client::connect(&cfg.url, token, ca.as_deref(), cfg.insecure_http)
+            .map_err(|e| AdapterError::Start { resource: name.to_string(), msg: e.to_string() })?;
         let mut parts = Vec::new();
         let mut ignore = false;
         for s in &plan.main {
@@ -56,7 +55,7 @@ impl LibraCluster {
             .collect::<Vec<_>>()
             .join(" && ");
         Ok(LibraCluster {
-            name: cfg.name.clone(),
+            name: name.to_string(),
             client,
             script,
             cancelled: Arc::new(AtomicBool::new(false)),

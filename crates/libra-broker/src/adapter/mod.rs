@@ -14,7 +14,7 @@ pub mod local;
 pub mod testqueue;
 
 use crate::plan::{Plan, Vars};
-use crate::resources::{Kind, ResourceConfig};
+use crate::resources::{KindSpec, ResourceConfig};
 use libra_core::Money;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -168,11 +168,11 @@ pub fn build(
     root: PathBuf,
     keeper: Option<PathBuf>,
 ) -> Result<Box<dyn ResourceAdapter>, AdapterError> {
-    match cfg.kind {
-        Kind::Local => {
+    match &cfg.spec {
+        KindSpec::Local(_) => {
             Ok(Box::new(local::Local::new(cfg.name.clone(), plan, plan_text.into(), root, keeper)))
         }
-        Kind::Testqueue => Ok(Box::new(testqueue::TestQueue::new(cfg))),
-        Kind::Libra => Ok(Box::new(libra::LibraCluster::new(cfg, &plan)?)),
+        KindSpec::Testqueue(t) => Ok(Box::new(testqueue::TestQueue::new(t))),
+        KindSpec::Libra(l) => Ok(Box::new(libra::LibraCluster::new(&cfg.name, l, &plan)?)),
     }
 }

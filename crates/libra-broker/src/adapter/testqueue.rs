@@ -3,7 +3,7 @@
 //! virtual-time mode lives in `experiment::virtual_time`.
 
 use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
-use crate::resources::ResourceConfig;
+use crate::resources::TestqueueSpec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
@@ -16,9 +16,9 @@ pub struct TestQueue {
 }
 
 impl TestQueue {
-    pub fn new(cfg: &ResourceConfig) -> Self {
+    pub fn new(cfg: &TestqueueSpec) -> Self {
         let scale = cfg.time_scale.unwrap_or(1.0);
-        let wall = cfg.wall.unwrap_or(1.0) * scale;
+        let wall = cfg.wall * scale;
         TestQueue {
             wall,
             cpu: cfg.cpu.map_or(wall, |c| c * scale),

@@ -3,7 +3,7 @@
 
 use super::virtual_time::{self, VirtualOutcome};
 use crate::farm::{Farm, FarmResource};
-use crate::resources::{Kind, ResourceConfig};
+use crate::resources::{KindSpec, ResourceConfig, TestqueueSpec};
 use libra_core::dbc::{self, Algorithm, PlanInput, ResourceState};
 use libra_core::Money;
 use serde::Serialize;
@@ -68,21 +68,10 @@ pub fn family(a: Algorithm) -> &'static str {
 
 pub fn queues() -> Vec<ResourceConfig> {
     (0..10)
-        .map(|k| ResourceConfig {
-            name: format!("q{:02}", 10 + 2 * k),
-            kind: Kind::Testqueue,
-            slots: 1,
-            price: (10 + 2 * k) as f64,
-            job_secs: None,
-            utc_offset: None,
-            peak: None,
-            wall: Some(JOB_SECS),
-            cpu: Some(JOB_SECS),
-            time_scale: None,
-            url: None,
-            token: None,
-            ca: None,
-            insecure_http: false,
+        .map(|k| {
+            let q = TestqueueSpec { cpu: Some(JOB_SECS), ..TestqueueSpec::new(JOB_SECS) };
+            let name = format!("q{:02}", 10 + 2 * k);
+            ResourceConfig { price: (10 + 2 * k) as f64, ..ResourceConfig::new(name, KindSpec::Testqueue(q)) }
         })
         .collect()
 }
@@ -133,7 +122,7 @@ pub fn run_cell(a: Algorithm, deadline: f64, budget: i64, prior: bool) -> Cell {
         resources: queues()
             .into_iter()
             .map(|q| {
-                let p = if prior { q.wall } else { None };
+                let p = if prior { q.testqueue().map(|t| t.wall) } else { None };
                 FarmResource::new(q, p)
             })
             .collect(),

@@ -4,7 +4,7 @@
 
 use super::virtual_time::{self, VirtualOutcome};
 use crate::farm::{Farm, FarmResource};
-use crate::resources::{Kind, ResourceConfig};
+use crate::resources::{KindSpec, ResourceConfig, TestqueueSpec};
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
 use rand::{Rng, SeedableRng};
@@ -41,21 +41,9 @@ pub fn job_secs() -> Vec<f64> {
 pub fn resources() -> Vec<ResourceConfig> {
     SHAPES
         .iter()
-        .map(|&(name, price, slots, speed, _, _)| ResourceConfig {
-            name: name.to_string(),
-            kind: Kind::Testqueue,
-            slots,
-            price,
-            job_secs: None,
-            utc_offset: None,
-            peak: None,
-            wall: Some(330.0 / speed),
-            cpu: Some(330.0 / speed),
-            time_scale: None,
-            url: None,
-            token: None,
-            ca: None,
-            insecure_http: false,
+        .map(|&(name, price, slots, speed, _, _)| {
+            let q = TestqueueSpec { cpu: Some(330.0 / speed), ..TestqueueSpec::new(330.0 / speed) };
+            ResourceConfig { slots, price, ..ResourceConfig::new(name, KindSpec::Testqueue(q)) }
         })
         .collect()
 }

@@ -56,7 +56,7 @@ mod budget {
             let a = Algorithm::ALL[alg];
             let farm = Farm {
                 resources: table17_4::queues().into_iter().map(|q| {
-                    let p = if prior { q.wall } else { None };
+                    let p = if prior { q.testqueue().map(|t| t.wall) } else { None };
                     FarmResource::new(q, p)
                 }).collect(),
                 algorithm: a,

@@ -30,6 +30,7 @@ use std::fmt;
 
 /// Why a job was turned away (Algorithm 1's three messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RejectReason {
     /// Not enough nodes with the processors, memory or disk asked for.
@@ -53,6 +54,7 @@ impl fmt::Display for RejectReason {
 /// SRS 3.1.5.4: what the user could ask for instead, that would be accepted right now: the
 /// earliest deadline (never earlier than the one asked for) and the budget needed at it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Suggestion {
     /// Seconds after submission.
     pub deadline: f64,

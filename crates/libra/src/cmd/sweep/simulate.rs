@@ -8,7 +8,6 @@ use clap::Args;
 use libra_broker::create::{load_plan, load_resources};
 use libra_broker::experiment::virtual_time;
 use libra_broker::farm::{Farm, FarmResource};
-use libra_broker::resources::Kind;
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
 use std::path::PathBuf;
@@ -43,22 +42,24 @@ pub struct SimulateArgs {
 pub fn run(a: SimulateArgs) -> anyhow::Result<()> {
     let (_, _, jobs) = load_plan(&a.plan, 0)?;
     let resources = load_resources(&a.resources)?;
-    if let Some(r) = resources.iter().find(|r| r.kind != Kind::Testqueue) {
-        bail!(
-            "resource '{}': kind must be testqueue to simulate (virtual time has no real processes)",
-            r.name
-        );
+    let mut walls = Vec::new();
+    for r in &resources {
+        let Some(q) = r.testqueue() else {
+            bail!(
+                "resource '{}': kind must be testqueue to simulate (virtual time has no real processes)",
+                r.name
+            );
+        };
+        walls.push(q.wall);
     }
     // Each queue runs a job in its own wall time: jobs of length 1 at speed 1 / wall.
-    let speeds: Vec<f64> = resources.iter().map(|r| 1.0 / r.wall.unwrap_or(1.0)).collect();
+    let speeds: Vec<f64> = walls.iter().map(|w| 1.0 / w).collect();
     let names: Vec<String> = resources.iter().map(|r| r.name.clone()).collect();
     let farm = Farm {
         resources: resources
             .into_iter()
-            .map(|r| {
-                let p = if a.prior { r.wall } else { None };
-                FarmResource::new(r, p)
-            })
+            .zip(&walls)
+            .map(|(r, &w)| FarmResource::new(r, a.prior.then_some(w)))
             .collect(),
         algorithm: a.optimise,
         deadline: a.deadline,

@@ -94,7 +94,7 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
             "deadline_in_s": e.deadline - now, "elapsed_s": elapsed, "projected_finish_in_s": projected,
             "engine_pid": engine, "work_dir": e.work_dir,
             "resources": per.iter().zip(&configs).map(|(p, cfg)| serde_json::json!({
-                "name": p.name, "kind": cfg.kind, "slots": cfg.slots, "price": cfg.price_at(now),
+                "name": p.name, "kind": cfg.kind(), "slots": cfg.slots, "price": cfg.price_at(now),
                 "done": p.done, "failed": p.failed, "running": p.running, "spent_cents": p.spent,
                 "secs_per_job": (p.done > 0).then(|| p.wall_sum / p.done as f64),
             })).collect::<Vec<_>>(),
@@ -137,7 +137,7 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
     for (p, cfg) in per.iter().zip(&configs) {
         t.add_row(vec![
             p.name.clone(),
-            format!("{:?}", cfg.kind).to_lowercase(),
+            format!("{:?}", cfg.kind()).to_lowercase(),
             cfg.slots.to_string(),
             format!("{}", cfg.price_at(now)),
             p.done.to_string(),
