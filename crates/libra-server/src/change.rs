@@ -44,6 +44,23 @@ fn parse_state(s: &str, accepted: &[JobState]) -> Result<JobState, ApiError> {
 }
 
 impl Inner {
+    /// What a refused change suggests, in absolute terms: for a lack of resources the policy's
+    /// own answer, otherwise the least resubmission the policy would accept now.
+    fn change_suggestion(
+        &self,
+        spec: &JobSpec,
+        user: Option<u64>,
+        now: f64,
+        reason: RejectReason,
+        suggestion: Option<libra_core::Suggestion>,
+    ) -> Option<ChangeSuggestion> {
+        let sg = match reason {
+            RejectReason::Resources => suggestion,
+            _ => suggest::resubmission(self.policy.as_ref(), spec, user, &self.cluster, now, suggestion),
+        };
+        sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: s.budget })
+    }
+
     /// A user the caller may look at: themselves, anyone for an administrator.
     fn user_filter(&self, caller: &Caller, user: Option<&str>) -> Result<Option<i64>, ApiError> {
         match user {
@@ -261,18 +278,7 @@ impl Inner {
                     return Ok(refuse("queue: the job waits for its place in the queue".into(), None, job))
                 }
                 Decision::Reject { reason, suggestion } => {
-                    let sg = match reason {
-                        RejectReason::Resources => suggestion,
-                        _ => suggest::resubmission(
-                            self.policy.as_ref(),
-                            &full,
-                            user,
-                            &self.cluster,
-                            now,
-                            suggestion,
-                        ),
-                    };
-                    let sg = sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: s.budget });
+                    let sg = self.change_suggestion(&full, user, now, reason, suggestion);
                     return Ok(refuse(why(reason).into(), sg, job));
                 }
             }
@@ -446,18 +452,7 @@ impl Inner {
             Decision::Accept { nodes, share, cost } => (nodes, share, cost, None),
             Decision::Queue => (Vec::new(), 0.0, spec.budget(), Some("queued")),
             Decision::Reject { reason, suggestion } => {
-                let sg = match reason {
-                    RejectReason::Resources => suggestion,
-                    _ => suggest::resubmission(
-                        self.policy.as_ref(),
-                        &spec,
-                        user,
-                        &self.cluster,
-                        now,
-                        suggestion,
-                    ),
-                };
-                let sg = sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: s.budget });
+                let sg = self.change_suggestion(&spec, user, now, reason, suggestion);
                 return Ok(refuse(why(reason).into(), sg, job));
             }
         };
