@@ -2,22 +2,16 @@
 //! submission gets its own answer, no more is promised than the node has, and every hold in the
 //! ledger belongs to an accepted job.
 
+mod common;
+
 use libra_api::{Client, JobState, RegisterRequest, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
-use libra_server::{start_background, Config};
+use libra_server::start_background;
 
 #[test]
 fn concurrent_submissions_are_each_answered_and_never_over_promise() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_background(Config {
-        listen: "127.0.0.1:0".into(),
-        db: dir.path().join("server.db"),
-        join_token: "join-token-for-tests".into(),
-        admin_password: Some("admin-pw".into()),
-        sync_full: false,
-        ..Config::default()
-    })
-    .unwrap();
+    let server = start_background(common::test_config(dir.path())).unwrap();
     let url = format!("http://{}", server.addr);
     let anon = Client::new(&url, None);
     let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));

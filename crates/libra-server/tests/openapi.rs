@@ -2,8 +2,10 @@
 //! router serves is documented with its method (and nothing else is), and the schemas are the
 //! wire types' own, with real properties and money as integer cents.
 
+mod common;
+
 use libra_api::Client;
-use libra_server::{start_background, Config};
+use libra_server::start_background;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -83,15 +85,7 @@ fn is_integer(doc: &Value, s: &Value) -> bool {
 #[test]
 fn the_document_has_every_route_and_the_wire_types_schemas() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_background(Config {
-        listen: "127.0.0.1:0".into(),
-        db: dir.path().join("server.db"),
-        join_token: "join-token-for-tests".into(),
-        admin_password: Some("admin-pw".into()),
-        sync_full: false,
-        ..Config::default()
-    })
-    .unwrap();
+    let server = start_background(common::test_config(dir.path())).unwrap();
     let anon = Client::new(&format!("http://{}", server.addr), None);
     let doc: Value = anon.get("/api/openapi.json").unwrap();
 

@@ -4,6 +4,8 @@
 //! non-administrator's `local` resource gets 403, and a typo in the plan is a 400 naming its
 //! line and column.
 
+mod common;
+
 use libra_api::{Client, SweepCreate, SweepDeadline, SweepInfo, UserAdd};
 use libra_core::Money;
 use libra_server::{start_background, Config};
@@ -65,13 +67,8 @@ fn status(e: libra_api::ClientError) -> (u16, String) {
 fn hosted_sweeps_through_the_api() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_background(Config {
-        listen: "127.0.0.1:0".into(),
-        db: dir.path().join("server.db"),
-        join_token: "join-token-for-tests".into(),
-        admin_password: Some("admin-pw".into()),
-        sync_full: false,
         sweep_clusters: vec!["http://localhost:9".into()],
-        ..Config::default()
+        ..common::test_config(dir.path())
     })
     .unwrap();
     let url = format!("http://{}", server.addr);
