@@ -1,7 +1,7 @@
 //! `libra node`: the node agent.
 
 use super::common::{data_dir, SecretSource};
-use super::settings::{load_section, print, settings_of, Sources};
+use super::settings::{load_section, print, settings_of, PrintConfig, Sources};
 use anyhow::{Context, Result};
 use clap::Args;
 use libra_node::{Agent, AgentConfig};
@@ -64,13 +64,8 @@ pub struct NodeArgs {
     /// What the agent logs: error, warn, info (the default), debug, trace, or a filter.
     #[arg(long)]
     pub log_level: Option<String>,
-    /// Print the configuration in force (file, flags, environment, defaults) with the source of
-    /// each value, and exit. Secrets are not shown.
-    #[arg(long)]
-    pub print_config: bool,
-    /// With --print-config: as JSON.
-    #[arg(long, requires = "print_config")]
-    pub json: bool,
+    #[command(flatten)]
+    pub show: PrintConfig,
 }
 
 /// The node agent's settings: the `[node]` table of the site's configuration file.
@@ -217,8 +212,8 @@ fn hostname() -> String {
 
 pub fn run(a: NodeArgs) -> Result<()> {
     let (s, sources) = settings(&a)?;
-    if a.print_config {
-        return print("node", settings_of(&s), &sources, problems(&s), a.json);
+    if a.show.print_config {
+        return print("node", settings_of(&s), &sources, problems(&s), a.show.json);
     }
     if let Some(p) = problems(&s) {
         anyhow::bail!(p);

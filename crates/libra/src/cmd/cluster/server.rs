@@ -2,7 +2,7 @@
 //! beats the default), then the server runs until interrupted.
 
 use super::common::{data_dir, SecretSource};
-use super::settings::{load_section, print, Sources};
+use super::settings::{load_section, print, PrintConfig, Sources};
 use anyhow::Result;
 use clap::Args;
 use libra_server::Config;
@@ -95,13 +95,8 @@ pub struct ServerArgs {
     /// info,libra_server=debug. Reloaded on SIGHUP when set in the file.
     #[arg(long)]
     pub log_level: Option<String>,
-    /// Print the configuration in force (file, flags, environment, defaults) with the source of
-    /// each value, and exit. Secrets are not shown.
-    #[arg(long)]
-    pub print_config: bool,
-    /// With --print-config: as JSON.
-    #[arg(long, requires = "print_config")]
-    pub json: bool,
+    #[command(flatten)]
+    pub show: PrintConfig,
     /// Restore the store from a backup (`libra admin backup FILE`) and exit, instead of
     /// serving. The server must be stopped; a store that holds users or jobs is replaced only
     /// with --overwrite.
@@ -250,13 +245,13 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
 
 pub fn run(a: ServerArgs) -> Result<()> {
     let (c, sources) = config(&a)?;
-    if a.print_config {
+    if a.show.print_config {
         let problems = c
             .validate()
             .err()
             .map(|e| e.to_string())
             .or_else(|| crate::logging::check_level(&c.log_level).err());
-        return print("server", c.settings(), &sources, problems, a.json);
+        return print("server", c.settings(), &sources, problems, a.show.json);
     }
     crate::logging::init(&c.log_level, c.log_format).map_err(|e| anyhow::anyhow!("log_level: {e}"))?;
     if let Some(file) = &a.restore {

@@ -4,10 +4,23 @@
 //! value came from (default, the file, a flag or an environment variable).
 
 use anyhow::{anyhow, Context, Result};
+use clap::Args;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+/// `--print-config [--json]`, the same on `libra server` and `libra node`.
+#[derive(Debug, Args)]
+pub struct PrintConfig {
+    /// Print the configuration in force (file, flags, environment, defaults) with the source of
+    /// each value, and exit. Secrets are not shown.
+    #[arg(long)]
+    pub print_config: bool,
+    /// With --print-config: as JSON.
+    #[arg(long, requires = "print_config")]
+    pub json: bool,
+}
 
 /// Settings whose values are never printed.
 const SECRETS: &[&str] = &["join_token", "admin_password"];
