@@ -7,6 +7,7 @@
 pub mod billing;
 pub mod cluster;
 pub mod dbc;
+pub mod dependency;
 pub mod job;
 pub mod metrics;
 pub mod money;
