@@ -41,6 +41,10 @@ pub struct QueueEntry {
     pub array_id: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_task: Option<u32>,
+    /// PENDING and waiting for its dependencies to end (`--dependency`); which ones is shown
+    /// only to its owner (`libra status`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
 }
 
 /// `GET /api/queue` filters.

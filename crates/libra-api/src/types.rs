@@ -179,6 +179,11 @@ pub struct SubmitRequest {
     /// budget.
     #[serde(default)]
     pub time_limit: Option<f64>,
+    /// Jobs this one waits for (`--dependency afterok:5`): it is admitted now for the window
+    /// between their latest promised finish and its deadline, and starts when they end
+    /// (`libra_core::dependency`). An array (its id, no task) stands for all its tasks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<libra_core::dependency::Dependency>,
 }
 
 impl SubmitRequest {
@@ -194,6 +199,7 @@ impl SubmitRequest {
             stdout: None,
             stderr: None,
             time_limit: None,
+            dependencies: Vec::new(),
         }
     }
 }
@@ -291,6 +297,13 @@ pub struct JobInfo {
     /// The job's task id in its array (`LIBRA_ARRAY_TASK_ID`).
     #[serde(default)]
     pub array_task: Option<u32>,
+    /// The jobs it depends on, as submitted (`--dependency`; an array named whole stays one
+    /// entry here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<libra_core::dependency::Dependency>,
+    /// True while it waits for its dependencies to end (state PENDING, no node starts it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting: bool,
 }
 
 /// A job's captured output: what its nodes have sent so far (while it runs, too), the last

@@ -156,10 +156,9 @@ pub fn parse(s: &str) -> Result<Vec<Dependency>, ParseError> {
 pub enum DepStatus {
     /// Not ended yet; promised to finish by this instant (its deadline).
     Open { promised_finish: f64 },
-    /// Ended at `end`, successfully or not.
+    /// Ended at `end`, successfully or not (a refused job ended, unsuccessfully, when it was
+    /// refused).
     Ended { end: f64, success: bool },
-    /// Turned away, or waiting with no promise (held): it may never run.
-    NoPromise,
 }
 
 /// What a dependency means for the job that waits on it.
@@ -177,25 +176,19 @@ pub fn verdict(kind: DepKind, status: DepStatus) -> Verdict {
         (DepKind::AfterOk, DepStatus::Ended { success: true, .. }) => Verdict::Met,
         (DepKind::AfterOk, _) => Verdict::Broken,
         (DepKind::AfterAny, DepStatus::Ended { .. }) => Verdict::Met,
-        // A held or refused job under afterany: waiting on it could last forever (held) or it
-        // never runs (refused, which is an end).
-        (DepKind::AfterAny, DepStatus::NoPromise) => Verdict::Met,
     }
 }
 
 /// When the job may start at the latest by its dependencies' promises: the latest promised
-/// finish among them, seconds after `now` (0 when all have ended). `None` if one has no
-/// promise (an afterok dependency that will never run is refused before this is asked).
-pub fn latest_finish(statuses: &[DepStatus], now: f64) -> Option<f64> {
-    let mut wait: f64 = 0.0;
-    for s in statuses {
-        match *s {
-            DepStatus::Open { promised_finish } => wait = wait.max(promised_finish - now),
-            DepStatus::Ended { end, .. } => wait = wait.max(end - now),
-            DepStatus::NoPromise => {}
-        }
-    }
-    Some(wait.max(0.0))
+/// finish among them, seconds after `now` (0 when all have ended).
+pub fn latest_finish(statuses: &[DepStatus], now: f64) -> f64 {
+    statuses
+        .iter()
+        .map(|s| match *s {
+            DepStatus::Open { promised_finish } => promised_finish - now,
+            DepStatus::Ended { end, .. } => end - now,
+        })
+        .fold(0.0, f64::max)
 }
 
 /// What admission decides a dependent job on: the job as if submitted to run in the window
@@ -296,11 +289,10 @@ mod tests {
         assert_eq!(verdict(DepKind::AfterOk, open), Verdict::Wait);
         assert_eq!(verdict(DepKind::AfterOk, ok), Verdict::Met);
         assert_eq!(verdict(DepKind::AfterOk, failed), Verdict::Broken);
-        assert_eq!(verdict(DepKind::AfterOk, DepStatus::NoPromise), Verdict::Broken);
         assert_eq!(verdict(DepKind::AfterAny, failed), Verdict::Met);
         assert_eq!(verdict(DepKind::AfterAny, open), Verdict::Wait);
-        assert_eq!(latest_finish(&[open, ok], 4.0), Some(6.0));
-        assert_eq!(latest_finish(&[ok], 4.0), Some(0.0));
+        assert_eq!(latest_finish(&[open, ok], 4.0), 6.0);
+        assert_eq!(latest_finish(&[ok], 4.0), 0.0);
     }
 
     #[test]

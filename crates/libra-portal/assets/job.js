@@ -12,6 +12,26 @@ Libra.views = Libra.views || {};
     }));
   }
 
+  // `--dependency` as sbatch writes it (afterok:5:7,afterany:9_2), each job a link to its page.
+  function dependencies(j) {
+    var deps = j.dependencies || [];
+    if (!deps.length) return "-";
+    var out = [], last = null;
+    deps.forEach(function (d) {
+      if (d.kind !== last) {
+        if (last !== null) out.push(",");
+        out.push(d.kind + ":");
+      } else {
+        out.push(":");
+      }
+      var label = d.task === undefined || d.task === null ? String(d.job) : d.job + "_" + d.task;
+      out.push(Libra.h("a", { href: "#job/" + d.job }, label));
+      last = d.kind;
+    });
+    if (j.waiting) out.push(" (waiting: no node starts it before they end)");
+    return Libra.h("span", { class: "deps" }, out);
+  }
+
   function showJob(j) {
     var s = Libra.session();
     var cancelPath = s && s.admin && s.user !== j.user ? "/api/admin/jobs/" + j.id + "/cancel" : "/api/jobs/" + j.id + "/cancel";
@@ -30,6 +50,7 @@ Libra.views = Libra.views || {};
       ["Budget", Libra.money(j.budget_cents) + " credits"],
       ["Cost", Libra.costCell(j) + " credits"],
       ["Exit code", j.exit_code === null || j.exit_code === undefined ? "-" : String(j.exit_code)],
+      ["Depends on", dependencies(j)],
       ["Reason", j.reason || "-"],
     ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null, " ", Libra.holdButton(j)]);
     // The change form is static (a rebuilt form would lose what is being typed): shown for an

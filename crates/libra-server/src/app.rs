@@ -307,6 +307,9 @@ impl Inner {
             submit_rate: config.submit_rate,
             submit_burst: config.submit_burst,
         };
+        inner
+            .recommit_waiting()
+            .map_err(|e| ServerError::Invalid(format!("jobs waiting on dependencies: {e}")))?;
         // A store written before exits and settlements shared a transaction may hold jobs that
         // ended and were never charged: settle them before serving.
         match inner.settle_stranded(now, None) {

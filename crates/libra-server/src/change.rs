@@ -34,6 +34,19 @@ fn why(reason: RejectReason) -> &'static str {
     }
 }
 
+/// A job waiting on its dependencies was admitted for the window after their promises; a
+/// change would have to plan that window again, which `update` and `hold` do not do yet.
+fn waits_refused(job: &JobInfo, what: &str) -> Result<(), ApiError> {
+    if job.waiting {
+        return Err(ApiError::Conflict(format!(
+            "job {} waits on its dependencies ({}): it cannot be {what} while it waits; cancel it and submit it again",
+            job.id,
+            libra_core::dependency::format_list(&job.dependencies)
+        )));
+    }
+    Ok(())
+}
+
 fn parse_state(s: &str, accepted: &[JobState]) -> Result<JobState, ApiError> {
     JobState::parse(s).filter(|st| accepted.contains(st)).ok_or_else(|| {
         ApiError::BadRequest(format!(
@@ -130,6 +143,7 @@ impl Inner {
                     budget: shown.then_some(j.budget),
                     array_id: j.array_id,
                     array_task: j.array_task,
+                    waiting: j.waiting,
                 }
             })
             .collect())
@@ -206,6 +220,7 @@ impl Inner {
         now: f64,
     ) -> Result<ChangeAnswer, ApiError> {
         let job = self.owned_job(caller, id)?;
+        waits_refused(&job, "updated")?;
         if req.deadline_at.is_none() && req.budget.is_none() {
             return Err(ApiError::BadRequest(
                 "deadline_at, budget_cents: give a new deadline, a new budget, or both".into(),
@@ -394,6 +409,7 @@ impl Inner {
     /// nodes freed) and is not started until it is released.
     pub fn hold(&mut self, caller: &Caller, id: u64, now: f64) -> Result<JobInfo, ApiError> {
         let job = self.owned_job(caller, id)?;
+        waits_refused(&job, "held")?;
         let seen: bool = self.db.query_row(
             "SELECT EXISTS (SELECT 1 FROM job_nodes WHERE job = ?1 AND seen = 1)",
             params![id as i64],

@@ -78,6 +78,7 @@ pub async fn serve(
                             let grace = now - g.node_timeout;
                             g.settle_stranded(now, Some(grace))
                         })
+                        .and_then(|_| g.release_dependents(now))
                         .and_then(|_| g.dispatch_queue(now))
                 };
                 if let Err(e) = r {

@@ -369,7 +369,7 @@ impl Inner {
              (SELECT COALESCE(u.unix_user, u.name) FROM users u WHERE u.id = j.user_id), \
              (SELECT u.allow_root FROM users u WHERE u.id = j.user_id), j.array_id, j.array_task \
              FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
-             AND j.state IN ('PENDING','RUNNING','SUSPENDED')",
+             AND j.state IN ('PENDING','RUNNING','SUSPENDED') AND j.waiting = 0",
         )?;
         let rows = st.query_map(params![r.name], |row| {
             let state: String = row.get(1)?;

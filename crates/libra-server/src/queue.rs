@@ -22,7 +22,7 @@ impl Inner {
             .db
             .prepare_cached(
                 "SELECT id, submit_time, estimate, procs, deadline_at, budget, mem_mb FROM jobs \
-                 WHERE state = 'PENDING' AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = jobs.id) ORDER BY id",
+                 WHERE state = 'PENDING' AND waiting = 0 AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = jobs.id) ORDER BY id",
             )?
             .query_map([], |r| {
                 Ok((

@@ -167,7 +167,8 @@ impl Inner {
             stored.push(one.map(|(id, state, admitted)| {
                 if let Some((nodes, reserved)) = admitted {
                     // The next decision in the batch must see this one.
-                    match self.cluster.commit_spec_reserving(id, &req.spec, reserved, now, &nodes, now) {
+                    match deps::commit_admitted(&tx, &mut self.cluster, id, &req.spec, reserved, now, &nodes)
+                    {
                         Ok(()) => in_view.push(id),
                         Err(e) => tracing::error!(job = id, "cluster view refused the commitment: {e}"),
                     }
@@ -230,21 +231,38 @@ impl Inner {
         }
         let spec = &req.spec;
         let user = Some(caller.id as u64);
-        let decision = self.policy.decide_as(spec, user, &self.cluster, now);
-        let reserved = self.policy.reserved_estimate(spec, user);
+        // A job with dependencies is decided for the window after their latest promised
+        // finish (`deps`); without, `admit` is the job itself.
+        let plan = self.plan_dependencies(tx, caller, &req.dependencies, spec, now)?;
+        let admit = plan.admit_spec(spec);
+        let decision = match &plan {
+            deps::DepPlan::TooLate(..) => {
+                Decision::Reject { reason: libra_core::RejectReason::Deadline, suggestion: None }
+            }
+            _ => self.policy.decide_as(admit, user, &self.cluster, now),
+        };
+        let reserved = self.policy.reserved_estimate(admit, user);
         let (state, nodes, share, cost, mut reason, suggestion) = match decision {
             Decision::Accept { nodes, share, cost } => (JobState::Pending, nodes, share, cost, None, None),
             Decision::Reject { reason, suggestion } => {
-                let suggestion = match reason {
+                let mut suggestion = match reason {
                     libra_core::RejectReason::Resources => suggestion,
-                    _ => self.robust_suggestion(spec, user, suggestion, now),
+                    _ => self.robust_suggestion(admit, user, suggestion, now),
                 };
+                if let Some(s) = suggestion.as_mut() {
+                    // The window's deadline, back on the job's own clock.
+                    s.deadline = (s.deadline + plan.wait()).ceil();
+                }
                 let why = match reason {
                     libra_core::RejectReason::Resources => "resources: not enough nodes are up with the processors and memory asked for",
                     libra_core::RejectReason::Deadline => "deadline: the nodes cannot finish the job by its deadline without breaking earlier promises",
                     libra_core::RejectReason::Budget => "budget: the job costs more than its budget at the current prices",
                 };
-                (JobState::Rejected, Vec::new(), 0.0, Money::ZERO, Some(why.to_string()), suggestion)
+                let why = match plan.explain(now) {
+                    Some(d) => format!("{why}; {d}"),
+                    None => why.to_string(),
+                };
+                (JobState::Rejected, Vec::new(), 0.0, Money::ZERO, Some(why), suggestion)
             }
             // Space-shared baselines: no promise, a place in the queue, and a lien on the whole
             // budget until dispatch fixes the price.
@@ -306,6 +324,7 @@ impl Inner {
                 }
             }
         }
+        Self::store_dependencies(tx, id, &plan, state)?;
         let admitted = (state == JobState::Pending && !nodes.is_empty()).then_some((nodes, reserved));
         Ok((id, state, admitted))
     }
@@ -441,6 +460,7 @@ impl Inner {
 }
 
 mod array;
+pub(crate) mod deps;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -166,6 +166,20 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE jobs ADD COLUMN array_id INTEGER;
      ALTER TABLE jobs ADD COLUMN array_task INTEGER;
      CREATE INDEX jobs_array ON jobs(array_id, array_task) WHERE array_id IS NOT NULL;",
+    // 8: job dependencies (`--dependency`): what the job was submitted with (JSON), whether it
+    // still waits, the window (seconds) it was admitted for, and one row per job it waits on
+    // (arrays expanded to their tasks), looked up both ways.
+    "ALTER TABLE jobs ADD COLUMN dependency TEXT;
+     ALTER TABLE jobs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN wait_window REAL;
+     CREATE INDEX jobs_waiting ON jobs(waiting) WHERE waiting = 1;
+     CREATE TABLE job_deps (
+         job INTEGER NOT NULL REFERENCES jobs(id),
+         dep INTEGER NOT NULL REFERENCES jobs(id),
+         kind TEXT NOT NULL CHECK (kind IN ('afterok','afterany')),
+         PRIMARY KEY (job, dep)
+     );
+     CREATE INDEX job_deps_dep ON job_deps(dep);",
 ];
 
 /// The schema version this build writes.
@@ -271,7 +285,7 @@ pub const JOB_COLUMNS: &str =
      j.exit_code, j.reason, j.suggestion, \
      (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes n WHERE n.job = j.id ORDER BY rank)), \
      j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement, \
-     j.array_id, j.array_task";
+     j.array_id, j.array_task, j.dependency, j.waiting";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -308,6 +322,11 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
         settlement: r.get(26)?,
         array_id: r.get::<_, Option<i64>>(27)?.map(|a| a as u64),
         array_task: r.get::<_, Option<i64>>(28)?.map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
+        dependencies: r
+            .get::<_, Option<String>>(29)?
+            .and_then(|d| serde_json::from_str(&d).ok())
+            .unwrap_or_default(),
+        waiting: r.get(30)?,
     })
 }
 

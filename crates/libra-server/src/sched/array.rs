@@ -42,6 +42,11 @@ impl Inner {
             )));
         }
         check_request(&req.job)?;
+        if !req.job.dependencies.is_empty() {
+            return Err(ApiError::BadRequest(
+                "--dependency: an array cannot wait on other jobs yet (each task would need a window of its own); submit the array, then let a later job wait on it with afterok:ARRAY_ID (all tasks) or afterok:ARRAY_ID_TASK".into(),
+            ));
+        }
         if let Some(key) = key {
             let earlier: Option<(i64, Option<i64>)> = self
                 .db

@@ -145,7 +145,15 @@ pub fn status(a: StatusArgs) -> Result<()> {
                 ),
                 ("user", j.user.clone()),
                 ("name", j.name.clone().unwrap_or_default()),
-                ("state", j.state.to_string()),
+                (
+                    "state",
+                    if j.waiting {
+                        format!("{} (waiting on dependencies)", j.state)
+                    } else {
+                        j.state.to_string()
+                    },
+                ),
+                ("dependencies", libra_core::dependency::format_list(&j.dependencies)),
                 ("command", j.command.join(" ").chars().take(120).collect()),
                 ("nodes", j.nodes.join(",")),
                 ("share", format!("{:.3} CPU", j.share)),

@@ -159,7 +159,7 @@ pub fn queue(a: QueueArgs) -> Result<()> {
             },
             j.user.clone(),
             j.name.clone().unwrap_or_default(),
-            j.state.to_string(),
+            if j.waiting { format!("{} (dependency)", j.state) } else { j.state.to_string() },
             if j.nodes.is_empty() { "(queued)".into() } else { j.nodes.join(",") },
             format!("{:.3}", j.share),
             left(j.deadline_at, now),

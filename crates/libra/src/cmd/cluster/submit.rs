@@ -55,6 +55,18 @@ pub struct JobOpts {
     /// A name for the job.
     #[arg(long, short = 'J')]
     pub name: Option<String>,
+    /// Wait for other jobs of yours (like sbatch --dependency): afterok:JOB[:JOB...] starts
+    /// after each JOB completed successfully, and is cancelled (free, its hold released) if one
+    /// fails, is cancelled or was refused; afterany:JOB[:JOB...] starts after each JOB ended in
+    /// any way; several joined by ',' must all hold (afterok:5:7,afterany:9). JOB is a job id,
+    /// an array id (every task) or ARRAY_TASK (12_3). The rule: the job is admitted now, for the
+    /// window between its dependencies' latest promised finish (their deadlines, or their end
+    /// if they have ended) and its own deadline: it is priced for that window, and holds the
+    /// share estimate / (deadline - latest promised finish) on its nodes from now on, unused
+    /// while it waits, so it never waits for room. A deadline that leaves less than the estimate
+    /// after that finish is refused with the earliest deadline that could be accepted.
+    #[arg(long, value_name = "TYPE:JOB[:JOB...][,...]")]
+    pub dependency: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +115,7 @@ impl JobOpts {
             export: self.export.or(other.export),
             mem: self.mem.or(other.mem),
             name: self.name.or(other.name),
+            dependency: self.dependency.or(other.dependency),
         }
     }
 
@@ -290,6 +303,9 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
     };
     let spec = opts.spec(now)?;
     let mut req = SubmitRequest { name: opts.name.clone(), ..SubmitRequest::new(spec, command) };
+    if let Some(d) = opts.dependency.as_deref() {
+        req.dependencies = libra_core::dependency::parse(d).map_err(|e| anyhow!("--{e}"))?;
+    }
     opts.place(&mut req)?;
     Ok(req)
 }
@@ -349,6 +365,13 @@ pub fn print_decision(job: &JobInfo, argv: &[String]) {
             money(job.budget),
             fmt_time(job.deadline_at)
         );
+        if job.waiting {
+            println!(
+                "it waits on {}: no node starts it before they end (`libra status {}` shows where it stands)",
+                libra_core::dependency::format_list(&job.dependencies),
+                job.id
+            );
+        }
     }
 }
 
@@ -548,6 +571,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("job.sh:1"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dependencies_come_from_the_flag_or_a_script_line_and_bad_ones_are_named() {
+        let dir = temp_dir("deps");
+        let p = dir.join("job.sh");
+        std::fs::write(&p, "#!/bin/sh\n#LIBRA --estimate 1m -d 1h -b 5\n#LIBRA --dependency afterok:5:7,afterany:9_2\necho hi\n")
+            .unwrap();
+        let req = build_request(JobOpts::default(), vec![p.display().to_string()], false, 0.0).unwrap();
+        assert_eq!(libra_core::dependency::format_list(&req.dependencies), "afterok:5:7,afterany:9_2");
+        let flags = JobOpts { dependency: Some("afterany:3".into()), ..Default::default() };
+        let req = build_request(flags, vec![p.display().to_string()], false, 0.0).unwrap();
+        assert_eq!(libra_core::dependency::format_list(&req.dependencies), "afterany:3");
+        let flags = JobOpts { dependency: Some("afternotok:3".into()), ..Default::default() };
+        let e = build_request(flags, vec![p.display().to_string()], false, 0.0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--dependency: 'afternotok:3' is not accepted") && e.contains("afterany:JOB"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

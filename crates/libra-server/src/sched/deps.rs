@@ -1,0 +1,447 @@
+//! Job dependencies in the running cluster (`--dependency`): checking them at submission, the
+//! window a waiting job is admitted for (`libra_core::dependency`'s rule), what it holds on its
+//! nodes while it waits, and, on every scheduler tick, starting the jobs whose dependencies have
+//! ended or cancelling those whose `afterok` dependency failed.
+//!
+//! Everything lives in the store (`jobs.waiting`, `jobs.wait_window`, `job_deps`): a restart
+//! rebuilds the view from it and the next tick carries on.
+
+use crate::app::{spec_of, Inner};
+use crate::auth::Caller;
+use crate::error::ApiError;
+use libra_api::JobState;
+use libra_core::billing::Ending;
+use libra_core::cluster::{Cluster, ClusterError};
+use libra_core::dependency::{self, DepKind, DepStatus, Dependency, TooLate, Verdict};
+use libra_core::{JobSpec, Money, NodeIdx};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::BTreeMap;
+
+/// A submission's dependencies, checked: the jobs it waits on (arrays expanded) and how long
+/// until the latest promised finish among them.
+#[derive(Debug, Clone)]
+pub(crate) struct Deps {
+    /// As submitted (shown back in `libra status` and `--json`).
+    pub given: Vec<Dependency>,
+    /// Job id -> kind; a job named both ways waits for success (afterok).
+    pub rows: BTreeMap<u64, DepKind>,
+    /// Seconds from now until the latest promised finish (0: all have ended).
+    pub wait: f64,
+    /// The dependency whose promise is the latest, and that promise (absolute).
+    pub latest: Option<(u64, f64)>,
+}
+
+/// What admission decides a submission with dependencies on.
+pub(crate) enum DepPlan {
+    None,
+    /// Every dependency has already ended as asked: an ordinary submission.
+    Met(Deps),
+    /// It waits: decided for `window`.
+    Wait(Deps, JobSpec),
+    /// Its deadline leaves too little time after the latest promise; `least` is the window
+    /// spec at the shortest deadline the job could have (what a suggestion is sought for).
+    TooLate(Deps, TooLate, JobSpec),
+}
+
+impl DepPlan {
+    pub fn deps(&self) -> Option<&Deps> {
+        match self {
+            DepPlan::None => None,
+            DepPlan::Met(d) | DepPlan::Wait(d, _) | DepPlan::TooLate(d, _, _) => Some(d),
+        }
+    }
+
+    /// The specification admission decides (the window for a waiting job).
+    pub fn admit_spec<'a>(&'a self, spec: &'a JobSpec) -> &'a JobSpec {
+        match self {
+            DepPlan::Wait(_, w) | DepPlan::TooLate(_, _, w) => w,
+            _ => spec,
+        }
+    }
+
+    pub fn waits(&self) -> bool {
+        matches!(self, DepPlan::Wait(..))
+    }
+
+    /// Seconds from now to the latest promised finish, for shifting a suggestion.
+    pub fn wait(&self) -> f64 {
+        match self {
+            DepPlan::Wait(d, _) | DepPlan::TooLate(d, _, _) => d.wait,
+            _ => 0.0,
+        }
+    }
+
+    /// What a refusal says about the dependencies.
+    pub fn explain(&self, now: f64) -> Option<String> {
+        let (d, e) = match self {
+            DepPlan::Wait(d, _) => (d, None),
+            DepPlan::TooLate(d, e, _) => (d, Some(e)),
+            _ => return None,
+        };
+        let (job, at) = d.latest?;
+        Some(match e {
+            Some(e) => format!(
+                "dependency: job {job} promises to finish {:.0} s from now; that leaves {:.0} s before the deadline, less than the {:.0} s the job needs; a deadline of at least {:.0} s could be accepted",
+                at - now,
+                e.left.max(0.0),
+                e.least,
+                e.earliest
+            ),
+            None => format!(
+                "dependency: job {job} promises to finish {:.0} s from now, so the job was decided for the {:.0} s left after it before its deadline",
+                at - now,
+                self.admit_spec_deadline()
+            ),
+        })
+    }
+
+    fn admit_spec_deadline(&self) -> f64 {
+        match self {
+            DepPlan::Wait(_, w) => w.deadline(),
+            _ => 0.0,
+        }
+    }
+}
+
+/// How a job named as a dependency stands, from its stored state.
+fn status(state: JobState, deadline_at: f64, end: Option<f64>, submit: f64) -> DepStatus {
+    match state {
+        JobState::Pending | JobState::Running | JobState::Suspended | JobState::Held => {
+            DepStatus::Open { promised_finish: deadline_at }
+        }
+        // A job that finished after its deadline still finished: its exit was a success.
+        JobState::Completed | JobState::Deadline => {
+            DepStatus::Ended { end: end.unwrap_or(submit), success: true }
+        }
+        JobState::Failed | JobState::Cancelled | JobState::Timeout | JobState::Rejected => {
+            DepStatus::Ended { end: end.unwrap_or(submit), success: false }
+        }
+    }
+}
+
+/// Why an `afterok` dependency broke, in the words `libra status` shows.
+fn broken_reason(job: u64, state: JobState) -> String {
+    let how = match state {
+        JobState::Failed => "failed",
+        JobState::Cancelled => "was cancelled",
+        JobState::Timeout => "timed out",
+        JobState::Rejected => "was refused",
+        _ => "did not complete",
+    };
+    format!("dependency {job} {how}")
+}
+
+type DepRow = (JobState, f64, Option<f64>, f64);
+
+fn dep_row(conn: &Connection, id: u64) -> rusqlite::Result<Option<(i64, Option<i64>, DepRow)>> {
+    conn.prepare_cached(
+        "SELECT user_id, array_id, state, deadline_at, end_time, submit_time FROM jobs WHERE id = ?1",
+    )?
+    .query_row(params![id as i64], |r| {
+        let s: String = r.get(2)?;
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            (JobState::parse(&s).unwrap_or(JobState::Failed), r.get(3)?, r.get(4)?, r.get(5)?),
+        ))
+    })
+    .optional()
+}
+
+impl Inner {
+    /// Checks a submission's dependencies and plans its admission. Refuses (400, naming
+    /// `--dependency`) a job that is not the caller's (an administrator may name anyone's),
+    /// unknown or held, and an `afterok` dependency that has already failed. Another user's
+    /// job is refused with the same words as a job that does not exist.
+    pub(crate) fn plan_dependencies(
+        &self,
+        conn: &Connection,
+        caller: &Caller,
+        given: &[Dependency],
+        spec: &JobSpec,
+        now: f64,
+    ) -> Result<DepPlan, ApiError> {
+        if given.is_empty() {
+            return Ok(DepPlan::None);
+        }
+        if given.len() > dependency::MAX_DEPENDENCIES {
+            return Err(ApiError::BadRequest(format!(
+                "--dependency: {} jobs named; at most {} are accepted",
+                given.len(),
+                dependency::MAX_DEPENDENCIES
+            )));
+        }
+        let unknown = |d: &Dependency| {
+            ApiError::BadRequest(format!(
+                "--dependency: {} has no job {} (a job may depend only on its owner's jobs); {}",
+                caller.name,
+                d.target(),
+                dependency::DEPENDENCY_HELP
+            ))
+        };
+        let mine = |owner: i64| owner == caller.id || caller.admin;
+        let mut rows: BTreeMap<u64, DepKind> = BTreeMap::new();
+        let mut statuses: Vec<(u64, DepStatus)> = Vec::new();
+        for d in given {
+            // The jobs this entry stands for: one job, one task of an array, or every task of
+            // an array named by its id.
+            let ids: Vec<u64> = match d.task {
+                Some(t) => conn
+                    .prepare_cached("SELECT id FROM jobs WHERE array_id = ?1 AND array_task = ?2")?
+                    .query_row(params![d.job as i64, i64::from(t)], |r| r.get::<_, i64>(0))
+                    .optional()?
+                    .map(|i| vec![i as u64])
+                    .ok_or_else(|| unknown(d))?,
+                None => match dep_row(conn, d.job)? {
+                    Some((_, Some(a), _)) if a as u64 == d.job => conn
+                        .prepare_cached("SELECT id FROM jobs WHERE array_id = ?1 ORDER BY array_task")?
+                        .query_map(params![a], |r| r.get::<_, i64>(0).map(|v| v as u64))?
+                        .collect::<Result<_, _>>()?,
+                    Some(_) => vec![d.job],
+                    None => return Err(unknown(d)),
+                },
+            };
+            for id in ids {
+                let Some((owner, _, (state, deadline_at, end, submit))) = dep_row(conn, id)? else {
+                    return Err(unknown(d));
+                };
+                if !mine(owner) {
+                    return Err(unknown(d));
+                }
+                if state == JobState::Held {
+                    return Err(ApiError::BadRequest(format!(
+                        "--dependency: job {id} is HELD: it has no promised finish to plan by; `libra release {id}` it first, then submit"
+                    )));
+                }
+                let st = status(state, deadline_at, end, submit);
+                if verdict_for(d.kind, st) == Verdict::Broken {
+                    return Err(ApiError::BadRequest(format!(
+                        "--dependency: afterok:{id} can never hold: job {id} is already {state} ({}); use afterany:{id} to run after it anyway, or drop it",
+                        broken_reason(id, state)
+                    )));
+                }
+                let kind = rows.entry(id).or_insert(d.kind);
+                if d.kind == DepKind::AfterOk {
+                    *kind = DepKind::AfterOk;
+                }
+                statuses.push((id, st));
+            }
+        }
+        let met = rows.iter().all(|(id, kind)| {
+            statuses.iter().filter(|(j, _)| j == id).all(|(_, s)| verdict_for(*kind, *s) == Verdict::Met)
+        });
+        let all: Vec<DepStatus> = statuses.iter().map(|(_, s)| *s).collect();
+        let wait = dependency::latest_finish(&all, now);
+        let latest = statuses
+            .iter()
+            .map(|(id, s)| {
+                (
+                    *id,
+                    match *s {
+                        DepStatus::Open { promised_finish } => promised_finish,
+                        DepStatus::Ended { end, .. } => end,
+                    },
+                )
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let deps = Deps { given: given.to_vec(), rows, wait, latest };
+        if met {
+            return Ok(DepPlan::Met(deps));
+        }
+        Ok(match dependency::plan(spec, wait) {
+            Ok(p) => DepPlan::Wait(deps, p.window),
+            Err(e) => {
+                let mut least = spec.clone();
+                least.qos.deadline = e.least.max(f64::MIN_POSITIVE);
+                DepPlan::TooLate(deps, e, least)
+            }
+        })
+    }
+
+    /// Records a stored submission's dependencies (inside the submission's transaction): what
+    /// was asked for, and for an accepted job that waits, that it waits and on what.
+    pub(crate) fn store_dependencies(
+        conn: &Connection,
+        id: u64,
+        plan: &DepPlan,
+        state: JobState,
+    ) -> Result<(), ApiError> {
+        let Some(d) = plan.deps() else { return Ok(()) };
+        let waits = plan.waits() && state == JobState::Pending;
+        let window = match plan {
+            DepPlan::Wait(_, w) => Some(w.deadline()),
+            _ => None,
+        };
+        conn.prepare_cached(
+            "UPDATE jobs SET dependency = ?2, waiting = ?3, wait_window = ?4, reason = CASE WHEN ?3 THEN ?5 ELSE reason END WHERE id = ?1",
+        )?
+        .execute(params![
+            id as i64,
+            serde_json::to_string(&d.given)?,
+            waits,
+            window.filter(|_| waits),
+            format!("waiting on dependencies: {}", dependency::format_list(&d.given)),
+        ])?;
+        if state != JobState::Rejected {
+            let mut ins = conn.prepare_cached("INSERT INTO job_deps(job, dep, kind) VALUES (?1, ?2, ?3)")?;
+            for (dep, kind) in &d.rows {
+                ins.execute(params![id as i64, *dep as i64, kind.as_str()])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts (lets the nodes start) every waiting job whose dependencies have all ended as
+    /// asked, and cancels, free and with its hold released, every one whose `afterok`
+    /// dependency failed, was cancelled or refused. Run on every scheduler tick. Returns
+    /// whether a job was let go (the node agents have work).
+    pub fn release_dependents(&mut self, now: f64) -> Result<bool, ApiError> {
+        let rows: Vec<(u64, String, u64, DepKind, DepRow)> = self
+            .db
+            .prepare_cached(
+                "SELECT j.id, j.state, d.dep, d.kind, dj.state, dj.deadline_at, dj.end_time, dj.submit_time \
+                 FROM jobs j JOIN job_deps d ON d.job = j.id JOIN jobs dj ON dj.id = d.dep \
+                 WHERE j.waiting = 1 ORDER BY j.id, d.dep",
+            )?
+            .query_map([], |r| {
+                let kind: String = r.get(3)?;
+                let dstate: String = r.get(4)?;
+                Ok((
+                    r.get::<_, i64>(0)? as u64,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)? as u64,
+                    DepKind::parse(&kind).unwrap_or(DepKind::AfterOk),
+                    (JobState::parse(&dstate).unwrap_or(JobState::Failed), r.get(5)?, r.get(6)?, r.get(7)?),
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        // Per waiting job: every dependency met, or the first one broken.
+        let mut jobs: BTreeMap<u64, (JobState, bool, Option<String>)> = BTreeMap::new();
+        for (job, state, dep, kind, (dstate, deadline_at, end, submit)) in rows {
+            let entry =
+                jobs.entry(job).or_insert((JobState::parse(&state).unwrap_or(JobState::Failed), true, None));
+            match verdict_for(kind, status(dstate, deadline_at, end, submit)) {
+                Verdict::Met => {}
+                Verdict::Wait => entry.1 = false,
+                Verdict::Broken => {
+                    entry.1 = false;
+                    entry.2.get_or_insert_with(|| broken_reason(dep, dstate));
+                }
+            }
+        }
+        let mut released = false;
+        for (job, (state, all_met, broken)) in jobs {
+            if !state.is_active() {
+                // Ended while it waited (cancelled, or its deadline passed): it waits no more.
+                self.db.execute("UPDATE jobs SET waiting = 0 WHERE id = ?1", params![job as i64])?;
+                continue;
+            }
+            if let Some(why) = broken {
+                tracing::info!(job, "{why}: cancelled, its hold released");
+                self.db.execute("UPDATE jobs SET waiting = 0 WHERE id = ?1", params![job as i64])?;
+                self.finish(job, Ending::Withdrawn, Some(why), now)?;
+                continue;
+            }
+            // A suspended job waits for its resume first; it is let go on a later tick.
+            if all_met && state == JobState::Pending {
+                self.let_go(job, now)?;
+                released = true;
+            }
+        }
+        Ok(released)
+    }
+
+    /// A waiting job whose dependencies have ended: the nodes may start it now, and the view
+    /// holds its real work from now to its deadline (at most the share it held while waiting,
+    /// when the dependencies kept their promise).
+    fn let_go(&mut self, job: u64, now: f64) -> Result<(), ApiError> {
+        self.db.execute("UPDATE jobs SET waiting = 0, reason = NULL WHERE id = ?1", params![job as i64])?;
+        if let Some(c) = self.cluster.release(job) {
+            let (spec, reserved, deadline_at) = stored(&self.db, job)?;
+            let mut spec = spec;
+            spec.qos.deadline = (deadline_at - now).max(f64::MIN_POSITIVE);
+            if let Err(e) = self.cluster.commit_spec_reserving(job, &spec, reserved, now, &c.nodes, now) {
+                tracing::error!(job, "cluster view refused the released job: {e}");
+            }
+        }
+        tracing::info!(job, "dependencies met: it may start");
+        Ok(())
+    }
+
+    /// After a restart: the view holds each waiting job at its window's share, as it did
+    /// before (`commit_admitted`), not at what its work over the whole deadline would need.
+    pub(crate) fn recommit_waiting(&mut self) -> Result<(), ApiError> {
+        let waiting: Vec<(u64, f64)> = self
+            .db
+            .prepare(
+                "SELECT id, submit_time FROM jobs WHERE waiting = 1 AND state IN ('PENDING','RUNNING','SUSPENDED')",
+            )?
+            .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for (job, submit) in waiting {
+            let Some(c) = self.cluster.release(job) else { continue };
+            let (spec, reserved, _) = stored(&self.db, job)?;
+            if let Err(e) =
+                commit_admitted(&self.db, &mut self.cluster, job, &spec, reserved, submit, &c.nodes)
+            {
+                tracing::error!(job, "cluster view refused a waiting job: {e}");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stored job's specification (deadline relative to its submission), the work reserved
+/// for it, and its absolute deadline.
+fn stored(conn: &Connection, job: u64) -> rusqlite::Result<(JobSpec, f64, f64)> {
+    conn.query_row(
+        "SELECT estimate, deadline, budget, procs, mem_mb, cpus_per_task, COALESCE(reserved, estimate), deadline_at FROM jobs WHERE id = ?1",
+        params![job as i64],
+        |r| {
+            Ok((
+                spec_of(
+                    r.get(0)?,
+                    r.get(1)?,
+                    Money(r.get(2)?),
+                    r.get(3)?,
+                    r.get::<_, i64>(4)?.max(0) as u64,
+                    r.get::<_, i64>(5)?.clamp(1, i64::from(u32::MAX)) as u32,
+                ),
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        },
+    )
+}
+
+fn verdict_for(kind: DepKind, s: DepStatus) -> Verdict {
+    dependency::verdict(kind, s)
+}
+
+/// Puts an accepted job in the view: as usual, or, for a job that waits on dependencies, its
+/// window's share held from `since` (its submission) to its deadline
+/// (`libra_core::dependency::waiting_commitment`).
+pub(crate) fn commit_admitted(
+    conn: &Connection,
+    cluster: &mut Cluster,
+    id: u64,
+    spec: &JobSpec,
+    reserved: f64,
+    since: f64,
+    nodes: &[NodeIdx],
+) -> Result<(), ClusterError> {
+    let window: Option<f64> = conn
+        .prepare_cached("SELECT wait_window FROM jobs WHERE id = ?1 AND waiting = 1")
+        .and_then(|mut st| st.query_row(params![id as i64], |r| r.get(0)).optional())
+        .ok()
+        .flatten()
+        .flatten();
+    let Some(window) = window else {
+        return cluster.commit_spec_reserving(id, spec, reserved, since, nodes, since);
+    };
+    let deadline_abs = since + spec.deadline();
+    // `reserved` is the policy's work for the window; the commitment keeps its share.
+    let (work, rate) = dependency::waiting_commitment(reserved, window, since, deadline_abs);
+    cluster.commit_spec_reserving(id, spec, work, since, nodes, since)?;
+    cluster.set_progress(id, 0.0, rate, since)
+}
