@@ -445,3 +445,136 @@ pub(crate) fn commit_admitted(
     cluster.commit_spec_reserving(id, spec, work, since, nodes, since)?;
     cluster.set_progress(id, 0.0, rate, since)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ledger;
+    use crate::sched::tests::{app, req, user};
+    use libra_api::{JobState, RegisterRequest, SubmitRequest};
+    use libra_core::billing::Ending;
+    use libra_core::dependency::{DepKind, Dependency};
+
+    fn node() -> RegisterRequest {
+        RegisterRequest {
+            name: "n1".into(),
+            cpus: 1.0,
+            mem_mb: 0,
+            mechanism: "none".into(),
+            account: String::new(),
+            switches_users: false,
+        }
+    }
+
+    fn after(kind: DepKind, job: u64, r: SubmitRequest) -> SubmitRequest {
+        SubmitRequest { dependencies: vec![Dependency { kind, job, task: None }], ..r }
+    }
+
+    /// A waiting job holds its window's share, constant while it waits and after a restart;
+    /// let go, it holds its real work from then on; a failed afterok dependency cancels it
+    /// with its hold released.
+    #[test]
+    fn a_waiting_job_holds_its_window_share_until_let_go_and_across_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let (a, b) = {
+            let app = app(dir.path());
+            app.lock().register(&node(), 1.0, now).unwrap();
+            let u = user(&app, "u", 1000);
+            let mut g = app.lock();
+            let a = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+            // Waits for A's promise (100 s): 10 s of work in the 50 s left, 0.2 CPU from now.
+            let b = g.submit(&u, &after(DepKind::AfterOk, a.id, req(10.0, 150.0, 100)), now).unwrap();
+            assert!(b.state == JobState::Pending && b.waiting, "{b:?}");
+            assert!((b.share - 0.2).abs() < 1e-9, "{b:?}");
+            let c = g.cluster.commitment(b.id).unwrap().clone();
+            for t in [now, now + 40.0, now + 99.0] {
+                assert!(
+                    (c.required_share(t, 1.0) - 0.2).abs() < 1e-9,
+                    "at {t}: {}",
+                    c.required_share(t, 1.0)
+                );
+            }
+            // Too close: a job after B (due at 150 s) with a deadline of 155 s is refused, naming
+            // B, with the earliest deadline that fits (B's promise plus its 10 s).
+            let late = g.submit(&u, &after(DepKind::AfterOk, b.id, req(10.0, 155.0, 100)), now).unwrap();
+            assert_eq!(late.state, JobState::Rejected, "{late:?}");
+            assert!(
+                late.reason.as_deref().unwrap().contains(&format!("dependency: job {} promises", b.id)),
+                "{late:?}"
+            );
+            let s = late.suggestion.unwrap();
+            assert!(s.deadline >= 160.0, "{s:?}");
+            let ok = g.submit(&u, &after(DepKind::AfterOk, b.id, req(10.0, s.deadline, 100)), now).unwrap();
+            assert!(ok.waiting, "the suggestion is accepted: {ok:?}");
+            g.cancel(&u, ok.id, now).unwrap();
+            (a, b)
+        };
+        // Reopened, as after a SIGKILL: B still waits, at its window's share.
+        let app = app(dir.path());
+        let mut g = app.lock();
+        let c = g.cluster.commitment(b.id).unwrap().clone();
+        assert!((c.required_share(now + 30.0, 1.0) - 0.2).abs() < 1e-9);
+        assert!(!g.release_dependents(now + 10.0).unwrap(), "A has not ended");
+        // A completes: B is let go and holds its 10 s by its deadline.
+        g.finish(a.id, Ending::Exited { success: true, late: false, timed_out: false }, None, now + 20.0)
+            .unwrap();
+        assert!(g.release_dependents(now + 20.0).unwrap());
+        let b = crate::store::job(&g.db, b.id).unwrap().unwrap();
+        assert!(!b.waiting && b.state == JobState::Pending && b.reason.is_none(), "{b:?}");
+        let c = g.cluster.commitment(b.id).unwrap();
+        assert!((c.required_share(now + 20.0, 1.0) - 10.0 / 130.0).abs() < 1e-9);
+
+        // afterok on a job that is then cancelled: cancelled free, hold released.
+        let u = crate::auth::Caller {
+            id: 1,
+            name: "u".into(),
+            admin: false,
+            sweep: None,
+            expires: f64::INFINITY,
+        };
+        let e = g.submit(&u, &req(1.0, 100.0, 10), now + 20.0).unwrap();
+        let d = g.submit(&u, &after(DepKind::AfterOk, e.id, req(1.0, 200.0, 10)), now + 20.0).unwrap();
+        assert!(d.waiting);
+        g.cancel(&u, e.id, now + 21.0).unwrap();
+        g.release_dependents(now + 22.0).unwrap();
+        let d = crate::store::job(&g.db, d.id).unwrap().unwrap();
+        assert_eq!(d.state, JobState::Cancelled, "{d:?}");
+        assert_eq!(d.reason.as_deref(), Some(format!("dependency {} was cancelled", e.id).as_str()));
+        assert_eq!(ledger::open_hold(&g.db, d.id).unwrap().map(|h| h.1), Some(libra_core::Money::ZERO));
+        assert_eq!(d.charged, libra_core::Money::ZERO);
+        assert!(g.cluster.commitment(d.id).is_none());
+    }
+
+    /// Space-shared policies queue a job instead of promising it a share: a waiting job stays
+    /// out of the queue a dispatch pass sees until its dependencies have ended.
+    #[test]
+    fn a_space_shared_queue_dispatches_a_waiting_job_only_once_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let app = crate::App::open(crate::Config {
+            db: dir.path().join("t.db"),
+            join_token: "join-token".into(),
+            sync_full: false,
+            policy: "fifo".into(),
+            ..crate::Config::default()
+        })
+        .unwrap();
+        for n in ["n1", "n2"] {
+            app.lock().register(&RegisterRequest { name: n.into(), ..node() }, 1.0, now).unwrap();
+        }
+        let u = user(&app, "u", 1000);
+        let mut g = app.lock();
+        let a = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+        let b = g.submit(&u, &after(DepKind::AfterAny, a.id, req(10.0, 300.0, 100)), now).unwrap();
+        assert!(b.waiting && b.state == JobState::Pending, "{b:?}");
+        g.dispatch_queue(now).unwrap();
+        let nodes = |g: &crate::app::Inner, id| crate::store::job(&g.db, id).unwrap().unwrap().nodes;
+        assert_eq!(nodes(&g, a.id).len(), 1, "A is dispatched");
+        assert!(nodes(&g, b.id).is_empty(), "B waits although a node is idle");
+        g.finish(a.id, Ending::Exited { success: false, late: false, timed_out: false }, None, now + 5.0)
+            .unwrap();
+        assert!(g.release_dependents(now + 5.0).unwrap());
+        g.dispatch_queue(now + 5.0).unwrap();
+        assert_eq!(nodes(&g, b.id).len(), 1, "afterany: B runs after A failed");
+    }
+}
