@@ -247,6 +247,9 @@ impl Inner {
                 job.state
             )));
         }
+        if req.deadline_at.is_some_and(|d| d > job.deadline_at) {
+            self.promised_to_dependents(id)?;
+        }
         let deadline_at = req.deadline_at.unwrap_or(job.deadline_at);
         let budget = req.budget.unwrap_or(job.budget);
         let owner = self.owner_of(id)?;
@@ -403,6 +406,25 @@ impl Inner {
             previous_cost,
             job: self.reload(id)?,
         })
+    }
+
+    /// Jobs waiting on `id` were admitted for the time after its promised finish (its
+    /// deadline): a later deadline would break their promises, so it is refused while any waits.
+    fn promised_to_dependents(&self, id: u64) -> Result<(), ApiError> {
+        let waiting: Vec<String> = self
+            .db
+            .prepare_cached(
+                "SELECT j.id FROM job_deps d JOIN jobs j ON j.id = d.job WHERE d.dep = ?1 AND j.waiting = 1 ORDER BY j.id",
+            )?
+            .query_map(params![id as i64], |r| r.get::<_, i64>(0).map(|v| v.to_string()))?
+            .collect::<Result<_, _>>()?;
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::Conflict(format!(
+            "deadline_at: job(s) {} wait on job {id} (--dependency) and were promised their deadlines on its current one; a later deadline would break that promise. Cancel them first, or give a deadline no later than the current one",
+            waiting.join(", ")
+        )))
     }
 
     /// `libra hold`: a job that has not started gives up its promise (its hold is released, its

@@ -507,6 +507,14 @@ mod tests {
             let ok = g.submit(&u, &after(DepKind::AfterOk, b.id, req(10.0, s.deadline, 100)), now).unwrap();
             assert!(ok.waiting, "the suggestion is accepted: {ok:?}");
             g.cancel(&u, ok.id, now).unwrap();
+            // B's promise stands on A's deadline: A may not move it later while B waits, and
+            // B itself cannot be changed while it waits.
+            let later = libra_api::UpdateRequest { deadline_at: Some(now + 500.0), budget: None };
+            let e = g.update(&u, a.id, &later, now).unwrap_err().to_string();
+            assert!(e.contains(&format!("wait on job {}", a.id)), "{e}");
+            let e = g.update(&u, b.id, &later, now).unwrap_err().to_string();
+            assert!(e.contains("waits on its dependencies"), "{e}");
+            assert!(g.hold(&u, b.id, now).is_err());
             (a, b)
         };
         // Reopened, as after a SIGKILL: B still waits, at its window's share.
