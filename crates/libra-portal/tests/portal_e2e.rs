@@ -492,6 +492,34 @@ async fn daily(b: &Browser, dave: &libra_api::Client, erin: &libra_api::Client) 
         "{yes} / {changed:?}"
     );
     b.shot("job-updated").await?;
+
+    // A job waiting on another shows what it waits on, each dependency a link to its page.
+    let first = dave.submit(&job("daves-first", 20)).map_err(|e| format!("dave's first job: {e}"))?;
+    check!(first.state == JobState::Pending, "{first:?}");
+    let waiter = dave
+        .submit(&SubmitRequest {
+            dependencies: vec![libra_core::dependency::Dependency {
+                kind: libra_core::dependency::DepKind::AfterOk,
+                job: first.id,
+                task: None,
+            }],
+            ..SubmitRequest::new(JobSpec::simple(10.0, 1200.0, Money::from_credits(20)), vec!["true".into()])
+        })
+        .map_err(|e| format!("dave's waiting job: {e}"))?;
+    check!(waiter.waiting, "{waiter:?}");
+    b.open(&format!("#job/{}", waiter.id)).await?;
+    let detail = b
+        .wait_text("#job-detail", "the dependencies", |t| t.contains(&format!("afterok:{}", first.id)))
+        .await?;
+    check!(detail.contains("waiting") && detail.contains("waiting on dependencies"), "{detail}");
+    check!(
+        b.text(&format!("#job-detail .deps a[href='#job/{}']", first.id)).await.unwrap_or_default()
+            == first.id.to_string(),
+        "the dependency links to its job"
+    );
+    b.shot("job-dependencies").await?;
+    dave.cancel(waiter.id).map_err(|e| e.to_string())?;
+    dave.cancel(first.id).map_err(|e| e.to_string())?;
     dave.cancel(mine.id).map_err(|e| e.to_string())?;
     erin.cancel(theirs.id).map_err(|e| e.to_string())?;
     Ok(())

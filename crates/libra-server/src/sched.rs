@@ -258,6 +258,12 @@ impl Inner {
                     libra_core::RejectReason::Deadline => "deadline: the nodes cannot finish the job by its deadline without breaking earlier promises",
                     libra_core::RejectReason::Budget => "budget: the job costs more than its budget at the current prices",
                 };
+                let why = match &plan {
+                    deps::DepPlan::TooLate(..) => {
+                        "deadline: too little time is left between the dependencies' promised finish and the job's deadline"
+                    }
+                    _ => why,
+                };
                 let why = match plan.explain(now) {
                     Some(d) => format!("{why}; {d}"),
                     None => why.to_string(),
