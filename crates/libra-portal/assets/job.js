@@ -52,7 +52,7 @@ Libra.views = Libra.views || {};
       ["Exit code", j.exit_code === null || j.exit_code === undefined ? "-" : String(j.exit_code)],
       ["Depends on", dependencies(j)],
       ["Reason", j.reason || "-"],
-    ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null, " ", j.waiting ? null : Libra.holdButton(j)]);
+    ]), Libra.isActive(j.state) ? Libra.cancelButton(j, cancelPath) : null, " ", Libra.holdButton(j)]);
     // The change form is static (a rebuilt form would lose what is being typed): shown for an
     // unfinished job only.
     $("update-form").hidden = !Libra.isActive(j.state) || !!j.waiting; // the server refuses both while it waits

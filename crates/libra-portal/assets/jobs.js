@@ -62,9 +62,10 @@ Libra.views = Libra.views || {};
   };
 
   // Hold a job no node has started (its promise and hold are given up), release a held one
-  // (admitted again as a new submission would be, or refused with what would do).
+  // (admitted again as a new submission would be, or refused with what would do). A job waiting
+  // on its dependencies cannot be held (the server refuses): no button.
   Libra.holdButton = function (j) {
-    if (j.state === "PENDING" && !j.start_time) {
+    if (j.state === "PENDING" && !j.start_time && !j.waiting) {
       return Libra.h("button", {
         type: "button", "aria-label": "Hold job " + j.id, class: "hold",
         onclick: function () {

@@ -517,6 +517,11 @@ async fn daily(b: &Browser, dave: &libra_api::Client, erin: &libra_api::Client) 
             == first.id.to_string(),
         "the dependency links to its job"
     );
+    check!(
+        b.text(&format!("button[aria-label='Hold job {}']", waiter.id)).await.is_none()
+            && !displayed(b, "#update-form").await?,
+        "a waiting job offers a hold or a change the server refuses"
+    );
     b.shot("job-dependencies").await?;
     dave.cancel(waiter.id).map_err(|e| e.to_string())?;
     dave.cancel(first.id).map_err(|e| e.to_string())?;
