@@ -38,8 +38,8 @@ pub(crate) enum DepPlan {
     Met(Deps),
     /// It waits: decided for `window`.
     Wait(Deps, JobSpec),
-    /// Its deadline leaves too little time after the latest promise; `least` is the window
-    /// spec at the shortest deadline the job could have (what a suggestion is sought for).
+    /// Its deadline leaves too little time after the latest promise; the spec is the window at
+    /// the shortest deadline the job could have (what a suggestion is sought for).
     TooLate(Deps, TooLate, JobSpec),
 }
 
@@ -103,48 +103,75 @@ impl DepPlan {
     }
 }
 
-/// How a job named as a dependency stands, from its stored state.
-fn status(state: JobState, deadline_at: f64, end: Option<f64>, submit: f64) -> DepStatus {
-    match state {
-        JobState::Pending | JobState::Running | JobState::Suspended | JobState::Held => {
-            DepStatus::Open { promised_finish: deadline_at }
+/// A job named as a dependency, as the store has it.
+#[derive(Debug, Clone, Copy)]
+struct DepJob {
+    state: JobState,
+    deadline_at: f64,
+    end: Option<f64>,
+    submit: f64,
+    exit_code: Option<i32>,
+}
+
+/// The columns `DepJob::from_row` reads, of a `jobs` row aliased `alias`.
+fn dep_columns(alias: &str) -> String {
+    ["state", "deadline_at", "end_time", "submit_time", "exit_code"]
+        .iter()
+        .map(|c| format!("{alias}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl DepJob {
+    fn from_row(r: &rusqlite::Row, offset: usize) -> rusqlite::Result<DepJob> {
+        let s: String = r.get(offset)?;
+        Ok(DepJob {
+            state: JobState::parse(&s).unwrap_or(JobState::Failed),
+            deadline_at: r.get(offset + 1)?,
+            end: r.get(offset + 2)?,
+            submit: r.get(offset + 3)?,
+            exit_code: r.get(offset + 4)?,
+        })
+    }
+
+    /// How it stands: open until its promised finish, or ended, successfully or not.
+    fn status(&self) -> DepStatus {
+        let end = self.end.unwrap_or(self.submit);
+        match self.state {
+            JobState::Pending | JobState::Running | JobState::Suspended | JobState::Held => {
+                DepStatus::Open { promised_finish: self.deadline_at }
+            }
+            JobState::Completed => DepStatus::Ended { end, success: true },
+            // DEADLINE is a job that exited 0 after its deadline (a success: it did its work),
+            // or one no node started by its deadline (no exit code: it never ran).
+            JobState::Deadline => DepStatus::Ended { end, success: self.exit_code == Some(0) },
+            JobState::Failed | JobState::Cancelled | JobState::Timeout | JobState::Rejected => {
+                DepStatus::Ended { end, success: false }
+            }
         }
-        // A job that finished after its deadline still finished: its exit was a success.
-        JobState::Completed | JobState::Deadline => {
-            DepStatus::Ended { end: end.unwrap_or(submit), success: true }
-        }
-        JobState::Failed | JobState::Cancelled | JobState::Timeout | JobState::Rejected => {
-            DepStatus::Ended { end: end.unwrap_or(submit), success: false }
-        }
+    }
+
+    /// Why an `afterok` dependency `job` broke, in the words `libra status` shows.
+    fn broken_reason(&self, job: u64) -> String {
+        let how = match self.state {
+            JobState::Failed => "failed",
+            JobState::Cancelled => "was cancelled",
+            JobState::Timeout => "timed out",
+            JobState::Rejected => "was refused",
+            JobState::Deadline => "never started by its deadline",
+            _ => "did not complete",
+        };
+        format!("dependency {job} {how}")
     }
 }
 
-/// Why an `afterok` dependency broke, in the words `libra status` shows.
-fn broken_reason(job: u64, state: JobState) -> String {
-    let how = match state {
-        JobState::Failed => "failed",
-        JobState::Cancelled => "was cancelled",
-        JobState::Timeout => "timed out",
-        JobState::Rejected => "was refused",
-        _ => "did not complete",
-    };
-    format!("dependency {job} {how}")
-}
-
-type DepRow = (JobState, f64, Option<f64>, f64);
-
-fn dep_row(conn: &Connection, id: u64) -> rusqlite::Result<Option<(i64, Option<i64>, DepRow)>> {
-    conn.prepare_cached(
-        "SELECT user_id, array_id, state, deadline_at, end_time, submit_time FROM jobs WHERE id = ?1",
-    )?
-    .query_row(params![id as i64], |r| {
-        let s: String = r.get(2)?;
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            (JobState::parse(&s).unwrap_or(JobState::Failed), r.get(3)?, r.get(4)?, r.get(5)?),
-        ))
-    })
+/// A job's owner, its array, and how it stands as a dependency.
+fn dep_row(conn: &Connection, id: u64) -> rusqlite::Result<Option<(i64, Option<i64>, DepJob)>> {
+    conn.prepare_cached(&format!(
+        "SELECT j.user_id, j.array_id, {} FROM jobs j WHERE j.id = ?1",
+        dep_columns("j")
+    ))?
+    .query_row(params![id as i64], |r| Ok((r.get(0)?, r.get(1)?, DepJob::from_row(r, 2)?)))
     .optional()
 }
 
@@ -202,22 +229,23 @@ impl Inner {
                 },
             };
             for id in ids {
-                let Some((owner, _, (state, deadline_at, end, submit))) = dep_row(conn, id)? else {
+                let Some((owner, _, dj)) = dep_row(conn, id)? else {
                     return Err(unknown(d));
                 };
                 if !mine(owner) {
                     return Err(unknown(d));
                 }
+                let state = dj.state;
                 if state == JobState::Held {
                     return Err(ApiError::BadRequest(format!(
                         "--dependency: job {id} is HELD: it has no promised finish to plan by; `libra release {id}` it first, then submit"
                     )));
                 }
-                let st = status(state, deadline_at, end, submit);
-                if verdict_for(d.kind, st) == Verdict::Broken {
+                let st = dj.status();
+                if dependency::verdict(d.kind, st) == Verdict::Broken {
                     return Err(ApiError::BadRequest(format!(
                         "--dependency: afterok:{id} can never hold: job {id} is already {state} ({}); use afterany:{id} to run after it anyway, or drop it",
-                        broken_reason(id, state)
+                        dj.broken_reason(id)
                     )));
                 }
                 let kind = rows.entry(id).or_insert(d.kind);
@@ -228,7 +256,10 @@ impl Inner {
             }
         }
         let met = rows.iter().all(|(id, kind)| {
-            statuses.iter().filter(|(j, _)| j == id).all(|(_, s)| verdict_for(*kind, *s) == Verdict::Met)
+            statuses
+                .iter()
+                .filter(|(j, _)| j == id)
+                .all(|(_, s)| dependency::verdict(*kind, *s) == Verdict::Met)
         });
         let all: Vec<DepStatus> = statuses.iter().map(|(_, s)| *s).collect();
         let wait = dependency::latest_finish(&all, now);
@@ -296,36 +327,36 @@ impl Inner {
     /// dependency failed, was cancelled or refused. Run on every scheduler tick. Returns
     /// whether a job was let go (the node agents have work).
     pub fn release_dependents(&mut self, now: f64) -> Result<bool, ApiError> {
-        let rows: Vec<(u64, String, u64, DepKind, DepRow)> = self
+        let rows: Vec<(u64, String, u64, DepKind, DepJob)> = self
             .db
-            .prepare_cached(
-                "SELECT j.id, j.state, d.dep, d.kind, dj.state, dj.deadline_at, dj.end_time, dj.submit_time \
+            .prepare_cached(&format!(
+                "SELECT j.id, j.state, d.dep, d.kind, {} \
                  FROM jobs j JOIN job_deps d ON d.job = j.id JOIN jobs dj ON dj.id = d.dep \
                  WHERE j.waiting = 1 ORDER BY j.id, d.dep",
-            )?
+                dep_columns("dj")
+            ))?
             .query_map([], |r| {
                 let kind: String = r.get(3)?;
-                let dstate: String = r.get(4)?;
                 Ok((
                     r.get::<_, i64>(0)? as u64,
                     r.get::<_, String>(1)?,
                     r.get::<_, i64>(2)? as u64,
                     DepKind::parse(&kind).unwrap_or(DepKind::AfterOk),
-                    (JobState::parse(&dstate).unwrap_or(JobState::Failed), r.get(5)?, r.get(6)?, r.get(7)?),
+                    DepJob::from_row(r, 4)?,
                 ))
             })?
             .collect::<Result<_, _>>()?;
         // Per waiting job: every dependency met, or the first one broken.
         let mut jobs: BTreeMap<u64, (JobState, bool, Option<String>)> = BTreeMap::new();
-        for (job, state, dep, kind, (dstate, deadline_at, end, submit)) in rows {
+        for (job, state, dep, kind, dj) in rows {
             let entry =
                 jobs.entry(job).or_insert((JobState::parse(&state).unwrap_or(JobState::Failed), true, None));
-            match verdict_for(kind, status(dstate, deadline_at, end, submit)) {
+            match dependency::verdict(kind, dj.status()) {
                 Verdict::Met => {}
                 Verdict::Wait => entry.1 = false,
                 Verdict::Broken => {
                     entry.1 = false;
-                    entry.2.get_or_insert_with(|| broken_reason(dep, dstate));
+                    entry.2.get_or_insert_with(|| dj.broken_reason(dep));
                 }
             }
         }
@@ -412,10 +443,6 @@ fn stored(conn: &Connection, job: u64) -> rusqlite::Result<(JobSpec, f64, f64)> 
             ))
         },
     )
-}
-
-fn verdict_for(kind: DepKind, s: DepStatus) -> Verdict {
-    dependency::verdict(kind, s)
 }
 
 /// Puts an accepted job in the view: as usual, or, for a job that waits on dependencies, its
@@ -584,5 +611,29 @@ mod tests {
         assert!(g.release_dependents(now + 5.0).unwrap());
         g.dispatch_queue(now + 5.0).unwrap();
         assert_eq!(nodes(&g, b.id).len(), 1, "afterany: B runs after A failed");
+    }
+
+    /// DEADLINE is a success for afterok only when the job ran and exited 0 (late); one that no
+    /// node started by its deadline never did its work.
+    #[test]
+    fn a_late_success_satisfies_afterok_and_a_job_never_started_does_not() {
+        let job = |state, exit_code| super::DepJob {
+            state,
+            deadline_at: 10.0,
+            end: Some(12.0),
+            submit: 0.0,
+            exit_code,
+        };
+        let v = |j: super::DepJob| libra_core::dependency::verdict(DepKind::AfterOk, j.status());
+        use libra_core::dependency::Verdict::*;
+        assert_eq!(v(job(JobState::Deadline, Some(0))), Met);
+        assert_eq!(v(job(JobState::Deadline, None)), Broken);
+        assert_eq!(
+            job(JobState::Deadline, None).broken_reason(7),
+            "dependency 7 never started by its deadline"
+        );
+        assert_eq!(v(job(JobState::Completed, Some(0))), Met);
+        assert_eq!(v(job(JobState::Timeout, None)), Broken);
+        assert_eq!(v(job(JobState::Held, None)), Wait);
     }
 }
