@@ -26,9 +26,20 @@ pub fn run(a: QuoteArgs) -> Result<()> {
         opts.budget = Some("1000000000".into());
     }
     let spec = opts.spec(now())?;
-    let q = a.conn.client()?.quote(&QuoteRequest { spec })?;
+    let client = a.conn.client()?;
+    let q = client.quote(&QuoteRequest { spec })?;
+    // Against an account: what the caller may hold there (refused, naming the caller's
+    // accounts, when they are not a member).
+    let account = opts.account.as_deref().map(|n| client.account(n)).transpose()?;
     if a.conn.json {
-        return print_json(&q);
+        return match account {
+            None => print_json(&q),
+            Some(acc) => {
+                let mut v = serde_json::to_value(&q)?;
+                v["account"] = serde_json::to_value(&acc)?;
+                print_json(&v)
+            }
+        };
     }
     let mut t = table(&["NODE", "STATE", "CPUS", "LOAD", "PBASE/CPU-S", "PRICE NOW/CPU-S"]);
     for p in &q.prices {
@@ -44,12 +55,26 @@ pub fn run(a: QuoteArgs) -> Result<()> {
     println!("policy {}\n{t}", q.policy);
     if !bare {
         match (q.accepted, q.cost) {
-            (true, Some(c)) => println!(
-                "the job would be accepted now on {} at share {:.3} for {}",
-                q.nodes.join(","),
-                q.share.unwrap_or(0.0),
-                money(c)
-            ),
+            (true, Some(c)) => {
+                println!(
+                    "the job would be accepted now on {} at share {:.3} for {}",
+                    q.nodes.join(","),
+                    q.share.unwrap_or(0.0),
+                    money(c)
+                );
+                if let Some(acc) = &account {
+                    println!(
+                        "account {}: {} available to you{}",
+                        acc.account.name,
+                        money(acc.available_to_me),
+                        if acc.available_to_me < c {
+                            " (less than the cost: the job would be refused)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+            }
             _ => {
                 println!("the job would be rejected now: {}", q.reason.as_deref().unwrap_or("-"));
                 if let Some(s) = q.suggestion {

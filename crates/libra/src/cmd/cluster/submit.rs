@@ -55,6 +55,11 @@ pub struct JobOpts {
     /// A name for the job.
     #[arg(long, short = 'J')]
     pub name: Option<String>,
+    /// The account (project) to charge, like sbatch -A: the job's cost is held against its
+    /// credit and your limit in it (`libra balance` lists your accounts). Default: your default
+    /// account (your personal account, named after you, unless an administrator set another).
+    #[arg(long, short = 'A')]
+    pub account: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +108,7 @@ impl JobOpts {
             export: self.export.or(other.export),
             mem: self.mem.or(other.mem),
             name: self.name.or(other.name),
+            account: self.account.or(other.account),
         }
     }
 
@@ -289,7 +295,11 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
         _ => (opts, resolve_command(command)),
     };
     let spec = opts.spec(now)?;
-    let mut req = SubmitRequest { name: opts.name.clone(), ..SubmitRequest::new(spec, command) };
+    let mut req = SubmitRequest {
+        name: opts.name.clone(),
+        account: opts.account.clone(),
+        ..SubmitRequest::new(spec, command)
+    };
     opts.place(&mut req)?;
     Ok(req)
 }
@@ -341,12 +351,13 @@ pub fn print_decision(job: &JobInfo, argv: &[String]) {
         }
     } else {
         println!(
-            "job {} accepted on {}: share {:.3} CPU, {} on hold (budget {}), due {}",
+            "job {} accepted on {}: share {:.3} CPU, {} on hold (budget {}){}, due {}",
             job.id,
             job.nodes.join(","),
             job.share,
             money(job.cost),
             money(job.budget),
+            job.account.as_deref().map(|a| format!(" against account {a}")).unwrap_or_default(),
             fmt_time(job.deadline_at)
         );
     }
