@@ -119,7 +119,7 @@ pub enum AccountCommand {
         user: String,
         /// The most the user may have charged and held against the account in its allocation
         /// period, in credits (default: no limit but the account's credit).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         limit: Option<String>,
         /// Make the account the user's default (what their jobs are charged to without --account).
         #[arg(long)]
@@ -372,6 +372,10 @@ pub fn run(a: AdminArgs) -> Result<()> {
             let rows = c.usage_filtered(&q)?;
             if json {
                 return print_json(&rows);
+            }
+            if rows.is_empty() {
+                println!("no jobs match");
+                return Ok(());
             }
             let mut t = table(&["PERIOD", "USER", "ACCOUNT", "JOBS", "COMPLETED", "CPU HOURS", "CHARGED"]);
             let mut per_account: std::collections::BTreeMap<&str, Money> = Default::default();

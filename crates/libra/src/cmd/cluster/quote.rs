@@ -55,32 +55,27 @@ pub fn run(a: QuoteArgs) -> Result<()> {
     println!("policy {}\n{t}", q.policy);
     if !bare {
         match (q.accepted, q.cost) {
-            (true, Some(c)) => {
-                println!(
-                    "the job would be accepted now on {} at share {:.3} for {}",
-                    q.nodes.join(","),
-                    q.share.unwrap_or(0.0),
-                    money(c)
-                );
-                if let Some(acc) = &account {
-                    println!(
-                        "account {}: {} available to you{}",
-                        acc.account.name,
-                        money(acc.available_to_me),
-                        if acc.available_to_me < c {
-                            " (less than the cost: the job would be refused)"
-                        } else {
-                            ""
-                        }
-                    );
-                }
-            }
+            (true, Some(c)) => println!(
+                "the job would be accepted now on {} at share {:.3} for {}",
+                q.nodes.join(","),
+                q.share.unwrap_or(0.0),
+                money(c)
+            ),
             _ => {
                 println!("the job would be rejected now: {}", q.reason.as_deref().unwrap_or("-"));
                 if let Some(s) = q.suggestion {
                     println!("suggestion: deadline {:.0}s, budget {}", s.deadline.ceil(), s.budget);
                 }
             }
+        }
+        if let Some(acc) = &account {
+            let short = q.accepted && q.cost.is_some_and(|c| acc.available_to_me < c);
+            println!(
+                "account {}: {} available to you{}",
+                acc.account.name,
+                money(acc.available_to_me),
+                if short { " (less than the cost: the job would be refused)" } else { "" }
+            );
         }
     }
     Ok(())
