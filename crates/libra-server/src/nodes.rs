@@ -529,7 +529,11 @@ fn charge_as_it_runs(tx: &rusqlite::Transaction, job: u64, now: f64) -> Result<O
     }
     match ledger::extend_hold(tx, job, usage.hold_needed(), usage.budget, now) {
         Ok(()) | Err(LedgerError::NoHold(_)) => Ok(None),
-        Err(e @ LedgerError::Insufficient { .. }) => settle_job(
+        Err(
+            e @ (LedgerError::Insufficient { .. }
+            | LedgerError::AccountShort { .. }
+            | LedgerError::LimitShort { .. }),
+        ) => settle_job(
             tx,
             job,
             Ending::OutOfCredit,

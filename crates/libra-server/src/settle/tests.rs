@@ -121,6 +121,43 @@ fn an_overrun_the_owners_credit_cannot_cover_stops_the_job() {
     assert_eq!(d.charged, Money::from_credits(12));
 }
 
+/// A job charged to a shared account overruns: its hold grows from the account within the
+/// member's limit, and past the limit it is stopped and pays what the limit covers; the owner's
+/// own credit is never touched.
+#[test]
+fn an_overrun_past_the_members_limit_in_an_account_stops_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 1000);
+    let mut g = app.lock();
+    let p = crate::projects::create(&g.db, "physics", now).unwrap();
+    crate::projects::add_user(&g.db, "physics", "u", Some(Money::from_credits(12)), false, now).unwrap();
+    crate::projects::deposit(&g.db, "physics", Money::from_credits(500), u.id, now).unwrap();
+    let j = g
+        .submit(
+            &u,
+            &libra_api::SubmitRequest { account: Some(p.name.clone()), ..req(10.0, 1000.0, 1000) },
+            now,
+        )
+        .unwrap();
+    assert_eq!((j.state, j.account.as_deref()), (JobState::Pending, Some("physics")), "{j:?}");
+    let resp = g.sync(&sync("n1", vec![running(j.id, 40.0, now)], vec![]), now + 50.0).unwrap();
+    assert!(resp.kill.contains(&j.id), "{resp:?}");
+    let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert!(d.reason.as_deref().unwrap().contains("limit: u may have at most 12.00"), "{d:?}");
+    assert_eq!(d.charged, Money::from_credits(12));
+    let pid = crate::projects::project_id(&g.db, "physics").unwrap().unwrap();
+    let a = crate::projects::info(&g.db, crate::projects::Acct::Project(pid), now + 60.0).unwrap();
+    assert_eq!(
+        (a.held, a.charged, a.available),
+        (Money::ZERO, Money::from_credits(12), Money::from_credits(488))
+    );
+    let b = ledger::balance(&g.db, u.id).unwrap();
+    assert_eq!((b.available, b.charged), (Money::from_credits(1000), Money::ZERO));
+}
+
 #[test]
 fn an_exit_is_recorded_only_with_its_settlement() {
     // A failure while settling (a full disk, here a trigger) must not leave the exit recorded and
