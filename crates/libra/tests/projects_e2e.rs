@@ -154,6 +154,9 @@ fn users_share_an_account_within_their_limits_and_each_job_is_charged_to_its_acc
     let mine: libra_api::Balance = json(&libra(&cl, &alice_t, &["balance", "--json"]));
     assert_eq!(mine.charged, done[2].charged, "alice's own credit paid only her own job");
     assert!(done[0].charged.0 > 0);
+    // sacct's Account column.
+    let h = libra(&cl, &alice_t, &["history", "-o", "jobid,account", "-p"]);
+    assert!(h.contains(&format!("{}|physics|", j1.id)) && h.contains(&format!("{}|alice|", own.id)), "{h}");
 
     // Usage per account and per user, filtered.
     let rows: Vec<UsageRow> =
