@@ -198,6 +198,40 @@ fn users_share_an_account_within_their_limits_and_each_job_is_charged_to_its_acc
     assert!(!ok);
     let why = j.reason.unwrap();
     assert!(why.starts_with("credit: account chem has 0.01 available"), "{why}");
+    // An array's tasks are each held and charged against the account named.
+    let before = account_of(&cl, &admin_t, "physics").account;
+    let arr: libra_api::ArrayResponse = json(&libra(
+        &cl,
+        &bob_t,
+        &[
+            "submit",
+            "--json",
+            "--array",
+            "0-1",
+            "-A",
+            "physics",
+            "--estimate",
+            "1s",
+            "-d",
+            "10m",
+            "-b",
+            "5",
+            "--",
+            EXE,
+            "burn",
+            "--cpu-seconds",
+            "0.5",
+        ],
+    ));
+    assert!(arr.accepted && arr.tasks.len() == 2, "{arr:?}");
+    assert!(arr.tasks.iter().all(|t| t.account.as_deref() == Some("physics")), "{arr:?}");
+    let tasks: Vec<JobInfo> = arr.tasks.iter().map(|t| wait_done(&admin, t.id)).collect();
+    let charged = tasks.iter().fold(Money::ZERO, |m, t| m + t.charged);
+    assert!(charged.0 > 0, "{tasks:?}");
+    let after = account_of(&cl, &admin_t, "physics").account;
+    assert_eq!(after.charged, before.charged + charged);
+    let bobs: libra_api::Balance = json(&libra(&cl, &bob_t, &["balance", "--json"]));
+    assert_eq!(bobs.charged, Money::ZERO, "bob's own credit paid nothing");
     // Account and user names never collide (a personal account takes its user's name).
     let (ok, _, err) = run(&cl, &admin_t, &["admin", "account", "create", "alice"]);
     assert!(!ok && err.contains("personal account of user alice"), "{err}");
