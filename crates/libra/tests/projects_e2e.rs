@@ -36,10 +36,22 @@ fn token(cl: &Cluster, user: &str, pw: &str) -> String {
     cl.anon().login(user, pw).unwrap().token
 }
 
-/// `libra submit` of a CPU burn, with `extra` flags (`--account ...`), as JSON.
+/// `libra submit` of a CPU burn estimated at what it burns, with `extra` flags (`--account
+/// ...`), as JSON.
 fn submit(cl: &Cluster, tok: &str, cpu: f64, budget: &str, extra: &[&str]) -> (bool, JobInfo, String) {
+    submit_estimated(cl, tok, cpu, cpu, budget, extra)
+}
+
+fn submit_estimated(
+    cl: &Cluster,
+    tok: &str,
+    estimate: f64,
+    cpu: f64,
+    budget: &str,
+    extra: &[&str],
+) -> (bool, JobInfo, String) {
     let cpu = cpu.to_string();
-    let est = format!("{cpu}s");
+    let est = format!("{estimate}s");
     let mut args = vec!["submit", "--json", "--estimate", &est, "-d", "10m", "-b", budget];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", EXE, "burn", "--cpu-seconds", &cpu]);
@@ -256,8 +268,9 @@ fn an_allocation_expires_at_its_end_but_a_hold_taken_before_stays_valid() {
     assert!(a.allocations[0].active);
     let end = a.allocations[0].end;
 
-    // A job that runs past the allocation's end, held from it while it lasts.
-    let (ok, j, err) = submit(&cl, &dana_t, 8.0, "50", &[]);
+    // A job that runs past the allocation's end, held from it while it lasts (estimated well
+    // above what it burns, so it never needs more than its hold).
+    let (ok, j, err) = submit_estimated(&cl, &dana_t, 16.0, 8.0, "50", &[]);
     assert!(ok, "{err}");
     assert_eq!(j.account.as_deref(), Some("grant"));
     assert!(j.cost.0 > 0);
