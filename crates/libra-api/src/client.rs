@@ -383,6 +383,11 @@ impl Client {
         self.get(&format!("/api/accounts/{}", encode(name)))
     }
 
+    /// An account's ledger entries, newest first (one of the caller's; any for an administrator).
+    pub fn account_ledger(&self, name: &str) -> Result<Vec<AccountEntry>, ClientError> {
+        self.get(&format!("/api/accounts/{}/ledger", encode(name)))
+    }
+
     /// Every shared account (administrators).
     pub fn accounts_all(&self) -> Result<Vec<AccountInfo>, ClientError> {
         self.get("/api/admin/accounts")

@@ -565,6 +565,26 @@ pub struct MyAccount {
     pub default: bool,
 }
 
+/// One entry of an account's ledger (`GET /api/accounts/NAME/ledger`). Kinds: deposit,
+/// transfer, allocation (credit in), hold, charge, release (a job's).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountEntry {
+    pub id: u64,
+    pub time: f64,
+    pub kind: String,
+    /// The member whose job it is, or the administrator who moved the credit.
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub job: Option<u64>,
+    /// The allocation the entry belongs to (null: the lasting credit).
+    #[serde(default)]
+    pub allocation: Option<u64>,
+    #[serde(rename = "amount_cents", alias = "amount")]
+    pub amount: Money,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AccountCreate {

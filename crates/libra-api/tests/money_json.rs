@@ -233,6 +233,18 @@ fn samples(m: &mut Markers) -> Vec<(&'static str, Value)> {
         ),
         ("AccountDeposit", v(serde_json::to_value(AccountDeposit { amount: m.next() }))),
         (
+            "AccountEntry",
+            v(serde_json::to_value(AccountEntry {
+                id: 1,
+                time: 1.5,
+                kind: "hold".into(),
+                user: Some("alice".into()),
+                job: Some(3),
+                allocation: Some(2),
+                amount: m.next(),
+            })),
+        ),
+        (
             "AccountTransfer",
             v(serde_json::to_value(AccountTransfer { from: "a".into(), to: "b".into(), amount: m.next() })),
         ),
@@ -328,6 +340,7 @@ fn old_names_still_read_and_new_names_round_trip() {
                 "MyAccount" => again::<MyAccount>(input),
                 "AccountUserAdd" => again::<AccountUserAdd>(input),
                 "AccountDeposit" => again::<AccountDeposit>(input),
+                "AccountEntry" => again::<AccountEntry>(input),
                 "AccountTransfer" => again::<AccountTransfer>(input),
                 "AccountAllocate" => again::<AccountAllocate>(input),
                 other => panic!("{other}: add it to this match"),

@@ -183,6 +183,14 @@ const ROUTES: &[Route] = &[
         "user",
     ),
     (
+        "get",
+        "/api/accounts/{name}/ledger",
+        "An account's ledger entries, newest first (one of the caller's; any for an administrator)",
+        None,
+        list::<AccountEntry>,
+        "user",
+    ),
+    (
         "post",
         "/api/sweeps",
         "Host a parameter sweep: plan and resources as text, deadline, budget, what to optimise (local resources: administrators only)",

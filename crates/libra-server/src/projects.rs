@@ -23,7 +23,7 @@
 //! hold now.
 
 use crate::ledger::{self, LedgerError};
-use libra_api::{AccountInfo, AccountMember, AllocationInfo, MyAccount, UsageQuery, UsageRow};
+use libra_api::{AccountEntry, AccountInfo, AccountMember, AllocationInfo, MyAccount, UsageQuery, UsageRow};
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -851,6 +851,63 @@ pub fn one(
             default: u == user && default.is_none(),
             account,
         },
+    })
+}
+
+/// An account's ledger, newest first (at most `limit` entries), for `user` if it is theirs or
+/// for an administrator (refused as `one` refuses). A personal account's entries are its
+/// user's `ledger` entries.
+pub fn entries(
+    conn: &Connection,
+    user: i64,
+    user_name: &str,
+    admin: bool,
+    name: &str,
+    limit: u32,
+) -> Result<Vec<AccountEntry>, ProjectError> {
+    let acct = match resolve(conn, name) {
+        Ok(a) => Some(a),
+        Err(ProjectError::NoAccount(_)) if !admin => None,
+        Err(e) => return Err(e),
+    };
+    let member = match acct {
+        Some(Acct::Personal(u)) => u == user,
+        Some(Acct::Project(p)) => membership(conn, p, user)?.is_some(),
+        None => false,
+    };
+    let Some(acct) = acct.filter(|_| member || admin) else {
+        return Err(not_member(conn, user, user_name, name)?);
+    };
+    Ok(match acct {
+        Acct::Personal(u) => ledger::entries(conn, Some(u), limit)?
+            .into_iter()
+            .map(|e| AccountEntry {
+                id: e.id,
+                time: e.time,
+                kind: format!("{:?}", e.kind).to_lowercase(),
+                user: Some(e.user),
+                job: e.job,
+                allocation: None,
+                amount: e.amount,
+            })
+            .collect(),
+        Acct::Project(p) => conn
+            .prepare_cached(
+                "SELECT l.id, l.time, l.kind, u.name, l.job, l.allocation_id, l.amount FROM project_ledger l \
+                 LEFT JOIN users u ON u.id = l.user_id WHERE l.project_id = ?1 ORDER BY l.id DESC LIMIT ?2",
+            )?
+            .query_map(params![p, limit], |r| {
+                Ok(AccountEntry {
+                    id: r.get::<_, i64>(0)? as u64,
+                    time: r.get(1)?,
+                    kind: r.get(2)?,
+                    user: r.get(3)?,
+                    job: r.get::<_, Option<i64>>(4)?.map(|j| j as u64),
+                    allocation: r.get::<_, Option<i64>>(5)?.map(|a| a as u64),
+                    amount: Money(r.get(6)?),
+                })
+            })?
+            .collect::<Result<_, _>>()?,
     })
 }
 

@@ -166,6 +166,24 @@ fn users_share_an_account_within_their_limits_and_each_job_is_charged_to_its_acc
     let mine: libra_api::Balance = json(&libra(&cl, &alice_t, &["balance", "--json"]));
     assert_eq!(mine.charged, done[2].charged, "alice's own credit paid only her own job");
     assert!(done[0].charged.0 > 0);
+    // The account's ledger: alice's job held, charged and released there; bob's job too.
+    let st: serde_json::Value = serde_json::from_str(&libra(
+        &cl,
+        &alice_t,
+        &["balance", "--account", "physics", "--ledger", "--json"],
+    ))
+    .unwrap();
+    let entries: Vec<libra_api::AccountEntry> = serde_json::from_value(st["ledger"].clone()).unwrap();
+    let of = |job: u64, kind: &str| {
+        entries.iter().filter(|e| e.job == Some(job) && e.kind == kind).map(|e| e.amount.0).sum::<i64>()
+    };
+    assert_eq!(Money(of(j1.id, "hold")), Money(of(j1.id, "charge") + of(j1.id, "release")));
+    assert_eq!(Money(of(j1.id, "charge")), done[0].charged);
+    assert_eq!(Money(of(jb.id, "charge")), done[1].charged);
+    assert!(entries.iter().filter(|e| e.job == Some(j1.id)).all(|e| e.user.as_deref() == Some("alice")));
+    assert_eq!(of(own.id, "hold"), 0, "alice's own job is not in physics's ledger");
+    let (ok, _, err) = run(&cl, &carol_t, &["balance", "--account", "physics", "--ledger"]);
+    assert!(!ok && err.contains("not a member of account physics"), "{err}");
     // sacct's Account column.
     let h = libra(&cl, &alice_t, &["history", "-o", "jobid,account", "-p"]);
     assert!(h.contains(&format!("{}|physics|", j1.id)) && h.contains(&format!("{}|alice|", own.id)), "{h}");

@@ -63,6 +63,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/ledger", get(user::ledger))
         .route("/api/accounts", get(user::accounts))
         .route("/api/accounts/{name}", get(user::account))
+        .route("/api/accounts/{name}/ledger", get(user::account_ledger))
         .route("/api/sweeps", post(sweeps::create).get(sweeps::list))
         .route("/api/sweeps/{id}", get(sweeps::get))
         .route("/api/sweeps/{id}/usage", get(sweeps::usage))

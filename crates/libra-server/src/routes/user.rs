@@ -298,6 +298,17 @@ pub async fn account(
     Ok(Json(crate::projects::one(&g.db, who.id, &who.name, who.admin, &name, now())?))
 }
 
+/// One account's ledger entries, newest first: one of the caller's (any for an administrator).
+pub async fn account_ledger(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Res<Vec<AccountEntry>> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    Ok(Json(crate::projects::entries(&g.db, who.id, &who.name, who.admin, &name, 10_000)?))
+}
+
 pub async fn ledger(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<LedgerEntry>> {
     let g = app.lock();
     let who = g.caller(&headers)?;

@@ -29,13 +29,14 @@ pub struct CancelArgs {
 
 #[derive(Debug, Args)]
 pub struct BalanceArgs {
-    /// Also list the ledger entries (deposits, holds, charges, releases) of your personal account.
+    /// Also list the ledger entries (deposits, holds, charges, releases) of your personal
+    /// account, or with --account of that account (like sbank balance statement).
     #[arg(long)]
     pub ledger: bool,
     /// One account (like sbank balance -a): its credit, what is held and available, and your
     /// limit and use in it. Your personal account is named after you. Administrators may name
     /// any account.
-    #[arg(long, short = 'A', conflicts_with = "ledger")]
+    #[arg(long, short = 'A')]
     pub account: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
@@ -236,8 +237,27 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
     let c = a.conn.client()?;
     if let Some(name) = &a.account {
         let acc = c.account(name)?;
+        let entries = if a.ledger { Some(c.account_ledger(name)?) } else { None };
         if a.conn.json {
-            return print_json(&acc);
+            return match entries {
+                None => print_json(&acc),
+                Some(e) => print_json(&serde_json::json!({"account": acc, "ledger": e})),
+            };
+        }
+        if let Some(entries) = entries {
+            let mut t = table(&["ENTRY", "TIME", "KIND", "USER", "JOB", "ALLOCATION", "AMOUNT"]);
+            for e in entries {
+                t.add_row(vec![
+                    e.id.to_string(),
+                    fmt_time(e.time),
+                    e.kind,
+                    e.user.unwrap_or_default(),
+                    e.job.map(|j| j.to_string()).unwrap_or_default(),
+                    e.allocation.map(|j| j.to_string()).unwrap_or_default(),
+                    money(e.amount),
+                ]);
+            }
+            println!("{t}");
         }
         print_account(&acc);
         return Ok(());
