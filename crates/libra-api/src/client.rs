@@ -355,6 +355,90 @@ impl Client {
         self.get("/api/admin/usage")
     }
 
+    /// Usage per day, user and account, filtered (administrators).
+    pub fn usage_filtered(&self, q: &UsageQuery) -> Result<Vec<UsageRow>, ClientError> {
+        let mut query: Vec<(String, String)> = Vec::new();
+        if let Some(a) = &q.account {
+            query.push(("account".into(), a.clone()));
+        }
+        if let Some(u) = &q.user {
+            query.push(("user".into(), u.clone()));
+        }
+        if let Some(s) = q.since {
+            query.push(("since".into(), s.to_string()));
+        }
+        if let Some(u) = q.until {
+            query.push(("until".into(), u.to_string()));
+        }
+        self.get_query("/api/admin/usage", &query)
+    }
+
+    /// The caller's accounts: personal first, then the shared ones they are a member of.
+    pub fn accounts(&self) -> Result<Vec<MyAccount>, ClientError> {
+        self.get("/api/accounts")
+    }
+
+    /// One account (one of the caller's; any for an administrator).
+    pub fn account(&self, name: &str) -> Result<MyAccount, ClientError> {
+        self.get(&format!("/api/accounts/{}", encode(name)))
+    }
+
+    /// An account's ledger entries, newest first (one of the caller's; any for an administrator).
+    pub fn account_ledger(&self, name: &str) -> Result<Vec<AccountEntry>, ClientError> {
+        self.get(&format!("/api/accounts/{}/ledger", encode(name)))
+    }
+
+    /// Every shared account (administrators).
+    pub fn accounts_all(&self) -> Result<Vec<AccountInfo>, ClientError> {
+        self.get("/api/admin/accounts")
+    }
+
+    pub fn account_create(&self, name: &str) -> Result<AccountInfo, ClientError> {
+        self.post("/api/admin/accounts", &AccountCreate { name: name.into() })
+    }
+
+    pub fn account_add_user(&self, account: &str, add: &AccountUserAdd) -> Result<AccountInfo, ClientError> {
+        self.post(&format!("/api/admin/accounts/{}/users", encode(account)), add)
+    }
+
+    pub fn account_remove_user(&self, account: &str, user: &str) -> Result<AccountInfo, ClientError> {
+        self.post(
+            &format!("/api/admin/accounts/{}/remove-user", encode(account)),
+            &AccountUserRemove { user: user.into() },
+        )
+    }
+
+    pub fn account_default(&self, account: &str, user: &str) -> Result<AccountInfo, ClientError> {
+        self.post(
+            &format!("/api/admin/accounts/{}/default", encode(account)),
+            &AccountDefault { user: user.into() },
+        )
+    }
+
+    pub fn account_deposit(
+        &self,
+        account: &str,
+        amount: libra_core::Money,
+    ) -> Result<AccountInfo, ClientError> {
+        self.post(&format!("/api/admin/accounts/{}/deposit", encode(account)), &AccountDeposit { amount })
+    }
+
+    pub fn account_transfer(
+        &self,
+        from: &str,
+        to: &str,
+        amount: libra_core::Money,
+    ) -> Result<TransferResponse, ClientError> {
+        self.post(
+            "/api/admin/accounts/transfer",
+            &AccountTransfer { from: from.into(), to: to.into(), amount },
+        )
+    }
+
+    pub fn account_allocate(&self, account: &str, a: &AccountAllocate) -> Result<AccountInfo, ClientError> {
+        self.post(&format!("/api/admin/accounts/{}/allocations", encode(account)), a)
+    }
+
     pub fn pricing(&self) -> Result<PricingInfo, ClientError> {
         self.get("/api/admin/pricing")
     }

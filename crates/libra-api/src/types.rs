@@ -184,6 +184,11 @@ pub struct SubmitRequest {
     /// (`libra_core::dependency`). An array (its id, no task) stands for all its tasks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<libra_core::dependency::Dependency>,
+    /// The account (project) the job is charged to: its quote is held against that account's
+    /// credit and the caller's limit in it. None: the caller's default account (their personal
+    /// account, named after them, unless an administrator set another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 impl SubmitRequest {
@@ -200,6 +205,7 @@ impl SubmitRequest {
             stderr: None,
             time_limit: None,
             dependencies: Vec::new(),
+            account: None,
         }
     }
 }
@@ -304,6 +310,10 @@ pub struct JobInfo {
     /// True while it waits for its dependencies to end (state PENDING, no node starts it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waiting: bool,
+    /// The account the job is charged to (a user's personal account is named after the user).
+    /// None from servers before accounts.
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 /// A job's captured output: what its nodes have sent so far (while it runs, too), the last
@@ -465,6 +475,192 @@ pub struct UsageRow {
     pub cpu_hours: f64,
     #[serde(rename = "revenue_cents", alias = "revenue")]
     pub revenue: Money,
+    /// The account the jobs were charged to (a personal account is named after its user).
+    /// Empty from servers before accounts.
+    #[serde(default)]
+    pub account: String,
+}
+
+/// `GET /api/admin/usage` filters: the jobs submitted in `[since, until)` (Unix seconds),
+/// charged to `account`, of `user`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct UsageQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<f64>,
+}
+
+// ---- accounts (projects) ----
+
+/// An allocation: credit of an account that can be held only in `[start, end)` (Unix seconds).
+/// After its end what is left of it is no longer available; holds already taken from it stay
+/// valid until their jobs settle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AllocationInfo {
+    pub id: u64,
+    #[serde(rename = "amount_cents", alias = "amount")]
+    pub amount: Money,
+    pub start: f64,
+    pub end: f64,
+    /// What is left of it to hold (zero before its start is not implied: see `active`).
+    #[serde(rename = "remaining_cents", alias = "remaining")]
+    pub remaining: Money,
+    /// Whether it can be held now (start <= now < end).
+    pub active: bool,
+}
+
+/// A member of an account, with their limit and what counts against it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountMember {
+    pub user: String,
+    /// The most the user may have charged and held against the account in the allocation
+    /// period (null: no limit but the account's credit).
+    #[serde(rename = "limit_cents", alias = "limit")]
+    pub limit: Option<Money>,
+    /// Charged in the period plus held now, by this user's jobs against this account.
+    #[serde(rename = "used_cents", alias = "used")]
+    pub used: Money,
+    /// Whether this account is the user's default.
+    #[serde(default)]
+    pub default: bool,
+}
+
+/// An account's credit. `personal`: the account of one user, named after them (their credit
+/// from before accounts, and what `libra admin credit` changes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountInfo {
+    pub name: String,
+    pub personal: bool,
+    /// What can be held for new jobs now: lasting credit plus the active allocations' remainder.
+    #[serde(rename = "available_cents", alias = "available")]
+    pub available: Money,
+    /// Held for accepted jobs that have not settled.
+    #[serde(rename = "held_cents", alias = "held")]
+    pub held: Money,
+    /// Charged so far, in total.
+    #[serde(rename = "charged_cents", alias = "charged")]
+    pub charged: Money,
+    /// Deposited, transferred in and allocated, less withdrawn and transferred out.
+    #[serde(rename = "credited_cents", alias = "credited")]
+    pub credited: Money,
+    /// When the current allocation period started (the latest started allocation's start; null:
+    /// no allocation yet, the period is all time).
+    #[serde(default)]
+    pub period_start: Option<f64>,
+    #[serde(default)]
+    pub allocations: Vec<AllocationInfo>,
+    pub members: Vec<AccountMember>,
+}
+
+/// `GET /api/accounts`: the caller's accounts and what the caller may still hold in each.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct MyAccount {
+    pub account: AccountInfo,
+    /// The caller's limit in the account (null: none).
+    #[serde(rename = "limit_cents", alias = "limit")]
+    pub limit: Option<Money>,
+    #[serde(rename = "used_cents", alias = "used")]
+    pub used: Money,
+    /// What the caller's next jobs may hold: the account's available credit, or what is left
+    /// of the caller's limit when that is less.
+    #[serde(rename = "available_to_me_cents", alias = "available_to_me")]
+    pub available_to_me: Money,
+    pub default: bool,
+}
+
+/// One entry of an account's ledger (`GET /api/accounts/NAME/ledger`). Kinds: deposit,
+/// transfer, allocation (credit in), hold, charge, release (a job's).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountEntry {
+    pub id: u64,
+    pub time: f64,
+    pub kind: String,
+    /// The member whose job it is, or the administrator who moved the credit.
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub job: Option<u64>,
+    /// The allocation the entry belongs to (null: the lasting credit).
+    #[serde(default)]
+    pub allocation: Option<u64>,
+    #[serde(rename = "amount_cents", alias = "amount")]
+    pub amount: Money,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountCreate {
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountUserAdd {
+    pub user: String,
+    /// The user's limit (null: none). Adding a member again changes their limit.
+    #[serde(default, rename = "limit_cents", alias = "limit")]
+    pub limit: Option<Money>,
+    /// Make the account the user's default.
+    #[serde(default)]
+    pub default: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountUserRemove {
+    pub user: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountDeposit {
+    /// Positive deposits lasting credit; negative withdraws it (never below zero available).
+    #[serde(rename = "amount_cents", alias = "amount")]
+    pub amount: Money,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountTransfer {
+    pub from: String,
+    pub to: String,
+    #[serde(rename = "amount_cents", alias = "amount")]
+    pub amount: Money,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TransferResponse {
+    pub from: AccountInfo,
+    pub to: AccountInfo,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountAllocate {
+    #[serde(rename = "amount_cents", alias = "amount")]
+    pub amount: Money,
+    /// Unix seconds.
+    pub start: f64,
+    /// Unix seconds, after `start`.
+    pub end: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AccountDefault {
+    pub user: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

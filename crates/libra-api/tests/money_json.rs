@@ -60,6 +60,7 @@ fn job_info(m: &mut Markers) -> JobInfo {
         array_task: None,
         dependencies: Vec::new(),
         waiting: false,
+        account: Some("physics".into()),
     }
 }
 
@@ -144,6 +145,7 @@ fn samples(m: &mut Markers) -> Vec<(&'static str, Value)> {
                 completed: 1,
                 cpu_hours: 0.5,
                 revenue: m.next(),
+                account: "physics".into(),
             })),
         ),
         (
@@ -191,6 +193,67 @@ fn samples(m: &mut Markers) -> Vec<(&'static str, Value)> {
             })),
         ),
         ("SweepBudget", v(serde_json::to_value(SweepBudget { budget: m.next() }))),
+        (
+            "MyAccount",
+            v(serde_json::to_value(MyAccount {
+                account: AccountInfo {
+                    name: "physics".into(),
+                    personal: false,
+                    available: m.next(),
+                    held: m.next(),
+                    charged: m.next(),
+                    credited: m.next(),
+                    period_start: Some(1.0),
+                    allocations: vec![AllocationInfo {
+                        id: 1,
+                        amount: m.next(),
+                        start: 1.0,
+                        end: 2.0,
+                        remaining: m.next(),
+                        active: true,
+                    }],
+                    members: vec![AccountMember {
+                        user: "alice".into(),
+                        limit: Some(m.next()),
+                        used: m.next(),
+                        default: true,
+                    }],
+                },
+                limit: Some(m.next()),
+                used: m.next(),
+                available_to_me: m.next(),
+                default: true,
+            })),
+        ),
+        (
+            "AccountUserAdd",
+            v(serde_json::to_value(AccountUserAdd {
+                user: "alice".into(),
+                limit: Some(m.next()),
+                default: false,
+            })),
+        ),
+        ("AccountDeposit", v(serde_json::to_value(AccountDeposit { amount: m.next() }))),
+        (
+            "AccountEntry",
+            v(serde_json::to_value(AccountEntry {
+                id: 1,
+                time: 1.5,
+                kind: "hold".into(),
+                user: Some("alice".into()),
+                job: Some(3),
+                allocation: Some(2),
+                amount: m.next(),
+            })),
+        ),
+        (
+            "AccountTransfer",
+            v(serde_json::to_value(AccountTransfer { from: "a".into(), to: "b".into(), amount: m.next() })),
+        ),
+        (
+            "AccountAllocate",
+            v(serde_json::to_value(AccountAllocate { amount: m.next(), start: 1.5, end: 2.5 })),
+        ),
     ]
 }
 
@@ -276,6 +339,12 @@ fn old_names_still_read_and_new_names_round_trip() {
                 "SweepInfo" => again::<SweepInfo>(input),
                 "SweepJob" => again::<SweepJob>(input),
                 "SweepBudget" => again::<SweepBudget>(input),
+                "MyAccount" => again::<MyAccount>(input),
+                "AccountUserAdd" => again::<AccountUserAdd>(input),
+                "AccountDeposit" => again::<AccountDeposit>(input),
+                "AccountEntry" => again::<AccountEntry>(input),
+                "AccountTransfer" => again::<AccountTransfer>(input),
+                "AccountAllocate" => again::<AccountAllocate>(input),
                 other => panic!("{other}: add it to this match"),
             };
             assert_eq!(back, json, "{name}");

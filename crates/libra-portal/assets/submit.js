@@ -92,7 +92,8 @@ Libra.views = Libra.views || {};
     if (r.error) { Libra.replace(result, Libra.h("p", { class: "bad" }, r.error)); return; }
     if (!command) { Libra.replace(result, Libra.h("p", { class: "bad" }, "Command or script: give the program to run.")); return; }
     var name = $("job-name").value.trim();
-    Libra.post("/api/jobs", { spec: r.spec, command: command, name: name || null }).then(function (j) {
+    var account = $("job-account").value;
+    Libra.post("/api/jobs", { spec: r.spec, command: command, name: name || null, account: account || null }).then(function (j) {
       if (j.state === "REJECTED") {
         var box = Libra.h("div", null, Libra.h("p", { class: "bad" }, "Job " + j.id + " was rejected: " + (j.reason || "") + "."));
         Libra.replace(result, box);
@@ -101,12 +102,27 @@ Libra.views = Libra.views || {};
       }
       Libra.replace(result, Libra.h("p", { class: "ok", id: "submitted" },
         "Accepted: ", Libra.h("a", { href: "#job/" + j.id, id: "submitted-link" }, "job " + j.id),
-        " on " + j.nodes.join(", ") + ", " + Libra.money(j.cost_cents) + " credits on hold."));
+        " on " + j.nodes.join(", ") + ", " + Libra.money(j.cost_cents) + " credits on hold" +
+        (j.account ? " against account " + j.account : "") + "."));
       requestQuote();
     }).catch(function (e) { Libra.replace(result, Libra.h("p", { class: "bad" }, String(e))); });
   });
 
+  // The accounts the user may charge, their default chosen, each with what is left to them.
+  function loadAccounts() {
+    var sel = $("job-account");
+    return Libra.get("/api/accounts").then(function (all) {
+      var keep = sel.value;
+      Libra.replace(sel, all.map(function (m) {
+        var o = Libra.h("option", { value: m.account.name },
+          m.account.name + (m.account.personal ? " (personal)" : "") + ": " + Libra.money(m.available_to_me_cents) + " credits available to you");
+        if (keep ? keep === m.account.name : m["default"]) o.selected = true;
+        return o;
+      }));
+    }).catch(function () {});
+  }
+
   Libra.views.submit = {
-    show: function () { Libra.replace(result, ""); requestQuote(); },
+    show: function () { Libra.replace(result, ""); loadAccounts(); requestQuote(); },
   };
 })();

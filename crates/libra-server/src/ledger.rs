@@ -11,6 +11,7 @@
 //! withdrawal that would take it there is refused); a job's charge plus its release equal its
 //! hold exactly, and the hold never exceeds the job's budget, so no one is charged above it.
 
+use crate::projects;
 use libra_api::{Balance, LedgerEntry, LedgerKind};
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -23,6 +24,10 @@ pub enum LedgerError {
     AboveBudget(Money, Money),
     #[error("amount: a withdrawal of {amount} would take {user}'s available credit {available} below zero")]
     Overdraw { user: String, amount: Money, available: Money },
+    #[error("credit: account {account} has {available} available, the job needs {needed} on hold; ask an administrator for credit, charge another account (--account) or lower the budget")]
+    AccountShort { account: String, available: Money, needed: Money },
+    #[error("limit: {user} may have at most {limit} charged and held against account {account} in its allocation period; {used} is used, {left} is left, the job needs {needed} on hold; ask an administrator to raise the limit, or charge another account (--account)")]
+    LimitShort { user: String, account: String, limit: Money, used: Money, left: Money, needed: Money },
     #[error("job {0} has no open hold")]
     NoHold(u64),
     #[error("store: {0}")]
@@ -126,6 +131,9 @@ pub fn hold(
     if amount.is_negative() || amount > budget {
         return Err(LedgerError::AboveBudget(amount, budget));
     }
+    if let Some(p) = projects::job_project(conn, job)? {
+        return projects::hold(conn, p, user, job, amount, now);
+    }
     let b = balance(conn, user)?;
     if b.available < amount {
         return Err(LedgerError::Insufficient { user: b.user, available: b.available, needed: amount });
@@ -133,8 +141,23 @@ pub fn hold(
     append(conn, user, Some(job), LedgerKind::Hold, amount, now).map_err(LedgerError::from)
 }
 
+/// What the owner of `job` can still add to its hold now: their available credit, or for a job
+/// charged to a shared account, that account's (within the owner's limit in it).
+pub fn available_for_job(conn: &Connection, job: u64, now: f64) -> rusqlite::Result<Money> {
+    let owner: i64 = conn
+        .prepare_cached("SELECT user_id FROM jobs WHERE id = ?1")?
+        .query_row(params![job as i64], |r| r.get(0))?;
+    match projects::job_project(conn, job)? {
+        Some(p) => projects::available_to(conn, p, owner, now),
+        None => Ok(balance(conn, owner)?.available),
+    }
+}
+
 /// What is still on hold for a job (its hold minus what was charged or released).
 pub fn open_hold(conn: &Connection, job: u64) -> rusqlite::Result<Option<(i64, Money)>> {
+    if let Some(p) = projects::job_project(conn, job)? {
+        return projects::open_hold(conn, p, job);
+    }
     conn.prepare_cached(
         "SELECT user_id, SUM(CASE kind WHEN 'hold' THEN amount ELSE -amount END) FROM ledger \
          WHERE job = ?1 GROUP BY user_id",
@@ -146,6 +169,9 @@ pub fn open_hold(conn: &Connection, job: u64) -> rusqlite::Result<Option<(i64, M
 /// Settles a job's hold: `charge` (clamped to what is held) is captured and the rest released.
 /// Returns what was charged. Settling a job twice does nothing the second time.
 pub fn settle(conn: &Connection, job: u64, charge: Money, now: f64) -> Result<Money, LedgerError> {
+    if let Some(p) = projects::job_project(conn, job)? {
+        return projects::settle(conn, p, job, charge, now);
+    }
     let Some((user, held)) = open_hold(conn, job)? else {
         return Ok(Money::ZERO);
     };
@@ -188,6 +214,9 @@ pub fn extend_hold(
     if to > budget {
         return Err(LedgerError::AboveBudget(to, budget));
     }
+    if let Some(p) = projects::job_project(conn, job)? {
+        return projects::raise(conn, p, job, more, now);
+    }
     let b = balance(conn, user)?;
     if b.available < more {
         return Err(LedgerError::Insufficient { user: b.user, available: b.available, needed: more });
@@ -204,6 +233,13 @@ pub fn set_hold(conn: &Connection, job: u64, to: Money, budget: Money, now: f64)
         return Err(LedgerError::AboveBudget(to, budget));
     }
     let (user, held) = open_hold(conn, job)?.ok_or(LedgerError::NoHold(job))?;
+    if let Some(p) = projects::job_project(conn, job)? {
+        return match to.cmp(&held) {
+            std::cmp::Ordering::Greater => projects::raise(conn, p, job, to - held, now),
+            std::cmp::Ordering::Less => projects::release(conn, p, job, held - to, now),
+            std::cmp::Ordering::Equal => Ok(()),
+        };
+    }
     if to > held {
         let more = to - held;
         let b = balance(conn, user)?;
@@ -225,6 +261,9 @@ pub fn reduce_hold(conn: &Connection, job: u64, amount: Money, now: f64) -> Resu
         return Err(LedgerError::AboveBudget(amount, held));
     }
     let rest = held - amount;
+    if let Some(p) = projects::job_project(conn, job)? {
+        return projects::release(conn, p, job, rest, now);
+    }
     if rest.0 > 0 {
         append(conn, user, Some(job), LedgerKind::Release, rest, now)?;
     }

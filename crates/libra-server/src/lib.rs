@@ -15,6 +15,7 @@ pub mod login_guard;
 pub mod metrics;
 mod nodes;
 pub mod openapi;
+pub mod projects;
 mod queue;
 pub mod routes;
 pub mod sched;

@@ -529,13 +529,26 @@ fn charge_as_it_runs(tx: &rusqlite::Transaction, job: u64, now: f64) -> Result<O
     }
     match ledger::extend_hold(tx, job, usage.hold_needed(), usage.budget, now) {
         Ok(()) | Err(LedgerError::NoHold(_)) => Ok(None),
-        Err(e @ LedgerError::Insufficient { .. }) => settle_job(
-            tx,
-            job,
-            Ending::OutOfCredit,
-            Some(format!("stopped: it overran its estimate and {e}")),
-            now,
-        ),
+        Err(
+            e @ (LedgerError::Insufficient { .. }
+            | LedgerError::AccountShort { .. }
+            | LedgerError::LimitShort { .. }),
+        ) => {
+            // The margin ahead is a precaution: while the hold still covers what the job owes
+            // (a job within its estimate, or one whose hold came from an allocation that has
+            // since expired), it runs on; it is stopped once it owes more than is held.
+            let held = ledger::open_hold(tx, job)?.map_or(Money::ZERO, |h| h.1);
+            if usage.owed() <= held {
+                return Ok(None);
+            }
+            settle_job(
+                tx,
+                job,
+                Ending::OutOfCredit,
+                Some(format!("stopped: it overran its estimate and {e}")),
+                now,
+            )
+        }
         Err(e) => Err(ApiError::Internal(e.to_string())),
     }
 }

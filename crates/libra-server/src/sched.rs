@@ -229,6 +229,8 @@ impl Inner {
                 10,
             ));
         }
+        // The account first: a user who may not charge it is refused before anything is decided.
+        let project = crate::projects::for_submission(tx, caller.id, &caller.name, req.account.as_deref())?;
         let spec = &req.spec;
         let user = Some(caller.id as u64);
         // A job with dependencies is decided for the window after their latest promised
@@ -281,8 +283,8 @@ impl Inner {
         let mut state = state;
         tx.prepare_cached(
             "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved, \
-             workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key, cpus_per_task) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+             workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key, cpus_per_task, project_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
         )?
         .execute(params![
             caller.id,
@@ -309,6 +311,7 @@ impl Inner {
             req.time_limit,
             key,
             spec.resources.cpus_per_task,
+            project,
         ])?;
         let id = tx.last_insert_rowid() as u64;
         if state == JobState::Pending {

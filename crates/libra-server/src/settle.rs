@@ -66,9 +66,9 @@ pub fn settle_job(
     let internal = |e: ledger::LedgerError| ApiError::Internal(e.to_string());
     // An overrun owes more than is held when the job ran on between two reports: raise the hold
     // as far as the owner's credit goes (the charge is already capped at the budget).
-    if let Some((user, held)) = ledger::open_hold(conn, job)? {
+    if let Some((_, held)) = ledger::open_hold(conn, job)? {
         if s.charge > held && held.0 > 0 {
-            let available = ledger::balance(conn, user)?.available.max(Money::ZERO);
+            let available = ledger::available_for_job(conn, job, now)?.max(Money::ZERO);
             let to = held + (s.charge - held).min(available);
             ledger::extend_hold(conn, job, to, usage.budget, now).map_err(internal)?;
         }

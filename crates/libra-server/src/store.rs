@@ -180,6 +180,61 @@ const MIGRATIONS: &[&str] = &[
          PRIMARY KEY (job, dep)
      );
      CREATE INDEX job_deps_dep ON job_deps(dep);",
+    // 9: accounts (projects) that hold credit, as sites charge them (Gold's model). A user's
+    // own credit stays in `ledger` as their personal account; shared accounts keep theirs in
+    // `project_ledger`, per bucket: the lasting credit (allocation_id NULL) and each
+    // allocation, with the bucket's running totals after each entry as `ledger` has them.
+    "CREATE TABLE projects (
+         id INTEGER PRIMARY KEY,
+         name TEXT NOT NULL UNIQUE,
+         created REAL NOT NULL
+     );
+     CREATE TABLE project_members (
+         project_id INTEGER NOT NULL REFERENCES projects(id),
+         user_id INTEGER NOT NULL REFERENCES users(id),
+         -- The most the user may have charged and held against the account in its
+         -- allocation period (NULL: no limit but the account's credit).
+         limit_cents INTEGER,
+         added REAL NOT NULL,
+         PRIMARY KEY (project_id, user_id)
+     );
+     CREATE INDEX project_members_user ON project_members(user_id);
+     CREATE TABLE allocations (
+         id INTEGER PRIMARY KEY,
+         project_id INTEGER NOT NULL REFERENCES projects(id),
+         amount INTEGER NOT NULL,
+         start REAL NOT NULL,
+         end REAL NOT NULL,
+         created REAL NOT NULL
+     );
+     CREATE INDEX allocations_project ON allocations(project_id, start);
+     -- NULL: the user's personal account.
+     ALTER TABLE users ADD COLUMN default_project INTEGER REFERENCES projects(id);
+     ALTER TABLE jobs ADD COLUMN project_id INTEGER REFERENCES projects(id);
+     CREATE INDEX jobs_project ON jobs(project_id, submit_time) WHERE project_id IS NOT NULL;
+     CREATE TABLE project_ledger (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         project_id INTEGER NOT NULL REFERENCES projects(id),
+         allocation_id INTEGER REFERENCES allocations(id),
+         -- The member whose job it is (hold, charge, release) or the administrator who moved
+         -- the credit.
+         user_id INTEGER REFERENCES users(id),
+         job INTEGER,
+         kind TEXT NOT NULL CHECK (kind IN ('deposit','transfer','allocation','hold','charge','release')),
+         amount INTEGER NOT NULL,
+         time REAL NOT NULL,
+         credit_total INTEGER NOT NULL,
+         hold_total INTEGER NOT NULL,
+         charge_total INTEGER NOT NULL,
+         release_total INTEGER NOT NULL
+     );
+     CREATE INDEX project_ledger_bucket ON project_ledger(project_id, allocation_id, id);
+     CREATE INDEX project_ledger_job ON project_ledger(job);
+     CREATE INDEX project_ledger_user ON project_ledger(project_id, user_id);
+     CREATE TRIGGER project_ledger_no_update BEFORE UPDATE ON project_ledger
+     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
+     CREATE TRIGGER project_ledger_no_delete BEFORE DELETE ON project_ledger
+     BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;",
 ];
 
 /// The schema version this build writes.
@@ -285,7 +340,8 @@ pub const JOB_COLUMNS: &str =
      j.exit_code, j.reason, j.suggestion, \
      (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes n WHERE n.job = j.id ORDER BY rank)), \
      j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement, \
-     j.array_id, j.array_task, j.dependency, j.waiting";
+     j.array_id, j.array_task, j.dependency, j.waiting, \
+     COALESCE((SELECT p.name FROM projects p WHERE p.id = j.project_id), u.name)";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -327,6 +383,7 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
             .and_then(|d| serde_json::from_str(&d).ok())
             .unwrap_or_default(),
         waiting: r.get(30)?,
+        account: r.get(31)?,
     })
 }
 

@@ -82,6 +82,23 @@ fn every_released_schema_upgrades_to_the_current_one_with_its_data() {
             let out = store::output(&c, 1, j.state, None, 0, 0).unwrap();
             assert_eq!(out.stdout, "hello\n");
         }
+        // Accounts: every user's credit is their personal account, named after them and their
+        // default, and old jobs are charged to it.
+        for (id, name, _) in &before.0 {
+            let b = libra_server::ledger::balance(&c, *id).unwrap();
+            let mine = libra_server::projects::mine(&c, *id, 0.0).unwrap();
+            assert_eq!(mine.len(), 1, "v{version}: {name}");
+            assert_eq!(
+                (&mine[0].account.name, mine[0].default, mine[0].account.personal),
+                (name, true, true)
+            );
+            assert_eq!(
+                (mine[0].account.available, mine[0].account.held),
+                (b.available, b.held),
+                "v{version}: {name}"
+            );
+        }
+        assert_eq!(store::job(&c, 1).unwrap().unwrap().account.as_deref(), Some("ada"), "v{version}");
         // The ledger is still append-only after the upgrade.
         assert!(c.execute("DELETE FROM ledger", []).is_err(), "v{version}: the ledger trigger is gone");
         drop(c);

@@ -179,3 +179,272 @@ fn set_hold_moves_the_open_hold_within_the_budget_and_the_credit() {
     let b = balance(&conn, ids[0]).unwrap();
     assert_eq!((b.available, b.held, b.charged), (Money(550), Money(0), Money(450)));
 }
+
+// ---- accounts (projects) ----
+
+use crate::projects;
+
+/// What happens to accounts: the shared accounts are "A" and "B"; a user's personal account is
+/// named after them ("u0".."u2"). Times are op indices plus the offsets given.
+#[derive(Debug, Clone)]
+enum AcctOp {
+    Deposit {
+        acct: usize,
+        cents: i64,
+    },
+    Transfer {
+        from: usize,
+        to: usize,
+        cents: i64,
+    },
+    Allocate {
+        acct: usize,
+        cents: i64,
+        start_in: i64,
+        len: i64,
+    },
+    /// A job of `user` charged to `acct` (2: their personal account).
+    Hold {
+        user: usize,
+        acct: usize,
+        cost: i64,
+        extra_budget: i64,
+    },
+    Settle {
+        job: usize,
+        charge: i64,
+    },
+    Extend {
+        job: usize,
+        to: i64,
+    },
+    SetHold {
+        job: usize,
+        to: i64,
+    },
+}
+
+const ACCOUNTS: [&str; 5] = ["A", "B", "u0", "u1", "u2"];
+
+fn acct_op() -> impl Strategy<Value = AcctOp> {
+    prop_oneof![
+        (0..5usize, -1_500..4_000i64).prop_map(|(acct, cents)| AcctOp::Deposit { acct, cents }),
+        (0..5usize, 0..5usize, -10..3_000i64).prop_map(|(from, to, cents)| AcctOp::Transfer {
+            from,
+            to,
+            cents
+        }),
+        (0..2usize, 1..4_000i64, -5..8i64, 1..15i64)
+            .prop_map(|(acct, cents, start_in, len)| AcctOp::Allocate { acct, cents, start_in, len }),
+        (0..3usize, 0..3usize, 0..2_000i64, 0..800i64)
+            .prop_map(|(user, acct, cost, extra_budget)| AcctOp::Hold { user, acct, cost, extra_budget }),
+        (0..30usize, -100..3_000i64).prop_map(|(job, charge)| AcctOp::Settle { job, charge }),
+        (0..30usize, 0..3_000i64).prop_map(|(job, to)| AcctOp::Extend { job, to }),
+        (0..30usize, 0..3_000i64).prop_map(|(job, to)| AcctOp::SetHold { job, to }),
+    ]
+}
+
+/// An account's available credit summed from its entries and the allocations' windows alone
+/// (independent of the running totals and of the code that keeps them).
+fn available_from_entries(conn: &Connection, project: i64, now: f64) -> i64 {
+    conn.query_row(
+        "SELECT COALESCE(SUM(CASE l.kind WHEN 'hold' THEN -l.amount WHEN 'charge' THEN 0 ELSE l.amount END), 0) \
+         FROM project_ledger l LEFT JOIN allocations a ON a.id = l.allocation_id \
+         WHERE l.project_id = ?1 AND (l.allocation_id IS NULL OR (a.start <= ?2 AND ?2 < a.end))",
+        params![project, now],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// Everything credited to every account, personal and shared (what only deposits and
+/// allocations change; transfers move it).
+fn all_credit(conn: &Connection) -> i64 {
+    conn.query_row(
+        "SELECT (SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE kind = 'deposit') + \
+         (SELECT COALESCE(SUM(amount), 0) FROM project_ledger WHERE kind IN ('deposit','transfer','allocation'))",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Whatever deposits, transfers, allocations (expiring), holds, charges and refunds happen
+    /// across shared and personal accounts: no account (nor any of its buckets) below zero, no
+    /// member past their limit, transfers conserve credit, the running totals equal the sums of
+    /// the entries, an expired allocation's remainder is not available, and no job is charged
+    /// above its hold or its budget.
+    #[test]
+    fn account_ledger_invariants_hold(
+        ops in prop::collection::vec(acct_op(), 1..70),
+        limits in prop::collection::vec(prop::option::of(0..3_000i64), 4),
+    ) {
+        let conn = store::open_memory().unwrap();
+        let ids = users(&conn);
+        projects::create(&conn, "A", 0.0).unwrap();
+        projects::create(&conn, "B", 0.0).unwrap();
+        let pid = |n: &str| projects::project_id(&conn, n).unwrap().unwrap();
+        let (a, b) = (pid("A"), pid("B"));
+        // u0, u1 in A; u1, u2 in B; u2 is not in A and u0 not in B.
+        let members = [(0usize, "A"), (1, "A"), (1, "B"), (2, "B")];
+        for (i, (u, p)) in members.iter().enumerate() {
+            projects::add_user(&conn, p, &format!("u{u}"), limits[i].map(Money), false, 0.0).unwrap();
+        }
+        let limit_of = |u: usize, p: i64| -> Option<i64> {
+            members.iter().zip(&limits).find(|((mu, mp), _)| *mu == u && pid(mp) == p).and_then(|(_, l)| *l)
+        };
+        let mut expected_credit = 0i64;
+        let mut jobs: Vec<(u64, Money)> = Vec::new();
+        for (t, op) in ops.into_iter().enumerate() {
+            let now = t as f64;
+            match op {
+                AcctOp::Deposit { acct, cents } => {
+                    if projects::deposit(&conn, ACCOUNTS[acct], Money(cents), ids[0], now).is_ok() {
+                        expected_credit += cents;
+                    }
+                }
+                AcctOp::Transfer { from, to, cents } => {
+                    let _ = projects::transfer(&conn, ACCOUNTS[from], ACCOUNTS[to], Money(cents), ids[0], now);
+                }
+                AcctOp::Allocate { acct, cents, start_in, len } => {
+                    let start = now + start_in as f64;
+                    projects::allocate(&conn, ACCOUNTS[acct], Money(cents), start, start + len as f64, ids[0], now).unwrap();
+                    expected_credit += cents;
+                }
+                AcctOp::Hold { user, acct, cost, extra_budget } => {
+                    let project = [Some(a), Some(b), None][acct];
+                    let member = project.is_none_or(|p| members.iter().any(|(mu, mp)| *mu == user && pid(mp) == p));
+                    let name = project.map_or(format!("u{user}"), |p| if p == a { "A".into() } else { "B".into() });
+                    let resolved = projects::for_submission(&conn, ids[user], &format!("u{user}"), Some(&name));
+                    prop_assert_eq!(resolved.is_ok(), member, "membership of u{} in {}", user, name);
+                    if !member {
+                        continue;
+                    }
+                    conn.execute(
+                        "INSERT INTO jobs(user_id, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, project_id) \
+                         VALUES (?1, 'PENDING', '[]', 1, 1, 0, 60, ?2, ?3, ?3, ?4)",
+                        params![ids[user], cost + extra_budget, now, project],
+                    ).unwrap();
+                    let job = conn.last_insert_rowid() as u64;
+                    let budget = Money(cost + extra_budget);
+                    let (avail, left) = match project {
+                        Some(p) => {
+                            let i = projects::info(&conn, projects::Acct::Project(p), now).unwrap();
+                            let used = i.members.iter().find(|m| m.user == format!("u{user}")).unwrap().used;
+                            (i.available.0, limit_of(user, p).map(|l| l - used.0))
+                        }
+                        None => (balance(&conn, ids[user]).unwrap().available.0, None),
+                    };
+                    match hold(&conn, ids[user], job, Money(cost), budget, now) {
+                        Ok(()) => {
+                            prop_assert!(cost <= avail && left.is_none_or(|l| cost <= l));
+                            jobs.push((job, budget));
+                        }
+                        Err(LedgerError::LimitShort { .. }) => prop_assert!(left.is_some_and(|l| cost > l)),
+                        Err(LedgerError::AccountShort { .. } | LedgerError::Insufficient { .. }) => prop_assert!(cost > avail),
+                        Err(e) => prop_assert!(false, "{e}"),
+                    }
+                }
+                AcctOp::Settle { job, charge } => {
+                    if let Some(&(id, _)) = jobs.get(job) {
+                        let held = open_hold(&conn, id).unwrap().map_or(0, |h| h.1 .0);
+                        let charged = settle(&conn, id, Money(charge), now).unwrap();
+                        prop_assert_eq!(charged.0, charge.clamp(0, held.max(0)));
+                        prop_assert_eq!(settle(&conn, id, Money(charge), now).unwrap(), Money::ZERO);
+                    }
+                }
+                AcctOp::Extend { job, to } => {
+                    if let Some(&(id, budget)) = jobs.get(job) {
+                        let r = extend_hold(&conn, id, Money(to), budget, now);
+                        prop_assert!(!matches!(r, Err(LedgerError::Store(_))), "{:?}", r);
+                    }
+                }
+                AcctOp::SetHold { job, to } => {
+                    if let Some(&(id, budget)) = jobs.get(job) {
+                        let before = open_hold(&conn, id).unwrap();
+                        match set_hold(&conn, id, Money(to), budget, now) {
+                            Ok(()) => prop_assert_eq!(open_hold(&conn, id).unwrap().map(|h| h.1), Some(Money(to))),
+                            Err(LedgerError::Store(e)) => prop_assert!(false, "{e}"),
+                            // A refusal writes nothing.
+                            Err(_) => prop_assert_eq!(open_hold(&conn, id).unwrap(), before),
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(all_credit(&conn), expected_credit, "transfers conserve credit");
+            for p in [a, b] {
+                let i = projects::info(&conn, projects::Acct::Project(p), now).unwrap();
+                prop_assert!(i.available.0 >= 0 && i.held.0 >= 0, "{:?}", i);
+                prop_assert_eq!(i.available.0, available_from_entries(&conn, p, now), "{:?}", i);
+                for al in &i.allocations {
+                    prop_assert!(al.remaining.0 >= 0, "{:?}", al);
+                    prop_assert_eq!(al.active, al.start <= now && now < al.end);
+                }
+                let active_alloc: i64 = i.allocations.iter().filter(|x| x.active).map(|x| x.remaining.0).sum();
+                prop_assert!(active_alloc <= i.available.0, "an expired allocation's remainder is not available");
+                for (summed, running) in projects::check_totals(&conn, p).unwrap() {
+                    prop_assert_eq!(summed, running);
+                }
+                for m in &i.members {
+                    let u: usize = m.user[1..].parse().unwrap();
+                    prop_assert_eq!(m.limit.map(|l| l.0), limit_of(u, p));
+                    if let Some(l) = m.limit {
+                        prop_assert!(m.used <= l, "{} past their limit in {}: {:?}", m.user, i.name, m);
+                    }
+                }
+            }
+            for &u in &ids {
+                let bal = balance(&conn, u).unwrap();
+                prop_assert!(bal.available.0 >= 0 && bal.held.0 >= 0, "{:?}", bal);
+            }
+            for (id, budget) in &jobs {
+                let (held, charged): (i64, i64) = conn.query_row(
+                    "SELECT COALESCE(SUM(CASE kind WHEN 'hold' THEN amount ELSE -amount END), 0), COALESCE(SUM(CASE kind WHEN 'charge' THEN amount END), 0) \
+                     FROM (SELECT kind, amount FROM ledger WHERE job = ?1 UNION ALL SELECT kind, amount FROM project_ledger WHERE job = ?1)",
+                    params![*id as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                ).unwrap();
+                prop_assert!(held >= 0 && held <= budget.0, "job {id}: open hold {held}, budget {}", budget.0);
+                prop_assert!(charged <= budget.0, "job {id}: charged {charged}, budget {}", budget.0);
+            }
+        }
+    }
+}
+
+/// An allocation's credit is held only in its window; a hold taken before its end stays valid
+/// and is charged after it, and what its job does not spend goes back to the expired allocation
+/// (not available).
+#[test]
+fn an_allocation_expires_but_its_holds_stay_valid() {
+    let conn = store::open_memory().unwrap();
+    let ids = users(&conn);
+    projects::create(&conn, "A", 0.0).unwrap();
+    projects::add_user(&conn, "A", "u0", None, true, 0.0).unwrap();
+    let p = projects::project_id(&conn, "A").unwrap().unwrap();
+    projects::allocate(&conn, "A", Money(1000), 10.0, 20.0, ids[0], 0.0).unwrap();
+    let info = |now| projects::info(&conn, projects::Acct::Project(p), now).unwrap();
+    assert_eq!(info(5.0).available, Money::ZERO, "not yet started");
+    assert_eq!(info(10.0).available, Money(1000));
+    // The default account of u0 is A now.
+    assert_eq!(projects::for_submission(&conn, ids[0], "u0", None).unwrap(), Some(p));
+    conn.execute(
+        "INSERT INTO jobs(id, user_id, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, project_id) \
+         VALUES (1, ?1, 'PENDING', '[]', 1, 1, 0, 60, 800, 12, 72, ?2)",
+        params![ids[0], p],
+    )
+    .unwrap();
+    hold(&conn, ids[0], 1, Money(600), Money(800), 12.0).unwrap();
+    assert_eq!(info(12.0).available, Money(400));
+    assert_eq!(info(25.0).available, Money::ZERO, "expired");
+    assert_eq!(info(25.0).held, Money(600), "the hold stays");
+    assert_eq!(settle(&conn, 1, Money(250), 25.0).unwrap(), Money(250));
+    let i = info(25.0);
+    assert_eq!((i.available, i.held, i.charged), (Money::ZERO, Money::ZERO, Money(250)));
+    assert_eq!(i.allocations[0].remaining, Money(750), "released to the expired allocation");
+    // Lasting credit is still available after the allocation's end.
+    projects::deposit(&conn, "A", Money(300), ids[0], 26.0).unwrap();
+    assert_eq!(info(26.0).available, Money(300));
+}

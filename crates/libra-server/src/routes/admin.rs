@@ -5,6 +5,7 @@ use crate::app::{now, App};
 use crate::auth;
 use crate::error::ApiError;
 use crate::ledger;
+use crate::projects;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
@@ -96,25 +97,112 @@ pub async fn node_action(
         .ok_or_else(|| ApiError::NotFound(format!("node: '{name}' is not a node of this cluster")))
 }
 
-pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<UsageRow>> {
+/// Jobs, CPU hours and what was charged per UTC day, user and account (`?account=&user=&since=&until=`).
+pub async fn usage(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<UsageQuery>,
+) -> Res<Vec<UsageRow>> {
     let g = app.lock();
     g.caller(&headers)?.require_admin("see the cluster's usage")?;
-    let mut st = g.db.prepare(
-        "SELECT date(j.submit_time, 'unixepoch'), u.name, COUNT(*), SUM(j.state = 'COMPLETED'), \
-         SUM(j.cpu_seconds) / 3600.0, SUM(j.charged) FROM jobs j JOIN users u ON u.id = j.user_id \
-         GROUP BY 1, 2 ORDER BY 1, 2",
-    )?;
-    let rows = st.query_map([], |r| {
-        Ok(UsageRow {
-            period: r.get(0)?,
-            user: r.get(1)?,
-            jobs: r.get::<_, i64>(2)? as u64,
-            completed: r.get::<_, i64>(3)? as u64,
-            cpu_hours: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
-            revenue: Money(r.get::<_, Option<i64>>(5)?.unwrap_or(0)),
-        })
-    })?;
-    Ok(Json(rows.collect::<Result<_, _>>()?))
+    Ok(Json(projects::usage(&g.db, &q)?))
+}
+
+/// Every shared account with its credit, allocations and members.
+pub async fn accounts(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<AccountInfo>> {
+    let g = app.lock();
+    g.caller(&headers)?.require_admin("list the accounts")?;
+    Ok(Json(projects::list(&g.db, now())?))
+}
+
+pub async fn account_create(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(a): Body<AccountCreate>,
+) -> Res<AccountInfo> {
+    let g = app.lock();
+    g.caller(&headers)?.require_admin("create accounts")?;
+    Ok(Json(projects::create(&g.db, &a.name, now())?))
+}
+
+/// Each account change is one transaction: the membership, the default, the entries.
+fn in_tx<T>(
+    g: &crate::app::Inner,
+    f: impl FnOnce(&rusqlite::Connection) -> Result<T, projects::ProjectError>,
+) -> Result<T, ApiError> {
+    let tx = g.db.unchecked_transaction()?;
+    let v = f(&tx)?;
+    tx.commit()?;
+    Ok(v)
+}
+
+pub async fn account_add_user(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Body(a): Body<AccountUserAdd>,
+) -> Res<AccountInfo> {
+    let g = app.lock();
+    g.caller(&headers)?.require_admin("add users to accounts")?;
+    in_tx(&g, |db| projects::add_user(db, &name, &a.user, a.limit, a.default, now())).map(Json)
+}
+
+pub async fn account_remove_user(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Body(a): Body<AccountUserRemove>,
+) -> Res<AccountInfo> {
+    let g = app.lock();
+    g.caller(&headers)?.require_admin("remove users from accounts")?;
+    in_tx(&g, |db| projects::remove_user(db, &name, &a.user, now())).map(Json)
+}
+
+pub async fn account_default(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Body(a): Body<AccountDefault>,
+) -> Res<AccountInfo> {
+    let g = app.lock();
+    g.caller(&headers)?.require_admin("set users' default accounts")?;
+    in_tx(&g, |db| projects::set_default(db, &name, &a.user, now())).map(Json)
+}
+
+pub async fn account_deposit(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Body(a): Body<AccountDeposit>,
+) -> Res<AccountInfo> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    who.require_admin("change credit")?;
+    in_tx(&g, |db| projects::deposit(db, &name, a.amount, who.id, now())).map(Json)
+}
+
+pub async fn account_transfer(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(a): Body<AccountTransfer>,
+) -> Res<TransferResponse> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    who.require_admin("move credit")?;
+    in_tx(&g, |db| projects::transfer(db, &a.from, &a.to, a.amount, who.id, now()))
+        .map(|(from, to)| Json(TransferResponse { from, to }))
+}
+
+pub async fn account_allocate(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Body(a): Body<AccountAllocate>,
+) -> Res<AccountInfo> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    who.require_admin("allocate credit")?;
+    in_tx(&g, |db| projects::allocate(db, &name, a.amount, a.start, a.end, who.id, now())).map(Json)
 }
 
 pub async fn pricing(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PricingInfo> {
@@ -418,6 +506,12 @@ pub async fn user_add(
     let g = app.lock();
     if auth::user_id(&g.db, &u.name)?.is_some() {
         return Err(ApiError::Conflict(format!("name: user '{}' already exists", u.name)));
+    }
+    if projects::name_taken(&g.db, &u.name)? {
+        return Err(ApiError::Conflict(format!(
+            "name: '{}' is the name of an account; a user's personal account takes their name, choose another",
+            u.name
+        )));
     }
     g.db.execute(
         "INSERT INTO users(name, pw_hash, admin, unix_user, allow_root) VALUES (?1, ?2, ?3, ?4, ?5)",

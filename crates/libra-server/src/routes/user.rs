@@ -280,6 +280,35 @@ pub async fn balance(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Bal
     Ok(Json(ledger::balance(&g.db, who.id)?))
 }
 
+/// The caller's accounts: their personal one and the shared ones they are a member of.
+pub async fn accounts(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<MyAccount>> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    Ok(Json(crate::projects::mine(&g.db, who.id, now())?))
+}
+
+/// One account: one of the caller's (any for an administrator).
+pub async fn account(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Res<MyAccount> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    Ok(Json(crate::projects::one(&g.db, who.id, &who.name, who.admin, &name, now())?))
+}
+
+/// One account's ledger entries, newest first: one of the caller's (any for an administrator).
+pub async fn account_ledger(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Res<Vec<AccountEntry>> {
+    let g = app.lock();
+    let who = g.caller(&headers)?;
+    Ok(Json(crate::projects::entries(&g.db, who.id, &who.name, who.admin, &name, 10_000)?))
+}
+
 pub async fn ledger(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<LedgerEntry>> {
     let g = app.lock();
     let who = g.caller(&headers)?;

@@ -121,6 +121,71 @@ fn an_overrun_the_owners_credit_cannot_cover_stops_the_job() {
     assert_eq!(d.charged, Money::from_credits(12));
 }
 
+/// A job charged to a shared account overruns: its hold grows from the account within the
+/// member's limit, and past the limit it is stopped and pays what the limit covers; the owner's
+/// own credit is never touched.
+#[test]
+fn an_overrun_past_the_members_limit_in_an_account_stops_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 1000);
+    let mut g = app.lock();
+    let p = crate::projects::create(&g.db, "physics", now).unwrap();
+    crate::projects::add_user(&g.db, "physics", "u", Some(Money::from_credits(12)), false, now).unwrap();
+    crate::projects::deposit(&g.db, "physics", Money::from_credits(500), u.id, now).unwrap();
+    let j = g
+        .submit(
+            &u,
+            &libra_api::SubmitRequest { account: Some(p.name.clone()), ..req(10.0, 1000.0, 1000) },
+            now,
+        )
+        .unwrap();
+    assert_eq!((j.state, j.account.as_deref()), (JobState::Pending, Some("physics")), "{j:?}");
+    let resp = g.sync(&sync("n1", vec![running(j.id, 40.0, now)], vec![]), now + 50.0).unwrap();
+    assert!(resp.kill.contains(&j.id), "{resp:?}");
+    let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert!(d.reason.as_deref().unwrap().contains("limit: u may have at most 12.00"), "{d:?}");
+    assert_eq!(d.charged, Money::from_credits(12));
+    let pid = crate::projects::project_id(&g.db, "physics").unwrap().unwrap();
+    let a = crate::projects::info(&g.db, crate::projects::Acct::Project(pid), now + 60.0).unwrap();
+    assert_eq!(
+        (a.held, a.charged, a.available),
+        (Money::ZERO, Money::from_credits(12), Money::from_credits(488))
+    );
+    let b = ledger::balance(&g.db, u.id).unwrap();
+    assert_eq!((b.available, b.charged), (Money::from_credits(1000), Money::ZERO));
+}
+
+/// Near the end of its estimate a job's hold is topped up ahead of what it owes; when no credit
+/// is left for that margin, the job runs on while its hold covers what it owes (it was stopped
+/// at 90% of its estimate, charged for work it could not finish), and is stopped only once it
+/// owes more than is held.
+#[test]
+fn a_job_within_its_hold_runs_on_when_no_credit_is_left_for_the_margin() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 1000);
+    let mut g = app.lock();
+    let j = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+    assert_eq!(j.state, JobState::Pending, "{j:?}");
+    // Every credit left withdrawn: the hold is all there is.
+    let left = ledger::balance(&g.db, u.id).unwrap().available;
+    ledger::deposit(&g.db, u.id, Money(-left.0), now).unwrap();
+    let resp = g.sync(&sync("n1", vec![running(j.id, 9.5, now)], vec![]), now + 10.0).unwrap();
+    assert!(!resp.kill.contains(&j.id), "stopped within its hold: {resp:?}");
+    assert!(crate::store::job(&g.db, j.id).unwrap().unwrap().state.is_active());
+    // Owing more than is held: stopped.
+    let resp = g.sync(&sync("n1", vec![running(j.id, 12.0, now)], vec![]), now + 13.0).unwrap();
+    assert!(resp.kill.contains(&j.id), "{resp:?}");
+    let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert_eq!((d.state, d.charged), (JobState::Failed, j.cost), "{d:?}");
+    assert!(d.reason.as_deref().unwrap().contains("credit"), "{d:?}");
+}
+
 #[test]
 fn an_exit_is_recorded_only_with_its_settlement() {
     // A failure while settling (a full disk, here a trigger) must not leave the exit recorded and

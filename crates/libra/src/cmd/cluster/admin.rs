@@ -2,10 +2,11 @@
 //! with 403).
 
 use super::common::{fmt_time, money, now, print_json, read_password, table, Conn};
-use super::jobs::jobs_table;
+use super::jobs::{jobs_table, members_table};
+use crate::cmd::time::{parse_duration, parse_instant};
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use libra_api::{Client, SetPricing, UserAdd};
+use libra_api::{AccountAllocate, AccountInfo, AccountUserAdd, Client, SetPricing, UsageQuery, UserAdd};
 use libra_core::policy::Placement;
 use libra_core::Money;
 
@@ -33,8 +34,17 @@ pub enum AdminCommand {
     },
     /// Everyone's jobs, newest first, a page at a time.
     Jobs(PageArgs),
-    /// Jobs, CPU hours and revenue per user and per day.
-    Usage,
+    /// Jobs, CPU hours and what was charged per day, user and account (like sreport / Gold's
+    /// gusage), filtered by --account, --user and --since/--until (the jobs submitted then).
+    #[command(
+        after_help = "Examples:\n  libra admin usage --account physics --since 2026-11-01\n  libra admin usage --user alice --since now-7d --json"
+    )]
+    Usage(UsageArgs),
+    /// Accounts (projects) that hold credit, as sites charge them (like sacctmgr, or Gold's
+    /// gmkaccount, gdeposit, gtransfer): members with limits, deposits, transfers, allocations
+    /// that expire.
+    #[command(subcommand)]
+    Account(AccountCommand),
     /// Show the pricing parameters, or set them (any of the flags).
     Pricing(PricingArgs),
     /// Show the admission policy and its node choice, or set them.
@@ -71,6 +81,81 @@ pub enum AdminCommand {
         /// Credits, e.g. 500 or 12.50.
         #[arg(allow_hyphen_values = true)]
         amount: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Only jobs charged to this account (a user's personal account is named after them).
+    #[arg(long, short = 'A')]
+    pub account: Option<String>,
+    /// Only this user's jobs.
+    #[arg(long, short = 'u')]
+    pub user: Option<String>,
+    /// Only jobs submitted at or after this time: now-7d, a duration meaning that long ago (7d),
+    /// a date (2026-11-01, midnight UTC), a time (2026-11-22T21:00:00Z) or @UNIXSECONDS.
+    #[arg(long, short = 'S', visible_alias = "starttime")]
+    pub since: Option<String>,
+    /// Only jobs submitted before this time (the same forms as --since).
+    #[arg(long, short = 'E', visible_alias = "endtime")]
+    pub until: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AccountCommand {
+    /// Every shared account: credit, held, available, members.
+    List,
+    /// One account in detail: credit, allocations, members with their limits and use.
+    Show { name: String },
+    /// Create a shared account (its name may not be a user's: a user's personal account takes
+    /// their name).
+    #[command(
+        after_help = "Example:\n  libra admin account create physics\n  libra admin account add-user physics alice --limit 500"
+    )]
+    Create { name: String },
+    /// Add a user to an account, or change a member's limit.
+    AddUser {
+        name: String,
+        user: String,
+        /// The most the user may have charged and held against the account in its allocation
+        /// period, in credits (default: no limit but the account's credit).
+        #[arg(long, allow_hyphen_values = true)]
+        limit: Option<String>,
+        /// Make the account the user's default (what their jobs are charged to without --account).
+        #[arg(long)]
+        default: bool,
+    },
+    /// Remove a user from an account: their new jobs can no longer be charged to it; jobs
+    /// already accepted settle against it. If it was their default, their personal account is.
+    RemoveUser { name: String, user: String },
+    /// Make an account a user's default (the user's own name: their personal account).
+    Default { name: String, user: String },
+    /// Deposit lasting credit (a negative amount withdraws, never below zero available).
+    Deposit {
+        name: String,
+        /// Credits, e.g. 500 or 12.50.
+        #[arg(allow_hyphen_values = true)]
+        amount: String,
+    },
+    /// Move lasting credit from one account to another (personal or shared), in one
+    /// transaction. Allocation credit stays with its account.
+    Transfer { from: String, to: String, amount: String },
+    /// Allocate credit that can be held only from --start to --end. At the end what is left of
+    /// it is no longer available; holds taken from it before stay valid until their jobs settle,
+    /// and what those jobs do not spend returns to the expired allocation.
+    #[command(
+        after_help = "Examples:\n  libra admin account allocate physics 10000 --start 2026-12-01 --end 2027-01-01\n  libra admin account allocate physics 500 --end 30d"
+    )]
+    Allocate {
+        name: String,
+        amount: String,
+        /// When the credit becomes available: now (the default), a date (2026-12-01, midnight
+        /// UTC), a time (2026-12-01T08:00:00Z) or @UNIXSECONDS.
+        #[arg(long)]
+        start: Option<String>,
+        /// When it expires: a time (the forms of --start), or a duration after --start (30d).
+        #[arg(long)]
+        end: String,
     },
 }
 
@@ -265,16 +350,42 @@ pub fn run(a: AdminArgs) -> Result<()> {
             }
             println!("{}", jobs_table(&jobs, true));
         }
-        AdminCommand::Usage => {
-            let rows = c.usage()?;
+        AdminCommand::Usage(u) => {
+            let n = now();
+            let instant = |flag: &str, v: &Option<String>| {
+                v.as_deref()
+                    .map(|t| parse_instant(t, n))
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+            };
+            let q = UsageQuery {
+                account: u.account,
+                user: u.user,
+                since: instant("--since", &u.since)?,
+                until: instant("--until", &u.until)?,
+            };
+            if let (Some(s), Some(e)) = (q.since, q.until) {
+                if e <= s {
+                    anyhow::bail!("--until: {} is not after --since {}", fmt_time(e), fmt_time(s));
+                }
+            }
+            let rows = c.usage_filtered(&q)?;
             if json {
                 return print_json(&rows);
             }
-            let mut t = table(&["PERIOD", "USER", "JOBS", "COMPLETED", "CPU HOURS", "REVENUE"]);
-            for r in rows {
+            if rows.is_empty() {
+                println!("no jobs match");
+                return Ok(());
+            }
+            let mut t = table(&["PERIOD", "USER", "ACCOUNT", "JOBS", "COMPLETED", "CPU HOURS", "CHARGED"]);
+            let mut per_account: std::collections::BTreeMap<&str, Money> = Default::default();
+            for r in &rows {
+                let sum = per_account.entry(&r.account).or_insert(Money::ZERO);
+                *sum = *sum + r.revenue;
                 t.add_row(vec![
-                    r.period,
-                    r.user,
+                    r.period.clone(),
+                    r.user.clone(),
+                    r.account.clone(),
                     r.jobs.to_string(),
                     r.completed.to_string(),
                     format!("{:.4}", r.cpu_hours),
@@ -282,7 +393,13 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 ]);
             }
             println!("{t}");
+            let mut t = table(&["ACCOUNT", "CHARGED"]);
+            for (a, m) in per_account {
+                t.add_row(vec![a.to_string(), money(m)]);
+            }
+            println!("{t}");
         }
+        AdminCommand::Account(cmd) => account(&c, cmd, json)?,
         AdminCommand::Pricing(p) => {
             let change = SetPricing {
                 alpha: p.alpha,
@@ -449,10 +566,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
             println!("{t}");
         }
         AdminCommand::Credit { user, amount } => {
-            let m: Money = match amount.strip_prefix('-') {
-                Some(pos) => Money(-pos.parse::<Money>().map_err(|e| anyhow::anyhow!("amount: {e}"))?.0),
-                None => amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?,
-            };
+            let m = parse_amount("amount", &amount)?;
             let b = c.credit(&user, m)?;
             if json {
                 return print_json(&b);
@@ -467,6 +581,137 @@ pub fn run(a: AdminArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Credits given on the command line, negative ones too (a withdrawal).
+fn parse_amount(field: &str, s: &str) -> Result<Money> {
+    match s.strip_prefix('-') {
+        Some(pos) => Ok(Money(-pos.parse::<Money>().map_err(|e| anyhow::anyhow!("{field}: {e}"))?.0)),
+        None => s.parse().map_err(|e| anyhow::anyhow!("{field}: {e}")),
+    }
+}
+
+fn account_line(a: &AccountInfo) -> String {
+    format!(
+        "account {}: {} available, {} on hold, {} charged, {} credited",
+        a.name,
+        money(a.available),
+        money(a.held),
+        money(a.charged),
+        money(a.credited)
+    )
+}
+
+/// `admin account ...`.
+fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
+    let print = |a: &AccountInfo| -> Result<()> {
+        if json {
+            return print_json(a);
+        }
+        println!("{}", account_line(a));
+        if !a.personal && !a.members.is_empty() {
+            println!("{}", members_table(a));
+        }
+        Ok(())
+    };
+    match cmd {
+        AccountCommand::List => {
+            let all = c.accounts_all()?;
+            if json {
+                return print_json(&all);
+            }
+            let mut t =
+                table(&["ACCOUNT", "AVAILABLE", "ON HOLD", "CHARGED", "CREDITED", "ALLOCATIONS", "MEMBERS"]);
+            for a in all {
+                t.add_row(vec![
+                    a.name.clone(),
+                    money(a.available),
+                    money(a.held),
+                    money(a.charged),
+                    money(a.credited),
+                    a.allocations.len().to_string(),
+                    a.members
+                        .iter()
+                        .map(|m| match m.limit {
+                            Some(l) => format!("{} (limit {})", m.user, money(l)),
+                            None => m.user.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ]);
+            }
+            println!("{t}");
+            Ok(())
+        }
+        AccountCommand::Show { name } => {
+            let a = c.account(&name)?;
+            if json {
+                return print_json(&a);
+            }
+            print(&a.account)?;
+            if !a.account.allocations.is_empty() {
+                let mut t = table(&["ALLOCATION", "AMOUNT", "START", "END", "REMAINING", "ACTIVE"]);
+                for al in &a.account.allocations {
+                    t.add_row(vec![
+                        al.id.to_string(),
+                        money(al.amount),
+                        fmt_time(al.start),
+                        fmt_time(al.end),
+                        money(al.remaining),
+                        if al.active { "yes" } else { "no" }.into(),
+                    ]);
+                }
+                println!("{t}");
+            }
+            Ok(())
+        }
+        AccountCommand::Create { name } => print(&c.account_create(&name)?),
+        AccountCommand::AddUser { name, user, limit, default } => {
+            let limit = limit
+                .as_deref()
+                .map(|l| l.parse::<Money>().map_err(|e| anyhow::anyhow!("--limit: {e}")))
+                .transpose()?;
+            print(&c.account_add_user(&name, &AccountUserAdd { user, limit, default })?)
+        }
+        AccountCommand::RemoveUser { name, user } => print(&c.account_remove_user(&name, &user)?),
+        AccountCommand::Default { name, user } => print(&c.account_default(&name, &user)?),
+        AccountCommand::Deposit { name, amount } => {
+            print(&c.account_deposit(&name, parse_amount("amount", &amount)?)?)
+        }
+        AccountCommand::Transfer { from, to, amount } => {
+            let amount: Money = amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?;
+            let r = c.account_transfer(&from, &to, amount)?;
+            if json {
+                return print_json(&r);
+            }
+            println!("moved {} from {} to {}", money(amount), from, to);
+            println!("{}\n{}", account_line(&r.from), account_line(&r.to));
+            Ok(())
+        }
+        AccountCommand::Allocate { name, amount, start, end } => {
+            let amount: Money = amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?;
+            let n = now();
+            let start = match start.as_deref() {
+                None => n,
+                Some(s) => parse_instant(s, n).map_err(|e| anyhow::anyhow!("--start: {e}"))?,
+            };
+            // A duration is the allocation's length; anything else is a time.
+            let end = match parse_duration(&end) {
+                Ok(d) if d > 0.0 => start + d,
+                _ => parse_instant(&end, n)
+                    .map_err(|e| anyhow::anyhow!("--end: {e}; or a duration after --start (30d)"))?,
+            };
+            if end <= start {
+                anyhow::bail!("--end: {} is not after --start {}", fmt_time(end), fmt_time(start));
+            }
+            let a = c.account_allocate(&name, &AccountAllocate { amount, start, end })?;
+            if json {
+                return print_json(&a);
+            }
+            println!("allocated {} to {} from {} to {}", money(amount), name, fmt_time(start), fmt_time(end));
+            print(&a)
+        }
+    }
 }
 
 /// `admin node drain|undrain NAME`.

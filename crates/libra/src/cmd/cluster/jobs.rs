@@ -29,9 +29,15 @@ pub struct CancelArgs {
 
 #[derive(Debug, Args)]
 pub struct BalanceArgs {
-    /// Also list the ledger entries (deposits, holds, charges, releases).
+    /// Also list the ledger entries (deposits, holds, charges, releases) of your personal
+    /// account, or with --account of that account (like sbank balance statement).
     #[arg(long)]
     pub ledger: bool,
+    /// One account (like sbank balance -a): its credit, what is held and available, and your
+    /// limit and use in it. Your personal account is named after you. Administrators may name
+    /// any account.
+    #[arg(long, short = 'A')]
+    pub account: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -237,6 +243,33 @@ pub fn cancel(a: CancelArgs) -> Result<()> {
 
 pub fn balance(a: BalanceArgs) -> Result<()> {
     let c = a.conn.client()?;
+    if let Some(name) = &a.account {
+        let acc = c.account(name)?;
+        let entries = if a.ledger { Some(c.account_ledger(name)?) } else { None };
+        if a.conn.json {
+            return match entries {
+                None => print_json(&acc),
+                Some(e) => print_json(&serde_json::json!({"account": acc, "ledger": e})),
+            };
+        }
+        if let Some(entries) = entries {
+            let mut t = table(&["ENTRY", "TIME", "KIND", "USER", "JOB", "ALLOCATION", "AMOUNT"]);
+            for e in entries {
+                t.add_row(vec![
+                    e.id.to_string(),
+                    fmt_time(e.time),
+                    e.kind,
+                    e.user.unwrap_or_default(),
+                    e.job.map(|j| j.to_string()).unwrap_or_default(),
+                    e.allocation.map(|j| j.to_string()).unwrap_or_default(),
+                    money(e.amount),
+                ]);
+            }
+            println!("{t}");
+        }
+        print_account(&acc);
+        return Ok(());
+    }
     let b = c.balance()?;
     if a.conn.json && !a.ledger {
         return print_json(&b);
@@ -261,7 +294,100 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
     let mut t = table(&["USER", "AVAILABLE", "ON HOLD", "CHARGED", "DEPOSITED"]);
     t.add_row(vec![b.user, money(b.available), money(b.held), money(b.charged), money(b.deposited)]);
     println!("{t}");
+    // The shared accounts the user may charge, when there are any (a user in none sees what
+    // they always saw).
+    let accounts = c.accounts()?;
+    if accounts.len() > 1 || accounts.first().is_some_and(|a| !a.default) {
+        let mut t = table(&[
+            "ACCOUNT",
+            "DEFAULT",
+            "AVAILABLE",
+            "ON HOLD",
+            "CHARGED",
+            "YOUR LIMIT",
+            "YOUR USE",
+            "AVAILABLE TO YOU",
+        ]);
+        for m in accounts {
+            t.add_row(vec![
+                format!("{}{}", m.account.name, if m.account.personal { " (personal)" } else { "" }),
+                if m.default { "yes" } else { "" }.into(),
+                money(m.account.available),
+                money(m.account.held),
+                money(m.account.charged),
+                m.limit.map_or("-".into(), money),
+                money(m.used),
+                money(m.available_to_me),
+            ]);
+        }
+        println!("{t}");
+    }
     Ok(())
+}
+
+/// One account as `libra balance --account` shows it.
+fn print_account(m: &libra_api::MyAccount) {
+    let a = &m.account;
+    println!(
+        "account {}{}{}",
+        a.name,
+        if a.personal { " (personal)" } else { "" },
+        if m.default { ", your default" } else { "" }
+    );
+    let mut t =
+        table(&["CREDITED", "CHARGED", "ON HOLD", "AVAILABLE", "YOUR LIMIT", "YOUR USE", "AVAILABLE TO YOU"]);
+    t.add_row(vec![
+        money(a.credited),
+        money(a.charged),
+        money(a.held),
+        money(a.available),
+        m.limit.map_or("-".into(), money),
+        money(m.used),
+        money(m.available_to_me),
+    ]);
+    println!("{t}");
+    if let Some(p) = a.period_start {
+        println!("allocation period since {}", fmt_time(p));
+    }
+    if !a.allocations.is_empty() {
+        let mut t = table(&["ALLOCATION", "AMOUNT", "START", "END", "REMAINING", "STATE"]);
+        let n = now();
+        for al in &a.allocations {
+            t.add_row(vec![
+                al.id.to_string(),
+                money(al.amount),
+                fmt_time(al.start),
+                fmt_time(al.end),
+                money(al.remaining),
+                if al.active {
+                    "active"
+                } else if n < al.start {
+                    "not started"
+                } else {
+                    "expired"
+                }
+                .into(),
+            ]);
+        }
+        println!("{t}");
+    }
+    if !a.personal {
+        println!("{}", members_table(a));
+    }
+}
+
+/// An account's members, their limits and use.
+pub fn members_table(a: &libra_api::AccountInfo) -> comfy_table::Table {
+    let mut t = table(&["MEMBER", "LIMIT", "USED (PERIOD)", "DEFAULT"]);
+    for m in &a.members {
+        t.add_row(vec![
+            m.user.clone(),
+            m.limit.map_or("-".into(), money),
+            money(m.used),
+            if m.default { "yes" } else { "" }.into(),
+        ]);
+    }
+    t
 }
 
 pub fn output(a: OutputArgs) -> Result<()> {

@@ -116,7 +116,8 @@ pub struct HistoryArgs {
     #[arg(long, short = 'u')]
     pub user: Option<String>,
     /// The columns to print, a comma list (case does not matter): jobid, jobname, user, state,
-    /// submit, start, end, deadline, nodes, share, cputime, cost, budget, exitcode, reason, billing.
+    /// submit, start, end, deadline, nodes, share, cputime, cost, budget, exitcode, reason, billing,
+    /// account.
     #[arg(long, short = 'o')]
     pub format: Option<String>,
     /// Print `|`-separated fields with a header line (like sacct -p), for scripts.
@@ -275,6 +276,7 @@ const COLUMNS: &[Column] = &[
     ("ExitCode", |j| j.exit_code.map(|c| format!("{c}:0")).unwrap_or_default()),
     ("Reason", |j| j.reason.clone().unwrap_or_default()),
     ("Billing", |j| j.settlement.clone().unwrap_or_default()),
+    ("Account", |j| j.account.clone().unwrap_or_default()),
 ];
 
 const DEFAULT_FORMAT: &str = "jobid,jobname,user,state,submit,start,end,cputime,cost,budget,exitcode,billing";

@@ -26,9 +26,20 @@ pub fn run(a: QuoteArgs) -> Result<()> {
         opts.budget = Some("1000000000".into());
     }
     let spec = opts.spec(now())?;
-    let q = a.conn.client()?.quote(&QuoteRequest { spec })?;
+    let client = a.conn.client()?;
+    let q = client.quote(&QuoteRequest { spec })?;
+    // Against an account: what the caller may hold there (refused, naming the caller's
+    // accounts, when they are not a member).
+    let account = opts.account.as_deref().map(|n| client.account(n)).transpose()?;
     if a.conn.json {
-        return print_json(&q);
+        return match account {
+            None => print_json(&q),
+            Some(acc) => {
+                let mut v = serde_json::to_value(&q)?;
+                v["account"] = serde_json::to_value(&acc)?;
+                print_json(&v)
+            }
+        };
     }
     let mut t = table(&["NODE", "STATE", "CPUS", "LOAD", "PBASE/CPU-S", "PRICE NOW/CPU-S"]);
     for p in &q.prices {
@@ -56,6 +67,15 @@ pub fn run(a: QuoteArgs) -> Result<()> {
                     println!("suggestion: deadline {:.0}s, budget {}", s.deadline.ceil(), s.budget);
                 }
             }
+        }
+        if let Some(acc) = &account {
+            let short = q.accepted && q.cost.is_some_and(|c| acc.available_to_me < c);
+            println!(
+                "account {}: {} available to you{}",
+                acc.account.name,
+                money(acc.available_to_me),
+                if short { " (less than the cost: the job would be refused)" } else { "" }
+            );
         }
     }
     Ok(())

@@ -67,6 +67,11 @@ pub struct JobOpts {
     /// after that finish is refused with the earliest deadline that could be accepted.
     #[arg(long, value_name = "TYPE:JOB[:JOB...][,...]")]
     pub dependency: Option<String>,
+    /// The account (project) to charge, like sbatch -A: the job's cost is held against its
+    /// credit and your limit in it (`libra balance` lists your accounts). Default: your default
+    /// account (your personal account, named after you, unless an administrator set another).
+    #[arg(long, short = 'A')]
+    pub account: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -116,6 +121,7 @@ impl JobOpts {
             mem: self.mem.or(other.mem),
             name: self.name.or(other.name),
             dependency: self.dependency.or(other.dependency),
+            account: self.account.or(other.account),
         }
     }
 
@@ -302,7 +308,11 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
         _ => (opts, resolve_command(command)),
     };
     let spec = opts.spec(now)?;
-    let mut req = SubmitRequest { name: opts.name.clone(), ..SubmitRequest::new(spec, command) };
+    let mut req = SubmitRequest {
+        name: opts.name.clone(),
+        account: opts.account.clone(),
+        ..SubmitRequest::new(spec, command)
+    };
     if let Some(d) = opts.dependency.as_deref() {
         req.dependencies = libra_core::dependency::parse(d).map_err(|e| anyhow!("--{e}"))?;
     }
@@ -357,12 +367,13 @@ pub fn print_decision(job: &JobInfo, argv: &[String]) {
         }
     } else {
         println!(
-            "job {} accepted on {}: share {:.3} CPU, {} on hold (budget {}), due {}",
+            "job {} accepted on {}: share {:.3} CPU, {} on hold (budget {}){}, due {}",
             job.id,
             job.nodes.join(","),
             job.share,
             money(job.cost),
             money(job.budget),
+            job.account.as_deref().map(|a| format!(" against account {a}")).unwrap_or_default(),
             fmt_time(job.deadline_at)
         );
         if job.waiting {
