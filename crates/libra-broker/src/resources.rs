@@ -4,7 +4,7 @@
 //! ```toml
 //! [[resource]]
 //! name = "laptop"
-//! kind = "local"          # local | testqueue | libra
+//! kind = "local"          # local | testqueue | libra | slurm
 //! slots = 2
 //! price = 1.5             # credits per CPU-second (off-peak price when a peak is given); for
 //!                         # a libra resource the most the sweep offers: the cluster sets its own
@@ -20,6 +20,15 @@
 //! wall = 90               # seconds per job
 //! cpu = 90                # CPU seconds reported per job (default: wall)
 //! time_scale = 0.01       # real runs sleep wall * time_scale
+//!
+//! [[resource]]
+//! name = "hpc"
+//! kind = "slurm"           # each job an sbatch job (this machine's Slurm client commands)
+//! slots = 8                # at most 8 of the sweep's jobs queued or running at once
+//! price = 2                # credits per CPU-second the job used, as for local
+//! partition = "batch"      # optional (default: Slurm's default partition)
+//! cpus_per_job = 1         # optional: sbatch -c
+//! sbatch_args = ["--time=30", "--qos=low"]   # optional: more sbatch options
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +53,7 @@ pub enum Kind {
     Local,
     Testqueue,
     Libra,
+    Slurm,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +91,7 @@ pub enum KindSpec {
     Local(LocalSpec),
     Testqueue(TestqueueSpec),
     Libra(LibraSpec),
+    Slurm(SlurmSpec),
 }
 
 /// A local resource runs jobs on this machine and takes no fields of its own.
@@ -118,10 +129,46 @@ pub struct LibraSpec {
     pub insecure_http: bool,
 }
 
+/// A Slurm cluster reached through this machine's Slurm client commands: each of the sweep's
+/// jobs is one batch job (`sbatch --parsable`), watched with squeue / scontrol and cancelled
+/// with scancel. The job runs the plan's task through `libra sweep keep-attempt` in the
+/// attempt's directory, so the nodes must see the broker's files (the shared file system a
+/// Slurm cluster has) and the `libra` binary at the same path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSpec {
+    /// The partition to submit to (default: the cluster's default partition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// CPUs per job (`sbatch -c`; default: Slurm's, one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_per_job: Option<u32>,
+    /// More sbatch options, one per element (`--time=30`, `--qos=low`, `--nodelist=n1`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sbatch_args: Vec<String>,
+}
+
+/// sbatch options the slurm adapter sets itself for every job, refused in `sbatch_args`.
+pub const SLURM_OWN_OPTIONS: &[&str] = &[
+    "--parsable",
+    "--wrap",
+    "-D",
+    "--chdir",
+    "-o",
+    "--output",
+    "-e",
+    "--error",
+    "-J",
+    "--job-name",
+    "--array",
+    "-a",
+];
+
 /// The fields every kind takes, besides `kind` itself.
 const SHARED: &[&str] = &["name", "slots", "price", "job_secs", "utc_offset", "peak"];
 const TESTQUEUE: &[&str] = &["wall", "cpu", "time_scale"];
 const LIBRA: &[&str] = &["url", "token", "ca", "insecure_http"];
+const SLURM: &[&str] = &["partition", "cpus_per_job", "sbatch_args"];
 
 impl Kind {
     /// The fields this kind takes beyond the shared ones.
@@ -130,6 +177,7 @@ impl Kind {
             Kind::Local => &[],
             Kind::Testqueue => TESTQUEUE,
             Kind::Libra => LIBRA,
+            Kind::Slurm => SLURM,
         }
     }
 
@@ -138,6 +186,7 @@ impl Kind {
             Kind::Local => "local",
             Kind::Testqueue => "testqueue",
             Kind::Libra => "libra",
+            Kind::Slurm => "slurm",
         }
     }
 }
@@ -173,7 +222,7 @@ impl<'de> Deserialize<'de> for ResourceConfig {
             None => return Err(D::Error::custom("resource: missing field `name`")),
         };
         let bad = |msg: String| D::Error::custom(format!("resource '{name}': {msg}"));
-        let kinds = "local, testqueue or libra";
+        let kinds = "local, testqueue, libra or slurm";
         let kind: Kind = match all.get("kind") {
             None => return Err(bad(format!("missing field `kind` ({kinds})"))),
             Some(k) => Kind::deserialize(k.clone())
@@ -189,8 +238,9 @@ impl<'de> Deserialize<'de> for ResourceConfig {
             } else if SHARED.contains(&k.as_str()) {
                 shared.insert(k, v);
             } else {
-                let other =
-                    [Kind::Testqueue, Kind::Libra].into_iter().find(|o| o.fields().contains(&k.as_str()));
+                let other = [Kind::Testqueue, Kind::Libra, Kind::Slurm]
+                    .into_iter()
+                    .find(|o| o.fields().contains(&k.as_str()));
                 let mut accepted: Vec<&str> = SHARED.to_vec();
                 accepted.push("kind");
                 accepted.extend(kind.fields());
@@ -213,7 +263,7 @@ impl<'de> Deserialize<'de> for ResourceConfig {
         match kind {
             Kind::Testqueue => need("wall", "positive seconds per job")?,
             Kind::Libra => need("url", "the cluster's API address")?,
-            Kind::Local => {}
+            Kind::Local | Kind::Slurm => {}
         }
         // Each part read on its own type, with the path to a mistyped field ("wall: invalid
         // type: string \"ninety\", expected f64"): serde's own errors from a map name no field.
@@ -224,6 +274,7 @@ impl<'de> Deserialize<'de> for ResourceConfig {
             Kind::Local => KindSpec::Local(serde_path_to_error::deserialize(own).map_err(at)?),
             Kind::Testqueue => KindSpec::Testqueue(serde_path_to_error::deserialize(own).map_err(at)?),
             Kind::Libra => KindSpec::Libra(serde_path_to_error::deserialize(own).map_err(at)?),
+            Kind::Slurm => KindSpec::Slurm(serde_path_to_error::deserialize(own).map_err(at)?),
         };
         let s: Shared = serde_path_to_error::deserialize(Value::Object(shared)).map_err(at)?;
         Ok(ResourceConfig {
@@ -263,6 +314,48 @@ impl LibraSpec {
     fn validate(&self, r: &ResourceConfig) -> Result<(), ResourcesError> {
         if self.url.trim().is_empty() {
             return Err(r.bad("url", "is required for a libra resource (the cluster's API address)"));
+        }
+        Ok(())
+    }
+}
+
+impl SlurmSpec {
+    fn validate(&self, r: &ResourceConfig) -> Result<(), ResourcesError> {
+        if let Some(p) = &self.partition {
+            if p.trim().is_empty() || p.contains(char::is_whitespace) || p.contains(',') {
+                return Err(r.bad(
+                    "partition",
+                    "must be one partition name (no spaces or commas), or left out for the default",
+                ));
+            }
+        }
+        if self.cpus_per_job.is_some_and(|c| c == 0 || c > 4096) {
+            return Err(r.bad("cpus_per_job", "must be between 1 and 4096 (sbatch -c)"));
+        }
+        for a in &self.sbatch_args {
+            let opt = a.split('=').next().unwrap_or(a);
+            // `-o x` as one element, or `-ox`: the short options the adapter sets, in any form.
+            let short = |o: &str| o.len() == 2 && (opt == o || (a.starts_with(o) && !a.starts_with("--")));
+            if SLURM_OWN_OPTIONS.iter().any(|o| if o.len() == 2 { short(o) } else { opt == *o }) {
+                return Err(r.bad(
+                    "sbatch_args",
+                    &format!(
+                        "'{a}' is set by the broker for every job (its directory, output, name and the command); accepted: other sbatch options such as --time=30, --qos=low"
+                    ),
+                ));
+            }
+            if !a.starts_with('-') {
+                return Err(r.bad(
+                    "sbatch_args",
+                    &format!("'{a}' is not an sbatch option: give one option per element, with its value after '=' (\"--time=30\")"),
+                ));
+            }
+            if a.trim() != a || a.contains('\n') {
+                return Err(r.bad(
+                    "sbatch_args",
+                    &format!("'{a}': one option per element, without surrounding spaces"),
+                ));
+            }
         }
         Ok(())
     }
@@ -349,6 +442,7 @@ impl ResourceConfig {
             KindSpec::Local(_) => Kind::Local,
             KindSpec::Testqueue(_) => Kind::Testqueue,
             KindSpec::Libra(_) => Kind::Libra,
+            KindSpec::Slurm(_) => Kind::Slurm,
         }
     }
 
@@ -407,6 +501,7 @@ impl ResourceConfig {
         match &self.spec {
             KindSpec::Testqueue(t) => t.validate(self)?,
             KindSpec::Libra(l) => l.validate(self)?,
+            KindSpec::Slurm(sl) => sl.validate(self)?,
             KindSpec::Local(_) => {}
         }
         Ok(())

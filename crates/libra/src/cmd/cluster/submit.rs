@@ -89,7 +89,7 @@ struct ScriptLine {
 
 impl JobOpts {
     /// Fields missing here are taken from `other`.
-    fn or(self, other: JobOpts) -> JobOpts {
+    pub(crate) fn or(self, other: JobOpts) -> JobOpts {
         JobOpts {
             estimate: self.estimate.or(other.estimate),
             deadline: self.deadline.or(other.deadline),
@@ -231,7 +231,7 @@ fn valid_var(name: &str) -> bool {
 /// Reads the `#LIBRA` lines of a job script as sbatch reads `#SBATCH`: only in the header, before
 /// the first command (the shebang, comments and blank lines may come before and between them),
 /// and split into words as the shell would, so `#LIBRA -J "my job"` names the job `my job`.
-fn script_opts(text: &str, path: &Path) -> Result<JobOpts> {
+pub(crate) fn script_opts(text: &str, path: &Path) -> Result<JobOpts> {
     let mut opts = JobOpts::default();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
