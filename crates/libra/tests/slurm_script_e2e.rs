@@ -19,7 +19,7 @@ fn the_slurm_test_cluster_comes_up_runs_a_job_in_its_cgroups_and_goes_down_clean
     let extra = dir.path().join("extra.conf");
     std::fs::write(&extra, "MinJobAge=123\n").unwrap();
     let knobs = SlurmKnobs { nodes: Some(2), extra_conf: Some(extra), ..Default::default() };
-    let Some(slurm) = SlurmCluster::up("slurm_cluster_e2e", knobs) else { return };
+    let Some(slurm) = SlurmCluster::up("slurm_script_e2e", knobs) else { return };
     assert_eq!(slurm.nodes, ["n1", "n2"]);
     assert!(status_ok(), "status must exit 0 while the cluster is up");
     let conf = Command::new("scontrol").args(["show", "config"]).output().unwrap();
