@@ -571,7 +571,7 @@ time_scale = 0.001
         assert!(e.to_string().contains("'q': wall"), "{e}");
         let e = parse("[[resource]]\nname = \"a\"\nkind = \"local\"\nslots = 0\n").unwrap_err();
         assert!(e.to_string().contains("slots"), "{e}");
-        let e = parse("[[resource]]\nname = \"a\"\nkind = \"slurm\"\n").unwrap_err();
+        let e = parse("[[resource]]\nname = \"a\"\nkind = \"pbs\"\n").unwrap_err();
         assert!(e.to_string().contains("kind") || e.to_string().contains("variant"), "{e}");
         assert!(matches!(parse(""), Err(ResourcesError::Empty)));
     }
@@ -603,6 +603,53 @@ time_scale = 0.001
         assert!(e.contains("'p': peak.price: invalid type"), "{e}");
         let e = parse("[[resource]]\nname = \"c\"\nkind = \"libra\"\n").unwrap_err().to_string();
         assert!(e.contains("'c'") && e.contains("url is required"), "{e}");
+    }
+
+    #[test]
+    fn a_slurm_resource_takes_its_own_fields_and_bad_ones_are_named() {
+        let r = parse(
+            "[[resource]]\nname = \"hpc\"\nkind = \"slurm\"\nslots = 8\nprice = 2\npartition = \"batch\"\ncpus_per_job = 2\nsbatch_args = [\"--time=30\", \"--qos=low\"]\n",
+        )
+        .unwrap();
+        assert_eq!(r[0].kind(), Kind::Slurm);
+        let KindSpec::Slurm(sl) = &r[0].spec else { panic!("{r:?}") };
+        assert_eq!(
+            (sl.partition.as_deref(), sl.cpus_per_job, sl.sbatch_args.as_slice()),
+            (Some("batch"), Some(2), ["--time=30".to_string(), "--qos=low".to_string()].as_slice())
+        );
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<ResourceConfig>>(&json).unwrap(), r);
+        // Nothing but the kind is required.
+        assert!(parse("[[resource]]\nname = \"s\"\nkind = \"slurm\"\n").is_ok());
+        let bad = |extra: &str| {
+            parse(&format!("[[resource]]\nname = \"s\"\nkind = \"slurm\"\n{extra}\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = bad("url = \"http://x\"");
+        assert!(
+            e.contains("'s'")
+                && e.contains("`url`")
+                && e.contains("libra field")
+                && e.contains("sbatch_args"),
+            "{e}"
+        );
+        let e = bad("partition = \"a,b\"");
+        assert!(e.contains("'s': partition must be one partition name"), "{e}");
+        let e = bad("cpus_per_job = 0");
+        assert!(e.contains("'s': cpus_per_job must be between 1"), "{e}");
+        let e = bad("cpus_per_job = \"two\"");
+        assert!(e.contains("'s': cpus_per_job: invalid type"), "{e}");
+        for own in ["--output=x", "-o", "-ox", "--chdir=/tmp", "--wrap=true", "-J name"] {
+            let e = bad(&format!("sbatch_args = [\"{own}\"]"));
+            assert!(e.contains("'s': sbatch_args") && e.contains("set by the broker"), "{own}: {e}");
+        }
+        let e = bad("sbatch_args = [\"time=30\"]");
+        assert!(e.contains("not an sbatch option"), "{e}");
+        let e = bad("sbatch_args = \"--time=30\"");
+        assert!(e.contains("'s': sbatch_args: invalid type"), "{e}");
+        let e = bad("wall = 3");
+        assert!(e.contains("testqueue field"), "{e}");
     }
 
     #[test]
