@@ -87,7 +87,7 @@ endtask
     assert!(results.iter().all(|r| r.state == "done" && r.resource.as_deref() == Some("hpc")), "{results:?}");
 
     // Every job ran as a Slurm batch job of its own, which completed, and its result came back.
-    let ids = slurm_ids(&db.parent().unwrap().to_path_buf());
+    let ids = slurm_ids(db.parent().unwrap());
     assert_eq!(ids.len(), 6, "one Slurm job per sweep job: {ids:?}");
     let mut seen = BTreeSet::new();
     for x in 1..=6 {
