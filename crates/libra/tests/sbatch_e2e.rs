@@ -116,6 +116,29 @@ fn sbatch_lines_are_honoured_and_the_command_line_wins_over_them() {
 }
 
 #[test]
+fn an_sbatch_array_runs_every_task_with_its_own_output_file() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 2.0, 30.0);
+    let alice = cl.user("alice", 1000);
+    let tok = token_of(&cl, "alice");
+    let script = "#!/bin/sh\n#SBATCH --array=0-2 -o arr-%A_%a.out -t 1\n#LIBRA --estimate 1s\necho task=$LIBRA_ARRAY_TASK_ID\n";
+    std::fs::write(cl.dir.join("arr.sh"), script).unwrap();
+    let (ok, out, err) = run(&cl, &tok, &["sbatch", "--deadline", "1h", "--budget", "20", "--parsable", "arr.sh"]);
+    assert!(ok, "{err}");
+    let array: u64 = out.trim().parse().unwrap_or_else(|_| panic!("--parsable prints the array id: {out:?}"));
+    let jobs = alice.jobs(false).unwrap();
+    assert_eq!(jobs.len(), 3, "{jobs:?}");
+    let dir = cl.dir.canonicalize().unwrap();
+    for j in jobs {
+        assert_eq!(j.array_id, Some(array));
+        let task = j.array_task.unwrap();
+        wait_done(&alice, j.id);
+        let text = std::fs::read_to_string(dir.join(format!("arr-{array}_{task}.out"))).unwrap();
+        assert_eq!(text.trim(), format!("task={task}"));
+    }
+}
+
+#[test]
 fn options_libra_cannot_honour_and_a_missing_deadline_or_budget_are_refused_by_name() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let cl = Cluster::start(1, 1.0, 30.0);
