@@ -123,7 +123,8 @@ fn an_sbatch_array_runs_every_task_with_its_own_output_file() {
     let tok = token_of(&cl, "alice");
     let script = "#!/bin/sh\n#SBATCH --array=0-2 -o arr-%A_%a.out -t 1\n#LIBRA --estimate 1s\necho task=$LIBRA_ARRAY_TASK_ID\n";
     std::fs::write(cl.dir.join("arr.sh"), script).unwrap();
-    let (ok, out, err) = run(&cl, &tok, &["sbatch", "--deadline", "1h", "--budget", "20", "--parsable", "arr.sh"]);
+    let (ok, out, err) =
+        run(&cl, &tok, &["sbatch", "--deadline", "1h", "--budget", "20", "--parsable", "arr.sh"]);
     assert!(ok, "{err}");
     let array: u64 = out.trim().parse().unwrap_or_else(|_| panic!("--parsable prints the array id: {out:?}"));
     let jobs = alice.jobs(false).unwrap();

@@ -163,3 +163,46 @@ fn a_cancelled_sweep_scancels_its_slurm_jobs() {
     }
     assert_eq!(Store::open(&db).unwrap().experiment(exp.parse().unwrap()).unwrap().state, "cancelled");
 }
+
+#[test]
+fn a_killed_engine_resumes_watching_its_slurm_jobs_without_submitting_them_again() {
+    let Some(slurm) = SlurmCluster::up("sweep_slurm_e2e", SlurmKnobs::default()) else { return };
+    let plan = r#"
+parameter x integer range from 1 to 6 step 1
+task main
+    shexec "sleep 4; echo r-$x > out.txt"
+    copy node:out.txt results/out.$x
+endtask
+"#;
+    let (dir, db) = setup(plan);
+    let created = sweep(&db)
+        .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "5"])
+        .args(["--deadline", "1h", "--budget", "100000", "-r"])
+        .arg(dir.path().join("res.toml"))
+        .arg(dir.path().join("plan.pln"))
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    let root = db.parent().unwrap().to_path_buf();
+    let ids = wait_until("six Slurm jobs submitted", || Some(slurm_ids(&root)).filter(|ids| ids.len() == 6));
+    engine.kill().unwrap(); // SIGKILL: the Slurm jobs run on without it
+    engine.wait().unwrap();
+    assert!(slurm.queue().len() == 6, "the jobs outlive the engine: {:?}", slurm.queue());
+
+    let resumed = sweep(&db).args(["resume", &exp]).output().unwrap();
+    assert!(resumed.status.success(), "resume: {}", String::from_utf8_lossy(&resumed.stderr));
+    let store = Store::open(&db).unwrap();
+    let results = store.results(exp.parse().unwrap()).unwrap();
+    assert!(results.iter().all(|r| r.state == "done" && r.attempts == 1), "{results:?}");
+    for x in 1..=6 {
+        let text = std::fs::read_to_string(dir.path().join(format!("results/out.{x}"))).unwrap();
+        assert_eq!(text.trim(), format!("r-{x}"));
+    }
+    // No job was submitted a second time: Slurm knows exactly the six the first engine made.
+    let out = Command::new("squeue").args(["-h", "-t", "all", "-o", "%i"]).output().unwrap();
+    let known: BTreeSet<String> =
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+    assert_eq!(known, ids);
+}
