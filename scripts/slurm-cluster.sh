@@ -206,7 +206,14 @@ nodes_idle() {
     [ "$(printf '%s\n' "$states" | grep -c '^idle$')" = "$NODES" ]
 }
 
-alive() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+# ours PID NAME: PID is still the daemon recorded as NAME (after a reboot the number may
+# belong to some other process, which must not be signalled).
+ours() {
+    local bin=${2%%-n*}
+    kill -0 "$1" 2>/dev/null && tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q "^/usr/sbin/$bin "
+}
+
+alive() { [ -f "$PIDS/$1.pid" ] && ours "$(cat "$PIDS/$1.pid")" "$1"; }
 
 up() {
     need_root
@@ -249,7 +256,7 @@ stop() {
         for f in "$PIDS"/$name.pid; do
             [ -f "$f" ] || continue
             pid=$(cat "$f")
-            if kill -0 "$pid" 2>/dev/null; then
+            if ours "$pid" "$(basename "$f" .pid)"; then
                 kill "$pid" 2>/dev/null || true
                 pids+=("$pid")
             fi
@@ -287,13 +294,18 @@ down() {
 
 status() {
     alive munged && alive slurmctld || return 1
-    local i
-    for i in $(seq "$NODES"); do alive "slurmd-n$i" || return 1; done
+    # The nodes `up` started (whatever LIBRA_SLURM_NODES says now).
+    local f nodes=0
+    for f in "$PIDS"/slurmd-*.pid; do
+        [ -f "$f" ] || return 1
+        alive "$(basename "$f" .pid)" || return 1
+        nodes=$((nodes + 1))
+    done
     scontrol ping >/dev/null 2>&1 || return 1
     # Up means usable: every node answers (idle, mixed or allocated, not down/unknown).
     local ok
     ok=$(sinfo -h -N -o %T 2>/dev/null | grep -cE '^(idle|mixed|allocated|completing)$') || return 1
-    [ "$ok" = "$NODES" ]
+    [ "$ok" = "$nodes" ]
 }
 
 case "${1:-}" in
