@@ -109,6 +109,13 @@ fn sbatch_lines_are_honoured_and_the_command_line_wins_over_them() {
     assert_eq!(text.trim(), format!("name=fromcli pwd={}", dir.display()));
     assert!(!dir.join(format!("script-{id}.out")).exists());
 
+    // A rejection under --parsable: nothing on standard output (what a script captures), the
+    // reason on standard error, exit status 1.
+    let (ok, out, err) =
+        run(&cl, &tok, &["sbatch", "--deadline", "1h", "--budget", "0.01", "--parsable", "job2.sh"]);
+    assert!(!ok && out.is_empty(), "{out}");
+    assert!(err.contains("REJECTED"), "{err}");
+
     // The human answer: the decision, the node, the price.
     let (ok, out, err) = run(&cl, &tok, &["sbatch", "--deadline", "1h", "--budget", "500", "job2.sh"]);
     assert!(ok, "{err}");

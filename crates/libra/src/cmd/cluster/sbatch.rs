@@ -420,8 +420,25 @@ pub fn run(a: SbatchArgs) -> Result<()> {
     let job = submit::submit_retrying(&client, &req)?;
     if a.conn.json {
         print_json(&job)?;
-    } else if a.parsable && job.state != JobState::Rejected {
-        println!("{}", job.id);
+    } else if a.parsable {
+        // Standard output is what a script captures (`jid=$(libra sbatch --parsable ...)`): only
+        // an accepted job's id goes there; a rejection's reason goes to standard error.
+        match job.state {
+            JobState::Rejected => eprintln!(
+                "job {} REJECTED: {}{}",
+                job.id,
+                job.reason.as_deref().unwrap_or("no reason given"),
+                job.suggestion
+                    .as_ref()
+                    .map(|s| format!(
+                        " (accepted now with --deadline {}s --budget {})",
+                        s.deadline.ceil(),
+                        s.budget
+                    ))
+                    .unwrap_or_default()
+            ),
+            _ => println!("{}", job.id),
+        }
     } else {
         submit::print_decision(&job, &argv);
         // TODO(slurm executor): when the server runs its jobs on Slurm, the job info will carry
