@@ -129,6 +129,23 @@ fn a_cancelled_sweep_scancels_its_slurm_jobs() {
     let Some(slurm) = SlurmCluster::up("sweep_slurm_e2e", SlurmKnobs::default()) else { return };
     let plan = "parameter x integer range from 1 to 6 step 1\ntask main\n    shexec \"sleep 120\"\nendtask\n";
     let (dir, db) = setup(plan);
+
+    // First, a partition this cluster does not have: named at once, no job submitted.
+    std::fs::write(dir.path().join("bad.toml"), RES.replace("\"libra\"", "\"nosuch\"")).unwrap();
+    let bad = sweep(&db)
+        .args(["run", "--max-retries", "0", "--estimate", "1", "--deadline", "1h", "--budget", "100", "-r"])
+        .arg(dir.path().join("bad.toml"))
+        .arg(dir.path().join("plan.pln"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(
+        err.contains("partition 'nosuch' is not a partition of this Slurm cluster (sinfo lists: libra)"),
+        "{err}"
+    );
+    assert!(slurm.queue().is_empty());
+
     let created = sweep(&db)
         .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "200"])
         .args(["--deadline", "2h", "--budget", "100000", "-r"])

@@ -119,6 +119,20 @@ impl Slurm {
                 )))
             }
         }
+        if let Some(p) = &spec.partition {
+            // A partition Slurm does not have would refuse every job one by one; say it once.
+            let out = Command::new("sinfo").args(["-h", "-o", "%R"]).output();
+            if let Some(o) = out.ok().filter(|o| o.status.success()) {
+                let names: Vec<String> =
+                    String::from_utf8_lossy(&o.stdout).split_whitespace().map(String::from).collect();
+                if !names.contains(p) {
+                    return Err(err(format!(
+                        "partition '{p}' is not a partition of this Slurm cluster (sinfo lists: {})",
+                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    )));
+                }
+            }
+        }
         Ok(Slurm {
             name: name.to_string(),
             spec: spec.clone(),
