@@ -16,9 +16,10 @@ use super::local::{AttemptSpec, ATTEMPT_FILE, KEY_VAR};
 use super::{read_outcome_file, AdapterError, Launch, Outcome, ResourceAdapter};
 use crate::plan::Plan;
 use crate::resources::SlurmSpec;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,7 +30,7 @@ pub const SLURM_JOB_FILE: &str = "libra.slurm";
 /// `stdout` / `stderr` beside it, as on a local resource).
 pub const SLURM_OUT_FILE: &str = "slurm.out";
 
-/// How often a running job's state is asked (one squeue call per job and poll).
+/// How often the resource's jobs' states are asked (one squeue call for all of them).
 const POLL: Duration = Duration::from_millis(500);
 
 pub struct Slurm {
@@ -38,9 +39,13 @@ pub struct Slurm {
     plan_text: Arc<str>,
     root: PathBuf,
     keeper: PathBuf,
-    /// Slurm job ids submitted or adopted and not yet seen to end.
-    live: Arc<Mutex<HashSet<String>>>,
+    /// Slurm jobs submitted or adopted and not yet seen to end, by job id: their attempt and
+    /// where to report its outcome.
+    live: Arc<Mutex<HashMap<String, Watched>>>,
+    watcher_started: AtomicBool,
 }
+
+type Watched = (Launch, Sender<Outcome>);
 
 /// Slurm's job states in which the job may still run (anything else is how it ended).
 fn active(state: &str) -> bool {
@@ -140,49 +145,99 @@ impl Slurm {
             root,
             keeper,
             live: Arc::default(),
+            watcher_started: AtomicBool::new(false),
         })
     }
 
-    /// Watches job `id` of attempt `l` on a thread of its own until Slurm says it ended, then
-    /// reports the outcome the keeper recorded (or how Slurm says it ended, when none was).
+    /// Watches job `id` of attempt `l` until Slurm says it ended, then reports the outcome the
+    /// keeper recorded (or how Slurm says it ended, when none was). One thread per resource asks
+    /// after all its jobs with one squeue call per poll, so a resource with many slots costs
+    /// slurmctld one query, not one per job.
     fn watch(&self, id: String, l: Launch, done: Sender<Outcome>) {
         if let Ok(mut live) = self.live.lock() {
-            live.insert(id.clone());
+            live.insert(id, (l, done));
         }
-        let live = self.live.clone();
-        std::thread::spawn(move || {
-            while squeue_state(&id).is_some_and(|s| active(&s)) {
-                std::thread::sleep(POLL);
+        if self.watcher_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let live = Arc::downgrade(&self.live);
+        std::thread::spawn(move || loop {
+            std::thread::sleep(POLL);
+            // The adapter is gone (the engine ended): nobody is left to tell.
+            let Some(live) = live.upgrade() else { return };
+            let ids: Vec<String> = live.lock().map(|l| l.keys().cloned().collect()).unwrap_or_default();
+            if ids.is_empty() {
+                continue;
             }
-            if let Ok(mut live) = live.lock() {
-                live.remove(&id);
-            }
-            let o = read_outcome_file(&l.dir).unwrap_or_else(|| {
-                let job = scontrol_job(&id).unwrap_or_default();
-                let get = |k: &str| job.get(k).map(String::as_str).unwrap_or("unknown");
-                // ExitCode=CODE:SIGNAL
-                let exit_code = job.get("ExitCode").and_then(|e| e.split(':').next()?.parse().ok());
-                Outcome {
-                    attempt: l.attempt,
-                    resource: l.resource,
-                    ok: false,
-                    exit_code,
-                    wall: 0.0,
-                    cpu: 0.0,
-                    message: format!(
-                        "slurm job {id} ended {} (exit {}, reason {}) without recording an outcome; see {}",
-                        get("JobState"),
-                        get("ExitCode"),
-                        get("Reason"),
-                        l.dir.join(SLURM_OUT_FILE).display()
-                    ),
-                    rejected: false,
-                    billed: None,
+            let states = squeue_states(&ids);
+            for id in ids {
+                if states.get(&id).is_some_and(|s| active(s)) {
+                    continue;
                 }
-            });
-            let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
+                let Some((l, done)) = live.lock().ok().and_then(|mut m| m.remove(&id)) else { continue };
+                let _ = done.send(ended(&id, &l));
+            }
         });
     }
+}
+
+/// The states of jobs `ids` (all of them at once); a job missing from the answer is one Slurm
+/// no longer lists. When the one call fails (an id Slurm has forgotten can fail it), each job
+/// is asked alone.
+fn squeue_states(ids: &[String]) -> HashMap<String, String> {
+    let mut states = HashMap::new();
+    for chunk in ids.chunks(200) {
+        let out = Command::new("squeue")
+            .args(["-h", "-t", "all", "-o", "%i %T", "-j"])
+            .arg(chunk.join(","))
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                for line in String::from_utf8_lossy(&o.stdout).lines() {
+                    if let Some((id, state)) = line.trim().split_once(' ') {
+                        states.insert(id.to_string(), state.trim().to_string());
+                    }
+                }
+            }
+            _ => {
+                for id in chunk {
+                    if let Some(s) = squeue_state(id) {
+                        states.insert(id.clone(), s);
+                    }
+                }
+            }
+        }
+    }
+    states
+}
+
+/// How attempt `l`, Slurm job `id`, ended: the outcome its keeper recorded, else a failure with
+/// what Slurm says (state, exit code, reason).
+fn ended(id: &str, l: &Launch) -> Outcome {
+    let o = read_outcome_file(&l.dir).unwrap_or_else(|| {
+        let job = scontrol_job(id).unwrap_or_default();
+        let get = |k: &str| job.get(k).map(String::as_str).unwrap_or("unknown");
+        // ExitCode=CODE:SIGNAL
+        let exit_code = job.get("ExitCode").and_then(|e| e.split(':').next()?.parse().ok());
+        Outcome {
+            attempt: l.attempt,
+            resource: l.resource,
+            ok: false,
+            exit_code,
+            wall: 0.0,
+            cpu: 0.0,
+            message: format!(
+                "slurm job {id} ended {} (exit {}, reason {}) without recording an outcome; see {}",
+                get("JobState"),
+                get("ExitCode"),
+                get("Reason"),
+                l.dir.join(SLURM_OUT_FILE).display()
+            ),
+            rejected: false,
+            billed: None,
+        }
+    });
+    Outcome { attempt: l.attempt, resource: l.resource, ..o }
 }
 
 impl ResourceAdapter for Slurm {
@@ -262,7 +317,7 @@ impl ResourceAdapter for Slurm {
     }
 
     fn cancel_all(&mut self) {
-        let ids: Vec<String> = self.live.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default();
+        let ids: Vec<String> = self.live.lock().map(|l| l.keys().cloned().collect()).unwrap_or_default();
         if ids.is_empty() {
             return;
         }
