@@ -332,6 +332,14 @@ fn interpreter(text: &str, path: &Path) -> Result<String> {
     Ok(prog.to_string())
 }
 
+/// The Slurm job a job runs as, when the server's executor is Slurm. The field
+/// (`slurm_job_id`) comes with the Slurm executor's work on the job info; read through the
+/// job's serialised form, this command prints it wherever the server and the client have it.
+// TODO: once `JobInfo::slurm_job_id` is on this branch, read the field itself.
+fn slurm_job_id(job: &libra_api::JobInfo) -> Option<u64> {
+    serde_json::to_value(job).ok()?.get("slurm_job_id")?.as_u64()
+}
+
 pub fn run(a: SbatchArgs) -> Result<()> {
     let submitted = now();
     // The job's command and the options its script holds.
@@ -441,9 +449,9 @@ pub fn run(a: SbatchArgs) -> Result<()> {
         }
     } else {
         submit::print_decision(&job, &argv);
-        // TODO(slurm executor): when the server runs its jobs on Slurm, the job info will carry
-        // the Slurm job id (hT's executor reference); print it here as
-        // "Slurm job N" once that field exists in libra_api::JobInfo.
+        if let Some(id) = slurm_job_id(&job) {
+            println!("Slurm job {id}");
+        }
     }
     if job.state == JobState::Rejected {
         bail!("job {} was rejected", job.id);
