@@ -116,6 +116,12 @@ fn sbatch_lines_are_honoured_and_the_command_line_wins_over_them() {
     assert!(!ok && out.is_empty(), "{out}");
     assert!(err.contains("REJECTED"), "{err}");
 
+    // A rejection's suggestion repeats the user's own sbatch line.
+    let (ok, out, _) =
+        run(&cl, &tok, &["sbatch", "-J", "again", "--deadline", "1h", "--budget", "0.01", "job2.sh"]);
+    assert!(!ok && out.contains("REJECTED"), "{out}");
+    assert!(out.contains("libra sbatch -J again --deadline ") && out.contains(" job2.sh"), "{out}");
+
     // The human answer: the decision, the node, the price.
     let (ok, out, err) = run(&cl, &tok, &["sbatch", "--deadline", "1h", "--budget", "500", "job2.sh"]);
     assert!(ok, "{err}");
