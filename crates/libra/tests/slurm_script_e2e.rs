@@ -61,3 +61,65 @@ fn the_slurm_test_cluster_comes_up_runs_a_job_in_its_cgroups_and_goes_down_clean
         assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "daemon {pid} outlived down");
     }
 }
+
+/// The Lua knobs: LIBRA_SLURM_JOB_SUBMIT_LUA's script decides every submission (a refusal's
+/// message reaches sbatch's user), LIBRA_SLURM_JOBCOMP_LUA's hears of every job's end; three
+/// nodes with LIBRA_SLURM_NODES.
+#[test]
+fn the_lua_knobs_install_job_submit_and_jobcomp_scripts_that_slurm_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("ended.txt");
+    let submit = dir.path().join("submit.lua");
+    std::fs::write(
+        &submit,
+        "function slurm_job_submit(job_desc, part_list, submit_uid)\n\
+         \x20 if job_desc.comment ~= 'ok' then\n\
+         \x20   slurm.log_user('refused by the test policy: say --comment=ok')\n\
+         \x20   return slurm.ESLURM_ACCESS_DENIED\n\
+         \x20 end\n\
+         \x20 return slurm.SUCCESS\n\
+         end\n\
+         function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)\n  return slurm.SUCCESS\nend\n\
+         return slurm.SUCCESS\n",
+    )
+    .unwrap();
+    let jobcomp = dir.path().join("jobcomp.lua");
+    std::fs::write(
+        &jobcomp,
+        format!(
+            "function slurm_jobcomp_log_record(job)\n\
+             \x20 local f = io.open('{}', 'a')\n\
+             \x20 f:write(job.job_id .. ' ' .. tostring(job.exit_code) .. '\\n')\n\
+             \x20 f:close()\n\
+             \x20 return slurm.SUCCESS\n\
+             end\n\
+             function slurm_jobcomp_get_jobs(job_cond)\n  return {{}}\nend\n\
+             return slurm.SUCCESS\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    let knobs = SlurmKnobs {
+        nodes: Some(3),
+        job_submit_lua: Some(submit),
+        jobcomp_lua: Some(jobcomp),
+        ..Default::default()
+    };
+    let Some(slurm) = SlurmCluster::up("slurm_script_e2e", knobs) else { return };
+    assert_eq!(slurm.nodes, ["n1", "n2", "n3"]);
+    let refused = Command::new("sbatch").args(["-o", "/dev/null", "--wrap", "true"]).output().unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("refused by the test policy"), "{err}");
+    let sb = Command::new("sbatch")
+        .args(["--parsable", "--comment=ok", "-o", "/dev/null", "--wrap", "exit 3"])
+        .output()
+        .unwrap();
+    assert!(sb.status.success(), "{}", String::from_utf8_lossy(&sb.stderr));
+    let id = String::from_utf8_lossy(&sb.stdout).trim().to_string();
+    let line = wait_until("jobcomp.lua records the job's end", || {
+        std::fs::read_to_string(&record).ok().filter(|t| t.starts_with(&format!("{id} ")))
+    });
+    // Slurm's exit code is a wait status: exit 3 is 3 << 8.
+    assert_eq!(line.lines().next(), Some(format!("{id} 768").as_str()), "the job exited 3");
+}
