@@ -57,7 +57,7 @@ pub struct SweepCounts {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepResource {
     pub name: String,
-    /// local, testqueue or libra.
+    /// local, testqueue, libra or slurm.
     pub kind: String,
     pub slots: u32,
     /// Credits per CPU-second now.

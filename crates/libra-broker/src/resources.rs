@@ -4,7 +4,7 @@
 //! ```toml
 //! [[resource]]
 //! name = "laptop"
-//! kind = "local"          # local | testqueue | libra
+//! kind = "local"          # local | testqueue | libra | slurm
 //! slots = 2
 //! price = 1.5             # credits per CPU-second (off-peak price when a peak is given); for
 //!                         # a libra resource the most the sweep offers: the cluster sets its own
@@ -20,6 +20,15 @@
 //! wall = 90               # seconds per job
 //! cpu = 90                # CPU seconds reported per job (default: wall)
 //! time_scale = 0.01       # real runs sleep wall * time_scale
+//!
+//! [[resource]]
+//! name = "hpc"
+//! kind = "slurm"           # each job an sbatch job (this machine's Slurm client commands)
+//! slots = 8                # at most 8 of the sweep's jobs queued or running at once
+//! price = 2                # credits per CPU-second the job used, as for local
+//! partition = "batch"      # optional (default: Slurm's default partition)
+//! cpus_per_job = 1         # optional: sbatch -c
+//! sbatch_args = ["--time=30", "--qos=low"]   # optional: more sbatch options
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +53,7 @@ pub enum Kind {
     Local,
     Testqueue,
     Libra,
+    Slurm,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +91,7 @@ pub enum KindSpec {
     Local(LocalSpec),
     Testqueue(TestqueueSpec),
     Libra(LibraSpec),
+    Slurm(SlurmSpec),
 }
 
 /// A local resource runs jobs on this machine and takes no fields of its own.
@@ -118,10 +129,46 @@ pub struct LibraSpec {
     pub insecure_http: bool,
 }
 
+/// A Slurm cluster reached through this machine's Slurm client commands: each of the sweep's
+/// jobs is one batch job (`sbatch --parsable`), watched with squeue / scontrol and cancelled
+/// with scancel. The job runs the plan's task through `libra sweep keep-attempt` in the
+/// attempt's directory, so the nodes must see the broker's files (the shared file system a
+/// Slurm cluster has) and the `libra` binary at the same path.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSpec {
+    /// The partition to submit to (default: the cluster's default partition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// CPUs per job (`sbatch -c`; default: Slurm's, one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_per_job: Option<u32>,
+    /// More sbatch options, one per element (`--time=30`, `--qos=low`, `--nodelist=n1`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sbatch_args: Vec<String>,
+}
+
+/// sbatch options the slurm adapter sets itself for every job, refused in `sbatch_args`.
+pub const SLURM_OWN_OPTIONS: &[&str] = &[
+    "--parsable",
+    "--wrap",
+    "-D",
+    "--chdir",
+    "-o",
+    "--output",
+    "-e",
+    "--error",
+    "-J",
+    "--job-name",
+    "--array",
+    "-a",
+];
+
 /// The fields every kind takes, besides `kind` itself.
 const SHARED: &[&str] = &["name", "slots", "price", "job_secs", "utc_offset", "peak"];
 const TESTQUEUE: &[&str] = &["wall", "cpu", "time_scale"];
 const LIBRA: &[&str] = &["url", "token", "ca", "insecure_http"];
+const SLURM: &[&str] = &["partition", "cpus_per_job", "sbatch_args"];
 
 impl Kind {
     /// The fields this kind takes beyond the shared ones.
@@ -130,6 +177,7 @@ impl Kind {
             Kind::Local => &[],
             Kind::Testqueue => TESTQUEUE,
             Kind::Libra => LIBRA,
+            Kind::Slurm => SLURM,
         }
     }
 
@@ -138,6 +186,7 @@ impl Kind {
             Kind::Local => "local",
             Kind::Testqueue => "testqueue",
             Kind::Libra => "libra",
+            Kind::Slurm => "slurm",
         }
     }
 }
@@ -173,7 +222,7 @@ impl<'de> Deserialize<'de> for ResourceConfig {
             None => return Err(D::Error::custom("resource: missing field `name`")),
         };
         let bad = |msg: String| D::Error::custom(format!("resource '{name}': {msg}"));
-        let kinds = "local, testqueue or libra";
+        let kinds = "local, testqueue, libra or slurm";
         let kind: Kind = match all.get("kind") {
             None => return Err(bad(format!("missing field `kind` ({kinds})"))),
             Some(k) => Kind::deserialize(k.clone())
@@ -189,8 +238,9 @@ impl<'de> Deserialize<'de> for ResourceConfig {
             } else if SHARED.contains(&k.as_str()) {
                 shared.insert(k, v);
             } else {
-                let other =
-                    [Kind::Testqueue, Kind::Libra].into_iter().find(|o| o.fields().contains(&k.as_str()));
+                let other = [Kind::Testqueue, Kind::Libra, Kind::Slurm]
+                    .into_iter()
+                    .find(|o| o.fields().contains(&k.as_str()));
                 let mut accepted: Vec<&str> = SHARED.to_vec();
                 accepted.push("kind");
                 accepted.extend(kind.fields());
@@ -213,7 +263,7 @@ impl<'de> Deserialize<'de> for ResourceConfig {
         match kind {
             Kind::Testqueue => need("wall", "positive seconds per job")?,
             Kind::Libra => need("url", "the cluster's API address")?,
-            Kind::Local => {}
+            Kind::Local | Kind::Slurm => {}
         }
         // Each part read on its own type, with the path to a mistyped field ("wall: invalid
         // type: string \"ninety\", expected f64"): serde's own errors from a map name no field.
@@ -224,6 +274,7 @@ impl<'de> Deserialize<'de> for ResourceConfig {
             Kind::Local => KindSpec::Local(serde_path_to_error::deserialize(own).map_err(at)?),
             Kind::Testqueue => KindSpec::Testqueue(serde_path_to_error::deserialize(own).map_err(at)?),
             Kind::Libra => KindSpec::Libra(serde_path_to_error::deserialize(own).map_err(at)?),
+            Kind::Slurm => KindSpec::Slurm(serde_path_to_error::deserialize(own).map_err(at)?),
         };
         let s: Shared = serde_path_to_error::deserialize(Value::Object(shared)).map_err(at)?;
         Ok(ResourceConfig {
@@ -263,6 +314,48 @@ impl LibraSpec {
     fn validate(&self, r: &ResourceConfig) -> Result<(), ResourcesError> {
         if self.url.trim().is_empty() {
             return Err(r.bad("url", "is required for a libra resource (the cluster's API address)"));
+        }
+        Ok(())
+    }
+}
+
+impl SlurmSpec {
+    fn validate(&self, r: &ResourceConfig) -> Result<(), ResourcesError> {
+        if let Some(p) = &self.partition {
+            if p.trim().is_empty() || p.contains(char::is_whitespace) || p.contains(',') {
+                return Err(r.bad(
+                    "partition",
+                    "must be one partition name (no spaces or commas), or left out for the default",
+                ));
+            }
+        }
+        if self.cpus_per_job.is_some_and(|c| c == 0 || c > 4096) {
+            return Err(r.bad("cpus_per_job", "must be between 1 and 4096 (sbatch -c)"));
+        }
+        for a in &self.sbatch_args {
+            let opt = a.split('=').next().unwrap_or(a);
+            // `-o x` as one element, or `-ox`: the short options the adapter sets, in any form.
+            let short = |o: &str| o.len() == 2 && (opt == o || (a.starts_with(o) && !a.starts_with("--")));
+            if SLURM_OWN_OPTIONS.iter().any(|o| if o.len() == 2 { short(o) } else { opt == *o }) {
+                return Err(r.bad(
+                    "sbatch_args",
+                    &format!(
+                        "'{a}' is set by the broker for every job (its directory, output, name and the command); accepted: other sbatch options such as --time=30, --qos=low"
+                    ),
+                ));
+            }
+            if !a.starts_with('-') {
+                return Err(r.bad(
+                    "sbatch_args",
+                    &format!("'{a}' is not an sbatch option: give one option per element, with its value after '=' (\"--time=30\")"),
+                ));
+            }
+            if a.trim() != a || a.contains('\n') {
+                return Err(r.bad(
+                    "sbatch_args",
+                    &format!("'{a}': one option per element, without surrounding spaces"),
+                ));
+            }
         }
         Ok(())
     }
@@ -349,6 +442,7 @@ impl ResourceConfig {
             KindSpec::Local(_) => Kind::Local,
             KindSpec::Testqueue(_) => Kind::Testqueue,
             KindSpec::Libra(_) => Kind::Libra,
+            KindSpec::Slurm(_) => Kind::Slurm,
         }
     }
 
@@ -407,6 +501,7 @@ impl ResourceConfig {
         match &self.spec {
             KindSpec::Testqueue(t) => t.validate(self)?,
             KindSpec::Libra(l) => l.validate(self)?,
+            KindSpec::Slurm(sl) => sl.validate(self)?,
             KindSpec::Local(_) => {}
         }
         Ok(())
@@ -476,7 +571,7 @@ time_scale = 0.001
         assert!(e.to_string().contains("'q': wall"), "{e}");
         let e = parse("[[resource]]\nname = \"a\"\nkind = \"local\"\nslots = 0\n").unwrap_err();
         assert!(e.to_string().contains("slots"), "{e}");
-        let e = parse("[[resource]]\nname = \"a\"\nkind = \"slurm\"\n").unwrap_err();
+        let e = parse("[[resource]]\nname = \"a\"\nkind = \"pbs\"\n").unwrap_err();
         assert!(e.to_string().contains("kind") || e.to_string().contains("variant"), "{e}");
         assert!(matches!(parse(""), Err(ResourcesError::Empty)));
     }
@@ -508,6 +603,53 @@ time_scale = 0.001
         assert!(e.contains("'p': peak.price: invalid type"), "{e}");
         let e = parse("[[resource]]\nname = \"c\"\nkind = \"libra\"\n").unwrap_err().to_string();
         assert!(e.contains("'c'") && e.contains("url is required"), "{e}");
+    }
+
+    #[test]
+    fn a_slurm_resource_takes_its_own_fields_and_bad_ones_are_named() {
+        let r = parse(
+            "[[resource]]\nname = \"hpc\"\nkind = \"slurm\"\nslots = 8\nprice = 2\npartition = \"batch\"\ncpus_per_job = 2\nsbatch_args = [\"--time=30\", \"--qos=low\"]\n",
+        )
+        .unwrap();
+        assert_eq!(r[0].kind(), Kind::Slurm);
+        let KindSpec::Slurm(sl) = &r[0].spec else { panic!("{r:?}") };
+        assert_eq!(
+            (sl.partition.as_deref(), sl.cpus_per_job, sl.sbatch_args.as_slice()),
+            (Some("batch"), Some(2), ["--time=30".to_string(), "--qos=low".to_string()].as_slice())
+        );
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<ResourceConfig>>(&json).unwrap(), r);
+        // Nothing but the kind is required.
+        assert!(parse("[[resource]]\nname = \"s\"\nkind = \"slurm\"\n").is_ok());
+        let bad = |extra: &str| {
+            parse(&format!("[[resource]]\nname = \"s\"\nkind = \"slurm\"\n{extra}\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = bad("url = \"http://x\"");
+        assert!(
+            e.contains("'s'")
+                && e.contains("`url`")
+                && e.contains("libra field")
+                && e.contains("sbatch_args"),
+            "{e}"
+        );
+        let e = bad("partition = \"a,b\"");
+        assert!(e.contains("'s': partition must be one partition name"), "{e}");
+        let e = bad("cpus_per_job = 0");
+        assert!(e.contains("'s': cpus_per_job must be between 1"), "{e}");
+        let e = bad("cpus_per_job = \"two\"");
+        assert!(e.contains("'s': cpus_per_job: invalid type"), "{e}");
+        for own in ["--output=x", "-o", "-ox", "--chdir=/tmp", "--wrap=true", "-J name"] {
+            let e = bad(&format!("sbatch_args = [\"{own}\"]"));
+            assert!(e.contains("'s': sbatch_args") && e.contains("set by the broker"), "{own}: {e}");
+        }
+        let e = bad("sbatch_args = [\"time=30\"]");
+        assert!(e.contains("not an sbatch option"), "{e}");
+        let e = bad("sbatch_args = \"--time=30\"");
+        assert!(e.contains("'s': sbatch_args: invalid type"), "{e}");
+        let e = bad("wall = 3");
+        assert!(e.contains("testqueue field"), "{e}");
     }
 
     #[test]

@@ -341,15 +341,16 @@ impl Sweeps {
         let mut on_this_server = Vec::new();
         for (i, r) in res.iter_mut().enumerate() {
             let name = r.name.clone();
+            let kind = if matches!(r.spec, KindSpec::Slurm(_)) { "slurm" } else { "local" };
             let l = match &mut r.spec {
-                KindSpec::Local(_) if !who.admin => {
+                KindSpec::Local(_) | KindSpec::Slurm(_) if !who.admin => {
                     return Err(ApiError::Forbidden(format!(
-                        "forbidden: resource '{}' is of kind local, which runs commands as the server's own user; only an administrator may host a sweep on it ({} is not one): use testqueue or libra resources",
-                        name, who.name
+                        "forbidden: resource '{}' is of kind {}, which runs commands as the server's own user; only an administrator may host a sweep on it ({} is not one): use testqueue or libra resources",
+                        name, kind, who.name
                     )))
                 }
                 KindSpec::Libra(l) => l,
-                KindSpec::Local(_) | KindSpec::Testqueue(_) => continue,
+                KindSpec::Local(_) | KindSpec::Testqueue(_) | KindSpec::Slurm(_) => continue,
             };
             if let Ok(o) = origin(&l.url) {
                 if own.contains(&o) {

@@ -128,6 +128,10 @@ fn hosted_sweeps_through_the_api() {
     let local = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\n";
     let (code, msg) = status(alice.sweep_create(&sweep(PLAN, local, 10)).unwrap_err());
     assert!(code == 403 && msg.contains("local") && msg.contains("administrator"), "{code} {msg}");
+    // So does a slurm resource (its batch jobs run as the server's user).
+    let slurm = "[[resource]]\nname = \"hpc\"\nkind = \"slurm\"\nslots = 1\n";
+    let (code, msg) = status(alice.sweep_create(&sweep(PLAN, slurm, 10)).unwrap_err());
+    assert!(code == 403 && msg.contains("kind slurm") && msg.contains("administrator"), "{code} {msg}");
     let mine = admin.sweep_create(&sweep(PLAN, local, 10)).unwrap();
     admin.sweep_action(mine.id, "cancel").unwrap();
     wait(&admin, mine.id, "the cancel", |s| s.state == "cancelled" && s.finished.is_some());
@@ -137,7 +141,7 @@ fn hosted_sweeps_through_the_api() {
     let (code, msg) = status(alice.sweep_create(&sweep(typo, RES, 10)).unwrap_err());
     assert!(code == 400 && msg.contains("line 2, column 1"), "{code} {msg}");
     let (code, msg) =
-        status(alice.sweep_create(&sweep(PLAN, &RES.replace("testqueue", "slurm"), 10)).unwrap_err());
+        status(alice.sweep_create(&sweep(PLAN, &RES.replace("testqueue", "pbs"), 10)).unwrap_err());
     assert!(code == 400 && msg.contains("kind"), "{code} {msg}");
     let (code, msg) = status(alice.sweep_create(&sweep(PLAN, RES, -5)).unwrap_err());
     assert!(code == 400 && msg.starts_with("budget"), "{code} {msg}");

@@ -8,9 +8,11 @@
 //! The `libra` kind (a Libra cluster through its HTTP API) plugs in here: `start` submits with
 //! the job's estimate, the deadline and its budget share, and a rejection comes back as an
 //! `Outcome` with `rejected = true`, which the engine treats as the resource being unavailable.
+//! The `slurm` kind hands each attempt to Slurm as a batch job that runs the local keeper.
 
 pub mod libra;
 pub mod local;
+pub mod slurm;
 pub mod testqueue;
 
 use crate::plan::{Plan, Vars};
@@ -174,5 +176,8 @@ pub fn build(
         }
         KindSpec::Testqueue(t) => Ok(Box::new(testqueue::TestQueue::new(t))),
         KindSpec::Libra(l) => Ok(Box::new(libra::LibraCluster::new(&cfg.name, l, &plan)?)),
+        KindSpec::Slurm(s) => {
+            Ok(Box::new(slurm::Slurm::new(&cfg.name, s, &plan, plan_text.into(), root, keeper)?))
+        }
     }
 }

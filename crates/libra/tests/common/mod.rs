@@ -3,6 +3,8 @@
 //! finding and stopping the processes a test started, and reading a child's output as it comes.
 #![allow(dead_code)]
 
+pub mod slurm;
+
 use libra_api::{Client, JobInfo, JobState, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
 use std::io::{BufRead, BufReader, Read};

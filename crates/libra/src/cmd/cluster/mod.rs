@@ -11,6 +11,7 @@ mod login;
 mod node;
 mod queue;
 mod quote;
+mod sbatch;
 mod server;
 pub(crate) mod settings;
 mod submit;
@@ -37,6 +38,9 @@ pub enum ClusterCommand {
     Passwd(login::PasswdArgs),
     /// Submit a job with a runtime estimate, a deadline and a budget; the answer is immediate.
     Submit(submit::SubmitArgs),
+    /// Submit a Slurm batch script as it is: its #SBATCH lines read with Slurm's meanings, plus
+    /// a deadline and a budget; the same immediate answer as `libra submit`.
+    Sbatch(sbatch::SbatchArgs),
     /// What a job would cost now, and the price per CPU-second on every node.
     Quote(quote::QuoteArgs),
     /// Your jobs (or one job in detail).
@@ -100,6 +104,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Logout(a) => login::logout(a),
         ClusterCommand::Passwd(a) => login::passwd(a),
         ClusterCommand::Submit(a) => submit::run(a),
+        ClusterCommand::Sbatch(a) => sbatch::run(a),
         ClusterCommand::Quote(a) => quote::run(a),
         ClusterCommand::Status(a) => jobs::status(a),
         ClusterCommand::Cancel(a) => jobs::cancel(a),

@@ -106,7 +106,7 @@ struct ScriptLine {
 
 impl JobOpts {
     /// Fields missing here are taken from `other`.
-    fn or(self, other: JobOpts) -> JobOpts {
+    pub(crate) fn or(self, other: JobOpts) -> JobOpts {
         JobOpts {
             estimate: self.estimate.or(other.estimate),
             deadline: self.deadline.or(other.deadline),
@@ -250,7 +250,7 @@ fn valid_var(name: &str) -> bool {
 /// Reads the `#LIBRA` lines of a job script as sbatch reads `#SBATCH`: only in the header, before
 /// the first command (the shebang, comments and blank lines may come before and between them),
 /// and split into words as the shell would, so `#LIBRA -J "my job"` names the job `my job`.
-fn script_opts(text: &str, path: &Path) -> Result<JobOpts> {
+pub(crate) fn script_opts(text: &str, path: &Path) -> Result<JobOpts> {
     let mut opts = JobOpts::default();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -438,8 +438,9 @@ pub fn print_array(a: &ArrayResponse, n: usize, submitted: f64, argv: &[String])
 /// as it was, whatever flags it has.
 pub fn resubmit_command(argv: &[String], deadline: &str, budget: &str) -> String {
     let tree = crate::command_tree();
-    let Some((at, submit)) = argv.iter().position(|a| a == "submit").zip(tree.find_subcommand("submit"))
-    else {
+    // `libra sbatch` answers through here too: its own line is repeated, with its own flags.
+    let at = argv.iter().position(|a| a == "submit" || a == "sbatch");
+    let Some((at, submit)) = at.and_then(|at| Some(at).zip(tree.find_subcommand(&argv[at]))) else {
         return format!("libra submit --deadline {deadline} --budget {budget} ...");
     };
     let find = |id: &str| submit.get_arguments().find(|a| a.get_id() == id);
@@ -745,5 +746,10 @@ mod tests {
             "libra submit -J 'my job' --deadline 62s --budget 13.00 -- sh -c 'echo $HOME > out'"
         );
         assert_eq!(r("libra"), "libra submit --deadline 62s --budget 13.00 ...");
+        // `libra sbatch`: its own line, its script and the script's arguments kept.
+        assert_eq!(
+            r("libra sbatch -J x --deadline=1h --budget 5 --parsable job.sh -d 3"),
+            "libra sbatch -J x --parsable --deadline 62s --budget 13.00 job.sh -d 3"
+        );
     }
 }

@@ -19,10 +19,12 @@ pub struct RunArgs {
     pub plan: PathBuf,
     /// The resources file (TOML, one [[resource]] per resource).
     ///
-    /// Each resource: `name`, `kind` (local | testqueue | libra), `slots`, `price` (credits per
-    /// CPU-second), optional `job_secs` (expected seconds per job before calibration),
-    /// `utc_offset` ("+10:00") and `peak = { start = "09:00", end = "18:00", price = 20 }` for
-    /// a time-of-day price; testqueue: `wall`, `cpu`, `time_scale`; libra: `url`, `token`.
+    /// Each resource: `name`, `kind` (local | testqueue | libra | slurm), `slots`, `price`
+    /// (credits per CPU-second), optional `job_secs` (expected seconds per job before
+    /// calibration), `utc_offset` ("+10:00") and `peak = { start = "09:00", end = "18:00",
+    /// price = 20 }` for a time-of-day price; testqueue: `wall`, `cpu`, `time_scale`; libra:
+    /// `url`, `token`; slurm (each job an sbatch job): `partition`, `cpus_per_job`,
+    /// `sbatch_args = ["--time=30"]`.
     ///
     /// [[resource]]
     /// name = "laptop"
