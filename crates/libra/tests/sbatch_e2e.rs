@@ -166,13 +166,18 @@ fn options_libra_cannot_honour_and_a_missing_deadline_or_budget_are_refused_by_n
     assert!(err.contains("CPUs only"), "{err}");
 
     std::fs::write(cl.dir.join("ok.sh"), "#!/bin/sh\n#SBATCH -t 1\nhostname\n").unwrap();
-    let (ok, _, err) =
-        run(&cl, &tok, &["sbatch", "--dependency=afterok:1", "--deadline", "1h", "--budget", "5", "ok.sh"]);
-    assert!(!ok);
-    assert!(
-        err.contains("--dependency: not an sbatch option Libra honours") && err.contains("dependencies"),
-        "{err}"
+    // Libra's dependencies take sbatch's syntax; a type Libra does not have is named.
+    let (ok, _, err) = run(
+        &cl,
+        &tok,
+        &["sbatch", "--dependency=afternotok:1", "--deadline", "1h", "--budget", "5", "ok.sh"],
     );
+    assert!(!ok);
+    assert!(err.contains("dependency") && err.contains("afterok"), "{err}");
+    let (ok, _, err) =
+        run(&cl, &tok, &["sbatch", "--begin=now+1h", "--deadline", "1h", "--budget", "5", "ok.sh"]);
+    assert!(!ok);
+    assert!(err.contains("--begin: not an sbatch option Libra honours"), "{err}");
 
     let (ok, _, err) = run(&cl, &tok, &["sbatch", "ok.sh"]);
     assert!(!ok);

@@ -71,9 +71,13 @@ pub struct SbatchOpts {
     /// Ignored with a warning: Libra places jobs on any node by price.
     #[arg(long, short = 'p')]
     pub partition: Option<String>,
-    /// Ignored with a warning: Libra charges the submitting user's credit.
+    /// The account (project) to charge, as sbatch -A (see `libra submit --help`).
     #[arg(long, short = 'A')]
     pub account: Option<String>,
+    /// Wait for other jobs: afterok:JOB[:JOB...] and afterany:JOB[:JOB...], joined by ',', as
+    /// sbatch -d (see `libra submit --help` for how Libra decides such a job).
+    #[arg(long, short = 'd')]
+    pub dependency: Option<String>,
     /// Ignored with a warning: the deadline and budget are Libra's quality of service.
     #[arg(long, short = 'q')]
     pub qos: Option<String>,
@@ -108,9 +112,10 @@ Reads the script's #SBATCH lines (before its first command) with Slurm's meaning
 #LIBRA lines with `libra submit`'s; the command line wins over the script, a #LIBRA line over
 an #SBATCH line. Libra needs a deadline and a budget (--deadline/--budget or `#LIBRA -d 1h -b 50`).
 
-Honoured: -J, -c, --mem, -t, -o/-e (%j %x %A %a %N), -D, -a/--array, --export, -N 1, -n 1.
-Warned and ignored: --comment, -p/--partition, -A/--account, -q/--qos, --mail-type, --mail-user.
-Refused, with the Libra way: every other option (e.g. --dependency, --begin, --nodelist).
+Honoured: -J, -c, --mem, -t, -o/-e (%j %x %A %a %N), -D, -a/--array, --export, -A/--account,
+-d/--dependency (afterok, afterany), -N 1, -n 1.
+Warned and ignored: --comment, -p/--partition, -q/--qos, --mail-type, --mail-user.
+Refused, with the Libra way: every other option (e.g. --begin, --nodelist, --gres).
 
 Examples:
   libra sbatch --deadline 2h --budget 50 job.sh
@@ -127,9 +132,6 @@ struct SbatchLine {
 /// What to do instead, for sbatch options Libra has no counterpart for.
 fn libra_way(option: &str) -> &'static str {
     match option.trim_start_matches('-') {
-        "d" | "dependency" => {
-            "Libra has no job dependencies: submit the next job once `libra status ID` shows this one done"
-        }
         "b" | "begin" => "Libra starts an admitted job at once; submit it later instead",
         "w" | "nodelist" | "x" | "exclude" | "C" | "constraint" | "F" | "nodefile" => {
             "Libra chooses the node by price; it cannot be pinned or excluded"
@@ -213,6 +215,7 @@ impl SbatchOpts {
             comment: self.comment.or(o.comment),
             partition: self.partition.or(o.partition),
             account: self.account.or(o.account),
+            dependency: self.dependency.or(o.dependency),
             qos: self.qos.or(o.qos),
             mail_type: self.mail_type.or(o.mail_type),
             mail_user: self.mail_user.or(o.mail_user),
@@ -240,7 +243,6 @@ impl SbatchOpts {
         for (flag, v, why) in [
             ("--comment", &self.comment, "Libra keeps no job comment"),
             ("--partition", &self.partition, "Libra places every job on a node by price"),
-            ("--account", &self.account, "Libra charges your own credit"),
             ("--qos", &self.qos, "the deadline and the budget are Libra's quality of service"),
             ("--mail-type", &self.mail_type, "Libra sends no mail"),
             ("--mail-user", &self.mail_user, "Libra sends no mail"),
@@ -262,6 +264,8 @@ impl SbatchOpts {
             export: self.export.clone(),
             mem: self.mem.clone(),
             name: self.job_name.clone(),
+            dependency: self.dependency.clone(),
+            account: self.account.clone(),
         };
         Ok((opts, warnings))
     }
@@ -493,9 +497,13 @@ mod tests {
         let (libra, warnings) = o.to_libra().unwrap();
         assert_eq!(libra.time_limit.as_deref(), Some("1800s"));
         assert!(warnings.iter().any(|w| w.starts_with("--partition=big ignored")), "{warnings:?}");
-        let e = sbatch_lines("#!/bin/sh\n#SBATCH --dependency=afterok:12\n", p).unwrap_err().to_string();
-        assert!(e.starts_with("job.sh:2: #SBATCH --dependency: not an sbatch option Libra honours"), "{e}");
-        assert!(e.contains("no job dependencies"), "{e}");
+        let o = sbatch_lines("#!/bin/sh\n#SBATCH --dependency=afterok:12 -A physics\n", p).unwrap();
+        let (libra, _) = o.to_libra().unwrap();
+        assert_eq!(libra.dependency.as_deref(), Some("afterok:12"));
+        assert_eq!(libra.account.as_deref(), Some("physics"));
+        let e = sbatch_lines("#!/bin/sh\n#SBATCH --begin=now+1h\n", p).unwrap_err().to_string();
+        assert!(e.starts_with("job.sh:2: #SBATCH --begin: not an sbatch option Libra honours"), "{e}");
+        assert!(e.contains("submit it later"), "{e}");
         let e = sbatch_lines("#SBATCH --frobnicate\n", p).unwrap_err().to_string();
         assert!(e.contains("--frobnicate") && e.contains("libra sbatch --help"), "{e}");
         let o = SbatchOpts { nodes: Some("2".into()), ..Default::default() };
