@@ -291,6 +291,10 @@ pub struct JobInfo {
     /// The job's task id in its array (`LIBRA_ARRAY_TASK_ID`).
     #[serde(default)]
     pub array_task: Option<u32>,
+    /// The Slurm job id this job runs as, on a server whose executor is Slurm
+    /// (`[executor] kind = "slurm"`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<u64>,
 }
 
 /// A job's captured output: what its nodes have sent so far (while it runs, too), the last
@@ -689,6 +693,9 @@ pub struct StartJob {
     pub array_id: Option<u64>,
     #[serde(default)]
     pub array_task: Option<u32>,
+    /// On a Slurm node (`libra node --slurm`): the Slurm job to adopt instead of launching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<u64>,
 }
 
 fn one() -> u32 {

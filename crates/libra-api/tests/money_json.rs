@@ -58,6 +58,7 @@ fn job_info(m: &mut Markers) -> JobInfo {
         settlement: Some("charged for 4.0 of 20.0 CPU-s used".into()),
         array_id: None,
         array_task: None,
+        slurm_job_id: None,
     }
 }
 

@@ -922,6 +922,7 @@ mod tests {
                 allow_root: false,
                 array_id: None,
                 array_task: None,
+                slurm_job_id: None,
             },
             start_time: 2.0,
         })

@@ -166,6 +166,18 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE jobs ADD COLUMN array_id INTEGER;
      ALTER TABLE jobs ADD COLUMN array_task INTEGER;
      CREATE INDEX jobs_array ON jobs(array_id, array_task) WHERE array_id IS NOT NULL;",
+    // 8: jobs handed to Slurm (`[executor] kind = \"slurm\"`): the Slurm job id, what the
+    // executor has carried out there (scancel sent, suspended), and Slurm's completion record
+    // (jobcomp: its state, exit status and times, and when it arrived).
+    "ALTER TABLE jobs ADD COLUMN slurm_id INTEGER;
+     ALTER TABLE jobs ADD COLUMN slurm_cancelled INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN slurm_suspended INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN slurm_state TEXT;
+     ALTER TABLE jobs ADD COLUMN slurm_exit INTEGER;
+     ALTER TABLE jobs ADD COLUMN slurm_start REAL;
+     ALTER TABLE jobs ADD COLUMN slurm_end REAL;
+     ALTER TABLE jobs ADD COLUMN slurm_reported REAL;
+     CREATE INDEX jobs_slurm ON jobs(slurm_id) WHERE slurm_id IS NOT NULL;",
 ];
 
 /// The schema version this build writes.
@@ -271,7 +283,7 @@ pub const JOB_COLUMNS: &str =
      j.exit_code, j.reason, j.suggestion, \
      (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes n WHERE n.job = j.id ORDER BY rank)), \
      j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement, \
-     j.array_id, j.array_task";
+     j.array_id, j.array_task, j.slurm_id";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -308,6 +320,7 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
         settlement: r.get(26)?,
         array_id: r.get::<_, Option<i64>>(27)?.map(|a| a as u64),
         array_task: r.get::<_, Option<i64>>(28)?.map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
+        slurm_job_id: r.get::<_, Option<i64>>(29)?.map(|t| t as u64),
     })
 }
 
