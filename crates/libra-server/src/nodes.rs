@@ -287,6 +287,8 @@ impl Inner {
         for e in &r.exited {
             if assigned.contains_key(&e.job) {
                 record_exit(&tx, &r.name, e, now)?;
+                // The executor's own record of the end, if it came first, has the last word.
+                crate::executor::slurm::apply_slurm_end(&tx, e.job)?;
                 ended.push(e.job);
             }
             resp.ack.push(e.job);

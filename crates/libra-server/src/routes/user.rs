@@ -246,7 +246,7 @@ pub async fn cancel(
         let who = g.caller(&headers)?;
         g.cancel(&who, id, now())?
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(job))
 }
 
