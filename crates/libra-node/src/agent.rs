@@ -331,6 +331,9 @@ impl Agent {
             })
             .collect();
         enforcer.clear_stale(&adopting);
+        // Beside slurmd the node's other partitions may run jobs too: Libra's jobs get exactly
+        // their shares.
+        enforcer.set_strict(cfg.slurm.is_some());
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
         let client = cfg.client.with_token(credential.clone());
         let (tx, ended) = channel();
