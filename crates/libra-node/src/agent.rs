@@ -123,6 +123,9 @@ struct SlurmJob {
     id: u64,
     /// The job's group's cgroup.procs (None: the enforcer has no groups).
     procs: Option<PathBuf>,
+    /// Slurm has started it: reported to the server from then on (a job still pending in
+    /// Slurm's queue is not running yet, whatever the server has decided).
+    started: bool,
 }
 
 /// In the agent's directory for a job Slurm launched: the job as the server sent it, so that
@@ -546,6 +549,7 @@ impl Agent {
     fn running_reports(&self) -> Vec<RunningReport> {
         self.jobs
             .values()
+            .filter(|r| r.slurm.as_ref().is_none_or(|s| s.started))
             .map(|r| RunningReport {
                 job: r.spec.job,
                 cpu_seconds: r.cpu,
@@ -876,7 +880,7 @@ impl Agent {
                 dir,
                 watched,
                 timed_out: None,
-                slurm: Some(SlurmJob { id, procs }),
+                slurm: Some(SlurmJob { id, procs, started: since.is_some() }),
             },
         );
         // Its processes join its group at once, not a period later.
@@ -901,8 +905,12 @@ impl Agent {
         };
         let mut ended = Vec::new();
         for (job, r) in self.jobs.iter_mut() {
-            let Some(sj) = &r.slurm else { continue };
+            let Some(sj) = &mut r.slurm else { continue };
             let state = states.get(&sj.id).map(String::as_str);
+            if !sj.started && state.is_some_and(|s| s != "PENDING" && s != "CONFIGURING") {
+                sj.started = true;
+                r.start_time = now;
+            }
             let pids = if state.is_some_and(crate::slurm::active) {
                 slurm.listpids(sj.id, &self.cfg.name).unwrap_or_default()
             } else {

@@ -44,8 +44,8 @@ impl Cluster {
         Cluster::start_with(nodes, cpus, node_timeout, true)
     }
 
-    /// A server reading `config` (settings of its `[server]` table, such as an `[server.executor]`
-    /// table, as TOML) with no node agents yet: the test starts its own.
+    /// A server reading the site configuration file `config` (TOML: `[server]`,
+    /// `[server.executor]`, ...) with no node agents yet: the test starts its own.
     pub fn start_configured(node_timeout: f64, config: &str) -> Cluster {
         Cluster::start_full(0, 1.0, node_timeout, false, Some(config))
     }
@@ -61,7 +61,7 @@ impl Cluster {
         std::fs::write(dir.join("join-token"), JOIN).unwrap();
         std::fs::write(dir.join("admin-password"), ADMIN_PW).unwrap();
         if let Some(config) = config {
-            std::fs::write(dir.join("server.toml"), format!("[server]\n{config}")).unwrap();
+            std::fs::write(dir.join("server.toml"), config).unwrap();
         }
         let port = free_port();
         let scheme = if tls { "https" } else { "http" };
