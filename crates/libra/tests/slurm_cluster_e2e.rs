@@ -7,10 +7,13 @@
 //! (jobcomp and the agent's CPU) settles the ledger exactly once; a cancel scancels.
 
 mod common;
+#[path = "common/slurm.rs"]
+mod slurm;
 
 use common::*;
 use libra_api::{Client, JobInfo, JobState, LedgerKind, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
+use slurm::{SlurmCluster, SlurmKnobs};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -106,7 +109,8 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
         return;
     };
     // The Slurm notifier's secret: outside the cluster's directory, as a site keeps it.
-    let token_file = std::env::temp_dir().join(format!("libra-jobcomp-{}.token", std::process::id()));
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("jobcomp.token");
     let mut cl = Cluster::start_configured(
         30.0,
         &format!(
@@ -115,7 +119,6 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
             token_file.display()
         ),
     );
-    let _token = Cleanup(token_file.display().to_string());
     // What a site installs, made by the commands a site runs.
     let submit_lua = cl.dir.join("job_submit.lua");
     std::fs::write(&submit_lua, libra_ok(&["slurm", "job-submit-lua", "--partition", PARTITION])).unwrap();
@@ -127,12 +130,13 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     )
     .unwrap();
     assert_eq!(std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777, 0o600);
-    let Some(_slurm) = slurm::SlurmCluster::up(&[
-        ("LIBRA_SLURM_JOB_SUBMIT_LUA", submit_lua.as_path()),
-        ("LIBRA_SLURM_JOBCOMP_LUA", jobcomp_lua.as_path()),
-    ]) else {
-        return;
+    let knobs = SlurmKnobs {
+        nodes: Some(NODES.len()),
+        job_submit_lua: Some(submit_lua.clone()),
+        jobcomp_lua: Some(jobcomp_lua.clone()),
+        ..SlurmKnobs::default()
     };
+    let Some(_slurm) = SlurmCluster::up("slurm_cluster_e2e", knobs) else { return };
     for n in NODES {
         start_slurm_agent(&mut cl, n);
     }
@@ -236,27 +240,4 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     std::thread::sleep(Duration::from_millis(1500));
     assert!(charges(&carol, k.id) <= 1);
     assert_eq!(carol.balance().unwrap().held, Money::ZERO);
-}
-
-// TRIAL ONLY (replaced by common/slurm.rs): runs $LIBRA_TRIAL_SLURM up/down.
-mod slurm {
-    pub struct SlurmCluster;
-    impl SlurmCluster {
-        pub fn up(knobs: &[(&str, &std::path::Path)]) -> Option<SlurmCluster> {
-            let script = std::env::var("LIBRA_TRIAL_SLURM").ok()?;
-            let st = std::process::Command::new(&script)
-                .arg("up")
-                .envs(knobs.iter().map(|(k, v)| (k.to_string(), v.as_os_str().to_owned())))
-                .status()
-                .unwrap();
-            assert!(st.success());
-            Some(SlurmCluster)
-        }
-    }
-    impl Drop for SlurmCluster {
-        fn drop(&mut self) {
-            let script = std::env::var("LIBRA_TRIAL_SLURM").unwrap();
-            let _ = std::process::Command::new(&script).arg("down").status();
-        }
-    }
 }
