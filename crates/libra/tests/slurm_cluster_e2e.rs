@@ -157,11 +157,14 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     // Submitted through Libra: admitted, priced, handed to Slurm.
     let j = carol.submit(&busy(&home, 3.0, 60.0, 100, 6)).unwrap();
     assert_eq!(j.state, JobState::Pending, "{j:?}");
+    // The answer waits the few milliseconds sbatch takes: it carries the Slurm job id.
+    let first_id = j.slurm_job_id.expect("the submission's answer names the Slurm job");
     let node = j.nodes[0].clone();
     let j: JobInfo = wait_for("the job running under Slurm", 60, || {
         carol.job(j.id).ok().filter(|j| j.state == JobState::Running && j.slurm_job_id.is_some())
     });
     let sid = j.slurm_job_id.unwrap();
+    assert_eq!(sid, first_id);
     // Slurm runs it on the node Libra chose, as its owner, named by its comment.
     let row = squeue(sid, "%k|%N|%u|%P");
     assert_eq!(
