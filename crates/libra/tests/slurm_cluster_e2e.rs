@@ -101,24 +101,43 @@ fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-#[test]
-fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_and_is_charged_once() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(account) = Account::create("libraslurm1") else {
+/// A Libra server whose executor is Slurm, a real Slurm cluster with Libra's job_submit.lua
+/// and jobcomp.lua (made by `libra slurm ...`), an agent beside each slurmd, and a user mapped
+/// to a real Unix account with a home directory of its own. Dropped in reverse order: the
+/// agents and server, Slurm (and its lock), the account.
+struct Site {
+    carol: Client,
+    admin: Client,
+    home: PathBuf,
+    /// The Slurm notifier's secret (the server's configuration names it).
+    token_file: PathBuf,
+    cl: Cluster,
+    _slurm: SlurmCluster,
+    _secrets: tempfile::TempDir,
+    account: Account,
+}
+
+fn server_config(token_file: &Path, bin_dir: Option<&Path>) -> String {
+    let mut c = format!(
+        "[server.executor]\nkind = \"slurm\"\npartition = \"{PARTITION}\"\njobs_per_node = 4\njobcomp_grace = 20.0\n\
+         jobcomp_token_file = \"{}\"\n",
+        token_file.display()
+    );
+    if let Some(b) = bin_dir {
+        c.push_str(&format!("bin_dir = \"{}\"\n", b.display()));
+    }
+    c
+}
+
+fn site(test: &str, unix: &str) -> Option<Site> {
+    let Some(account) = Account::create(unix) else {
         eprintln!("useradd is not available: not tested");
-        return;
+        return None;
     };
     // The Slurm notifier's secret: outside the cluster's directory, as a site keeps it.
     let secrets = tempfile::tempdir().unwrap();
     let token_file = secrets.path().join("jobcomp.token");
-    let mut cl = Cluster::start_configured(
-        30.0,
-        &format!(
-            "[server.executor]\nkind = \"slurm\"\npartition = \"{PARTITION}\"\njobs_per_node = 4\njobcomp_grace = 20.0\n\
-             jobcomp_token_file = \"{}\"\n",
-            token_file.display()
-        ),
-    );
+    let mut cl = Cluster::start_configured(30.0, &server_config(&token_file, None));
     // What a site installs, made by the commands a site runs.
     let submit_lua = cl.dir.join("job_submit.lua");
     std::fs::write(&submit_lua, libra_ok(&["slurm", "job-submit-lua", "--partition", PARTITION])).unwrap();
@@ -136,7 +155,7 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
         jobcomp_lua: Some(jobcomp_lua.clone()),
         ..SlurmKnobs::default()
     };
-    let Some(_slurm) = SlurmCluster::up("slurm_cluster_e2e", knobs) else { return };
+    let slurm = SlurmCluster::up(test, knobs)?;
     for n in NODES {
         start_slurm_agent(&mut cl, n);
     }
@@ -153,6 +172,14 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     std::fs::create_dir_all(&home).unwrap();
     std::os::unix::fs::chown(&home, Some(account.uid), Some(account.gid)).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    Some(Site { carol, admin, home, token_file, cl, _slurm: slurm, _secrets: secrets, account })
+}
+
+#[test]
+fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_and_is_charged_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(site) = site("slurm_cluster_e2e", "libraslurm1") else { return };
+    let Site { carol, admin, home, cl, account, .. } = &site;
 
     // Submitted through Libra: admitted, priced, handed to Slurm.
     let j = carol.submit(&busy(&home, 3.0, 60.0, 100, 6)).unwrap();
@@ -243,4 +270,59 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     std::thread::sleep(Duration::from_millis(1500));
     assert!(charges(&carol, k.id) <= 1);
     assert_eq!(carol.balance().unwrap().held, Money::ZERO);
+}
+
+/// Slurm job ids whose comment names Libra job `job`, in any state.
+fn slurm_jobs_of(job: u64) -> Vec<u64> {
+    let out = Command::new("squeue").args(["-h", "-t", "all", "-o", "%i|%k"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .filter(|(_, c)| *c == format!("libra job={job}"))
+        .filter_map(|(i, _)| i.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_server_killed_between_admission_and_sbatch_or_before_recording_the_slurm_id_submits_each_job_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(mut site) = site("slurm_cluster_e2e recovery", "libraslurm2") else { return };
+    // Slurm's programs as the server finds them: sbatch submits, then hangs (the server is
+    // killed before it records the id). The others are Slurm's own.
+    let bin = site.cl.dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for p in ["squeue", "scancel", "scontrol"] {
+        std::os::unix::fs::symlink(format!("/usr/bin/{p}"), bin.join(p)).unwrap();
+    }
+    let sbatch = bin.join("sbatch");
+    // (It gives up on its own a while after the server is gone.)
+    std::fs::write(&sbatch, "#!/bin/sh\n/usr/bin/sbatch \"$@\" || exit $?\nexec sleep 20\n").unwrap();
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(site.cl.dir.join("server.toml"), server_config(&site.token_file, Some(&bin))).unwrap();
+    site.cl.kill_server();
+    site.cl.start_server();
+    let carol = site.carol.clone();
+    // Two jobs: the first reaches Slurm, its id never recorded; the second never reaches
+    // sbatch (the executor is still waiting on the first's when the server dies).
+    // Still running when the server is back, so the agent measures their CPU.
+    let a = carol.submit(&busy(&site.home, 2.0, 120.0, 100, 10)).unwrap();
+    let b = carol.submit(&busy(&site.home, 2.0, 120.0, 100, 10)).unwrap();
+    assert_eq!((a.state, b.state), (JobState::Pending, JobState::Pending), "{a:?} {b:?}");
+    assert!(a.slurm_job_id.is_none() && b.slurm_job_id.is_none(), "{a:?} {b:?}");
+    let first = wait_for("the first job in Slurm's queue", 30, || {
+        Some(slurm_jobs_of(a.id)).filter(|ids| ids.len() == 1).map(|ids| ids[0])
+    });
+    site.cl.kill_server();
+    assert!(slurm_jobs_of(b.id).is_empty());
+    // Restarted with Slurm's own sbatch: the first is found by its comment, the second submitted.
+    std::fs::write(site.cl.dir.join("server.toml"), server_config(&site.token_file, None)).unwrap();
+    site.cl.start_server();
+    let a = wait_for("the first job settled", 90, || carol.job(a.id).ok().filter(|j| !j.state.is_active()));
+    let b = wait_for("the second job settled", 90, || carol.job(b.id).ok().filter(|j| !j.state.is_active()));
+    assert_eq!((a.state, b.state), (JobState::Completed, JobState::Completed), "{a:?} {b:?}");
+    assert_eq!(a.slurm_job_id, Some(first));
+    assert_eq!(slurm_jobs_of(a.id), vec![first], "the first job was submitted twice");
+    assert_eq!(slurm_jobs_of(b.id).len(), 1, "the second job: {:?}", slurm_jobs_of(b.id));
+    assert_eq!(b.slurm_job_id, slurm_jobs_of(b.id).first().copied());
+    assert_eq!((charges(&carol, a.id), charges(&carol, b.id)), (1, 1));
 }

@@ -186,9 +186,13 @@ impl Slurm {
         for &(job, id) in &todo.cancel {
             match self.cli.run("scancel", &[&id.to_string()]) {
                 Ok(_) | Err(SlurmError::Refused(_)) => {
-                    app.lock()
-                        .db
-                        .execute("UPDATE jobs SET slurm_cancelled = 1 WHERE id = ?1", params![job as i64])?;
+                    // A held job gives its Slurm job up: its release is submitted anew.
+                    app.lock().db.execute(
+                        "UPDATE jobs SET slurm_cancelled = (state <> 'HELD'), \
+                         slurm_suspended = CASE state WHEN 'HELD' THEN 0 ELSE slurm_suspended END, \
+                         slurm_id = CASE state WHEN 'HELD' THEN NULL ELSE slurm_id END WHERE id = ?1",
+                        params![job as i64],
+                    )?;
                     tracing::info!(job, slurm_job = id, "scancel");
                 }
                 Err(e) => tracing::warn!(job, slurm_job = id, "scancel: {e}"),
@@ -360,16 +364,21 @@ impl SlurmCli {
             .collect())
     }
 
-    /// Libra's jobs in Slurm's queue: Libra job id -> Slurm job id, from their comments.
+    /// Libra's jobs Slurm has (queued, running, or ended within MinJobAge): Libra job id ->
+    /// Slurm job id, from their comments. Cancelled ones are left out: Libra cancelled them
+    /// (a hold gives up the Slurm job; its release submits a new one).
     pub fn libra_jobs(&self) -> Result<HashMap<u64, u64>, SlurmError> {
-        Ok(self
-            .run("squeue", &["-h", "-p", &self.partition, "-o", "%i|%k"])?
-            .lines()
-            .filter_map(|l| {
-                let (id, comment) = l.split_once('|')?;
-                Some((libra_job_of(comment)?, id.trim().parse().ok()?))
-            })
-            .collect())
+        let mut found: HashMap<u64, u64> = HashMap::new();
+        for l in self.run("squeue", &["-h", "-t", "all", "-p", &self.partition, "-o", "%i|%T|%k"])?.lines() {
+            let mut f = l.splitn(3, '|');
+            let (Some(id), Some(state), Some(comment)) = (f.next(), f.next(), f.next()) else { continue };
+            let (Some(job), Ok(id)) = (libra_job_of(comment), id.trim().parse::<u64>()) else { continue };
+            if state.trim() != "CANCELLED" {
+                let e = found.entry(job).or_insert(id);
+                *e = (*e).max(id);
+            }
+        }
+        Ok(found)
     }
 
     /// Submits `l` as its owner; returns the Slurm job id.
@@ -625,8 +634,9 @@ impl Inner {
                 r.get::<_, i64>(0).map(|v| v as u64)
             })
             .optional()?;
-        if job.is_none() {
-            // Submitted just before a crash, its id never recorded: the comment names it.
+        if job.is_none() && state_name(rec.job_state) != "CANCELLED" {
+            // Submitted just before a crash, its id never recorded: the comment names it. (A
+            // cancelled one is a held job's old Slurm job.)
             if let Some(j) = rec.comment.as_deref().and_then(libra_job_of) {
                 let n = tx.execute(
                     "UPDATE jobs SET slurm_id = ?2 WHERE id = ?1 AND slurm_id IS NULL",
