@@ -179,10 +179,11 @@ fn site(test: &str, unix: &str) -> Option<Site> {
 fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_and_is_charged_once() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(site) = site("slurm_cluster_e2e", "libraslurm1") else { return };
-    let Site { carol, admin, home, cl, account, .. } = &site;
+    let (carol, admin, home, cl, account) =
+        (&site.carol, &site.admin, site.home.as_path(), &site.cl, &site.account);
 
     // Submitted through Libra: admitted, priced, handed to Slurm.
-    let j = carol.submit(&busy(&home, 3.0, 60.0, 100, 6)).unwrap();
+    let j = carol.submit(&busy(home, 3.0, 60.0, 100, 6)).unwrap();
     assert_eq!(j.state, JobState::Pending, "{j:?}");
     // The answer waits the few milliseconds sbatch takes: it carries the Slurm job id.
     let first_id = j.slurm_job_id.expect("the submission's answer names the Slurm job");
@@ -204,7 +205,7 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
         wait_for("the job's processes", 30, || Some(processes_of_job(j.id)).filter(|p| !p.is_empty()));
     assert!(procs.iter().all(|(_, uid)| *uid == account.uid), "{procs:?} not all uid {}", account.uid);
     // Its processes are in the agent's group for it, capped at share x period.
-    let group = job_group(&cl, &node, j.id);
+    let group = job_group(cl, &node, j.id);
     wait_for("the job's processes in its CPU group", 30, || {
         let inside = std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
         let inside: Vec<i32> = inside.split_whitespace().filter_map(|p| p.parse().ok()).collect();
@@ -231,7 +232,7 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     // A direct sbatch to Libra's partition is refused, with how to submit.
     let direct = Command::new("runuser")
         .args(["-u", &account.name, "--", "sbatch", "-p", PARTITION, "--wrap", "true"])
-        .current_dir(&home)
+        .current_dir(home)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&direct.stderr);
@@ -247,13 +248,13 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     assert_eq!(done.exit_code, Some(0), "{done:?}");
     assert!(done.cpu_seconds > 0.0, "{done:?}");
     assert!(done.charged > Money::ZERO && done.charged <= done.budget, "{done:?}");
-    assert_eq!(charges(&carol, j.id), 1);
+    assert_eq!(charges(carol, j.id), 1);
     assert_eq!(carol.balance().unwrap().held, Money::ZERO);
     let out = std::fs::read_to_string(home.join(format!("libra-{}.out", j.id))).unwrap();
     assert!(out.contains("done"), "{out}");
 
     // A cancel through Libra scancels the Slurm job.
-    let k = carol.submit(&busy(&home, 30.0, 300.0, 100, 120)).unwrap();
+    let k = carol.submit(&busy(home, 30.0, 300.0, 100, 120)).unwrap();
     let k = wait_for("the second job running", 60, || {
         carol.job(k.id).ok().filter(|j| j.state == JobState::Running && j.slurm_job_id.is_some())
     });
@@ -268,7 +269,7 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     assert_eq!(k.state, JobState::Cancelled);
     // Slurm's completion record of the cancelled job changes nothing: still one settlement.
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(charges(&carol, k.id) <= 1);
+    assert!(charges(carol, k.id) <= 1);
     assert_eq!(carol.balance().unwrap().held, Money::ZERO);
 }
 
