@@ -327,3 +327,146 @@ fn a_server_killed_between_admission_and_sbatch_or_before_recording_the_slurm_id
     assert_eq!(b.slurm_job_id, slurm_jobs_of(b.id).first().copied());
     assert_eq!((charges(&carol, a.id), charges(&carol, b.id)), (1, 1));
 }
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The figures of issue 13, printed as a table (ignored by default: about two minutes on a real
+/// Slurm cluster): `cargo test -p libra --test slurm_cluster_e2e -- --ignored --nocapture`.
+/// - the latency `libra submit` adds over a plain sbatch (medians of paired runs: the API's
+///   answer, which waits for Libra's own sbatch, against `sbatch --parsable` as root);
+/// - the share error on Slurm nodes: CPU each busy job got against the integral of the share
+///   its agent gave it (share x wall, sampled);
+/// - jobs per second through the front end: a node's worth of submissions at once, until every
+///   one has its Slurm job id.
+#[test]
+#[ignore]
+fn slurm_figures() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(site) = site("slurm_figures", "libraslurm3") else { return };
+    let (carol, admin, home) = (&site.carol, &site.admin, site.home.as_path());
+    let quick = |dir: &Path| {
+        let mut r =
+            SubmitRequest::new(JobSpec::simple(1.0, 600.0, Money::from_credits(5)), vec!["true".into()]);
+        r.workdir = Some(dir.display().to_string());
+        r
+    };
+    // 1. Latency, paired.
+    let pairs = 15;
+    let (mut libra, mut plain, mut added) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pairs {
+        let t = Instant::now();
+        let j = carol.submit(&quick(home)).unwrap();
+        let l = t.elapsed().as_secs_f64();
+        assert!(j.slurm_job_id.is_some(), "{j:?}");
+        let t = Instant::now();
+        let out = Command::new("sbatch")
+            .args(["--parsable", "-p", PARTITION, "--hold", &format!("--comment=libra job={}", 900_000 + i)])
+            .args(["--wrap", "true", "-o", "/dev/null"])
+            .output()
+            .unwrap();
+        let p = t.elapsed().as_secs_f64();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let sid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let _ = Command::new("scancel").arg(&sid).status();
+        libra.push(l * 1000.0);
+        plain.push(p * 1000.0);
+        added.push((l - p) * 1000.0);
+        wait_for("the quick job settled", 60, || carol.job(j.id).ok().filter(|j| !j.state.is_active()));
+    }
+    // 2. Share error: three busy jobs on the nodes at once, each sampled.
+    let jobs: Vec<JobInfo> = [(4.0, 40.0), (6.0, 40.0), (8.0, 40.0)]
+        .iter()
+        .map(|&(est, dl)| carol.submit(&busy(home, est, dl, 100, 20)).unwrap())
+        .collect();
+    let mut integral = vec![0.0f64; jobs.len()];
+    let mut first_cpu = vec![None::<f64>; jobs.len()];
+    let mut last_cpu = vec![0.0f64; jobs.len()];
+    let mut last: Option<(Instant, Vec<Option<f64>>)> = None;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(15) {
+        let nodes = admin.nodes().unwrap();
+        let now = Instant::now();
+        let shares: Vec<Option<(f64, f64)>> = jobs
+            .iter()
+            .map(|j| {
+                nodes
+                    .iter()
+                    .flat_map(|n| n.jobs.iter())
+                    .find(|s| s.job == j.id)
+                    .map(|s| (s.share, s.cpu_seconds))
+            })
+            .collect();
+        if let Some((then, prev)) = &last {
+            let dt = now.duration_since(*then).as_secs_f64();
+            for (i, p) in prev.iter().enumerate() {
+                if let (Some(share), Some(_)) = (p, shares[i]) {
+                    integral[i] += share * dt;
+                }
+            }
+        }
+        for (i, s) in shares.iter().enumerate() {
+            if let Some((_, cpu)) = s {
+                first_cpu[i].get_or_insert(*cpu);
+                last_cpu[i] = *cpu;
+            }
+        }
+        last = Some((now, shares.iter().map(|s| s.map(|x| x.0)).collect()));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let errors: Vec<f64> = (0..jobs.len())
+        .map(|i| {
+            let got = last_cpu[i] - first_cpu[i].unwrap_or(0.0);
+            if integral[i] > 0.0 {
+                (got - integral[i]) / integral[i] * 100.0
+            } else {
+                f64::NAN
+            }
+        })
+        .collect();
+    for j in &jobs {
+        let _ = carol.cancel(j.id);
+    }
+    for j in &jobs {
+        wait_for("a busy job gone from Slurm", 60, || {
+            let s = squeue(carol.job(j.id).ok()?.slurm_job_id?, "%T");
+            (s.is_empty() || s == "CANCELLED").then_some(())
+        });
+    }
+    // 3. Jobs per second: as many at once as the nodes take (jobs_per_node x nodes).
+    let n = 4 * NODES.len();
+    let t = Instant::now();
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            let c = carol.clone();
+            let r = quick(home);
+            std::thread::spawn(move || c.submit(&r).unwrap())
+        })
+        .collect();
+    let answers: Vec<JobInfo> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let burst = t.elapsed().as_secs_f64();
+    let handed = answers.iter().filter(|j| j.slurm_job_id.is_some()).count();
+    println!("\nLibra on Slurm (Slurm 22.05, {} nodes on one host, this machine's load)", NODES.len());
+    println!("| figure | value |");
+    println!("| --- | --- |");
+    println!("| libra submit (API answer with Slurm id), median of {pairs} | {:.1} ms |", median(libra));
+    println!("| plain sbatch --parsable, median of {pairs} | {:.1} ms |", median(plain));
+    println!("| added latency, median of paired differences | {:.1} ms |", median(added));
+    for (i, j) in jobs.iter().enumerate() {
+        println!(
+            "| share error, job {} (estimate {:.0} s, deadline {:.0} s): CPU got vs share x wall over 15 s | {:+.1} % |",
+            j.id, j.estimate, j.deadline, errors[i]
+        );
+    }
+    println!("| front end: {n} submissions at once, all handed to Slurm | {:.2} s, {:.1} jobs/s ({handed}/{n} with a Slurm id) |", burst, n as f64 / burst);
+}
