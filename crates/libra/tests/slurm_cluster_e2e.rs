@@ -259,6 +259,11 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
         carol.job(k.id).ok().filter(|j| j.state == JobState::Running && j.slurm_job_id.is_some())
     });
     let ksid = k.slurm_job_id.unwrap();
+    // An administrator's suspend and resume become scontrol suspend and resume.
+    admin.admin_job(k.id, "suspend").unwrap();
+    wait_for("Slurm suspended it", 30, || (squeue(ksid, "%T") == "SUSPENDED").then_some(()));
+    admin.admin_job(k.id, "resume").unwrap();
+    wait_for("Slurm resumed it", 30, || (squeue(ksid, "%T") == "RUNNING").then_some(()));
     carol.cancel(k.id).unwrap();
     wait_for("scancel", 30, || {
         let state = squeue(ksid, "%T");
