@@ -723,6 +723,10 @@ pub struct SlurmJobComp {
     /// The job's comment (`libra job=ID`): names the Libra job.
     #[serde(default)]
     pub comment: Option<String>,
+    /// The job's partition: a record of a job outside Libra's partitions never names a Libra
+    /// job by its comment (anyone may write any comment there).
+    #[serde(default)]
+    pub partition: Option<String>,
 }
 
 /// What the server did with a jobcomp record.

@@ -524,11 +524,17 @@ pub fn sbatch_args(l: &Launch, uid: u32, gid: u32, partition: &str, now: f64) ->
     a
 }
 
-/// The batch script: the job's command, each word quoted for the shell.
+/// The batch script: the job's command, each word quoted for the shell. A job on several
+/// nodes runs its command on each (one task per node, as Libra's own agents do), through srun.
 pub fn script(l: &Launch) -> String {
     let words: Vec<String> = l.command.iter().map(|w| format!("'{}'", w.replace('\'', "'\\''"))).collect();
+    let launcher = if l.nodes.len() > 1 {
+        format!("srun --nodes={0} --ntasks={0} --ntasks-per-node=1 ", l.nodes.len())
+    } else {
+        String::new()
+    };
     format!(
-        "#!/bin/sh\n# Libra job {}: submitted through Libra (libra submit)\nexec {}\n",
+        "#!/bin/sh\n# Libra job {}: submitted through Libra (libra submit)\nexec {launcher}{}\n",
         l.job,
         words.join(" ")
     )
@@ -627,16 +633,24 @@ pub fn apply_slurm_end(tx: &rusqlite::Connection, job: u64) -> rusqlite::Result<
 impl Inner {
     /// Slurm's completion record of a job: recorded, and the job settled if its agent has
     /// reported its end too (else when it does, or after the grace period).
-    pub fn slurm_jobcomp(&mut self, rec: &SlurmJobComp, now: f64) -> Result<SlurmJobCompAck, ApiError> {
+    /// `partition`: Libra's (`[executor] partition`).
+    pub fn slurm_jobcomp(
+        &mut self,
+        rec: &SlurmJobComp,
+        partition: &str,
+        now: f64,
+    ) -> Result<SlurmJobCompAck, ApiError> {
         let tx = self.db.transaction()?;
         let mut job: Option<u64> = tx
             .query_row("SELECT id FROM jobs WHERE slurm_id = ?1", params![rec.job_id as i64], |r| {
                 r.get::<_, i64>(0).map(|v| v as u64)
             })
             .optional()?;
-        if job.is_none() && state_name(rec.job_state) != "CANCELLED" {
-            // Submitted just before a crash, its id never recorded: the comment names it. (A
-            // cancelled one is a held job's old Slurm job.)
+        let ours = rec.partition.as_deref().is_some_and(|p| p.split(',').any(|p| p == partition));
+        if job.is_none() && ours && state_name(rec.job_state) != "CANCELLED" {
+            // Submitted just before a crash, its id never recorded: the comment names it (only
+            // Libra submits to its partition, and nobody may change a comment there). A
+            // cancelled one is a held job's old Slurm job.
             if let Some(j) = rec.comment.as_deref().and_then(libra_job_of) {
                 let n = tx.execute(
                     "UPDATE jobs SET slurm_id = ?2 WHERE id = ?1 AND slurm_id IS NULL",
@@ -759,6 +773,9 @@ mod tests {
         let l = Launch { time_limit: Some(61.0), ..launch() };
         assert!(sbatch_args(&l, 1, 1, "p", 0.0).contains(&"--time=2".to_string()));
         assert_eq!(script(&launch()).lines().last().unwrap(), r"exec '/bin/echo' 'it'\''s'");
+        // On several nodes the command runs on each, one task per node.
+        let two = Launch { nodes: vec!["n1".into(), "n2".into()], ..launch() };
+        assert!(script(&two).contains("exec srun --nodes=2 --ntasks=2 --ntasks-per-node=1 '/bin/echo'"));
         let env = environment(&launch());
         assert!(env.contains(&("FOO".into(), "1".into())));
         assert!(env.contains(&("LIBRA_JOB_ID".into(), "42".into())));
@@ -816,7 +833,21 @@ mod tests {
     }
 
     fn comp(slurm_id: u64, state: u32, status: i64, end: f64) -> SlurmJobComp {
-        SlurmJobComp { job_id: slurm_id, job_state: state, exit_code: status, start: 0.0, end, comment: None }
+        SlurmJobComp {
+            job_id: slurm_id,
+            job_state: state,
+            exit_code: status,
+            start: 0.0,
+            end,
+            comment: None,
+            partition: Some("libra".into()),
+        }
+    }
+
+    impl Inner {
+        fn slurm_jobcomp_t(&mut self, rec: &SlurmJobComp, now: f64) -> Result<SlurmJobCompAck, ApiError> {
+            self.slurm_jobcomp(rec, "libra", now)
+        }
     }
 
     fn agent_exit(job: u64, cpu: f64, start: f64, end: f64) -> libra_api::ExitReport {
@@ -856,7 +887,7 @@ mod tests {
         assert!(d.state.is_active(), "{d:?}");
         assert_eq!(charges(&g, j.id), 0);
         // Slurm's record (COMPLETED, exit 0) settles it, with the agent's CPU.
-        let ack = g.slurm_jobcomp(&comp(77, 3 | 32768, 0, now + 5.0), now + 6.0).unwrap();
+        let ack = g.slurm_jobcomp_t(&comp(77, 3 | 32768, 0, now + 5.0), now + 6.0).unwrap();
         assert_eq!((ack.job, ack.settled), (Some(j.id), true));
         let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
         assert_eq!(d.state, libra_api::JobState::Completed, "{d:?}");
@@ -864,7 +895,7 @@ mod tests {
         assert!(d.charged > Money::ZERO && d.charged <= d.budget, "{d:?}");
         assert_eq!(d.cpu_seconds, 4.0);
         // A record sent twice settles nothing twice.
-        let ack = g.slurm_jobcomp(&comp(77, 3, 0, now + 5.0), now + 7.0).unwrap();
+        let ack = g.slurm_jobcomp_t(&comp(77, 3, 0, now + 5.0), now + 7.0).unwrap();
         assert!(!ack.settled);
         assert_eq!(charges(&g, j.id), 1);
         assert_eq!(crate::ledger::balance(&g.db, u.id).unwrap().held, Money::ZERO);
@@ -873,7 +904,7 @@ mod tests {
         let j = g.submit(&u, &req(10.0, 100.0, 1000), now).unwrap();
         g.db.execute("UPDATE jobs SET slurm_id = 78 WHERE id = ?1", params![j.id as i64]).unwrap();
         g.sync(&sync("n1", vec![], vec![]), now).unwrap();
-        let ack = g.slurm_jobcomp(&comp(78, 5, 3 << 8, now + 3.0), now + 3.0).unwrap();
+        let ack = g.slurm_jobcomp_t(&comp(78, 5, 3 << 8, now + 3.0), now + 3.0).unwrap();
         assert_eq!((ack.job, ack.settled), (Some(j.id), false));
         g.sync(&sync("n1", vec![], vec![agent_exit(j.id, 2.0, now, now + 3.0)]), now + 4.0).unwrap();
         let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
@@ -893,12 +924,37 @@ mod tests {
             output: vec![],
         };
         g.sync(&sync("n1", vec![running], vec![]), now + 2.0).unwrap();
-        g.slurm_jobcomp(&comp(79, 3, 0, now + 3.0), now + 3.0).unwrap();
+        g.slurm_jobcomp_t(&comp(79, 3, 0, now + 3.0), now + 3.0).unwrap();
         assert_eq!(g.slurm_settle_after_grace(now + 10.0, 30.0).unwrap(), 0);
         assert_eq!(g.slurm_settle_after_grace(now + 40.0, 30.0).unwrap(), 1);
         let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
         assert_eq!((d.state, d.cpu_seconds), (libra_api::JobState::Completed, 1.5), "{d:?}");
         assert_eq!(charges(&g, j.id), 1);
+    }
+
+    #[test]
+    fn a_record_names_a_libra_job_by_comment_only_from_libras_partition() {
+        use crate::sched::tests::{req, user};
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let app = slurm_app(dir.path());
+        register(&app, "n1", now);
+        let u = user(&app, "u", 100_000);
+        let mut g = app.lock();
+        let j = g.submit(&u, &req(10.0, 100.0, 1000), now).unwrap();
+        // A job of another partition whose owner wrote Libra's comment: not Libra's.
+        let forged = SlurmJobComp {
+            comment: Some(format!("libra job={}", j.id)),
+            partition: Some("batch".into()),
+            ..comp(500, 3, 0, now + 1.0)
+        };
+        assert_eq!(g.slurm_jobcomp_t(&forged, now + 1.0).unwrap().job, None);
+        assert_eq!(crate::store::job(&g.db, j.id).unwrap().unwrap().slurm_job_id, None);
+        // Libra's own submission whose id a crash lost: found by its comment.
+        let lost =
+            SlurmJobComp { comment: Some(format!("libra job={}", j.id)), ..comp(501, 3, 0, now + 1.0) };
+        assert_eq!(g.slurm_jobcomp_t(&lost, now + 1.0).unwrap().job, Some(j.id));
+        assert_eq!(crate::store::job(&g.db, j.id).unwrap().unwrap().slurm_job_id, Some(501));
     }
 
     #[test]

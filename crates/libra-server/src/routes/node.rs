@@ -107,7 +107,7 @@ pub async fn slurm_jobcomp(
                 .into(),
         )),
     }
-    let ack = app.lock().slurm_jobcomp(&r, now())?;
+    let ack = app.lock().slurm_jobcomp(&r, &app.config.executor.partition, now())?;
     app.changed();
     Ok(Json(ack))
 }

@@ -436,8 +436,9 @@ function slurm_jobcomp_log_record(job)
       slurm.log_error("libra jobcomp: no usable secret in %s: job %s not reported", TOKEN_FILE, tostring(job.job_id))
       return slurm.SUCCESS
    end
-   local body = string.format('{{"job_id":%d,"job_state":%d,"exit_code":%d,"start":%d,"end":%d,"comment":"libra job=%s"}}',
-      num(job.job_id), num(job.job_state), num(job.exit_code), num(job.start_time), num(job.end_time), libra_job)
+   local partition = string.gsub(tostring(job.partition or ""), "[^%w%-_%.,]", "")
+   local body = string.format('{{"job_id":%d,"job_state":%d,"exit_code":%d,"start":%d,"end":%d,"comment":"libra job=%s","partition":"%s"}}',
+      num(job.job_id), num(job.job_state), num(job.exit_code), num(job.start_time), num(job.end_time), libra_job, partition)
    local tmp = os.tmpname()
    local f = io.open(tmp, "w")
    if f == nil then
