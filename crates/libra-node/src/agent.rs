@@ -126,7 +126,14 @@ struct SlurmJob {
     /// Slurm has started it: reported to the server from then on (a job still pending in
     /// Slurm's queue is not running yet, whatever the server has decided).
     started: bool,
+    /// When the server first said to stop it (see `SLURM_KILL_GRACE`).
+    kill_asked: Option<Instant>,
 }
+
+/// The server stops a Slurm job with scancel, so that Slurm records it as cancelled; the agent
+/// kills what is in the job's group itself only if the job is still there this long after the
+/// server first said to stop it.
+const SLURM_KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// In the agent's directory for a job Slurm launched: the job as the server sent it, so that
 /// an agent that restarts adopts it again.
@@ -599,12 +606,21 @@ impl Agent {
             let _ = std::fs::remove_file(dir.join(SLURM_FILE));
         }
         for job in resp.kill {
-            if let Some(r) = self.jobs.get(&job) {
-                tracing::info!(job, "killing (cancelled or no longer this node's)");
-                match &r.slurm {
-                    // The server has Slurm cancel it (scancel); what is in its group goes now.
-                    Some(sj) => signal_procs(sj.procs.as_deref(), libc::SIGKILL),
+            if let Some(r) = self.jobs.get_mut(&job) {
+                match &mut r.slurm {
+                    Some(sj) => {
+                        let asked = *sj.kill_asked.get_or_insert_with(Instant::now);
+                        if asked.elapsed() > SLURM_KILL_GRACE {
+                            tracing::warn!(
+                                job,
+                                slurm_job = sj.id,
+                                "still running after the server stopped it: killing what is in its group"
+                            );
+                            signal_procs(sj.procs.as_deref(), libc::SIGKILL);
+                        }
+                    }
                     None => {
+                        tracing::info!(job, "killing (cancelled or no longer this node's)");
                         proc::signal_group(r.pid, libc::SIGCONT);
                         proc::signal_group(r.pid, libc::SIGKILL);
                     }
@@ -880,7 +896,7 @@ impl Agent {
                 dir,
                 watched,
                 timed_out: None,
-                slurm: Some(SlurmJob { id, procs, started: since.is_some() }),
+                slurm: Some(SlurmJob { id, procs, started: since.is_some(), kill_asked: None }),
             },
         );
         // Its processes join its group at once, not a period later.

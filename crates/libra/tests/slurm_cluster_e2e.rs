@@ -252,6 +252,9 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     assert_eq!(carol.balance().unwrap().held, Money::ZERO);
     let out = std::fs::read_to_string(home.join(format!("libra-{}.out", j.id))).unwrap();
     assert!(out.contains("done"), "{out}");
+    // The agent sent it on, as from Libra's own nodes (`libra output`).
+    let sent = carol.output(j.id).unwrap();
+    assert!(sent.stdout.contains("done"), "{sent:?}");
 
     // A cancel through Libra scancels the Slurm job.
     let k = carol.submit(&busy(home, 30.0, 300.0, 100, 120)).unwrap();
@@ -265,10 +268,20 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     admin.admin_job(k.id, "resume").unwrap();
     wait_for("Slurm resumed it", 30, || (squeue(ksid, "%T") == "RUNNING").then_some(()));
     carol.cancel(k.id).unwrap();
-    wait_for("scancel", 30, || {
+    let t0 = Instant::now();
+    loop {
         let state = squeue(ksid, "%T");
-        (state.is_empty() || state == "CANCELLED").then_some(())
-    });
+        if state.is_empty() || state == "CANCELLED" {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "Slurm job {ksid} is {state} 30 s after Libra cancelled it: {:?}; server log: {}",
+            carol.job(k.id),
+            std::fs::read_to_string(cl.dir.join("server.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     wait_for("its processes gone", 30, || processes_of_job(k.id).is_empty().then_some(()));
     let k = carol.job(k.id).unwrap();
     assert_eq!(k.state, JobState::Cancelled);
