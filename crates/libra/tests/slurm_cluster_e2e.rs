@@ -37,14 +37,16 @@ fn squeue(slurm_id: u64, format: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// Live processes whose environment names Libra job `id`, with their owners.
-fn processes_of_job(id: u64) -> Vec<(i32, u32)> {
-    let want = format!("LIBRA_JOB_ID={id}");
+/// Live processes of Libra job `id` running as Slurm job `slurm_id`, with their owners. (Both
+/// names: other Libra clusters on this machine, other tests', have a job `id` too; the one Slurm
+/// cluster is this test's while it holds the lock.)
+fn processes_of_job(id: u64, slurm_id: u64) -> Vec<(i32, u32)> {
+    let want = [format!("LIBRA_JOB_ID={id}"), format!("SLURM_JOB_ID={slurm_id}")];
     let mut v = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
-        if env.split(|b| *b == 0).any(|x| x == want.as_bytes()) {
+        if want.iter().all(|w| env.split(|b| *b == 0).any(|x| x == w.as_bytes())) {
             if let Ok(m) = std::fs::metadata(format!("/proc/{pid}")) {
                 v.push((pid, m.uid()));
             }
@@ -202,14 +204,14 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
         squeue(sid, "%T %r %C %m %b %N %S")
     );
     let procs =
-        wait_for("the job's processes", 30, || Some(processes_of_job(j.id)).filter(|p| !p.is_empty()));
+        wait_for("the job's processes", 30, || Some(processes_of_job(j.id, sid)).filter(|p| !p.is_empty()));
     assert!(procs.iter().all(|(_, uid)| *uid == account.uid), "{procs:?} not all uid {}", account.uid);
     // Its processes are in the agent's group for it, capped at share x period.
     let group = job_group(cl, &node, j.id);
     wait_for("the job's processes in its CPU group", 30, || {
         let inside = std::fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
         let inside: Vec<i32> = inside.split_whitespace().filter_map(|p| p.parse().ok()).collect();
-        let live = processes_of_job(j.id);
+        let live = processes_of_job(j.id, sid);
         (!live.is_empty() && live.iter().all(|(p, _)| inside.contains(p))).then_some(())
     });
     wait_for("quota = share x period", 30, || {
@@ -282,7 +284,7 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    wait_for("its processes gone", 30, || processes_of_job(k.id).is_empty().then_some(()));
+    wait_for("its processes gone", 30, || processes_of_job(k.id, ksid).is_empty().then_some(()));
     let k = carol.job(k.id).unwrap();
     assert_eq!(k.state, JobState::Cancelled);
     // Slurm's completion record of the cancelled job changes nothing: still one settlement.
