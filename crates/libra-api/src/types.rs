@@ -314,6 +314,10 @@ pub struct JobInfo {
     /// None from servers before accounts.
     #[serde(default)]
     pub account: Option<String>,
+    /// The Slurm job id this job runs as, on a server whose executor is Slurm
+    /// (`[executor] kind = "slurm"`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<u64>,
 }
 
 /// A job's captured output: what its nodes have sent so far (while it runs, too), the last
@@ -898,10 +902,50 @@ pub struct StartJob {
     pub array_id: Option<u64>,
     #[serde(default)]
     pub array_task: Option<u32>,
+    /// On a Slurm node (`libra node --slurm`): the Slurm job to adopt instead of launching.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<u64>,
 }
 
 fn one() -> u32 {
     1
+}
+
+/// Slurm's completion record of one job, as the jobcomp script Libra generates
+/// (`libra slurm jobcomp-lua`) sends it to `POST /api/slurm/jobcomp` when a job ends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SlurmJobComp {
+    /// The Slurm job id.
+    pub job_id: u64,
+    /// Slurm's job state number (`job_state`: 3 completed, 4 cancelled, 5 failed, 6 timeout,
+    /// 7 node failure, ...; flag bits above 255 are ignored).
+    pub job_state: u32,
+    /// The job's wait status as Slurm records it (exit code << 8, or the signal).
+    #[serde(default)]
+    pub exit_code: i64,
+    /// Start and end, seconds since the epoch (0: never started).
+    #[serde(default)]
+    pub start: f64,
+    #[serde(default)]
+    pub end: f64,
+    /// The job's comment (`libra job=ID`): names the Libra job.
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// The job's partition: a record of a job outside Libra's partitions never names a Libra
+    /// job by its comment (anyone may write any comment there).
+    #[serde(default)]
+    pub partition: Option<String>,
+}
+
+/// What the server did with a jobcomp record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SlurmJobCompAck {
+    /// The Libra job it belongs to (None: a job Libra did not submit, ignored).
+    pub job: Option<u64>,
+    /// The job is settled now (its node's agent had already reported its CPU, or never will).
+    pub settled: bool,
 }
 
 /// How a node divides its CPU among its jobs between syncs: the admission policy's own

@@ -61,6 +61,7 @@ fn job_info(m: &mut Markers) -> JobInfo {
         dependencies: Vec::new(),
         waiting: false,
         account: Some("physics".into()),
+        slurm_job_id: None,
     }
 }
 

@@ -49,6 +49,9 @@ pub struct Node {
     /// promises made on it are kept, but its capacity leaves admission and dispatch at once.
     pub accepting: bool,
     slots: Vec<usize>,
+    /// The most jobs the node runs at once (an executor's own limit, such as Slurm's
+    /// OverSubscribe=FORCE:N; usize::MAX: none).
+    pub max_jobs: usize,
     /// A compact copy of each committed job's progress, kept beside the node so that admission,
     /// which reads every node, walks contiguous memory. Same order as `slots`.
     entries: Vec<NodeEntry>,
@@ -120,6 +123,7 @@ impl Node {
     pub fn has_resources(&self, mem_mb: u64, disk_mb: u64) -> bool {
         self.up
             && self.accepting
+            && self.slots.len() < self.max_jobs
             && self.spec.cpus > 0.0
             && self.spec.mem_mb.saturating_sub(self.mem_used) >= mem_mb
             && self.spec.disk_mb.saturating_sub(self.disk_used) >= disk_mb
@@ -195,9 +199,19 @@ pub struct Cluster {
     slots: Vec<Option<Commitment>>,
     free_slots: Vec<usize>,
     index: HashMap<u64, usize>,
+    /// See `Node::max_jobs`: given to every node, present and future.
+    max_jobs_per_node: Option<usize>,
 }
 
 impl Cluster {
+    /// Limits every node (present and future) to `n` jobs at once (None: no limit).
+    pub fn set_max_jobs_per_node(&mut self, n: Option<usize>) {
+        self.max_jobs_per_node = n;
+        for node in &mut self.nodes {
+            node.max_jobs = n.unwrap_or(usize::MAX);
+        }
+    }
+
     pub fn new() -> Self {
         Self::default()
     }
@@ -217,6 +231,7 @@ impl Cluster {
             up: true,
             accepting: true,
             slots: Vec::new(),
+            max_jobs: self.max_jobs_per_node.unwrap_or(usize::MAX),
             entries: Vec::new(),
             mem_used: 0,
             disk_used: 0,

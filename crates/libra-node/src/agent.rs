@@ -12,7 +12,7 @@ use libra_api::{
     Client, ExitReport, JobControl, RegisterRequest, RunningReport, StartJob, SyncRequest, SyncResponse,
 };
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -45,6 +45,9 @@ pub struct AgentConfig {
     /// an agent that then crashes is adopted by the next agent and its end still reported.
     /// None: jobs are started directly, and a crash of the agent loses them.
     pub keeper: Option<PathBuf>,
+    /// Beside slurmd (`libra node --slurm`): Slurm launches the jobs, the agent adopts them
+    /// (`crate::slurm`). The node's name is the Slurm node name.
+    pub slurm: Option<crate::slurm::SlurmNode>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +114,30 @@ struct Running {
     watched: Vec<Watched>,
     /// Stopped at its time limit: SIGTERM sent at this instant, SIGKILL after `KILL_WAIT`.
     timed_out: Option<Instant>,
+    /// A job Slurm launched (its Slurm job id) and the agent adopted: it has no process of the
+    /// agent's (`pid` is 0), its processes are found in Slurm and kept in `group`.
+    slurm: Option<SlurmJob>,
 }
+
+struct SlurmJob {
+    id: u64,
+    /// The job's group's cgroup.procs (None: the enforcer has no groups).
+    procs: Option<PathBuf>,
+    /// Slurm has started it: reported to the server from then on (a job still pending in
+    /// Slurm's queue is not running yet, whatever the server has decided).
+    started: bool,
+    /// When the server first said to stop it (see `SLURM_KILL_GRACE`).
+    kill_asked: Option<Instant>,
+}
+
+/// The server stops a Slurm job with scancel, so that Slurm records it as cancelled; the agent
+/// kills what is in the job's group itself only if the job is still there this long after the
+/// server first said to stop it.
+const SLURM_KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// In the agent's directory for a job Slurm launched: the job as the server sent it, so that
+/// an agent that restarts adopts it again.
+const SLURM_FILE: &str = "libra.slurm";
 
 /// Makes the agent's directory for a job (its record: only the agent's account may read it) and,
 /// for a job given no working directory, the scratch directory inside it that the job runs in,
@@ -152,6 +178,8 @@ struct JobRecord {
 
 /// A job an earlier agent on this working directory started and did not see acknowledged.
 enum Orphan {
+    /// A job Slurm runs that an earlier agent adopted: adopt it again.
+    Slurm { record: JobRecord },
     /// Still running: adopt it.
     Running { record: JobRecord, pid: i32, ticks: u64, dir: PathBuf },
     /// Ended while no agent watched (its keeper recorded how, if it had one): report it.
@@ -167,6 +195,13 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
     let mut found = Vec::new();
     for d in dirs.flatten() {
         let dir = d.path();
+        if let Some(record) = std::fs::read_to_string(dir.join(SLURM_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str::<JobRecord>(&t).ok())
+        {
+            found.push(Orphan::Slurm { record });
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(dir.join(PID_FILE)) else { continue };
         let mut f = text.split_whitespace();
         let pid = f.next().and_then(|p| p.parse::<i32>().ok()).filter(|p| *p > 1);
@@ -301,11 +336,14 @@ impl Agent {
         let adopting: std::collections::HashSet<u64> = orphans
             .iter()
             .filter_map(|o| match o {
-                Orphan::Running { record, .. } => Some(record.spec.job),
+                Orphan::Running { record, .. } | Orphan::Slurm { record } => Some(record.spec.job),
                 Orphan::Ended { .. } => None,
             })
             .collect();
         enforcer.clear_stale(&adopting);
+        // Beside slurmd the node's other partitions may run jobs too: Libra's jobs get exactly
+        // their shares.
+        enforcer.set_strict(cfg.slurm.is_some());
         tracing::info!(node = %cfg.name, mechanism = enforcer.mechanism(), "share enforcement");
         let client = cfg.client.with_token(credential.clone());
         let (tx, ended) = channel();
@@ -345,6 +383,7 @@ impl Agent {
     /// Takes over a job an earlier agent started, or reports how it ended.
     fn adopt(&mut self, o: Orphan) {
         match o {
+            Orphan::Slurm { record } => self.adopt_slurm(record.spec, Some(record.start_time)),
             Orphan::Running { record, pid, ticks, dir } => {
                 let job = record.spec.job;
                 let share = record.spec.share;
@@ -379,6 +418,7 @@ impl Agent {
                         dir,
                         watched,
                         timed_out: None,
+                        slurm: None,
                     },
                 );
             }
@@ -516,6 +556,7 @@ impl Agent {
     fn running_reports(&self) -> Vec<RunningReport> {
         self.jobs
             .values()
+            .filter(|r| r.slurm.as_ref().is_none_or(|s| s.started))
             .map(|r| RunningReport {
                 job: r.spec.job,
                 cpu_seconds: r.cpu,
@@ -560,26 +601,48 @@ impl Agent {
         for job in resp.ack {
             self.exited.remove(&job);
             // The server knows how the job ended: a later agent has nothing to report for it.
-            let _ = std::fs::remove_file(self.cfg.workdir.join(format!("job-{job}")).join(PID_FILE));
+            let dir = self.cfg.workdir.join(format!("job-{job}"));
+            let _ = std::fs::remove_file(dir.join(PID_FILE));
+            let _ = std::fs::remove_file(dir.join(SLURM_FILE));
         }
         for job in resp.kill {
-            if let Some(r) = self.jobs.get(&job) {
-                tracing::info!(job, "killing (cancelled or no longer this node's)");
-                proc::signal_group(r.pid, libc::SIGCONT);
-                proc::signal_group(r.pid, libc::SIGKILL);
+            if let Some(r) = self.jobs.get_mut(&job) {
+                match &mut r.slurm {
+                    Some(sj) => {
+                        let asked = *sj.kill_asked.get_or_insert_with(Instant::now);
+                        if asked.elapsed() > SLURM_KILL_GRACE {
+                            tracing::warn!(
+                                job,
+                                slurm_job = sj.id,
+                                "still running after the server stopped it: killing what is in its group"
+                            );
+                            signal_procs(sj.procs.as_deref(), libc::SIGKILL);
+                        }
+                    }
+                    None => {
+                        tracing::info!(job, "killing (cancelled or no longer this node's)");
+                        proc::signal_group(r.pid, libc::SIGCONT);
+                        proc::signal_group(r.pid, libc::SIGKILL);
+                    }
+                }
             }
         }
         for job in resp.suspend {
             if let Some(r) = self.jobs.get_mut(&job) {
                 self.enforcer.set_suspended(job, true);
-                proc::signal_group(r.pid, libc::SIGSTOP);
+                // Slurm suspends its own jobs (the server runs scontrol suspend).
+                if r.slurm.is_none() {
+                    proc::signal_group(r.pid, libc::SIGSTOP);
+                }
                 r.suspended = true;
             }
         }
         for job in resp.resume {
             if let Some(r) = self.jobs.get_mut(&job) {
                 r.suspended = false;
-                proc::signal_group(r.pid, libc::SIGCONT);
+                if r.slurm.is_none() {
+                    proc::signal_group(r.pid, libc::SIGCONT);
+                }
                 self.enforcer.set_suspended(job, false);
             }
         }
@@ -587,7 +650,18 @@ impl Agent {
             if self.jobs.contains_key(&s.job) || self.exited.contains_key(&s.job) {
                 continue;
             }
-            self.start(s);
+            match (&self.cfg.slurm, s.slurm_job_id) {
+                (None, None) => self.start(s),
+                (Some(_), Some(_)) => self.adopt_slurm(s, None),
+                (Some(_), None) => {
+                    let why = format!("node {} runs only jobs Slurm launches (libra node --slurm), and this one has no Slurm job id: the server's executor is not Slurm", self.cfg.name);
+                    self.failed_start(&s, why, unix_now());
+                }
+                (None, Some(id)) => {
+                    let why = format!("node {}'s agent does not adopt Slurm jobs (Slurm job {id}): run it as libra node --slurm beside slurmd", self.cfg.name);
+                    self.failed_start(&s, why, unix_now());
+                }
+            }
         }
     }
 
@@ -757,6 +831,7 @@ impl Agent {
                         dir,
                         watched: files.watched,
                         timed_out: None,
+                        slurm: None,
                     },
                 );
             }
@@ -767,6 +842,135 @@ impl Agent {
                 }
                 self.failed_start(&s, error, now);
             }
+        }
+    }
+
+    /// Takes a job Slurm launched (or will launch) on this node: its group in the enforcer, with
+    /// the admitted share; its processes are moved there by `follow_slurm_jobs`. `since`: when
+    /// an earlier agent adopted it.
+    fn adopt_slurm(&mut self, s: StartJob, since: Option<f64>) {
+        let Some(id) = s.slurm_job_id else { return };
+        let now = unix_now();
+        let dir = self.cfg.workdir.join(format!("job-{}", s.job));
+        let procs = match self.enforcer.prepare(s.job, s.share) {
+            Ok(p) => p,
+            Err(e) => {
+                return self.failed_start(
+                    &s,
+                    format!("node {}: the job's CPU group: {e}", self.cfg.name),
+                    now,
+                )
+            }
+        };
+        let owner = self.identity_for(&s).ok().flatten().map(|i| i.uid);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            tracing::warn!(job = s.job, "{}: {e}", dir.display());
+        }
+        let watched = JobFiles::plan(&s, &dir, &self.cfg.name, owner).map(|f| f.watched).unwrap_or_default();
+        let start_time = since.unwrap_or(now);
+        let record = serde_json::to_string(&JobRecord { spec: s.clone(), start_time })
+            .map_err(std::io::Error::other)
+            .and_then(|r| std::fs::write(dir.join(SLURM_FILE), r));
+        if let Err(e) = record {
+            tracing::warn!(
+                job = s.job,
+                "job record not written (a restart of this agent would lose the job): {e}"
+            );
+        }
+        tracing::info!(job = s.job, slurm_job = id, share = s.share, "adopted from Slurm");
+        let (share, suspended) = (s.share, s.suspended);
+        if suspended {
+            self.enforcer.set_suspended(s.job, true);
+        }
+        self.jobs.insert(
+            s.job,
+            Running {
+                spec: s,
+                pid: 0,
+                ticks: None,
+                adopted: false,
+                start_time,
+                cpu: 0.0,
+                share,
+                suspended,
+                dir,
+                watched,
+                timed_out: None,
+                slurm: Some(SlurmJob { id, procs, started: since.is_some(), kill_asked: None }),
+            },
+        );
+        // Its processes join its group at once, not a period later.
+        self.follow_slurm_jobs(now);
+    }
+
+    /// Every period, for the jobs Slurm runs here: their processes (new steps too) into their
+    /// groups, their CPU from the groups, and the end of those Slurm no longer runs.
+    fn follow_slurm_jobs(&mut self, now: f64) {
+        let Some(slurm) = self.cfg.slurm.clone() else { return };
+        let ids: Vec<u64> = self.jobs.values().filter_map(|r| r.slurm.as_ref().map(|s| s.id)).collect();
+        if ids.is_empty() {
+            return;
+        }
+        let states = match slurm.states(&ids) {
+            Ok(s) => s,
+            Err(e) => {
+                // Slurm cannot be asked: keep the jobs as they are until it can.
+                tracing::warn!("{e}");
+                return;
+            }
+        };
+        let mut ended = Vec::new();
+        for (job, r) in self.jobs.iter_mut() {
+            let Some(sj) = &mut r.slurm else { continue };
+            let state = states.get(&sj.id).map(String::as_str);
+            if !sj.started && state.is_some_and(|s| s != "PENDING" && s != "CONFIGURING") {
+                sj.started = true;
+                r.start_time = now;
+            }
+            let pids = if state.is_some_and(crate::slurm::active) {
+                slurm.listpids(sj.id, &self.cfg.name).unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            if let Some(procs) = &sj.procs {
+                let moved = crate::slurm::keep_in_group(procs, &pids);
+                if moved > 0 {
+                    tracing::debug!(job, slurm_job = sj.id, moved, "processes moved into the job's group");
+                }
+            }
+            let cpu = sj
+                .procs
+                .as_deref()
+                .and_then(Path::parent)
+                .and_then(crate::slurm::group_cpu)
+                .unwrap_or_else(|| crate::slurm::pids_cpu(&pids));
+            r.cpu = r.cpu.max(cpu);
+            if !state.is_some_and(crate::slurm::active) {
+                ended.push(*job);
+            }
+        }
+        for job in ended {
+            let Some(r) = self.jobs.remove(&job) else { continue };
+            // Whatever is left in its group goes with it, and the group.
+            self.enforcer.remove(job);
+            let output =
+                r.watched.iter().filter_map(|w| launch::chunk(w, libra_api::OUTPUT_LIMIT as u64)).collect();
+            tracing::info!(job, cpu = r.cpu, "Slurm no longer runs it");
+            self.exited.insert(
+                job,
+                ExitReport {
+                    job,
+                    // Slurm's completion record gives the server the exit code.
+                    exit_code: None,
+                    signal: None,
+                    cpu_seconds: r.cpu,
+                    start_time: r.start_time,
+                    end_time: now,
+                    output,
+                    error: None,
+                    timed_out: false,
+                },
+            );
         }
     }
 
@@ -793,7 +997,8 @@ impl Agent {
     /// SIGTERM to the whole job, then SIGKILL after `KILL_WAIT`.
     fn enforce_time_limits(&mut self) {
         let now = unix_now();
-        for r in self.jobs.values_mut() {
+        // Slurm stops its jobs at their time limit itself (sbatch --time).
+        for r in self.jobs.values_mut().filter(|r| r.slurm.is_none()) {
             match (r.timed_out, r.spec.time_limit) {
                 (None, Some(limit)) if now - r.start_time > limit => {
                     tracing::info!(job = r.spec.job, limit, "time limit reached: stopping the job");
@@ -850,7 +1055,8 @@ impl Agent {
         let now = unix_now();
         // Each job's whole session: children that are still running count too.
         let by_session = proc::cpu_by_session();
-        for r in self.jobs.values_mut() {
+        self.follow_slurm_jobs(now);
+        for r in self.jobs.values_mut().filter(|r| r.slurm.is_none()) {
             if let Some(cpu) = by_session.get(&r.pid).copied().or_else(|| proc::cpu_seconds(r.pid)) {
                 r.cpu = r.cpu.max(cpu);
             }
@@ -881,6 +1087,22 @@ impl Agent {
                 }
                 r.share = share;
             }
+        }
+    }
+}
+
+/// Signals every process in a job's group (its cgroup.procs file).
+fn signal_procs(procs: Option<&Path>, sig: i32) {
+    let Some(procs) = procs else { return };
+    for pid in std::fs::read_to_string(procs)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .filter(|p| *p > 1)
+    {
+        // SAFETY: kill(2) on a pid read from the job's own group, never 0 or 1.
+        unsafe {
+            libc::kill(pid, sig);
         }
     }
 }
@@ -922,6 +1144,7 @@ mod tests {
                 allow_root: false,
                 array_id: None,
                 array_task: None,
+                slurm_job_id: None,
             },
             start_time: 2.0,
         })
@@ -1025,14 +1248,16 @@ mod tests {
 
         let mut found = orphans(dir.path());
         found.sort_by_key(|o| match o {
-            Orphan::Running { record, .. } | Orphan::Ended { record, .. } => record.spec.job,
+            Orphan::Running { record, .. } | Orphan::Ended { record, .. } | Orphan::Slurm { record } => {
+                record.spec.job
+            }
         });
         assert_eq!(found.len(), 3);
         match &found[0] {
             Orphan::Running { record, pid: p, ticks: t, .. } => {
                 assert_eq!((record.spec.job, *p, *t, record.start_time), (7, pid, ticks, 2.0));
             }
-            Orphan::Ended { .. } => panic!("a running job was taken for ended"),
+            Orphan::Ended { .. } | Orphan::Slurm { .. } => panic!("a running job was taken for ended"),
         }
         assert!(proc::try_reap(pid).is_none(), "an adopted job was stopped");
         let Orphan::Ended { record: r9, dir: d9 } = &found[1] else { panic!("job 9 is not ended") };

@@ -41,6 +41,10 @@ pub trait Enforcer: Send {
     /// Stops what an earlier agent left in job groups other than `keep` (jobs nobody tracks any
     /// more, which would run outside every share) and removes those groups.
     fn clear_stale(&mut self, _keep: &std::collections::HashSet<u64>) {}
+    /// Caps each job at exactly its share (quota = share x period) instead of its proportion
+    /// of the node: on a node Libra shares with others (a Slurm node, whose other partitions'
+    /// jobs run beside Libra's), Libra takes what it promised and no more.
+    fn set_strict(&mut self, _strict: bool) {}
 }
 
 /// Kills every process in a job's control group until it stays empty (a process may fork while
@@ -119,6 +123,8 @@ pub struct CgroupEnforcer {
     node_dir: PathBuf,
     cpus: f64,
     jobs: HashMap<u64, JobGroup>,
+    /// See `Enforcer::set_strict`.
+    strict: bool,
 }
 
 struct JobGroup {
@@ -140,6 +146,14 @@ pub fn job_quotas(cpus: f64, shares: &[(u64, f64)]) -> Vec<(u64, u64)> {
             let frac = if total > 0.0 { s.max(0.0) / total } else { 1.0 / shares.len() as f64 };
             (job, ((frac * cpus * CFS_PERIOD_US as f64).round() as u64).max(1000))
         })
+        .collect()
+}
+
+/// Each job's cap at exactly its share: quota = share x period (see `Enforcer::set_strict`).
+pub fn strict_quotas(shares: &[(u64, f64)]) -> Vec<(u64, u64)> {
+    shares
+        .iter()
+        .map(|&(job, s)| (job, ((s.max(0.0) * CFS_PERIOD_US as f64).round() as u64).max(1000)))
         .collect()
 }
 
@@ -199,7 +213,7 @@ impl CgroupEnforcer {
                 kernel.write(&f, "+cpu").map_err(err(&f))?;
             }
         }
-        Ok(CgroupEnforcer { kernel, version, node_dir, cpus, jobs: HashMap::new() })
+        Ok(CgroupEnforcer { kernel, version, node_dir, cpus, jobs: HashMap::new(), strict: false })
     }
 
     pub fn node_dir(&self) -> &Path {
@@ -216,7 +230,8 @@ impl CgroupEnforcer {
     /// others' caps).
     fn rebalance(&mut self) -> Result<(), EnforceError> {
         let shares: Vec<(u64, f64)> = self.jobs.iter().map(|(j, g)| (*j, g.share)).collect();
-        for (job, quota) in job_quotas(self.cpus, &shares) {
+        let quotas = if self.strict { strict_quotas(&shares) } else { job_quotas(self.cpus, &shares) };
+        for (job, quota) in quotas {
             let Some(g) = self.jobs.get(&job) else { continue };
             // Each write restarts the kernel's accounting of the group's period: rewriting caps
             // that moved by a hair every job-control period would blur the shares it enforces.
@@ -276,6 +291,10 @@ impl Enforcer for CgroupEnforcer {
     }
 
     fn set_suspended(&mut self, _job: u64, _suspended: bool) {}
+
+    fn set_strict(&mut self, strict: bool) {
+        self.strict = strict;
+    }
 
     /// Job groups left by an agent that was killed whose jobs the new agent does not adopt:
     /// nobody tracks their processes any more (the server has marked them lost).
@@ -442,6 +461,8 @@ mod tests {
         let p = CFS_PERIOD_US;
         assert_eq!(q, vec![(1, p * 3 / 4), (2, p / 4)]);
         assert_eq!(job_quotas(0.5, &[(1, 0.0), (2, 0.0)]), vec![(1, p / 4), (2, p / 4)]);
+        // Strict (beside slurmd): exactly the share, whatever the others hold.
+        assert_eq!(strict_quotas(&[(1, 0.3), (2, 0.1)]), vec![(1, p * 3 / 10), (2, p / 10)]);
     }
 
     #[test]

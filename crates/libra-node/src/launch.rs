@@ -226,6 +226,7 @@ mod tests {
             allow_root: false,
             array_id: None,
             array_task: None,
+            slurm_job_id: None,
         }
     }
 

@@ -32,6 +32,8 @@ pub struct App {
     _lock: crate::backup::StoreLock,
     /// The configuration as last loaded (at start or by a reload): what a reload compares with.
     live: Mutex<Config>,
+    /// What carries out the scheduler's decisions (`[executor] kind`).
+    pub executor: std::sync::Arc<dyn crate::executor::Executor>,
 }
 
 pub struct NodeRt {
@@ -64,6 +66,8 @@ pub struct Inner {
     pub max_active_jobs: u32,
     submit_rate: f64,
     submit_burst: u32,
+    /// What admission and the agent exchange must respect of the executor in force.
+    pub exec: crate::executor::ExecLimits,
 }
 
 /// The most callers kept in the token cache (a flood of distinct valid tokens cannot grow it
@@ -95,7 +99,8 @@ impl App {
         let lock = crate::backup::StoreLock::acquire(&config.db)?;
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
-        let inner = Inner::load(db, &config, now())?;
+        let executor = crate::executor::build(&config.executor);
+        let inner = Inner::load(db, &config, executor.limits(), now())?;
         let sweeps = std::sync::Arc::new(crate::sweeps::Sweeps::open(
             config.broker_db(),
             &config.sweep_clusters,
@@ -115,7 +120,15 @@ impl App {
             _lock: lock,
             live: Mutex::new(config.clone()),
             config,
+            executor,
         })
+    }
+
+    /// The store now says something else should run (a job admitted, cancelled, suspended,
+    /// resumed): the node agents waiting in a sync look again, and the executor carries it out.
+    pub fn changed(&self) {
+        self.work.notify_waiters();
+        self.executor.changed();
     }
 
     /// Applies a reloaded configuration (SIGHUP): the settings in `config::RELOADABLE` that
@@ -195,7 +208,12 @@ impl Inner {
     /// Rebuilds the in-memory view from the store: nodes (given one timeout of grace to report
     /// again), the policy, its placement and the prices last set, and the commitments of every
     /// accepted job.
-    fn load(db: Connection, config: &Config, now: f64) -> Result<Inner, ServerError> {
+    fn load(
+        db: Connection,
+        config: &Config,
+        exec: crate::executor::ExecLimits,
+        now: f64,
+    ) -> Result<Inner, ServerError> {
         let stored = store::setting(&db, "policy")?;
         // The placement was set with the policy: a stored policy comes with its stored placement
         // (none stored: the policy's default), the configured one with the configured one.
@@ -215,6 +233,7 @@ impl Inner {
         let policy = build_policy_with(&policy_name, pricing, placement)
             .map_err(|e| ServerError::Invalid(e.to_string()))?;
         let mut cluster = Cluster::new();
+        cluster.set_max_jobs_per_node(exec.jobs_per_node);
         let mut nodes = HashMap::new();
         {
             let mut st =
@@ -306,6 +325,7 @@ impl Inner {
             max_active_jobs: config.max_active_jobs,
             submit_rate: config.submit_rate,
             submit_burst: config.submit_burst,
+            exec,
         };
         inner
             .recommit_waiting()

@@ -67,6 +67,66 @@ pub struct Config {
     pub submit_rate: f64,
     /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
     pub submit_burst: u32,
+    /// What runs the admitted jobs: Libra's own node agents, or an existing Slurm cluster.
+    pub executor: ExecutorConfig,
+}
+
+/// What carries out the scheduler's decisions on the nodes (`[executor]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// Libra's node agents (`libra node`) launch and control the jobs.
+    #[default]
+    Libra,
+    /// Each admitted job is handed to Slurm (`sbatch` as its owner, on the node Libra chose);
+    /// the agents beside slurmd (`libra node --slurm`) enforce the shares.
+    Slurm,
+}
+
+impl std::fmt::Display for ExecutorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ExecutorKind::Libra => "libra",
+            ExecutorKind::Slurm => "slurm",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecutorConfig {
+    /// `libra` (the default) or `slurm`.
+    pub kind: ExecutorKind,
+    /// Slurm: the partition Libra owns (OverSubscribe=FORCE:N in slurm.conf).
+    pub partition: String,
+    /// Slurm: the most Libra jobs one node runs at once, Slurm's OverSubscribe=FORCE:N. Admission
+    /// counts them, or an admitted job would wait in Slurm's queue and miss its deadline.
+    pub jobs_per_node: u32,
+    /// Slurm: memory given to a job that asked for none, MB (Slurm would otherwise give it the
+    /// whole node and no other job could share it). Admission counts it too.
+    pub default_mem_mb: u64,
+    /// Slurm: where sbatch, squeue, scancel and scontrol are (absent: found on PATH).
+    pub bin_dir: Option<PathBuf>,
+    /// Slurm: the file holding the secret the jobcomp script presents when it reports a job's
+    /// end (`libra slurm jobcomp-lua`); readable only by root and SlurmUser.
+    pub jobcomp_token_file: Option<PathBuf>,
+    /// Slurm: seconds to wait, after Slurm reported a job's end, for the node agent's final CPU
+    /// figure before the job is settled with the CPU last reported.
+    pub jobcomp_grace: f64,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            kind: ExecutorKind::Libra,
+            partition: "libra".into(),
+            jobs_per_node: 4,
+            default_mem_mb: 512,
+            bin_dir: None,
+            jobcomp_token_file: None,
+            jobcomp_grace: 30.0,
+        }
+    }
 }
 
 /// How log lines are written.
@@ -162,6 +222,7 @@ impl Default for Config {
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
             submit_rate: DEFAULT_SUBMIT_RATE,
             submit_burst: DEFAULT_SUBMIT_BURST,
+            executor: ExecutorConfig::default(),
         }
     }
 }
@@ -244,8 +305,42 @@ impl Config {
         }
         libra_core::policy::build_policy_with(&self.policy, self.pricing, self.placement)
             .map_err(|e| ServerError::Invalid(e.to_string()))?;
+        self.executor.validate()?;
         for c in &self.sweep_clusters {
             crate::sweeps::origin(c).map_err(|e| ServerError::Invalid(format!("sweep_clusters: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutorConfig {
+    pub fn validate(&self) -> Result<(), ServerError> {
+        if !(1..=64).contains(&self.jobs_per_node) {
+            return Err(ServerError::Invalid(format!(
+                "executor.jobs_per_node: {} is not accepted: give Slurm's OverSubscribe=FORCE:N count, 1 to 64",
+                self.jobs_per_node
+            )));
+        }
+        if self.partition.is_empty()
+            || !self.partition.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(ServerError::Invalid(format!(
+                "executor.partition: '{}' is not accepted: give a Slurm partition name (letters, digits, '-', '_', '.')",
+                self.partition
+            )));
+        }
+        if !(self.jobcomp_grace >= 0.0 && self.jobcomp_grace <= 86_400.0) {
+            return Err(ServerError::Invalid(format!(
+                "executor.jobcomp_grace: {} is not accepted: give seconds from 0 to 86400",
+                self.jobcomp_grace
+            )));
+        }
+        if self.kind == ExecutorKind::Slurm && self.jobcomp_token_file.is_none() {
+            return Err(ServerError::Invalid(
+                "executor.jobcomp_token_file: kind = \"slurm\" needs the file holding the secret Slurm's jobcomp script presents \
+                 (make one with `libra slurm jobcomp-lua --token-file FILE`)"
+                    .into(),
+            ));
         }
         Ok(())
     }

@@ -131,7 +131,7 @@ impl App {
                 started |= answers.iter().any(|a| matches!(a, Some(Ok(j)) if j.state == JobState::Pending || j.state == JobState::Running));
             }
             if started {
-                self.work.notify_waiters();
+                self.changed();
             }
             for (w, a) in batch.into_iter().zip(answers) {
                 let _ = w.reply.send(a.unwrap_or_else(|| Err(ApiError::Internal("no answer".into()))));

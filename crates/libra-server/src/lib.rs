@@ -9,6 +9,7 @@ pub mod backup;
 mod change;
 pub mod config;
 pub mod error;
+pub mod executor;
 mod group_commit;
 pub mod ledger;
 pub mod login_guard;
@@ -89,6 +90,7 @@ pub async fn serve(
             }
         })
     };
+    let executor = app.executor.clone().spawn(app.clone());
     // The peer's address reaches the handlers (login throttling is per address).
     let service = routes::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let r = match tls {
@@ -110,6 +112,9 @@ pub async fn serve(
         }
     };
     watchdog.abort();
+    if let Some(e) = executor {
+        e.abort();
+    }
     r.map_err(ServerError::Io)
 }
 

@@ -287,6 +287,8 @@ impl Inner {
         for e in &r.exited {
             if assigned.contains_key(&e.job) {
                 record_exit(&tx, &r.name, e, now)?;
+                // The executor's own record of the end, if it came first, has the last word.
+                crate::executor::slurm::apply_slurm_end(&tx, e.job)?;
                 ended.push(e.job);
             }
             resp.ack.push(e.job);
@@ -367,11 +369,13 @@ impl Inner {
              j.cpus_per_task, j.name, n.rank, j.workdir, j.env, j.stdout_pattern, j.stderr_pattern, j.time_limit, \
              (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)), \
              (SELECT COALESCE(u.unix_user, u.name) FROM users u WHERE u.id = j.user_id), \
-             (SELECT u.allow_root FROM users u WHERE u.id = j.user_id), j.array_id, j.array_task \
+             (SELECT u.allow_root FROM users u WHERE u.id = j.user_id), j.array_id, j.array_task, j.slurm_id \
              FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
-             AND j.state IN ('PENDING','RUNNING','SUSPENDED') AND j.waiting = 0",
+             AND j.state IN ('PENDING','RUNNING','SUSPENDED') AND j.waiting = 0 AND (?2 = 0 OR j.slurm_id IS NOT NULL)",
         )?;
-        let rows = st.query_map(params![r.name], |row| {
+        // Under an executor that launches jobs itself (Slurm), the node's agent adopts a job
+        // only once the executor has it (its id is known).
+        let rows = st.query_map(params![r.name, self.exec.launches_itself], |row| {
             let state: String = row.get(1)?;
             let command: String = row.get(2)?;
             let env: Option<String> = row.get(14)?;
@@ -403,6 +407,7 @@ impl Inner {
                     array_task: row
                         .get::<_, Option<i64>>(22)?
                         .map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
+                    slurm_job_id: row.get::<_, Option<i64>>(23)?.map(|t| t as u64),
                 },
                 row.get::<_, bool>(7)?,
             ))

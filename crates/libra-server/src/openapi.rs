@@ -405,6 +405,14 @@ const ROUTES: &[Route] = &[
         one::<SyncResponse>,
         "node (its credential)",
     ),
+    (
+        "post",
+        "/api/slurm/jobcomp",
+        "Slurm's completion record of a job Libra handed to Slurm (sent by the jobcomp script `libra slurm jobcomp-lua` makes)",
+        Some(one::<SlurmJobComp>),
+        one::<SlurmJobCompAck>,
+        "Slurm (the notifier's secret)",
+    ),
 ];
 
 pub fn build() -> Value {

@@ -154,6 +154,7 @@ impl Inner {
         let mut stored: Vec<Result<(u64, JobState), ApiError>> = Vec::with_capacity(items.len());
         let mut in_view: Vec<u64> = Vec::new();
         for (caller, req, key) in items {
+            let req = &*self.executor_defaults(req);
             let one = check_request(req).and_then(|()| {
                 tx.execute_batch("SAVEPOINT submission")?;
                 let r = self.store_submission(&tx, caller, req, *key, now);
@@ -190,6 +191,19 @@ impl Inner {
                 store::job(&self.db, id)?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))
             })
             .collect()
+    }
+
+    /// The request as the executor in force runs it: under Slurm a job that asked for no
+    /// memory gets `default_mem_mb` (Slurm would give it the whole node), and admission counts
+    /// that, so that the job never waits in Slurm's queue for memory.
+    fn executor_defaults<'a>(&self, req: &'a SubmitRequest) -> std::borrow::Cow<'a, SubmitRequest> {
+        if req.spec.resources.mem_mb == 0 && self.exec.default_mem_mb > 0 {
+            let mut r = req.clone();
+            r.spec.resources.mem_mb = self.exec.default_mem_mb;
+            std::borrow::Cow::Owned(r)
+        } else {
+            std::borrow::Cow::Borrowed(req)
+        }
     }
 
     /// One submission's decision and its rows (job, hold, nodes) inside the batch's

@@ -117,6 +117,16 @@ pub fn parts_ending(
     if open > 0 {
         return Ok(None);
     }
+    // A job an executor launched itself (Slurm) has ended only once that executor says so too
+    // (`executor::slurm`: its completion record, or the grace period after it left the queue).
+    let external_open: bool = conn
+        .prepare_cached("SELECT slurm_id IS NOT NULL AND slurm_end IS NULL FROM jobs WHERE id = ?1")?
+        .query_row(params![job as i64], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false);
+    if external_open {
+        return Ok(None);
+    }
     if lost > 0 {
         let node: Option<String> = conn
             .query_row("SELECT node FROM job_nodes WHERE job = ?1 AND lost = 1", params![job as i64], |r| {

@@ -235,6 +235,18 @@ const MIGRATIONS: &[&str] = &[
      BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
      CREATE TRIGGER project_ledger_no_delete BEFORE DELETE ON project_ledger
      BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;",
+    // 10: jobs handed to Slurm (`[executor] kind = \"slurm\"`): the Slurm job id, what the
+    // executor has carried out there (scancel sent, suspended), and Slurm's completion record
+    // (jobcomp: its state, exit status and times, and when it arrived).
+    "ALTER TABLE jobs ADD COLUMN slurm_id INTEGER;
+     ALTER TABLE jobs ADD COLUMN slurm_cancelled INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN slurm_suspended INTEGER NOT NULL DEFAULT 0;
+     ALTER TABLE jobs ADD COLUMN slurm_state TEXT;
+     ALTER TABLE jobs ADD COLUMN slurm_exit INTEGER;
+     ALTER TABLE jobs ADD COLUMN slurm_start REAL;
+     ALTER TABLE jobs ADD COLUMN slurm_end REAL;
+     ALTER TABLE jobs ADD COLUMN slurm_reported REAL;
+     CREATE INDEX jobs_slurm ON jobs(slurm_id) WHERE slurm_id IS NOT NULL;",
 ];
 
 /// The schema version this build writes.
@@ -341,7 +353,7 @@ pub const JOB_COLUMNS: &str =
      (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes n WHERE n.job = j.id ORDER BY rank)), \
      j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement, \
      j.array_id, j.array_task, j.dependency, j.waiting, \
-     COALESCE((SELECT p.name FROM projects p WHERE p.id = j.project_id), u.name)";
+     COALESCE((SELECT p.name FROM projects p WHERE p.id = j.project_id), u.name), j.slurm_id";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -384,6 +396,7 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
             .unwrap_or_default(),
         waiting: r.get(30)?,
         account: r.get(31)?,
+        slurm_job_id: r.get::<_, Option<i64>>(32)?.map(|t| t as u64),
     })
 }
 

@@ -10,31 +10,6 @@ use common::*;
 use libra_api::{Client, JobState, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::process::Command;
-
-/// A Unix account made for the test, removed when dropped.
-struct Account {
-    name: String,
-    uid: u32,
-    gid: u32,
-}
-
-impl Account {
-    fn create(name: &str) -> Option<Account> {
-        let made = Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", name]).status();
-        if !made.is_ok_and(|s| s.success()) {
-            return None;
-        }
-        let id = libra_node::proc::Identity::lookup(name).ok().flatten()?;
-        Some(Account { name: name.into(), uid: id.uid, gid: id.gid })
-    }
-}
-
-impl Drop for Account {
-    fn drop(&mut self) {
-        let _ = Command::new("userdel").arg(&self.name).status();
-    }
-}
 
 /// A directory owned by `a`, readable by nobody else.
 fn home(cl: &Cluster, a: &Account) -> std::path::PathBuf {

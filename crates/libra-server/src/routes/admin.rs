@@ -63,7 +63,7 @@ pub async fn node_forget(
         g.caller(&headers)?.require_admin("forget a node")?;
         g.forget_node(&name, now())?
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(NodeForgotten { name, jobs_lost }))
 }
 
@@ -89,7 +89,7 @@ pub async fn node_action(
         // Undrained capacity may start queued jobs (space-shared policies) at once.
         g.dispatch_queue(now())?;
     }
-    app.work.notify_waiters();
+    app.changed();
     let Json(all) = nodes(State(app), headers).await?;
     all.into_iter()
         .find(|n| n.name == name)
@@ -281,7 +281,7 @@ pub async fn job_action(
             }
         }
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(job))
 }
 
@@ -437,7 +437,7 @@ pub async fn user_action(
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))??;
     }
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(resp))
 }
 

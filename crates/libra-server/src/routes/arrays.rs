@@ -31,7 +31,7 @@ pub async fn submit(
     .await
     .map_err(|e| ApiError::Internal(format!("the array was lost before it was decided: {e}")))??;
     if answer.accepted {
-        app.work.notify_waiters();
+        app.changed();
     }
     Ok(Json(answer))
 }
@@ -54,6 +54,6 @@ pub async fn cancel(
         let who = g.caller(&headers)?;
         g.cancel_array(&who, id, now())?
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(tasks))
 }

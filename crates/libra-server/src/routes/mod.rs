@@ -92,6 +92,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/admin/backup", post(admin::backup))
         .route("/api/node/register", post(node::register))
         .route("/api/node/sync", post(node::sync))
+        .route("/api/slurm/jobcomp", post(node::slurm_jobcomp))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::audit::record))
         .with_state(app)

@@ -81,3 +81,33 @@ pub async fn sync(
         }
     }
 }
+
+/// Slurm's completion record of a job (`libra slurm jobcomp-lua` sends it), authenticated with
+/// the Slurm notifier's secret (`[executor] jobcomp_token_file`, read at each request so that a
+/// new secret takes effect without a restart).
+pub async fn slurm_jobcomp(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Body(r): Body<libra_api::SlurmJobComp>,
+) -> Result<Json<libra_api::SlurmJobCompAck>, ApiError> {
+    let Some(file) = app.config.executor.jobcomp_token_file.clone() else {
+        return Err(ApiError::NotFound(
+            "this server does not run its jobs on Slurm ([executor] kind = \"slurm\"): no completion records are taken".into(),
+        ));
+    };
+    let secret = tokio::task::spawn_blocking(move || std::fs::read_to_string(&file))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| ApiError::Internal(format!("executor.jobcomp_token_file: {e}")))?;
+    let secret = secret.trim();
+    match bearer(&headers) {
+        Some(t) if !secret.is_empty() && same_secret(t, secret) => {}
+        _ => return Err(ApiError::Unauthorized(
+            "Slurm completion records must carry the Slurm notifier's secret (executor.jobcomp_token_file)"
+                .into(),
+        )),
+    }
+    let ack = app.lock().slurm_jobcomp(&r, &app.config.executor.partition, now())?;
+    app.changed();
+    Ok(Json(ack))
+}

@@ -59,7 +59,7 @@ pub async fn update(
         let who = g.caller(&headers)?;
         g.update(&who, id, &req, now())?
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(answer))
 }
 
@@ -75,7 +75,7 @@ pub async fn hold(
         let who = g.caller(&headers)?;
         g.hold(&who, id, now())?
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(job))
 }
 
@@ -90,6 +90,6 @@ pub async fn release(
         let who = g.caller(&headers)?;
         g.release(&who, id, now())?
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(answer))
 }

@@ -13,6 +13,7 @@ use libra_api::*;
 use rusqlite::params;
 use serde::Deserialize;
 use std::sync::Arc;
+use std::time::Duration;
 
 type Res<T> = Result<Json<T>, ApiError>;
 
@@ -164,7 +165,42 @@ pub async fn submit(
     Body(req): Body<SubmitRequest>,
 ) -> Res<JobInfo> {
     let key = idempotency_key(&headers)?;
-    Ok(Json(app.submit_grouped(headers, req, key).await?))
+    let job = app.submit_grouped(headers, req, key).await?;
+    Ok(Json(handed_on(&app, job).await))
+}
+
+/// How long a submission's answer waits for an executor that launches jobs itself (Slurm) to
+/// have the job, so that the answer carries its id (`slurm_job_id`). The admission is already
+/// committed; past this the answer goes without the id (`libra status` shows it later).
+const HAND_ON_WAIT: Duration = Duration::from_secs(3);
+
+/// The job as the executor has it: under Slurm, once sbatch has given it an id (or refused it).
+async fn handed_on(app: &Arc<App>, job: JobInfo) -> JobInfo {
+    let waits = app.executor.limits().launches_itself
+        && job.state == JobState::Pending
+        && !job.nodes.is_empty()
+        && job.slurm_job_id.is_none();
+    if !waits {
+        return job;
+    }
+    let deadline = tokio::time::Instant::now() + HAND_ON_WAIT;
+    let mut job = job;
+    loop {
+        // The executor wakes the agents' waiters once it has recorded an id.
+        let notified = app.work.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        match crate::store::job(&app.lock().db, job.id) {
+            Ok(Some(j)) => job = j,
+            _ => return job,
+        }
+        if job.slurm_job_id.is_some() || job.state != JobState::Pending {
+            return job;
+        }
+        if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            return job;
+        }
+    }
 }
 
 /// The request's `Idempotency-Key`, if it carries a valid one.
@@ -246,7 +282,7 @@ pub async fn cancel(
         let who = g.caller(&headers)?;
         g.cancel(&who, id, now())?
     };
-    app.work.notify_waiters();
+    app.changed();
     Ok(Json(job))
 }
 

@@ -46,12 +46,25 @@ impl Cluster {
         Cluster::start_with(nodes, cpus, node_timeout, true)
     }
 
+    /// A server reading the site configuration file `config` (TOML: `[server]`,
+    /// `[server.executor]`, ...) with no node agents yet: the test starts its own.
+    pub fn start_configured(node_timeout: f64, config: &str) -> Cluster {
+        Cluster::start_full(0, 1.0, node_timeout, false, Some(config))
+    }
+
     fn start_with(nodes: usize, cpus: f64, node_timeout: f64, tls: bool) -> Cluster {
+        Cluster::start_full(nodes, cpus, node_timeout, tls, None)
+    }
+
+    fn start_full(nodes: usize, cpus: f64, node_timeout: f64, tls: bool, config: Option<&str>) -> Cluster {
         let dir = std::env::temp_dir().join(format!("libra-e2e-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).unwrap();
         // The secrets reach the processes as files, never as arguments.
         std::fs::write(dir.join("join-token"), JOIN).unwrap();
         std::fs::write(dir.join("admin-password"), ADMIN_PW).unwrap();
+        if let Some(config) = config {
+            std::fs::write(dir.join("server.toml"), config).unwrap();
+        }
         let port = free_port();
         let scheme = if tls { "https" } else { "http" };
         let mut c = Cluster {
@@ -90,6 +103,12 @@ impl Cluster {
                 "--no-fsync",
             ])
             .args(["--node-timeout", &self.node_timeout.to_string()])
+            .args(
+                Some(self.dir.join("server.toml"))
+                    .filter(|f| f.exists())
+                    .into_iter()
+                    .flat_map(|f| [std::ffi::OsString::from("--config"), f.into_os_string()]),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -373,4 +392,28 @@ impl Lines {
 pub fn word_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let at = text.find(key)? + key.len();
     text[at..].split_whitespace().next()
+}
+
+/// A Unix account made for a test, removed when dropped.
+pub struct Account {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Account {
+    pub fn create(name: &str) -> Option<Account> {
+        let made = Command::new("useradd").args(["--no-create-home", "--shell", "/bin/sh", name]).status();
+        if !made.is_ok_and(|s| s.success()) {
+            return None;
+        }
+        let id = libra_node::proc::Identity::lookup(name).ok().flatten()?;
+        Some(Account { name: name.into(), uid: id.uid, gid: id.gid })
+    }
+}
+
+impl Drop for Account {
+    fn drop(&mut self) {
+        let _ = Command::new("userdel").arg(&self.name).status();
+    }
 }

@@ -162,6 +162,7 @@ pub fn status(a: StatusArgs) -> Result<()> {
                 ("dependencies", libra_core::dependency::format_list(&j.dependencies)),
                 ("command", j.command.join(" ").chars().take(120).collect()),
                 ("nodes", j.nodes.join(",")),
+                ("slurm job", j.slurm_job_id.map(|s| s.to_string()).unwrap_or_default()),
                 ("share", format!("{:.3} CPU", j.share)),
                 ("estimate", fmt_dur(j.estimate)),
                 ("cpu used", format!("{} ({})", fmt_dur(j.cpu_seconds), progress(&j))),

@@ -14,6 +14,7 @@ mod quote;
 mod sbatch;
 mod server;
 pub(crate) mod settings;
+pub(crate) mod slurm;
 mod submit;
 mod torture;
 mod up;
@@ -70,6 +71,9 @@ pub enum ClusterCommand {
     Admin(admin::AdminArgs),
     /// Benchmarks of the running cluster.
     Bench(bench::BenchArgs),
+    /// Libra on an existing Slurm cluster: print or install slurm.conf lines, job_submit.lua, jobcomp.lua.
+    #[command(long_about = slurm::SLURM_ABOUT)]
+    Slurm(slurm::SlurmArgs),
     /// Write man pages for every command.
     Man(docs::ManArgs),
     /// Print a shell completion script.
@@ -117,6 +121,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Output(a) => jobs::output(a),
         ClusterCommand::Admin(a) => admin::run(a),
         ClusterCommand::Bench(a) => bench::run(a),
+        ClusterCommand::Slurm(a) => slurm::run(a),
         ClusterCommand::Man(a) => docs::man(a),
         ClusterCommand::Completions(a) => docs::completions(a),
         ClusterCommand::JobKeeper(a) => std::process::exit(libra_node::proc::keep(&a.record, &a.command)),

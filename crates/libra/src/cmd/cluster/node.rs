@@ -64,6 +64,17 @@ pub struct NodeArgs {
     /// What the agent logs: error, warn, info (the default), debug, trace, or a filter.
     #[arg(long)]
     pub log_level: Option<String>,
+    /// Run beside slurmd on a node of Libra's Slurm partition (the server's `[executor] kind =
+    /// "slurm"`): Slurm launches the jobs, this agent adopts each one the server names (its
+    /// processes, found with `scontrol listpids` every period, kept in a CPU group of the
+    /// agent's with a quota of share x period) and reports its CPU and its end. --name is the
+    /// Slurm node name (default: the host name); --cpus and --mem-mb default to what Slurm
+    /// says of the node.
+    #[arg(long)]
+    pub slurm: bool,
+    /// Where scontrol and squeue are (default: PATH).
+    #[arg(long, value_name = "DIR")]
+    pub slurm_bin_dir: Option<PathBuf>,
     #[command(flatten)]
     pub show: PrintConfig,
 }
@@ -95,6 +106,10 @@ pub struct NodeSettings {
     pub period: Option<f64>,
     pub log_level: String,
     pub log_format: LogFormat,
+    /// Beside slurmd: adopt the jobs Slurm launches instead of launching them.
+    pub slurm: bool,
+    /// Where scontrol and squeue are (default: PATH).
+    pub slurm_bin_dir: Option<PathBuf>,
 }
 
 impl Default for NodeSettings {
@@ -112,6 +127,8 @@ impl Default for NodeSettings {
             period: None,
             log_level: "info".into(),
             log_format: LogFormat::Text,
+            slurm: false,
+            slurm_bin_dir: None,
         }
     }
 }
@@ -170,6 +187,14 @@ fn settings(a: &NodeArgs) -> Result<(NodeSettings, Sources)> {
         s.log_level = v.clone();
         src.flag("log_level", "log-level", None);
     }
+    if a.slurm {
+        s.slurm = true;
+        src.flag("slurm", "slurm", None);
+    }
+    if let Some(v) = &a.slurm_bin_dir {
+        s.slurm_bin_dir = Some(v.clone());
+        src.flag("slurm_bin_dir", "slurm-bin-dir", None);
+    }
     if let Some(v) = crate::logging::flag_format() {
         s.log_format = v;
         src.flag("log_format", "log-format", Some(("LIBRA_LOG_FORMAT", &v.to_string())));
@@ -220,8 +245,23 @@ pub fn run(a: NodeArgs) -> Result<()> {
     }
     crate::logging::init(&s.log_level, s.log_format).map_err(|e| anyhow::anyhow!("log_level: {e}"))?;
     let name = s.name.unwrap_or_else(hostname);
-    let cpus =
-        s.cpus.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0));
+    let cores = std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0);
+    let slurm = s.slurm.then(|| libra_node::slurm::SlurmNode { bin_dir: s.slurm_bin_dir.clone() });
+    let (mut cpus, mut mem_mb) = (s.cpus, s.mem_mb);
+    if let Some(sl) = &slurm {
+        // The node as Slurm knows it, so that Libra admits what Slurm will run at once.
+        let (c, m) = sl.node_info(&name).map_err(anyhow::Error::msg)?;
+        if cpus.is_none() {
+            if c > cores {
+                eprintln!("warning: Slurm says node {name} has {c} CPUs; this machine has {cores}: offering {cores}");
+            }
+            cpus = Some(c.min(cores));
+        }
+        if mem_mb == 0 {
+            mem_mb = m;
+        }
+    }
+    let cpus = cpus.unwrap_or(cores);
     let workdir = match s.workdir {
         Some(w) => w,
         None => data_dir()?.join(format!("node-{name}")),
@@ -240,12 +280,13 @@ pub fn run(a: NodeArgs) -> Result<()> {
         join_token,
         name: name.clone(),
         cpus,
-        mem_mb: s.mem_mb,
+        mem_mb,
         workdir,
         mechanism: s.mechanism,
         period: s.period,
         // This very binary keeps the jobs (`libra job-keeper`).
         keeper: Some(std::env::current_exe().context("finding the libra binary to keep jobs with")?),
+        slurm,
     })?;
     eprintln!("libra node {name}: {cpus} CPUs, enforcing shares with {}", agent.mechanism());
     agent.run(|| false)?;
