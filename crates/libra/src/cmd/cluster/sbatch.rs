@@ -336,14 +336,6 @@ fn interpreter(text: &str, path: &Path) -> Result<String> {
     Ok(prog.to_string())
 }
 
-/// The Slurm job a job runs as, when the server's executor is Slurm. The field
-/// (`slurm_job_id`) comes with the Slurm executor's work on the job info; read through the
-/// job's serialised form, this command prints it wherever the server and the client have it.
-// TODO: once `JobInfo::slurm_job_id` is on this branch, read the field itself.
-fn slurm_job_id(job: &libra_api::JobInfo) -> Option<u64> {
-    serde_json::to_value(job).ok()?.get("slurm_job_id")?.as_u64()
-}
-
 pub fn run(a: SbatchArgs) -> Result<()> {
     let submitted = now();
     // The job's command and the options its script holds.
@@ -453,9 +445,6 @@ pub fn run(a: SbatchArgs) -> Result<()> {
         }
     } else {
         submit::print_decision(&job, &argv);
-        if let Some(id) = slurm_job_id(&job) {
-            println!("Slurm job {id}");
-        }
     }
     if job.state == JobState::Rejected {
         bail!("job {} was rejected", job.id);

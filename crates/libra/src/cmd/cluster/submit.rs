@@ -383,6 +383,10 @@ pub fn print_decision(job: &JobInfo, argv: &[String]) {
                 job.id
             );
         }
+        // On a server whose executor is Slurm: the id `squeue` and `scontrol` know the job by.
+        if let Some(id) = job.slurm_job_id {
+            println!("Slurm job {id}");
+        }
     }
 }
 
