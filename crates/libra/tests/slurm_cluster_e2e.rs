@@ -7,13 +7,11 @@
 //! (jobcomp and the agent's CPU) settles the ledger exactly once; a cancel scancels.
 
 mod common;
-#[path = "common/slurm.rs"]
-mod slurm;
 
+use common::slurm::{SlurmCluster, SlurmKnobs};
 use common::*;
 use libra_api::{Client, JobInfo, JobState, LedgerKind, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
-use slurm::{SlurmCluster, SlurmKnobs};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
