@@ -48,7 +48,10 @@ pub fn slurm_unavailable() -> Option<String> {
         return Some("not root (the cluster script installs packages and starts Slurm's daemons)".into());
     }
     let cpu = Path::new("/sys/fs/cgroup/cpu");
-    let probe = cpu.join(format!("libra-slurm-probe-{}", std::process::id()));
+    // One name per call: the tests of one binary probe at once from threads of one process.
+    static PROBES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = cpu.join(format!("libra-slurm-probe-{}-{n}", std::process::id()));
     match std::fs::create_dir(&probe) {
         Ok(()) => {
             let _ = std::fs::remove_dir(&probe);
