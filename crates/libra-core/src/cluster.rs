@@ -451,6 +451,30 @@ impl Cluster {
         self.nodes[i].entries.iter().map(|e| e.share(now)).sum()
     }
 
+    /// `node_load(i, now) + extra` when that is at most `limit`; `None` when it is above. Stops
+    /// reading the node's jobs as soon as the partial load proves the answer: every share is
+    /// finite and at least +0 (Algorithm 2 clamps it to `[0, cap]`, and every input is finite),
+    /// and adding a value >= +0 under round-to-nearest never lowers a float sum, so once the
+    /// partial sum plus `extra` is above `limit` the full sum plus `extra` is too. The sum runs
+    /// in `node_load`'s order from `Sum`'s start (-0.0), so an accepted value is bit for bit
+    /// `node_load(i, now) + extra`.
+    pub fn node_load_plus_within(&self, i: NodeIdx, now: f64, extra: f64, limit: f64) -> Option<f64> {
+        let mut load = -0.0;
+        for e in &self.nodes[i].entries {
+            load += e.share(now);
+            if load + extra > limit {
+                return None;
+            }
+        }
+        let total = load + extra;
+        // An empty node: no early exit ran, so check here (the same comparison).
+        if total > limit {
+            None
+        } else {
+            Some(total)
+        }
+    }
+
     /// The jobs of node `i` as job control sees them at `now`, in the order of `node_entries`.
     pub fn controlled_jobs(&self, i: NodeIdx, now: f64) -> Vec<ControlledJob> {
         self.nodes[i].entries.iter().map(|e| e.controlled(now)).collect()

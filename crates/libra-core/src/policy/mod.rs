@@ -282,4 +282,6 @@ pub(crate) fn new_job_share(estimate: f64, deadline: f64) -> f64 {
 #[cfg(test)]
 mod props;
 #[cfg(test)]
+mod scale;
+#[cfg(test)]
 mod tests;
