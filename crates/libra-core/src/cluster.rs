@@ -459,16 +459,31 @@ impl Cluster {
     /// in `node_load`'s order from `Sum`'s start (-0.0), so an accepted value is bit for bit
     /// `node_load(i, now) + extra`.
     pub fn node_load_plus_within(&self, i: NodeIdx, now: f64, extra: f64, limit: f64) -> Option<f64> {
+        self.node_load_plus_below(i, now, extra, limit, f64::INFINITY)
+    }
+
+    /// `node_load_plus_within`, also `None` as soon as the partial load plus `extra` reaches
+    /// `bar` (the full one would reach it too, by the same argument): for a caller that only
+    /// wants nodes loaded less than `bar`. Below `bar`, the value is `node_load(i, now) + extra`.
+    pub fn node_load_plus_below(
+        &self,
+        i: NodeIdx,
+        now: f64,
+        extra: f64,
+        limit: f64,
+        bar: f64,
+    ) -> Option<f64> {
         let mut load = -0.0;
         for e in &self.nodes[i].entries {
             load += e.share(now);
-            if load + extra > limit {
+            let t = load + extra;
+            if t > limit || t >= bar {
                 return None;
             }
         }
         let total = load + extra;
         // An empty node: no early exit ran, so check here (the same comparison).
-        if total > limit {
+        if total > limit || total >= bar {
             None
         } else {
             Some(total)

@@ -52,19 +52,21 @@ impl Libra {
     fn accepting_node(
         &self,
         spec: &JobSpec,
-        share: f64,
         cost: Option<Money>,
         j: NodeIdx,
         cluster: &Cluster,
         now: f64,
+        bar: f64,
     ) -> Option<Candidate> {
         let (e, d) = (spec.estimate(), spec.deadline());
+        let share = new_job_share(e, d);
         let node = &cluster.node(j).spec;
         if share > node.job_cap(spec.cpus_per_task()) + SHARE_EPS {
             return None;
         }
-        // `node_load + share`, or None when above the capacity (stopping early on a full node).
-        let load = cluster.node_load_plus_within(j, now, share, node.cpus + SHARE_EPS)?;
+        // `node_load + share`, or None when above the capacity or at least `bar` (stopping as
+        // soon as the partial load proves it).
+        let load = cluster.node_load_plus_below(j, now, share, node.cpus + SHARE_EPS, bar)?;
         // Only best fit reads RESFree; the paper's Libra never computes it.
         let res_free = match self.placement {
             Placement::BestFit => LibraPlus::res_free(cluster, j, e, d, now).1,
@@ -75,15 +77,21 @@ impl Libra {
 
     /// How many nodes accept the job, and the best `procs` of them in the placement's order
     /// within the budget (`choose`), in one pass with no vector as long as the cluster.
+    ///
+    /// With `prune` (the decision alone, not the count), least loaded stops reading a node's
+    /// jobs once it cannot be chosen: nodes come in index order, so once `procs` are kept every
+    /// later node has a higher index than all of them and, its order being (load, load, node),
+    /// enters only with a load strictly below the worst kept. Its partial load never exceeds
+    /// its full load (shares are finite and >= +0), so a partial load plus the job's share at or
+    /// above that bar rules it out. The count is then too low, and is not returned.
     fn accepting(
         &self,
         spec: &JobSpec,
         cluster: &Cluster,
         now: f64,
+        prune: bool,
     ) -> (usize, Option<(Vec<NodeIdx>, Money)>) {
-        let (e, d) = (spec.estimate(), spec.deadline());
-        let share = new_job_share(e, d);
-        let cost = self.cost(e, d);
+        let cost = self.cost(spec.estimate(), spec.deadline());
         let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
         let mut chooser =
             Chooser::new(spec.procs() as usize, spec.budget(), self.placement, Placement::LeastLoaded);
@@ -92,7 +100,11 @@ impl Libra {
             if !node.has_resources(mem, disk) {
                 continue;
             }
-            if let Some(c) = self.accepting_node(spec, share, cost, j, cluster, now) {
+            let bar = match chooser.worst() {
+                Some(w) if prune && self.placement == Placement::LeastLoaded => w.load,
+                _ => f64::INFINITY,
+            };
+            if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
                 count += 1;
                 chooser.push(c);
             }
@@ -127,7 +139,7 @@ impl Policy for Libra {
 
     fn least_budget(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Option<Money> {
         let procs = spec.procs() as usize;
-        if procs == 0 || self.accepting(spec, cluster, now).0 < procs {
+        if procs == 0 || self.accepting(spec, cluster, now, false).0 < procs {
             return None;
         }
         self.cost(spec.estimate(), spec.deadline())
@@ -158,7 +170,7 @@ impl Libra {
         }
         // Then every node is asked whether it can still meet all its deadlines with the job, and
         // the job goes to the first PROC of them in the placement's order.
-        match self.accepting(spec, cluster, now).1 {
+        match self.accepting(spec, cluster, now, true).1 {
             Some((nodes, cost)) => {
                 Decision::Accept { nodes, share: new_job_share(spec.estimate(), spec.deadline()), cost }
             }

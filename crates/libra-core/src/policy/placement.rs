@@ -163,6 +163,12 @@ impl Chooser {
         }
     }
 
+    /// Once `procs` candidates are kept, the worst of them: a later one enters only if it
+    /// comes before it in the order.
+    pub(crate) fn worst(&self) -> Option<&Candidate> {
+        (self.procs > 0 && self.heap.len() == self.procs).then(|| self.heap.peek().map(|r| &r.cand)).flatten()
+    }
+
     /// The first `procs` nodes in order and the highest of their costs, as `choose`.
     pub(crate) fn finish(self) -> Option<(Vec<NodeIdx>, Money)> {
         if self.procs == 0 || self.heap.len() < self.procs {

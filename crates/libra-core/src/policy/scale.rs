@@ -96,11 +96,17 @@ enum Op {
     Release { job: u64 },
 }
 
+/// Seconds either from a few round values (so that loads tie, which the orders break by node)
+/// or from a range.
+fn secs(lo: f64, hi: f64) -> impl Strategy<Value = f64> {
+    prop_oneof![(0usize..4).prop_map(move |i| (lo + 10.0) * [1.0, 2.0, 4.0, 8.0][i]), lo..hi]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0u64..16, proptest::collection::vec(0usize..6, 1..4), 1.0f64..400.0, 1.0f64..800.0, 1u32..3)
+        3 => (0u64..16, proptest::collection::vec(0usize..6, 1..4), secs(1.0, 400.0), secs(90.0, 800.0), 1u32..3)
             .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
-        2 => (0u64..16, 0.0f64..500.0, prop_oneof![Just(0.0), 0.0f64..1.5])
+        2 => (0u64..16, secs(0.0, 500.0), prop_oneof![Just(0.0), Just(0.5), 0.0f64..1.5])
             .prop_map(|(job, cpu, rate)| Op::Progress { job, cpu, rate }),
         1 => (0u64..16).prop_map(|job| Op::Release { job }),
     ]
@@ -147,8 +153,8 @@ proptest! {
         cpus in proptest::collection::vec(0u8..4, 6),
         ops in proptest::collection::vec(op(), 0..60),
         later in prop_oneof![Just(0.0), 0.0f64..1000.0],
-        estimate in 1.0f64..300.0,
-        deadline in 1.0f64..600.0,
+        estimate in secs(1.0, 300.0),
+        deadline in secs(1.0, 600.0),
         budget in 0i64..100_000,
         procs in 1u32..4,
         cpt in 1u32..3,
@@ -169,8 +175,8 @@ proptest! {
         prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
     }
 
-    /// The early-exit load is `node_load + extra` bit for bit when within the limit, and `None`
-    /// exactly when the full sum is above it.
+    /// The early-exit load is `node_load + extra` bit for bit when within the limit (and below
+    /// the bar), and `None` exactly when the full sum is above the limit (or at the bar).
     #[test]
     fn node_load_within_is_node_load(
         cpus in proptest::collection::vec(0u8..4, 6),
@@ -178,6 +184,7 @@ proptest! {
         later in 0.0f64..1000.0,
         extra in 0.0f64..2.0,
         limit in 0.0f64..5.0,
+        bar in 0.0f64..5.0,
     ) {
         let (c, end) = build(&cpus, &ops);
         let now = end + later;
@@ -185,6 +192,8 @@ proptest! {
             let full = c.node_load(n, now) + extra;
             let expect = (full <= limit).then_some(full.to_bits());
             prop_assert_eq!(c.node_load_plus_within(n, now, extra, limit).map(f64::to_bits), expect);
+            let expect = (full <= limit && full < bar).then_some(full.to_bits());
+            prop_assert_eq!(c.node_load_plus_below(n, now, extra, limit, bar).map(f64::to_bits), expect);
         }
     }
 }
