@@ -441,6 +441,26 @@ impl Cluster {
         &self.nodes[i].entries
     }
 
+    /// A hint that node `i`'s entries are about to be read. Admission reads every node's
+    /// entries, each in its own allocation: on a large cluster that is one cache miss per node,
+    /// taken one after the other, and most of admission's time. Asking for a node a few ahead
+    /// overlaps those misses. Changes no value; a no-op off x86-64 or past the last node.
+    #[inline]
+    pub fn prefetch_entries(&self, i: NodeIdx) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(n) = self.nodes.get(i) {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let p = n.entries.as_ptr().cast::<i8>();
+            // SAFETY: a prefetch is only a hint: it never faults and reads nothing into the
+            // program, whatever the address (here the start of a live or dangling-empty Vec).
+            // The two lines hold the first two entries, enough for most nodes.
+            unsafe {
+                _mm_prefetch(p, _MM_HINT_T0);
+                _mm_prefetch(p.wrapping_add(64), _MM_HINT_T0);
+            }
+        }
+    }
+
     /// All commitments.
     pub fn commitments(&self) -> impl Iterator<Item = &Commitment> {
         self.slots.iter().filter_map(|s| s.as_ref())

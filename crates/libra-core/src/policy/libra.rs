@@ -5,7 +5,9 @@
 
 use super::placement::{Candidate, Chooser, Placement};
 use super::suggest::earliest_deadline;
-use super::{new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
+use super::{
+    new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
+};
 use crate::cluster::{Cluster, NodeIdx, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
@@ -97,6 +99,7 @@ impl Libra {
             Chooser::new(spec.procs() as usize, spec.budget(), self.placement, Placement::LeastLoaded);
         let mut count = 0usize;
         for (j, node) in cluster.nodes() {
+            cluster.prefetch_entries(j + PREFETCH_AHEAD);
             if !node.has_resources(mem, disk) {
                 continue;
             }

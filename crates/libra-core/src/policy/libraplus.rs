@@ -5,7 +5,9 @@
 
 use super::placement::{least_budget, Candidate, Chooser, Placement};
 use super::suggest::earliest_deadline;
-use super::{new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
+use super::{
+    new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
+};
 use crate::cluster::{Cluster, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
@@ -209,6 +211,7 @@ impl LibraPlus {
         let mut chooser = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
         let (mut with_resources, mut priced) = (0usize, 0usize);
         for (j, node) in cluster.nodes() {
+            cluster.prefetch_entries(j + PREFETCH_AHEAD);
             // Lines 1-8: the resources.
             if !node.has_resources(mem, disk) {
                 continue;
