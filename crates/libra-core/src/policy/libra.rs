@@ -3,9 +3,11 @@
 //! goes to the least loaded accepting node(s) (the paper's rule; another placement may be
 //! chosen, `placement`).
 
-use super::placement::{choose, Candidate, Placement};
+use super::placement::{Candidate, Chooser, Placement};
 use super::suggest::earliest_deadline;
-use super::{new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
+use super::{
+    new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
+};
 use crate::cluster::{Cluster, NodeIdx, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
@@ -47,29 +49,70 @@ impl Libra {
         Some(Suggestion { deadline: d, budget: self.cost(spec.estimate(), d)? })
     }
 
-    /// The nodes that can still meet all their deadlines with the job (the share test).
-    fn accepting(&self, spec: &JobSpec, res: &[NodeIdx], cluster: &Cluster, now: f64) -> Vec<Candidate> {
+    /// Whether node `j` can still meet all its deadlines with the job (the share test), and
+    /// what the placements order it by if so.
+    fn accepting_node(
+        &self,
+        spec: &JobSpec,
+        cost: Option<Money>,
+        j: NodeIdx,
+        cluster: &Cluster,
+        now: f64,
+        bar: f64,
+    ) -> Option<Candidate> {
         let (e, d) = (spec.estimate(), spec.deadline());
         let share = new_job_share(e, d);
-        let cost = self.cost(e, d);
-        res.iter()
-            .filter_map(|&j| {
-                let node = &cluster.node(j).spec;
-                if share > node.job_cap(spec.cpus_per_task()) + SHARE_EPS {
-                    return None;
-                }
-                let load = cluster.node_load(j, now) + share;
-                if load > node.cpus + SHARE_EPS {
-                    return None;
-                }
-                // Only best fit reads RESFree; the paper's Libra never computes it.
-                let res_free = match self.placement {
-                    Placement::BestFit => LibraPlus::res_free(cluster, j, e, d, now).1,
-                    _ => 0.0,
-                };
-                Some(Candidate { node: j, res_free, load, rate: libra_rate(&self.pricing, d), cost })
-            })
-            .collect()
+        let node = &cluster.node(j).spec;
+        if share > node.job_cap(spec.cpus_per_task()) + SHARE_EPS {
+            return None;
+        }
+        // `node_load + share`, or None when above the capacity or at least `bar` (stopping as
+        // soon as the partial load proves it).
+        let load = cluster.node_load_plus_below(j, now, share, node.cpus + SHARE_EPS, bar)?;
+        // Only best fit reads RESFree; the paper's Libra never computes it.
+        let res_free = match self.placement {
+            Placement::BestFit => LibraPlus::res_free(cluster, j, e, d, now).1,
+            _ => 0.0,
+        };
+        Some(Candidate { node: j, res_free, load, rate: libra_rate(&self.pricing, d), cost })
+    }
+
+    /// How many nodes accept the job, and the best `procs` of them in the placement's order
+    /// within the budget (`choose`), in one pass with no vector as long as the cluster.
+    ///
+    /// With `prune` (the decision alone, not the count), least loaded stops reading a node's
+    /// jobs once it cannot be chosen: nodes come in index order, so once `procs` are kept every
+    /// later node has a higher index than all of them and, its order being (load, load, node),
+    /// enters only with a load strictly below the worst kept. Its partial load never exceeds
+    /// its full load (shares are finite and >= +0), so a partial load plus the job's share at or
+    /// above that bar rules it out. The count is then too low, and is not returned.
+    fn accepting(
+        &self,
+        spec: &JobSpec,
+        cluster: &Cluster,
+        now: f64,
+        prune: bool,
+    ) -> (usize, Option<(Vec<NodeIdx>, Money)>) {
+        let cost = self.cost(spec.estimate(), spec.deadline());
+        let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
+        let mut chooser =
+            Chooser::new(spec.procs() as usize, spec.budget(), self.placement, Placement::LeastLoaded);
+        let mut count = 0usize;
+        for (j, node) in cluster.nodes() {
+            cluster.prefetch_entries(j + PREFETCH_AHEAD);
+            if !node.has_resources(mem, disk) {
+                continue;
+            }
+            let bar = match chooser.worst() {
+                Some(w) if prune && self.placement == Placement::LeastLoaded => w.load,
+                _ => f64::INFINITY,
+            };
+            if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
+                count += 1;
+                chooser.push(c);
+            }
+        }
+        (count, chooser.finish())
     }
 }
 
@@ -99,8 +142,7 @@ impl Policy for Libra {
 
     fn least_budget(&self, spec: &JobSpec, _user: Option<u64>, cluster: &Cluster, now: f64) -> Option<Money> {
         let procs = spec.procs() as usize;
-        let res = nodes_with_resources(spec, cluster);
-        if procs == 0 || self.accepting(spec, &res, cluster, now).len() < procs {
+        if procs == 0 || self.accepting(spec, cluster, now, false).0 < procs {
             return None;
         }
         self.cost(spec.estimate(), spec.deadline())
@@ -115,27 +157,29 @@ impl Libra {
     /// The decision, with a suggestion for a rejected job if `suggest`.
     fn admit(&self, spec: &JobSpec, cluster: &Cluster, now: f64, suggest: bool) -> Decision {
         let procs = spec.procs() as usize;
-        let res = nodes_with_resources(spec, cluster);
-        if procs == 0 || res.len() < procs {
+        let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
+        let with_resources = cluster.nodes().filter(|(_, n)| n.has_resources(mem, disk)).count();
+        if procs == 0 || with_resources < procs {
             return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
         }
+        // The node list only for a suggestion (the decision needs none).
+        let res = || nodes_with_resources(spec, cluster);
         // The server first checks the budget against the minimum cost formula.
         if self.cost(spec.estimate(), spec.deadline()).is_none_or(|c| c > spec.budget()) {
             return Decision::Reject {
                 reason: RejectReason::Budget,
-                suggestion: suggest.then(|| self.suggestion(spec, cluster, &res, now)).flatten(),
+                suggestion: suggest.then(|| self.suggestion(spec, cluster, &res(), now)).flatten(),
             };
         }
         // Then every node is asked whether it can still meet all its deadlines with the job, and
         // the job goes to the first PROC of them in the placement's order.
-        let accepting = self.accepting(spec, &res, cluster, now);
-        match choose(&accepting, procs, spec.budget(), self.placement, Placement::LeastLoaded) {
+        match self.accepting(spec, cluster, now, true).1 {
             Some((nodes, cost)) => {
                 Decision::Accept { nodes, share: new_job_share(spec.estimate(), spec.deadline()), cost }
             }
             None => Decision::Reject {
                 reason: RejectReason::Deadline,
-                suggestion: suggest.then(|| self.suggestion(spec, cluster, &res, now)).flatten(),
+                suggestion: suggest.then(|| self.suggestion(spec, cluster, &res(), now)).flatten(),
             },
         }
     }

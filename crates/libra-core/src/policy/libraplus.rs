@@ -3,9 +3,11 @@
 //! `P_ij = alpha*PBase_j + beta*PUtil_ij`; the job's cost is the highest among its nodes. The node
 //! order of line 17 is the placement (`placement`): best fit by default, as in the paper.
 
-use super::placement::{choose, least_budget, Candidate, Placement};
+use super::placement::{least_budget, Candidate, Chooser, Placement};
 use super::suggest::earliest_deadline;
-use super::{new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
+use super::{
+    new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
+};
 use crate::cluster::{Cluster, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
@@ -43,7 +45,7 @@ impl LibraPlus {
     }
 
     /// One pass over a node's jobs: its load (sum of required shares) and eq. (6).
-    fn load_and_res_free(
+    pub(crate) fn load_and_res_free(
         cluster: &Cluster,
         j: NodeIdx,
         estimate: f64,
@@ -63,6 +65,61 @@ impl LibraPlus {
         (load, res_max, res_max - committed - estimate.max(0.0))
     }
 
+    /// `load_and_res_free` for the deadline check: `None` when the node's load plus `share` is
+    /// above its capacity (with `SHARE_EPS`), found as soon as the partial load proves it (see
+    /// `Cluster::node_load_plus_within` for why a partial sum decides: every share is finite and
+    /// at least +0, so the float sum never falls as terms are added). When `Some`, the values
+    /// are bit for bit `load_and_res_free`'s (same terms, same order).
+    fn load_and_res_free_within(
+        cluster: &Cluster,
+        j: NodeIdx,
+        estimate: f64,
+        deadline: f64,
+        now: f64,
+        share: f64,
+    ) -> Option<(f64, f64, f64)> {
+        let node = cluster.node(j);
+        let limit = node.spec.cpus + SHARE_EPS;
+        let res_max = node.spec.cpus * deadline.max(0.0);
+        let (mut load, mut committed) = (0.0, 0.0);
+        for c in cluster.node_entries(j) {
+            let req = c.share(now);
+            load += req;
+            if load + share > limit {
+                return None;
+            }
+            let rem = c.remaining_estimate(now);
+            committed +=
+                if rem > 0.0 && c.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
+        }
+        if load + share > limit {
+            return None;
+        }
+        Some((load, res_max, res_max - committed - estimate.max(0.0)))
+    }
+
+    /// The deadline check and price of node `j` (the body of `priced_nodes`): `None` when the
+    /// node cannot take the job by its deadline.
+    fn priced_node(
+        &self,
+        spec: &JobSpec,
+        share: f64,
+        deadline: f64,
+        j: NodeIdx,
+        cluster: &Cluster,
+        now: f64,
+    ) -> Option<Candidate> {
+        let spec_estimate = spec.estimate();
+        let nspec = &cluster.node(j).spec;
+        if share > nspec.job_cap(spec.cpus_per_task()) + SHARE_EPS {
+            return None;
+        }
+        let (load, res_max, res_free) =
+            Self::load_and_res_free_within(cluster, j, spec_estimate, deadline, now, share)?;
+        let rate = self.rate(nspec, res_max, res_free);
+        Some(Candidate { node: j, res_free, load: load + share, rate, cost: cost_at(spec_estimate, rate) })
+    }
+
     /// The deadline check (lines 9-16) and the price of every node that passes (unsorted). The
     /// job's share `E / D` must fit within what one of its tasks may use on the node.
     fn priced_nodes(
@@ -75,27 +132,7 @@ impl LibraPlus {
     ) -> Vec<Candidate> {
         let spec_estimate = spec.estimate();
         let share = new_job_share(spec_estimate, deadline);
-        res.iter()
-            .filter_map(|&j| {
-                let nspec = &cluster.node(j).spec;
-                if share > nspec.job_cap(spec.cpus_per_task()) + SHARE_EPS {
-                    return None;
-                }
-                let (load, res_max, res_free) =
-                    Self::load_and_res_free(cluster, j, spec_estimate, deadline, now);
-                if load + share > nspec.cpus + SHARE_EPS {
-                    return None;
-                }
-                let rate = self.rate(nspec, res_max, res_free);
-                Some(Candidate {
-                    node: j,
-                    res_free,
-                    load: load + share,
-                    rate,
-                    cost: cost_at(spec_estimate, rate),
-                })
-            })
-            .collect()
+        res.iter().filter_map(|&j| self.priced_node(spec, share, deadline, j, cluster, now)).collect()
     }
 
     fn suggestion(&self, spec: &JobSpec, cluster: &Cluster, res: &[NodeIdx], now: f64) -> Option<Suggestion> {
@@ -160,34 +197,57 @@ impl Policy for LibraPlus {
 }
 
 impl LibraPlus {
-    /// Algorithm 1, with a suggestion for a rejected job if `suggest`.
+    /// Algorithm 1, with a suggestion for a rejected job if `suggest`. One pass over the nodes,
+    /// with no vector as long as the cluster: the resource check, the deadline check and price of
+    /// each node, and the best `procs` within budget kept as they come (`Chooser`, the same
+    /// choice as `choose` over every priced node). Only a rejected job's suggestion, when asked
+    /// for, collects the nodes again.
     fn admit(&self, spec: &JobSpec, cluster: &Cluster, now: f64, suggest: bool) -> Decision {
         let procs = spec.procs() as usize;
-        // Lines 1-8: enough nodes with the resources.
-        let res = nodes_with_resources(spec, cluster);
-        if procs == 0 || res.len() < procs {
+        let spec_estimate = spec.estimate();
+        let deadline = spec.deadline();
+        let share = new_job_share(spec_estimate, deadline);
+        let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
+        let mut chooser = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
+        let (mut with_resources, mut priced) = (0usize, 0usize);
+        for (j, node) in cluster.nodes() {
+            cluster.prefetch_entries(j + PREFETCH_AHEAD);
+            // Lines 1-8: the resources.
+            if !node.has_resources(mem, disk) {
+                continue;
+            }
+            with_resources += 1;
+            // Lines 9-16: the deadline check, and the price where it passes.
+            if let Some(c) = self.priced_node(spec, share, deadline, j, cluster, now) {
+                priced += 1;
+                chooser.push(c);
+            }
+        }
+        if procs == 0 || with_resources < procs {
             return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
         }
-        // Lines 9-16: nodes that can finish the job by its deadline.
-        let priced = self.priced_nodes(spec, spec.deadline(), &res, cluster, now);
-        if priced.len() < procs {
+        if priced < procs {
             return Decision::Reject {
                 reason: RejectReason::Deadline,
-                suggestion: suggest.then(|| self.suggestion(spec, cluster, &res, now)).flatten(),
+                suggestion: suggest
+                    .then(|| self.suggestion(spec, cluster, &nodes_with_resources(spec, cluster), now))
+                    .flatten(),
             };
         }
         // Lines 17-29: in the placement's order (RESFree ascending, best fit, in the paper), the
         // first PROC nodes within budget; the cost is the highest among them.
-        match choose(&priced, procs, spec.budget(), self.placement, Placement::BestFit) {
-            Some((nodes, cost)) => {
-                Decision::Accept { nodes, share: new_job_share(spec.estimate(), spec.deadline()), cost }
-            }
+        match chooser.finish() {
+            Some((nodes, cost)) => Decision::Accept { nodes, share, cost },
             // Lines 30-31. The deadline is fine: suggest the budget that would do at it.
             None => Decision::Reject {
                 reason: RejectReason::Budget,
-                suggestion: least_budget(&priced, procs)
-                    .filter(|_| suggest)
-                    .map(|budget| Suggestion { deadline: spec.deadline(), budget }),
+                suggestion: suggest
+                    .then(|| {
+                        let res = nodes_with_resources(spec, cluster);
+                        least_budget(&self.priced_nodes(spec, deadline, &res, cluster, now), procs)
+                    })
+                    .flatten()
+                    .map(|budget| Suggestion { deadline, budget }),
             },
         }
     }

@@ -268,6 +268,11 @@ pub(crate) fn nodes_with_resources(spec: &JobSpec, cluster: &Cluster) -> Vec<Nod
         .collect()
 }
 
+/// How many nodes ahead a pass over every node asks for the entries it will read
+/// (`Cluster::prefetch_entries`): far enough to hide a memory access behind the work on the
+/// nodes between, near enough that the lines are still cached when reached.
+pub(crate) const PREFETCH_AHEAD: usize = 8;
+
 /// The share a new job needs on a node: `E / D`, with a zero-length job needing nothing.
 pub(crate) fn new_job_share(estimate: f64, deadline: f64) -> f64 {
     if estimate <= 0.0 {
@@ -281,5 +286,7 @@ pub(crate) fn new_job_share(estimate: f64, deadline: f64) -> f64 {
 
 #[cfg(test)]
 mod props;
+#[cfg(test)]
+mod scale;
 #[cfg(test)]
 mod tests;

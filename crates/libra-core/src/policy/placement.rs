@@ -21,6 +21,7 @@ use crate::cluster::NodeIdx;
 use crate::money::Money;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -93,6 +94,92 @@ fn by(p: Placement, a: &Candidate, b: &Candidate) -> Ordering {
     }
 }
 
+/// The order `choose` takes nodes in: the placement's key, ties by the default's, then the node
+/// index. A strict total order over distinct nodes, so the first `procs` are one set whatever
+/// the order the candidates come in.
+fn rank(placement: Placement, default: Placement, a: &Candidate, b: &Candidate) -> Ordering {
+    by(placement, a, b).then_with(|| by(default, a, b)).then(a.node.cmp(&b.node))
+}
+
+/// `choose` fed one candidate at a time: it keeps only the best `procs` within budget (a heap of
+/// at most `procs` entries), so a policy can pass over thousands of nodes without collecting
+/// them. `finish` answers what `choose` would over every candidate pushed (each node once).
+pub(crate) struct Chooser {
+    procs: usize,
+    budget: Money,
+    placement: Placement,
+    default: Placement,
+    heap: BinaryHeap<Ranked>,
+}
+
+/// A candidate within budget, ordered by `rank`: the heap's top is the worst one kept.
+struct Ranked {
+    cand: Candidate,
+    cost: Money,
+    placement: Placement,
+    default: Placement,
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ranked {}
+
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> Ordering {
+        rank(self.placement, self.default, &self.cand, &other.cand)
+    }
+}
+
+impl Chooser {
+    pub(crate) fn new(procs: usize, budget: Money, placement: Placement, default: Placement) -> Self {
+        // A parallel job asks for at most as many nodes as there are; the cap only keeps an
+        // absurd `procs` from reserving memory up front.
+        let heap = BinaryHeap::with_capacity(procs.min(4096) + 1);
+        Chooser { procs, budget, placement, default, heap }
+    }
+
+    pub(crate) fn push(&mut self, cand: Candidate) {
+        let Some(cost) = cand.cost.filter(|m| *m <= self.budget) else { return };
+        if self.procs == 0 {
+            return;
+        }
+        let r = Ranked { cand, cost, placement: self.placement, default: self.default };
+        if self.heap.len() < self.procs {
+            self.heap.push(r);
+        } else if let Some(mut worst) = self.heap.peek_mut() {
+            if r < *worst {
+                *worst = r;
+            }
+        }
+    }
+
+    /// Once `procs` candidates are kept, the worst of them: a later one enters only if it
+    /// comes before it in the order.
+    pub(crate) fn worst(&self) -> Option<&Candidate> {
+        (self.procs > 0 && self.heap.len() == self.procs).then(|| self.heap.peek().map(|r| &r.cand)).flatten()
+    }
+
+    /// The first `procs` nodes in order and the highest of their costs, as `choose`.
+    pub(crate) fn finish(self) -> Option<(Vec<NodeIdx>, Money)> {
+        if self.procs == 0 || self.heap.len() < self.procs {
+            return None;
+        }
+        let kept = self.heap.into_sorted_vec();
+        let cost = kept.iter().map(|r| r.cost).max().unwrap_or(Money::ZERO);
+        Some((kept.into_iter().map(|r| r.cand.node).collect(), cost))
+    }
+}
+
 /// Algorithm 1, lines 17-29, in the order `placement` gives (ties by `default`, then node): the
 /// first `procs` nodes within `budget`, and the cost, the highest among them. `None` when fewer
 /// than `procs` nodes are within budget.
@@ -108,9 +195,7 @@ pub(crate) fn choose(
     if procs == 0 || within.len() < procs {
         return None;
     }
-    let order = |a: &(&Candidate, Money), b: &(&Candidate, Money)| {
-        by(placement, a.0, b.0).then_with(|| by(default, a.0, b.0)).then(a.0.node.cmp(&b.0.node))
-    };
+    let order = |a: &(&Candidate, Money), b: &(&Candidate, Money)| rank(placement, default, a.0, b.0);
     // The first `procs` in that order are the `procs` least: found by selection, not a full sort.
     if within.len() > procs {
         within.select_nth_unstable_by(procs - 1, order);
@@ -135,6 +220,39 @@ pub(crate) fn least_budget(cands: &[Candidate], procs: usize) -> Option<Money> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The streaming chooser picks the same nodes, in the same order, at the same cost as
+        /// `choose` over all candidates, under every placement, ties included (keys drawn
+        /// from a few values so that equal keys are common).
+        #[test]
+        fn chooser_is_choose(
+            keys in proptest::collection::vec((0u8..4, 0u8..4, 0u8..4, proptest::option::of(0i64..6)), 0..40),
+            procs in 0usize..6,
+            budget in 0i64..7,
+            p in 0usize..3,
+            d in 0usize..3,
+        ) {
+            let cands: Vec<Candidate> = keys
+                .iter()
+                .enumerate()
+                .map(|(node, &(f, l, r, c))| Candidate {
+                    node,
+                    res_free: f64::from(f) - 1.0,
+                    load: f64::from(l) / 2.0,
+                    rate: f64::from(r),
+                    cost: c.map(Money),
+                })
+                .collect();
+            let (p, d) = (Placement::ALL[p], Placement::ALL[d]);
+            let mut ch = Chooser::new(procs, Money(budget), p, d);
+            // Fed in reverse, to show the input order does not matter.
+            for c in cands.iter().rev() {
+                ch.push(*c);
+            }
+            proptest::prop_assert_eq!(ch.finish(), choose(&cands, procs, Money(budget), p, d));
+        }
+    }
 
     #[test]
     fn names_round_trip_and_a_bad_one_lists_the_accepted() {

@@ -12,7 +12,7 @@ use super::events::IndexedHeap;
 use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Policy};
-use libra_core::share::node_shares;
+use libra_core::share::{node_shares, JobControl};
 use libra_core::{Cluster, NodeIdx};
 
 #[derive(Debug, Clone)]
@@ -45,6 +45,8 @@ struct State<'a> {
     mark: Vec<u64>,
     /// A job's new weight on the node being controlled, by job index.
     scratch: Vec<f64>,
+    /// The jobs an event touches, kept between events so that no event allocates it.
+    affected: Vec<usize>,
     event_no: u64,
 }
 
@@ -59,6 +61,7 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
         queue: IndexedHeap::with_jobs(jobs.len()),
         mark: vec![0; jobs.len()],
         scratch: vec![0.0; jobs.len()],
+        affected: Vec::new(),
         event_no: 0,
     };
     let mut next_arrival = 0usize;
@@ -156,7 +159,8 @@ impl State<'_> {
     /// Job control on each of `touched`, then new rates and completion times for every job on
     /// them.
     fn job_control(&mut self, touched: &[NodeIdx], now: f64) {
-        let mut affected = Vec::new();
+        let mut affected = std::mem::take(&mut self.affected);
+        affected.clear();
         for &n in touched {
             for &(k, _) in &self.nodes[n].jobs {
                 if self.mark[k] != self.event_no {
@@ -176,10 +180,22 @@ impl State<'_> {
         for &n in touched {
             // The cluster's entries of the node and the node's own list hold the same jobs in
             // different orders: the shares go through `scratch`, by job.
-            let jobs = self.cluster.controlled_jobs(n, now);
-            let shares = node_shares(control, &jobs, now, self.cluster.node(n).spec.cpus);
-            for (j, s) in jobs.iter().zip(shares) {
-                self.scratch[j.job as usize] = s;
+            match control {
+                // Algorithm 2 is each job's own share: read straight from the node's entries,
+                // the very computation `node_shares` makes on `controlled_jobs` (same inputs,
+                // same function), without building either vector.
+                JobControl::Libra => {
+                    for e in self.cluster.node_entries(n) {
+                        self.scratch[e.job as usize] = e.share(now);
+                    }
+                }
+                JobControl::Edf => {
+                    let jobs = self.cluster.controlled_jobs(n, now);
+                    let shares = node_shares(control, &jobs, now, self.cluster.node(n).spec.cpus);
+                    for (j, s) in jobs.iter().zip(shares) {
+                        self.scratch[j.job as usize] = s;
+                    }
+                }
             }
             let node = &mut self.nodes[n];
             let mut sum = 0.0;
@@ -189,9 +205,10 @@ impl State<'_> {
             }
             node.weight_sum = sum;
         }
-        for k in affected {
+        for &k in &affected {
             self.reschedule(k, now);
         }
+        self.affected = affected;
     }
 
     fn reschedule(&mut self, k: usize, now: f64) {

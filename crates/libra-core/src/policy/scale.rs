@@ -1,0 +1,199 @@
+//! The one-pass admission of `libra+$` and `libra` (early exit on a full node, the best nodes
+//! kept as they come) against the direct computation it replaced: every node's load and RESFree
+//! read in full, the priced nodes collected, then `choose`. Decisions must be identical, bit
+//! for bit (nodes, order, cost, reason), on clusters built by arbitrary commits, progress
+//! reports and releases.
+
+use super::placement::{choose, Candidate};
+use super::*;
+use crate::cluster::{Cluster, NodeSpec, SHARE_EPS};
+use crate::pricing::{cost_at, libra_rate, libraplus_rate, putil};
+use proptest::prelude::*;
+
+/// Libra+$ as it was: every node with the resources, its full load and eq. (6), then `choose`.
+fn libraplus_direct(p: &LibraPlus, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
+    let procs = spec.procs() as usize;
+    let res = nodes_with_resources(spec, cluster);
+    if procs == 0 || res.len() < procs {
+        return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
+    }
+    let (e, d) = (spec.estimate(), spec.deadline());
+    let share = new_job_share(e, d);
+    let priced: Vec<Candidate> = res
+        .iter()
+        .filter_map(|&j| {
+            let n = &cluster.node(j).spec;
+            if share > n.job_cap(spec.cpus_per_task()) + SHARE_EPS {
+                return None;
+            }
+            let (load, res_max, res_free) = LibraPlus::load_and_res_free(cluster, j, e, d, now);
+            if load + share > n.cpus + SHARE_EPS {
+                return None;
+            }
+            let rate = libraplus_rate(&p.pricing, n.price_base, putil(res_max, res_free, n.price_base));
+            Some(Candidate { node: j, res_free, load: load + share, rate, cost: cost_at(e, rate) })
+        })
+        .collect();
+    if priced.len() < procs {
+        return Decision::Reject { reason: RejectReason::Deadline, suggestion: None };
+    }
+    match choose(&priced, procs, spec.budget(), p.placement, Placement::BestFit) {
+        Some((nodes, cost)) => Decision::Accept { nodes, share, cost },
+        None => Decision::Reject { reason: RejectReason::Budget, suggestion: None },
+    }
+}
+
+/// Libra as it was: the budget formula, then every node's full `node_load`, then `choose`.
+fn libra_direct(p: &Libra, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
+    let procs = spec.procs() as usize;
+    let res = nodes_with_resources(spec, cluster);
+    if procs == 0 || res.len() < procs {
+        return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
+    }
+    let (e, d) = (spec.estimate(), spec.deadline());
+    let cost = cost_at(e, libra_rate(&p.pricing, d));
+    if cost.is_none_or(|c| c > spec.budget()) {
+        return Decision::Reject { reason: RejectReason::Budget, suggestion: None };
+    }
+    let share = new_job_share(e, d);
+    let accepting: Vec<Candidate> = res
+        .iter()
+        .filter_map(|&j| {
+            let n = &cluster.node(j).spec;
+            if share > n.job_cap(spec.cpus_per_task()) + SHARE_EPS {
+                return None;
+            }
+            let load = cluster.node_load(j, now) + share;
+            if load > n.cpus + SHARE_EPS {
+                return None;
+            }
+            let res_free = match p.placement {
+                Placement::BestFit => LibraPlus::res_free(cluster, j, e, d, now).1,
+                _ => 0.0,
+            };
+            Some(Candidate { node: j, res_free, load, rate: libra_rate(&p.pricing, d), cost })
+        })
+        .collect();
+    match choose(&accepting, procs, spec.budget(), p.placement, Placement::LeastLoaded) {
+        Some((nodes, cost)) => Decision::Accept { nodes, share, cost },
+        None => Decision::Reject { reason: RejectReason::Deadline, suggestion: None },
+    }
+}
+
+/// Drops the suggestion, which the direct versions do not compute.
+fn bare(d: Decision) -> Decision {
+    match d {
+        Decision::Reject { reason, .. } => Decision::Reject { reason, suggestion: None },
+        other => other,
+    }
+}
+
+/// One step of a cluster's history: commit a job on some nodes, report progress, or release.
+#[derive(Debug, Clone)]
+enum Op {
+    Commit { job: u64, nodes: Vec<usize>, estimate: f64, deadline: f64, cpt: u32 },
+    Progress { job: u64, cpu: f64, rate: f64 },
+    Release { job: u64 },
+}
+
+/// Seconds either from a few round values (so that loads tie, which the orders break by node)
+/// or from a range.
+fn secs(lo: f64, hi: f64) -> impl Strategy<Value = f64> {
+    prop_oneof![(0usize..4).prop_map(move |i| (lo + 10.0) * [1.0, 2.0, 4.0, 8.0][i]), lo..hi]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0u64..16, proptest::collection::vec(0usize..6, 1..4), secs(1.0, 400.0), secs(90.0, 800.0), 1u32..3)
+            .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
+        2 => (0u64..16, secs(0.0, 500.0), prop_oneof![Just(0.0), Just(0.5), 0.0f64..1.5])
+            .prop_map(|(job, cpu, rate)| Op::Progress { job, cpu, rate }),
+        1 => (0u64..16).prop_map(|job| Op::Release { job }),
+    ]
+}
+
+/// Six nodes of mixed sizes and prices, and the history applied one step a second.
+fn build(cpus: &[u8], ops: &[Op]) -> (Cluster, f64) {
+    let mut c = Cluster::new();
+    for (i, &k) in cpus.iter().enumerate() {
+        let cpus = [0.5, 1.0, 2.0, 4.0][usize::from(k)];
+        let price_base = [0.8, 1.0, 1.25][i % 3];
+        c.add_node(NodeSpec { name: format!("n{i}"), cpus, mem_mb: 1 << 20, disk_mb: 1 << 20, price_base });
+    }
+    let mut now = 0.0;
+    for op in ops {
+        match op {
+            Op::Commit { job, nodes, estimate, deadline, cpt } => {
+                let mut nodes = nodes.clone();
+                nodes.sort_unstable();
+                nodes.dedup();
+                let spec = JobSpec::simple(*estimate, *deadline, Money(0)).with_cpus_per_task(*cpt);
+                let _ = c.commit_spec(*job, &spec, now, &nodes, now);
+            }
+            Op::Progress { job, cpu, rate } => {
+                let _ = c.set_progress(*job, *cpu, *rate, now);
+            }
+            Op::Release { job } => {
+                c.release(*job);
+            }
+        }
+        now += 1.0;
+    }
+    (c, now)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Same decision as the direct computation, under every placement, for jobs of one or
+    /// several nodes, tight or loose deadlines and budgets, at the history's end and later
+    /// (when progress at the assumed rates has overrun some estimates and passed some deadlines).
+    #[test]
+    fn one_pass_admission_decides_as_the_direct_computation(
+        cpus in proptest::collection::vec(0u8..4, 6),
+        ops in proptest::collection::vec(op(), 0..60),
+        later in prop_oneof![Just(0.0), 0.0f64..1000.0],
+        estimate in secs(1.0, 300.0),
+        deadline in secs(1.0, 600.0),
+        budget in 0i64..100_000,
+        procs in 1u32..4,
+        cpt in 1u32..3,
+        placement in 0usize..3,
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        let spec = JobSpec::simple(estimate, deadline, Money(budget)).with_procs(procs).with_cpus_per_task(cpt);
+        let placement = Placement::ALL[placement];
+        let pricing = PricingParams::default();
+        let lp = LibraPlus::with_placement(pricing, placement);
+        let direct = libraplus_direct(&lp, &spec, &c, now);
+        prop_assert_eq!(&bare(lp.decide(&spec, &c, now)), &direct);
+        prop_assert_eq!(&lp.decide_only(&spec, None, &c, now), &direct);
+        let l = Libra::with_placement(pricing, placement);
+        let direct = libra_direct(&l, &spec, &c, now);
+        prop_assert_eq!(&bare(l.decide(&spec, &c, now)), &direct);
+        prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
+    }
+
+    /// The early-exit load is `node_load + extra` bit for bit when within the limit (and below
+    /// the bar), and `None` exactly when the full sum is above the limit (or at the bar).
+    #[test]
+    fn node_load_within_is_node_load(
+        cpus in proptest::collection::vec(0u8..4, 6),
+        ops in proptest::collection::vec(op(), 0..60),
+        later in 0.0f64..1000.0,
+        extra in 0.0f64..2.0,
+        limit in 0.0f64..5.0,
+        bar in 0.0f64..5.0,
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        for n in 0..c.node_count() {
+            let full = c.node_load(n, now) + extra;
+            let expect = (full <= limit).then_some(full.to_bits());
+            prop_assert_eq!(c.node_load_plus_within(n, now, extra, limit).map(f64::to_bits), expect);
+            let expect = (full <= limit && full < bar).then_some(full.to_bits());
+            prop_assert_eq!(c.node_load_plus_below(n, now, extra, limit, bar).map(f64::to_bits), expect);
+        }
+    }
+}
