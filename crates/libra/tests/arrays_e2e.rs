@@ -5,25 +5,11 @@
 
 mod common;
 
+use common::libra_output as run;
 use common::*;
 use libra_api::{ArrayRequest, ArrayResponse, JobInfo, JobState};
 use libra_core::{JobSpec, Money};
-use std::process::{Command, Output};
-
-fn run(cl: &Cluster, token: &str, args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .current_dir(&cl.dir)
-        .env("LIBRA_SERVER", &cl.url)
-        .env("LIBRA_TOKEN", token)
-        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
-        .output()
-        .unwrap()
-}
-
-fn token_of(cl: &Cluster, user: &str) -> String {
-    libra_api::Client::new(&cl.url, None).login(user, &format!("pw-{user}")).unwrap().token
-}
+use std::process::Output;
 
 fn array_answer(out: &Output) -> ArrayResponse {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {

@@ -7,26 +7,12 @@
 
 mod common;
 
+use common::libra_output as run;
 use common::*;
-use libra_api::{Client, JobInfo, JobState, SubmitRequest};
+use libra_api::{JobInfo, JobState, SubmitRequest};
 use libra_core::dependency::{DepKind, Dependency};
 use libra_core::{JobSpec, Money};
-use std::process::{Command, Output};
-
-fn run(cl: &Cluster, token: &str, args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .current_dir(&cl.dir)
-        .env("LIBRA_SERVER", &cl.url)
-        .env("LIBRA_TOKEN", token)
-        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
-        .output()
-        .unwrap()
-}
-
-fn token_of(cl: &Cluster, user: &str) -> String {
-    Client::new(&cl.url, None).login(user, &format!("pw-{user}")).unwrap().token
-}
+use std::process::Output;
 
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))

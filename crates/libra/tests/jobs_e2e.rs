@@ -155,11 +155,6 @@ fn a_job_runs_where_it_was_submitted_with_the_submitters_environment_and_its_out
     assert_eq!(j.charged, Money::ZERO);
 }
 
-/// A user's API token, for running the command line as them.
-fn token_of(cl: &Cluster, user: &str) -> String {
-    libra_api::Client::new(&cl.url, None).login(user, &format!("pw-{user}")).unwrap().token
-}
-
 #[test]
 fn output_can_be_read_and_followed_while_the_job_runs_and_a_time_limit_stops_it() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -6,27 +6,10 @@
 
 mod common;
 
+use common::libra_run as run;
 use common::*;
 use libra_api::{AccountInfo, JobInfo, JobState, MyAccount, QuoteRequest, TransferResponse, UsageRow};
 use libra_core::{JobSpec, Money};
-use std::process::Command;
-
-/// Runs `libra` as the holder of `token`: (succeeded, stdout, stderr).
-fn run(cl: &Cluster, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(EXE)
-        .args(args)
-        .current_dir(&cl.dir)
-        .env("LIBRA_SERVER", &cl.url)
-        .env("LIBRA_TOKEN", token)
-        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn json<T: serde::de::DeserializeOwned>(text: &str) -> T {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))

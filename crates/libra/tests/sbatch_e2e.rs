@@ -6,30 +6,9 @@
 
 mod common;
 
+use common::libra_run as run;
 use common::*;
-use libra_api::{Client, JobInfo};
-use std::process::Command;
-
-fn token_of(cl: &Cluster, name: &str) -> String {
-    Client::new(&cl.url, None).login(name, &format!("pw-{name}")).unwrap().token
-}
-
-/// `libra ARGS` in the cluster's directory as the holder of `token`: (success, stdout, stderr).
-fn run(cl: &Cluster, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(EXE)
-        .args(args)
-        .current_dir(&cl.dir)
-        .env("LIBRA_SERVER", &cl.url)
-        .env("LIBRA_TOKEN", token)
-        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use libra_api::JobInfo;
 
 const SCRIPT: &str = "#!/bin/bash
 # a Slurm user's script, unchanged but for the #LIBRA line

@@ -6,31 +6,10 @@
 
 mod common;
 
+use common::libra_run as run;
 use common::*;
 use libra_api::{Client, ClientError, HistoryQuery, JobState, QueueEntry, QueueQuery, UpdateRequest};
 use libra_core::Money;
-use std::process::Command;
-
-fn token_of(cl: &Cluster, name: &str) -> String {
-    Client::new(&cl.url, None).login(name, &format!("pw-{name}")).unwrap().token
-}
-
-/// `libra ARGS` as the holder of `token`: (success, stdout, stderr).
-fn run(cl: &Cluster, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(EXE)
-        .args(args)
-        .current_dir(&cl.dir)
-        .env("LIBRA_SERVER", &cl.url)
-        .env("LIBRA_TOKEN", token)
-        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn status_of<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
     match r {

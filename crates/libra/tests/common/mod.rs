@@ -260,9 +260,16 @@ pub fn proc_cpu(pid: i32) -> f64 {
 
 /// Runs the `libra` command against the cluster with a token; returns stdout.
 pub fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
+    let out = libra_output(cl, token, args);
+    assert!(out.status.success(), "libra {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `libra ARGS` as the holder of `token`, whatever its outcome.
+pub fn libra_output(cl: &Cluster, token: &str, args: &[&str]) -> std::process::Output {
     // In the cluster's directory: jobs run (and write their output files) where they are
     // submitted from.
-    let out = Command::new(EXE)
+    Command::new(EXE)
         .args(args)
         .current_dir(&cl.dir)
         .env("LIBRA_SERVER", &cl.url)
@@ -271,9 +278,22 @@ pub fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
         // A cluster serving https: its certificate, trusted like `--ca`.
         .envs(cl.ca.iter().map(|ca| ("LIBRA_CA", ca)))
         .output()
-        .unwrap();
-    assert!(out.status.success(), "libra {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+        .unwrap()
+}
+
+/// `libra ARGS` as the holder of `token`: (succeeded, stdout, stderr).
+pub fn libra_run(cl: &Cluster, token: &str, args: &[&str]) -> (bool, String, String) {
+    let out = libra_output(cl, token, args);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The token of a user made by `Cluster::user` (whose password is `pw-NAME`).
+pub fn token_of(cl: &Cluster, name: &str) -> String {
+    Client::new(&cl.url, None).login(name, &format!("pw-{name}")).unwrap().token
 }
 
 /// Processes whose command line mentions `needle` (the test's own temporary directory).
