@@ -6,6 +6,8 @@
 //! to Libra's partition is refused with the message job_submit.lua gives; the job's end
 //! (jobcomp and the agent's CPU) settles the ledger exactly once; a cancel scancels.
 
+// By path, so that `benches/slurm.rs` can include this file (and its helpers) as a module.
+#[path = "common/mod.rs"]
 mod common;
 
 use common::slurm::{SlurmCluster, SlurmKnobs};
@@ -359,17 +361,15 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// The figures of issue 13, printed as a table (ignored by default: about two minutes on a real
-/// Slurm cluster): `cargo test -p libra --test slurm_cluster_e2e -- --ignored --nocapture`.
+/// The figures of issue 13, printed as a table (about two minutes on a real Slurm cluster): the
+/// benchmark `cargo bench -p libra --bench slurm` runs this.
 /// - the latency `libra submit` adds over a plain sbatch (medians of paired runs: the API's
 ///   answer, which waits for Libra's own sbatch, against `sbatch --parsable` as root);
 /// - the share error on Slurm nodes: CPU each busy job got against the integral of the share
 ///   its agent gave it (share x wall, sampled);
 /// - jobs per second through the front end: a node's worth of submissions at once, until every
 ///   one has its Slurm job id.
-#[test]
-#[ignore]
-fn slurm_figures() {
+pub fn slurm_figures() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let Some(site) = site("slurm_figures", "libraslurm3") else { return };
     let (carol, admin, home) = (&site.carol, &site.admin, site.home.as_path());
