@@ -7,14 +7,14 @@
 mod common;
 
 use common::browser::{Browser, R};
-use common::cluster::{wait_until, Cluster};
 use libra_api::{AccountUserAdd, JobState, SubmitRequest};
 use libra_core::{JobSpec, Money};
+use libra_testkit::{exe, wait_until, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accounts_in_the_portal() {
     Browser::require();
-    let cluster = Cluster::start(1.0);
+    let cluster = Cluster::start(1, 1.0, 15.0);
     let browser = Browser::start(&cluster.url).await;
     let result = run(&cluster, &browser).await;
     if result.is_err() {
@@ -31,7 +31,7 @@ async fn accounts_in_the_portal() {
 
 async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     let e = |e: libra_api::ClientError| e.to_string();
-    let alice = cl.user("alice", "pw-alice", 10);
+    let alice = cl.user("alice", 10);
     let admin = cl.admin();
     admin.account_create("physics").map_err(e)?;
     admin
@@ -60,7 +60,7 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     b.open("#submit").await?;
     b.wait_text("#job-account", "the accounts to charge", |t| t.contains("physics")).await?;
     b.click("#job-account option[value='physics']").await?;
-    let burn = format!("{} burn --cpu-seconds 0.2", cl.bin.display());
+    let burn = format!("{} burn --cpu-seconds 0.2", exe().display());
     b.fill("job-command", &burn).await?;
     b.fill("job-estimate", "1s").await?;
     b.fill("job-deadline", "60s").await?;
@@ -81,7 +81,7 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
 
     // The administrator's usage, per account and per user, and the accounts' credit.
     b.sign_out().await?;
-    b.login("admin", common::cluster::ADMIN_PW).await?;
+    b.login("admin", libra_testkit::ADMIN_PW).await?;
     b.open("#admin-usage").await?;
     b.wait_text("#usage-table", "usage", |t| t.contains("alice")).await?;
     b.click("#usage-group option[value='account-user']").await?;

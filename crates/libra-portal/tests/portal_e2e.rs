@@ -14,9 +14,9 @@
 mod common;
 
 use common::browser::{Browser, R};
-use common::cluster::{wait_until, Cluster, ADMIN_PW};
 use libra_api::{JobState, SetPricing, SubmitRequest, SweepCreate};
 use libra_core::{JobSpec, Money};
+use libra_testkit::{exe, wait_until, Cluster, ADMIN_PW};
 
 const ALICE_PW: &str = "pw-alice";
 
@@ -32,7 +32,7 @@ fn credits(text: &str) -> R<Money> {
 async fn portal_end_to_end() {
     // Before anything starts, so a machine without the browser hears at once what to install.
     Browser::require();
-    let cluster = Cluster::start(0.5);
+    let cluster = Cluster::start(1, 0.5, 15.0);
     let browser = Browser::start(&cluster.url).await;
     let result = run(&cluster, &browser).await;
     if result.is_err() {
@@ -48,8 +48,8 @@ async fn portal_end_to_end() {
 }
 
 async fn run(cl: &Cluster, b: &Browser) -> R<()> {
-    let alice = cl.user("alice", ALICE_PW, 100);
-    let bob = cl.user("bob", "pw-bob", 100);
+    let alice = cl.user("alice", 100);
+    let bob = cl.user("bob", 100);
     let bobs = bob
         .submit(&SubmitRequest {
             name: Some("bob's".into()),
@@ -71,7 +71,7 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     // A live quote: a budget too small is refused with a suggestion; one click takes it.
     b.open("#submit").await?;
     b.wait_present("#job-command").await?;
-    let burn = format!("{} burn --cpu-seconds 1", cl.bin.display());
+    let burn = format!("{} burn --cpu-seconds 1", exe().display());
     b.fill("job-command", &burn).await?;
     b.fill("job-estimate", "2s").await?;
     b.fill("job-deadline", "60s").await?;
@@ -270,7 +270,7 @@ const LONG: &str = "parameter-sweep-of-the-ocean-model-with-a-very-long-name";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn portal_layout_on_two_nodes() {
     Browser::require();
-    let cluster = Cluster::with_nodes(2, 0.5);
+    let cluster = Cluster::start(2, 0.5, 15.0);
     let browser = Browser::start(&cluster.url).await;
     let mut sleepers = Vec::new();
     let result = layout(&cluster, &browser, &mut sleepers).await;
@@ -298,7 +298,7 @@ async fn displayed(b: &Browser, css: &str) -> R<bool> {
 
 async fn layout(cl: &Cluster, b: &Browser, sleepers: &mut Vec<u64>) -> R<()> {
     let user = "carol-from-the-department-of-oceanography";
-    let carol = cl.user(user, "pw-carol", 1000);
+    let carol = cl.user(user, 1000);
 
     // Nobody is signed in: the page offers no "Sign out" (nor any other navigation).
     b.client.set_window_size(1280, 900).await.map_err(|e| e.to_string())?;
@@ -306,7 +306,7 @@ async fn layout(cl: &Cluster, b: &Browser, sleepers: &mut Vec<u64>) -> R<()> {
     b.wait_text("#h-login", "the sign-in page", |t| t == "Sign in").await?;
     check!(!displayed(b, "#signout").await?, "'Sign out' is shown on the sign-in page");
     check!(!displayed(b, "#nav").await?, "the navigation is shown on the sign-in page");
-    b.login(user, "pw-carol").await?;
+    b.login(user, &format!("pw-{user}")).await?;
     check!(displayed(b, "#signout").await?, "no 'Sign out' once signed in");
 
     // A job on both nodes: its CPU is counted over both, so its work is twice its estimate.
@@ -315,7 +315,7 @@ async fn layout(cl: &Cluster, b: &Browser, sleepers: &mut Vec<u64>) -> R<()> {
             name: Some("on-two-nodes".into()),
             ..SubmitRequest::new(
                 JobSpec::simple(1.0, 120.0, Money::from_credits(100)).with_procs(2),
-                vec![cl.bin.display().to_string(), "burn".into(), "--cpu-seconds".into(), "1".into()],
+                vec![exe().display().to_string(), "burn".into(), "--cpu-seconds".into(), "1".into()],
             )
         })
         .map_err(|e| format!("the two-node job: {e}"))?;
@@ -390,13 +390,13 @@ async fn layout(cl: &Cluster, b: &Browser, sleepers: &mut Vec<u64>) -> R<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn portal_queue_hold_release_and_update() {
     Browser::require();
-    let cluster = Cluster::with_nodes(0, 1.0);
+    let cluster = Cluster::start(0, 1.0, 15.0);
     // The users first: a user is mapped to a Unix account against the agents registered.
-    let dave = cluster.user("dave", "pw-dave", 100);
-    let erin = cluster.user("erin", "pw-erin", 100);
+    let dave = cluster.user("dave", 100);
+    let erin = cluster.user("erin", 100);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ghost = {
-        let node = libra_api::Client::new(&cluster.url, Some(common::cluster::JOIN.into()));
+        let node = libra_api::Client::new(&cluster.url, Some(libra_testkit::JOIN.into()));
         let reg = libra_api::RegisterRequest {
             name: "idle-node".into(),
             cpus: 1.0,

@@ -4,69 +4,13 @@
 //! all or nothing, the store is bounded (sizes, rates, active jobs), listings are paginated,
 //! and the audit log records administrator actions and refusals and cannot be changed.
 
-use libra_api::{Client, ClientError, JobState, RegisterRequest, SetPricing, SubmitRequest, UserAdd};
+use libra_api::{Client, ClientError, JobState, SetPricing, SubmitRequest, UserAdd};
 use libra_core::{JobSpec, Money};
-use libra_server::{start_background, Background, Config};
-use std::time::{Duration, Instant};
+use libra_server::Config;
+use libra_testkit::{wait_until, TestServer};
 
-const JOIN: &str = "join-token-for-tests";
-
-struct Server {
-    _bg: Background,
-    dir: tempfile::TempDir,
-    url: String,
-}
-
-fn server(tweak: impl FnOnce(&mut Config)) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = Config {
-        listen: "127.0.0.1:0".into(),
-        db: dir.path().join("server.db"),
-        join_token: JOIN.into(),
-        admin_password: Some("admin-pw".into()),
-        sync_full: false,
-        ..Config::default()
-    };
-    tweak(&mut config);
-    let bg = start_background(config).unwrap();
-    let url = format!("http://{}", bg.addr);
-    Server { _bg: bg, dir, url }
-}
-
-impl Server {
-    fn login(&self, user: &str, pw: &str) -> Client {
-        Client::new(&self.url, Some(Client::new(&self.url, None).login(user, pw).unwrap().token))
-    }
-
-    fn admin(&self) -> Client {
-        self.login("admin", "admin-pw")
-    }
-
-    /// A user with credit, logged in.
-    fn user(&self, name: &str, credits: i64) -> Client {
-        let admin = self.admin();
-        admin.user_add(&UserAdd::new(name, &format!("pw-{name}"), false)).unwrap();
-        admin.credit(name, Money::from_credits(credits)).unwrap();
-        self.login(name, &format!("pw-{name}"))
-    }
-
-    /// A node that registers and never runs anything: accepted jobs stay active.
-    fn node(&self) {
-        Client::new(&self.url, Some(JOIN.into()))
-            .register(&RegisterRequest {
-                name: "n1".into(),
-                cpus: 4.0,
-                mem_mb: 0,
-                mechanism: "none".into(),
-                account: String::new(),
-                switches_users: false,
-            })
-            .unwrap();
-    }
-
-    fn db(&self) -> rusqlite::Connection {
-        rusqlite::Connection::open(self.dir.path().join("server.db")).unwrap()
-    }
+fn server(tweak: impl FnOnce(&mut Config)) -> TestServer {
+    TestServer::start_with(tweak)
 }
 
 fn refused(e: ClientError) -> (u16, String) {
@@ -78,17 +22,6 @@ fn refused(e: ClientError) -> (u16, String) {
 
 fn job(estimate: f64) -> SubmitRequest {
     SubmitRequest::new(JobSpec::simple(estimate, 3600.0, Money::from_credits(100)), vec!["true".into()])
-}
-
-fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -132,7 +65,7 @@ fn a_password_change_needs_the_old_one_and_revokes_the_other_tokens() {
 #[test]
 fn disabled_and_removed_users_are_locked_out_and_their_jobs_cancelled_with_holds_released() {
     let s = server(|_| {});
-    s.node();
+    s.idle_node("n1", 4.0);
     let admin = s.admin();
     let dave = s.user("dave", 500);
     let jobs: Vec<u64> = (0..2).map(|_| dave.submit(&job(10.0)).unwrap()).map(|j| j.id).collect();
@@ -193,7 +126,7 @@ fn disabled_and_removed_users_are_locked_out_and_their_jobs_cancelled_with_holds
 #[test]
 fn a_refused_pricing_change_changes_nothing() {
     let s = server(|_| {});
-    s.node();
+    s.idle_node("n1", 4.0);
     let admin = s.admin();
     let before = admin.pricing().unwrap();
     let bad: SetPricing =
@@ -218,7 +151,7 @@ fn a_refused_pricing_change_changes_nothing() {
 }
 
 /// The size of the store's files (the database and its write-ahead log).
-fn store_bytes(s: &Server) -> u64 {
+fn store_bytes(s: &TestServer) -> u64 {
     ["server.db", "server.db-wal"]
         .iter()
         .filter_map(|f| std::fs::metadata(s.dir.path().join(f)).ok())
@@ -229,7 +162,7 @@ fn store_bytes(s: &Server) -> u64 {
 #[test]
 fn oversized_submissions_are_refused_without_growing_the_store_and_refusals_are_kept_small() {
     let s = server(|_| {});
-    s.node();
+    s.idle_node("n1", 4.0);
     let eve = s.user("eve", 100);
     eve.submit(&job(1.0)).unwrap();
     let size = store_bytes(&s);
@@ -276,7 +209,7 @@ fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
         c.submit_burst = 3;
         c.max_active_jobs = 100;
     });
-    s.node();
+    s.idle_node("n1", 4.0);
     let fay = s.user("fay", 1000);
     let token = Client::new(&s.url, None).login("fay", "pw-fay").unwrap().token;
     for _ in 0..3 {
@@ -298,7 +231,7 @@ fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
     s.user("gil", 1000).submit(&job(1.0)).unwrap();
 
     let s = server(|c| c.max_active_jobs = 2);
-    s.node();
+    s.idle_node("n1", 4.0);
     let hal = s.user("hal", 1000);
     hal.submit(&job(1.0)).unwrap();
     let second = hal.submit(&job(1.0)).unwrap();
@@ -312,7 +245,7 @@ fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
 #[test]
 fn listings_are_paginated() {
     let s = server(|_| {});
-    s.node();
+    s.idle_node("n1", 4.0);
     let ivy = s.user("ivy", 1000);
     let ids: Vec<u64> = (0..5).map(|_| ivy.submit(&job(1.0)).unwrap().id).collect();
     let admin = s.admin();

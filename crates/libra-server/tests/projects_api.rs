@@ -3,36 +3,9 @@
 //! account the caller is not in is refused exactly like one that does not exist (naming only
 //! the caller's own accounts), for a submission too, which then records no job.
 
-mod common;
-
 use libra_api::*;
 use libra_core::{JobSpec, Money};
-use libra_server::{start_background, Background};
-
-struct Server {
-    _bg: Background,
-    _dir: tempfile::TempDir,
-    url: String,
-}
-
-fn server() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let bg = start_background(common::test_config(dir.path())).unwrap();
-    let url = format!("http://{}", bg.addr);
-    Server { _bg: bg, _dir: dir, url }
-}
-
-impl Server {
-    fn login(&self, user: &str, pw: &str) -> Client {
-        Client::new(&self.url, Some(Client::new(&self.url, None).login(user, pw).unwrap().token))
-    }
-    fn user(&self, name: &str) -> Client {
-        let admin = self.login("admin", "admin-pw");
-        admin.user_add(&UserAdd::new(name, &format!("pw-{name}"), false)).unwrap();
-        admin.credit(name, Money::from_credits(100)).unwrap();
-        self.login(name, &format!("pw-{name}"))
-    }
-}
+use libra_testkit::TestServer;
 
 /// The status and message of a refusal.
 fn refused<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
@@ -44,10 +17,10 @@ fn refused<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
 
 #[test]
 fn only_administrators_manage_accounts_and_bad_input_is_named() {
-    let s = server();
+    let s = TestServer::start();
     let admin = s.login("admin", "admin-pw");
-    let alice = s.user("alice");
-    let _bob = s.user("bob");
+    let alice = s.user("alice", 100);
+    let _bob = s.user("bob", 100);
     admin.account_create("physics").unwrap();
     admin
         .account_add_user("physics", &AccountUserAdd { user: "alice".into(), limit: None, default: false })
@@ -194,10 +167,10 @@ fn only_administrators_manage_accounts_and_bad_input_is_named() {
 
 #[test]
 fn an_account_the_caller_is_not_in_is_refused_like_one_that_does_not_exist() {
-    let s = server();
+    let s = TestServer::start();
     let admin = s.login("admin", "admin-pw");
-    let alice = s.user("alice");
-    let bob = s.user("bob");
+    let alice = s.user("alice", 100);
+    let bob = s.user("bob", 100);
     admin.account_create("secret").unwrap();
     admin.account_create("open").unwrap();
     admin

@@ -2,13 +2,13 @@
 //! a terminal and in a pipe, a job script that is not there, where a standalone sweep keeps its
 //! database, and daemons that must not die of SIGPIPE.
 
+use libra_testkit::{free_port, wait_until};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::io::FromRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_libra");
 
@@ -31,17 +31,6 @@ fn libra(dir: &Path, args: &[&str]) -> Command {
         .env_remove("LIBRA_BROKER_DB")
         .stdin(Stdio::null());
     c
-}
-
-fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A plan whose table of first jobs is wide: long text values in four columns.
@@ -101,7 +90,7 @@ impl Drop for Killed {
 #[test]
 fn daemons_and_sweep_engines_keep_sigpipe_ignored() {
     let dir = scratch("daemons");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let db = dir.join("server.db").display().to_string();
     let server = Killed(
         libra(&dir, &["server", "--listen", &format!("127.0.0.1:{port}"), "--db", &db])

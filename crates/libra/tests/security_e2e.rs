@@ -6,7 +6,8 @@
 mod common;
 
 use common::{
-    processes_mentioning, wait_done, wait_until, Cleanup, Cluster, Lines, ADMIN_PW, EXE, JOIN, SERIAL,
+    free_port, processes_mentioning, wait_done, wait_until, Cleanup, Cluster, Lines, ADMIN_PW, EXE, JOIN,
+    SERIAL,
 };
 use libra_api::{Client, JobState};
 use std::os::unix::fs::PermissionsExt;
@@ -65,7 +66,7 @@ fn up_keeps_secrets_off_command_lines_and_private_on_disk() {
     let dir = scratch("up");
     let _cleanup = Cleanup(dir.display().to_string());
     let state = dir.join("state");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let mut up = libra(&dir, &["up", "--nodes", "1", "--cpus-per-node", "0.5", "--no-demo", "--port"])
         .arg(port.to_string())
         .arg("--state")
@@ -336,7 +337,7 @@ fn up_with_tls_serves_https_and_its_login_trusts_the_certificate() {
     let dir = scratch("up-tls");
     let _cleanup = Cleanup(dir.display().to_string());
     let state = dir.join("state");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = free_port();
     let out = libra(&dir, &["up", "--tls", "--nodes", "1", "--cpus-per-node", "0.5", "--no-demo", "--exit"])
         .args(["--port", &port.to_string()])
         .arg("--state")
@@ -361,7 +362,7 @@ fn a_server_listening_beyond_loopback_without_tls_warns() {
     let dir = scratch("warn");
     let _cleanup = Cleanup(dir.display().to_string());
     for (tls, warned) in [(false, true), (true, false)] {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = free_port();
         // Listening on every address sends nothing anywhere; the server is stopped at once.
         let mut c = libra(&dir, &["server", "--listen", &format!("0.0.0.0:{port}"), "--no-fsync", "--db"]);
         c.arg(dir.join(format!("s{port}.db"))).env("LIBRA_JOIN_TOKEN", JOIN);

@@ -92,17 +92,6 @@ fn charges(c: &Client, job: u64) -> usize {
     c.ledger().unwrap().iter().filter(|e| e.job == Some(job) && e.kind == LedgerKind::Charge).count()
 }
 
-fn wait_for<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(secs), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 /// A Libra server whose executor is Slurm, a real Slurm cluster with Libra's job_submit.lua
 /// and jobcomp.lua (made by `libra slurm ...`), an agent beside each slurmd, and a user mapped
 /// to a real Unix account with a home directory of its own. Dropped in reverse order: the

@@ -6,10 +6,10 @@
 
 use libra_api::{Client, SweepInfo, UserAdd};
 use libra_core::Money;
+use libra_testkit::{free_port, wait_until};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_libra");
 const ADMIN_PW: &str = "admin-pw";
@@ -33,21 +33,6 @@ price = 20
 wall = 1
 time_scale = 0.2
 "#;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 struct Server {
     dir: PathBuf,

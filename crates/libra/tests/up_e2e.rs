@@ -9,6 +9,7 @@ mod common;
 use common::{processes_mentioning, wait_gone, word_after, Cleanup, Lines};
 use libra_api::{Client, LedgerKind};
 use libra_core::Money;
+use libra_testkit::free_port;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -16,10 +17,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const EXE: &str = env!("CARGO_BIN_EXE_libra");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// A PATH with no `libra` on it (as after `cargo run`, or a fresh clone).
 const NO_LIBRA_PATH: &str = "/usr/bin:/bin";

@@ -1,9 +1,9 @@
 //! Headless Debian Chromium driven through chromedriver (WebDriver over plain HTTP on loopback).
 
-use super::cluster::{free_port, profile_dir};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
-use std::path::PathBuf;
+use libra_testkit::{exe, free_port};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -92,7 +92,8 @@ impl Browser {
                 }
             }
         };
-        let shots = profile_dir().parent().map(|t| t.join("portal-screenshots")).unwrap_or_default();
+        let shots =
+            exe().parent().and_then(Path::parent).map(|t| t.join("portal-screenshots")).unwrap_or_default();
         std::fs::create_dir_all(&shots).expect("create target/portal-screenshots");
         Browser { client, base: base.to_string(), driver, profile, shots }
     }

@@ -1,3 +1,2 @@
 #[macro_use]
 pub mod browser;
-pub mod cluster;

@@ -6,7 +6,6 @@
 //! Use it as `let Some(slurm) = SlurmCluster::up("test name", SlurmKnobs::default()) else { return };`:
 //! where the machine cannot run Slurm (not root, no writable cgroup v1 cpu controller) the test
 //! prints why and passes, unless LIBRA_REQUIRE_SLURM_TEST=1 (CI), where it fails.
-#![allow(dead_code)]
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
