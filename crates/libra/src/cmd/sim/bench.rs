@@ -169,7 +169,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cases": rows }))?);
         return Ok(());
     }
-    let mut t = crate::cmd::new_table();
+    let mut t = crate::output::new_table();
     t.set_header(vec![
         "case",
         "policy",

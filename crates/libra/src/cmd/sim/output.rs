@@ -82,7 +82,7 @@ pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
     if as_json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        let mut t = crate::cmd::new_table();
+        let mut t = crate::output::new_table();
         t.set_header(headers);
         for r in rows {
             t.add_row(r);
@@ -215,7 +215,7 @@ const PLACEMENT_HEADERS: [&str; 11] = [
 ];
 
 fn table_of(headers: &[String], rows: &[Vec<String>]) -> comfy_table::Table {
-    let mut t = crate::cmd::new_table();
+    let mut t = crate::output::new_table();
     t.set_header(headers.to_vec());
     for r in rows {
         t.add_row(r.clone());

@@ -147,7 +147,7 @@ fn load_workload(a: &RunArgs) -> anyhow::Result<(Vec<SimJob>, Option<usize>, Str
 }
 
 pub fn metrics_table(results: &[SimResult]) -> Table {
-    let mut t = crate::cmd::new_table();
+    let mut t = crate::output::new_table();
     t.set_header(vec![
         "policy",
         "accepted",
@@ -195,7 +195,7 @@ fn space_shared_only(policies: Vec<String>, a: &RunArgs) -> anyhow::Result<Vec<S
 
 /// The figures other simulators report for a replay.
 fn recorded_table(results: &[SimResult]) -> Table {
-    let mut t = crate::cmd::new_table();
+    let mut t = crate::output::new_table();
     t.set_header(vec![
         "policy",
         "jobs run",
@@ -253,7 +253,7 @@ fn verdict_text(v: &Verdict) -> String {
 }
 
 fn decisions_table(r: &SimResult, jobs: &[SimJob]) -> Table {
-    let mut t = crate::cmd::new_table();
+    let mut t = crate::output::new_table();
     t.set_header(vec!["job", "decision", "nodes", "cost", "budget", "finish", "deadline", "met"]);
     for (rec, job) in r.records.iter().zip(jobs) {
         let o = &rec.outcome;

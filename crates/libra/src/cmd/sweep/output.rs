@@ -14,7 +14,7 @@ pub fn open(db: &Path) -> anyhow::Result<Store> {
 }
 
 pub fn table(header: &[&str]) -> Table {
-    let mut t = crate::cmd::new_table();
+    let mut t = crate::output::new_table();
     t.set_header(header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
     t
 }
