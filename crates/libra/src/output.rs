@@ -88,19 +88,24 @@ impl<T: Serialize + ?Sized> Render for Said<'_, T> {
     }
 }
 
-/// A table for people. On a terminal its columns are wrapped to the terminal's width (comfy-table
-/// asks the terminal); in a pipe it stays as wide as its content, for grep and friends.
-pub fn new_table() -> Table {
+/// A table for people, with this header. On a terminal its columns are wrapped to the terminal's
+/// width (comfy-table asks the terminal); in a pipe it stays as wide as its content, for grep and
+/// friends.
+pub fn table<S: AsRef<str>>(header: &[S]) -> Table {
     let mut t = Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_header(header.iter().map(|h| h.as_ref()));
     t
 }
 
-/// A table with this header.
-pub fn table<S: AsRef<str>>(header: &[S]) -> Table {
-    let mut t = new_table();
-    t.set_header(header.iter().map(|h| h.as_ref()));
+/// A table with this header and these rows.
+pub fn filled_table<S: AsRef<str>, R: Into<comfy_table::Row>>(
+    header: &[S],
+    rows: impl IntoIterator<Item = R>,
+) -> Table {
+    let mut t = table(header);
+    t.add_rows(rows);
     t
 }
 
