@@ -10,7 +10,6 @@ use clap::{Args, Subcommand};
 use libra_api::{AccountAllocate, AccountInfo, AccountUserAdd, Client, SetPricing, UsageQuery, UserAdd};
 use libra_core::policy::Placement;
 use libra_core::Money;
-use serde::Serialize;
 
 #[derive(Debug, Args)]
 pub struct AdminArgs {
@@ -265,7 +264,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
     let c = a.conn.client()?;
     let json = a.conn.json;
     match a.cmd {
-        AdminCommand::Nodes => emit(&Nodes(&c.nodes()?), json)?,
+        AdminCommand::Nodes => emit(c.nodes()?.as_slice(), json)?,
         AdminCommand::Backup { file, overwrite } => {
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
@@ -328,7 +327,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                     anyhow::bail!("--until: {} is not after --since {}", fmt_time(e), fmt_time(s));
                 }
             }
-            emit(&Usage(&c.usage_filtered(&q)?), json)?;
+            emit(c.usage_filtered(&q)?.as_slice(), json)?;
         }
         AdminCommand::Account(cmd) => account(&c, cmd, json)?,
         AdminCommand::Pricing(p) => {
@@ -347,7 +346,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 || change.price_base.is_some()
                 || change.node.is_some();
             let info = if changing { c.set_pricing(&change)? } else { c.pricing()? };
-            emit(&Pricing(&info), json)?;
+            emit(&info, json)?;
         }
         AdminCommand::Policy { name, placement } => {
             let info = match (name, placement) {
@@ -410,7 +409,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
             emit(&Said::new(&u, said), json)?;
         }
         AdminCommand::User(UserCommand::List { limit, after }) => {
-            emit(&Users(&c.users_page(limit, after.as_deref())?), json)?;
+            emit(c.users_page(limit, after.as_deref())?.as_slice(), json)?;
         }
         AdminCommand::User(
             UserCommand::Disable { ref name }
@@ -437,7 +436,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
             emit(&Said::new(&r, said), json)?;
         }
         AdminCommand::Audit(p) => {
-            emit(&Audit(&c.audit(p.limit, p.after)?), json)?;
+            emit(c.audit(p.limit, p.after)?.as_slice(), json)?;
         }
         AdminCommand::Credit { user, amount } => {
             let m = parse_amount("amount", &amount)?;
@@ -476,12 +475,12 @@ fn account_line(a: &AccountInfo) -> String {
 
 /// `admin account ...`.
 fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
-    let print = |a: &AccountInfo| emit(&Account(a), json);
+    let print = |a: &AccountInfo| emit(a, json);
     match cmd {
-        AccountCommand::List => emit(&Accounts(&c.accounts_all()?), json),
+        AccountCommand::List => emit(c.accounts_all()?.as_slice(), json),
         AccountCommand::Show { name } => {
             let a = c.account(&name)?;
-            let mut text = Account(&a.account).text();
+            let mut text = a.account.text();
             if !a.account.allocations.is_empty() {
                 let mut t = table(&["ALLOCATION", "AMOUNT", "START", "END", "REMAINING", "ACTIVE"]);
                 for al in &a.account.allocations {
@@ -544,7 +543,7 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
                 fmt_time(start),
                 fmt_time(end)
             );
-            emit(&Said::new(&a, Text::new().line(said).raw(&Account(&a).text().to_string())), json)
+            emit(&Said::new(&a, Text::new().line(said).raw(&a.text().to_string())), json)
         }
     }
 }
@@ -566,11 +565,7 @@ fn drain(c: &Client, name: &str, action: &str, json: bool) -> anyhow::Result<()>
 }
 
 /// `admin nodes`: a node a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Nodes<'a>(&'a [libra_api::NodeInfo]);
-
-impl Render for Nodes<'_> {
+impl Render for [libra_api::NodeInfo] {
     fn text(&self) -> Text {
         let mut t = table(&[
             "NODE",
@@ -584,7 +579,7 @@ impl Render for Nodes<'_> {
             "LAST SEEN",
         ]);
         let n = now();
-        for x in self.0 {
+        for x in self {
             let jobs: Vec<String> = x.jobs.iter().map(|j| format!("{}:{:.2}", j.job, j.share)).collect();
             t.add_row(vec![
                 x.name.clone(),
@@ -609,18 +604,14 @@ impl Render for Nodes<'_> {
 }
 
 /// `admin usage`: a row per period, user and account, then the total per account.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Usage<'a>(&'a [libra_api::UsageRow]);
-
-impl Render for Usage<'_> {
+impl Render for [libra_api::UsageRow] {
     fn text(&self) -> Text {
-        if self.0.is_empty() {
+        if self.is_empty() {
             return Text::new().line("no jobs match");
         }
         let mut t = table(&["PERIOD", "USER", "ACCOUNT", "JOBS", "COMPLETED", "CPU HOURS", "CHARGED"]);
         let mut per_account: std::collections::BTreeMap<&str, Money> = Default::default();
-        for r in self.0 {
+        for r in self {
             let sum = per_account.entry(&r.account).or_insert(Money::ZERO);
             *sum = *sum + r.revenue;
             t.add_row(vec![
@@ -642,13 +633,9 @@ impl Render for Usage<'_> {
 }
 
 /// `admin pricing`: the parameters, then a node a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Pricing<'a>(&'a libra_api::PricingInfo);
-
-impl Render for Pricing<'_> {
+impl Render for libra_api::PricingInfo {
     fn text(&self) -> Text {
-        let info = self.0;
+        let info = self;
         let mut t = table(&["NODE", "PBASE/CPU-S", "PRICE NOW/CPU-S", "LOAD"]);
         for n in &info.nodes {
             t.add_row(vec![
@@ -668,14 +655,10 @@ impl Render for Pricing<'_> {
 }
 
 /// `admin user list`: a user a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Users<'a>(&'a [libra_api::UserInfo]);
-
-impl Render for Users<'_> {
+impl Render for [libra_api::UserInfo] {
     fn text(&self) -> Text {
         let mut t = table(&["USER", "ADMIN", "STATE", "UNIX ACCOUNT", "AVAILABLE", "ON HOLD"]);
-        for u in self.0 {
+        for u in self {
             t.add_row(vec![
                 u.name.clone(),
                 if u.admin { "yes" } else { "" }.into(),
@@ -690,14 +673,10 @@ impl Render for Users<'_> {
 }
 
 /// `admin audit`: an entry a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Audit<'a>(&'a [libra_api::AuditEntry]);
-
-impl Render for Audit<'_> {
+impl Render for [libra_api::AuditEntry] {
     fn text(&self) -> Text {
         let mut t = table(&["ID", "TIME", "CALLER", "ADDRESS", "REQUEST", "STATUS", "DETAIL"]);
-        for e in self.0 {
+        for e in self {
             t.add_row(vec![
                 e.id.to_string(),
                 fmt_time(e.time),
@@ -713,13 +692,9 @@ impl Render for Audit<'_> {
 }
 
 /// One account after a change: its credit, and its members when it is shared.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Account<'a>(&'a AccountInfo);
-
-impl Render for Account<'_> {
+impl Render for AccountInfo {
     fn text(&self) -> Text {
-        let a = self.0;
+        let a = self;
         let text = Text::new().line(account_line(a));
         if !a.personal && !a.members.is_empty() {
             return text.line(members_table(a));
@@ -729,15 +704,11 @@ impl Render for Account<'_> {
 }
 
 /// `admin account list`: an account a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Accounts<'a>(&'a [AccountInfo]);
-
-impl Render for Accounts<'_> {
+impl Render for [AccountInfo] {
     fn text(&self) -> Text {
         let mut t =
             table(&["ACCOUNT", "AVAILABLE", "ON HOLD", "CHARGED", "CREDITED", "ALLOCATIONS", "MEMBERS"]);
-        for a in self.0 {
+        for a in self {
             t.add_row(vec![
                 a.name.clone(),
                 money(a.available),

@@ -130,18 +130,14 @@ fn cluster(a: ClusterBench) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     let rows = result?;
     crate::cmd::quiet_on_closed_stdout();
-    emit(&Rows(rows), a.json)
+    emit(rows.as_slice(), a.json)
 }
 
 /// The measurements: a metric a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Rows(Vec<Row>);
-
-impl Render for Rows {
+impl Render for [Row] {
     fn text(&self) -> Text {
         let mut t = table(&["METRIC", "VALUE", "UNIT", "AIM"]);
-        for r in &self.0 {
+        for r in self {
             t.add_row(vec![r.metric.clone(), format!("{:.3}", r.value), r.unit.into(), r.aim.clone()]);
         }
         Text::new().line(t)

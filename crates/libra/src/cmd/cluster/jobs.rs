@@ -121,13 +121,9 @@ impl Render for Jobs<'_> {
 }
 
 /// One job in detail (`libra status JOB`): a field a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct JobDetail<'a>(&'a JobInfo);
-
-impl Render for JobDetail<'_> {
+impl Render for JobInfo {
     fn text(&self) -> Text {
-        let j = self.0;
+        let j = self;
         let mut t = table(&["FIELD", "VALUE"]);
         let rows: Vec<(&str, String)> = vec![
             ("job", j.id.to_string()),
@@ -214,7 +210,7 @@ pub fn status(a: StatusArgs) -> Result<()> {
     let json = a.conn.json;
     match a.job {
         Some(given) => match target(&c, &given)? {
-            Target::Job(j) => emit(&JobDetail(&j), json),
+            Target::Job(j) => emit(&*j, json),
             Target::Array(id) => {
                 let tasks = c.array(id)?;
                 let text = Text::new()

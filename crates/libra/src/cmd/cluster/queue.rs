@@ -148,20 +148,16 @@ pub fn queue(a: QueueArgs) -> Result<()> {
         }
     }
     let q = QueueQuery { user: a.user, state: a.state, node: a.node };
-    emit(&Queue(&a.conn.client()?.queue(&q)?), a.conn.json)
+    emit(a.conn.client()?.queue(&q)?.as_slice(), a.conn.json)
 }
 
 /// `libra queue`: an unfinished job a row.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Queue<'a>(&'a [libra_api::QueueEntry]);
-
-impl Render for Queue<'_> {
+impl Render for [libra_api::QueueEntry] {
     fn text(&self) -> Text {
         let mut t =
             table(&["JOB", "USER", "NAME", "STATE", "NODES", "SHARE", "TIME LEFT", "DEADLINE", "HELD"]);
         let now = now();
-        for j in self.0 {
+        for j in self {
             t.add_row(vec![
                 match (j.array_id, j.array_task) {
                     (Some(a), Some(t)) => format!("{a}_{t}"),

@@ -63,6 +63,29 @@ const ADMIN_PW: &str = "torture-admin";
 /// Credit each submitter starts with.
 const CREDIT: i64 = 1_000_000;
 
+/// What the torture found.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub seconds: f64,
+    pub server_kills: u64,
+    pub node_kills: u64,
+    pub integrity_checks: u64,
+    pub submissions: u64,
+    pub answered: u64,
+    /// Submissions whose client never got an answer (every retry failed).
+    pub unanswered: u64,
+    pub accepted: u64,
+    pub jobs_checked: u64,
+    pub jobs_started: u64,
+    pub invariants_checked: u64,
+    pub violations: Vec<String>,
+    /// The hosted sweep run through the torture: its jobs, how many ran, what it spent and
+    /// what the cluster charged for it.
+    pub sweep: Option<SweepCheck>,
+    /// What could not be tried (and so was not checked).
+    pub notes: Vec<String>,
+}
+
 impl Render for Report {
     fn text(&self) -> Text {
         let mut t = table(&["WHAT", "COUNT"]);
@@ -98,29 +121,6 @@ impl Render for Report {
         }
         text
     }
-}
-
-/// What the torture found.
-#[derive(Debug, Default, Serialize)]
-pub struct Report {
-    pub seconds: f64,
-    pub server_kills: u64,
-    pub node_kills: u64,
-    pub integrity_checks: u64,
-    pub submissions: u64,
-    pub answered: u64,
-    /// Submissions whose client never got an answer (every retry failed).
-    pub unanswered: u64,
-    pub accepted: u64,
-    pub jobs_checked: u64,
-    pub jobs_started: u64,
-    pub invariants_checked: u64,
-    pub violations: Vec<String>,
-    /// The hosted sweep run through the torture: its jobs, how many ran, what it spent and
-    /// what the cluster charged for it.
-    pub sweep: Option<SweepCheck>,
-    /// What could not be tried (and so was not checked).
-    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Default, Serialize)]

@@ -112,7 +112,7 @@ fn follow(c: &Client, id: i64, json: bool) -> anyhow::Result<()> {
             if let Some(bar) = &bar {
                 bar.finish();
             }
-            emit(&Sweep(&s), json)?;
+            emit(&s, json)?;
             return super::run::ended(id, &s.state, s.jobs.done, s.jobs.total);
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -129,7 +129,7 @@ fn status(c: &Client, a: StatusArgs) -> anyhow::Result<()> {
         if a.watch && !a.json {
             print!("\x1b[2J\x1b[H");
         }
-        emit(&Sweep(&s), a.json)?;
+        emit(&s, a.json)?;
         if !a.watch || (s.state != "running" && s.state != "paused") {
             return Ok(());
         }
@@ -182,13 +182,9 @@ fn visible_sweeps(c: &Client) -> anyhow::Result<(Vec<SweepInfo>, bool)> {
 }
 
 /// One sweep: a summary, a progress bar that also reads in a log, and a table per resource.
-#[derive(Serialize)]
-#[serde(transparent)]
-struct Sweep<'a>(&'a SweepInfo);
-
-impl Render for Sweep<'_> {
+impl Render for SweepInfo {
     fn text(&self) -> Text {
-        let s = self.0;
+        let s = self;
         let j = &s.jobs;
         let mut text = Text::new().line(format!(
             "sweep {} ({}, {}): {} · optimise {} · {}/{} done, {} failed, {} running, {} pending{}",
