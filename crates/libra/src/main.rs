@@ -3,6 +3,7 @@
 
 mod cmd;
 mod logging;
+mod output;
 
 use clap::{CommandFactory, Parser, Subcommand};
 

@@ -1,9 +1,10 @@
 //! `libra admin ...`: the administrators' commands (the server refuses them to anyone else
 //! with 403).
 
-use super::common::{fmt_time, money, now, print_json, read_password, table, Conn};
-use super::jobs::{jobs_table, members_table};
+use super::common::{fmt_time, money, now, read_password, Conn};
+use super::jobs::{members_table, Jobs};
 use crate::cmd::time::{parse_duration, parse_instant};
+use crate::output::{emit, table, Render, Said, Text};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use libra_api::{AccountAllocate, AccountInfo, AccountUserAdd, Client, SetPricing, UsageQuery, UserAdd};
@@ -263,45 +264,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
     let c = a.conn.client()?;
     let json = a.conn.json;
     match a.cmd {
-        AdminCommand::Nodes => {
-            let nodes = c.nodes()?;
-            if json {
-                return print_json(&nodes);
-            }
-            let mut t = table(&[
-                "NODE",
-                "STATE",
-                "CPUS",
-                "LOAD",
-                "JOBS (job:share)",
-                "MECHANISM",
-                "JOBS RUN AS",
-                "PBASE",
-                "LAST SEEN",
-            ]);
-            let n = now();
-            for x in nodes {
-                let jobs: Vec<String> = x.jobs.iter().map(|j| format!("{}:{:.2}", j.job, j.share)).collect();
-                t.add_row(vec![
-                    x.name,
-                    match (x.up, x.drained) {
-                        (true, false) => "up",
-                        (true, true) => "DRAINED",
-                        (false, false) => "down",
-                        (false, true) => "down, DRAINED",
-                    }
-                    .into(),
-                    format!("{:.2}", x.cpus),
-                    format!("{:.3}", x.load),
-                    jobs.join(" "),
-                    x.mechanism,
-                    x.runs_jobs_as,
-                    format!("{:.4}", x.price_base),
-                    format!("{:.1}s ago", n - x.last_seen),
-                ]);
-            }
-            println!("{t}");
-        }
+        AdminCommand::Nodes => emit(c.nodes()?.as_slice(), json)?,
         AdminCommand::Backup { file, overwrite } => {
             use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
@@ -323,13 +286,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
             f.write_all(&bytes)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &file)?;
-            if json {
-                let mut v = info;
-                v["file"] = file.display().to_string().into();
-                v["bytes"] = bytes.len().into();
-                return print_json(&v);
-            }
-            println!(
+            let said = format!(
                 "backup {}: {} jobs (last {}), {} ledger entries (last {}), {} users, schema version {}, {} bytes",
                 file.display(),
                 info["jobs"],
@@ -340,15 +297,16 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 info["schema_version"],
                 bytes.len()
             );
+            let mut v = info;
+            v["file"] = file.display().to_string().into();
+            v["bytes"] = bytes.len().into();
+            emit(&Said::new(&v, said), json)?;
         }
         AdminCommand::Node(NodeCommand::Drain { name }) => drain(&c, &name, "drain", json)?,
         AdminCommand::Node(NodeCommand::Undrain { name }) => drain(&c, &name, "undrain", json)?,
         AdminCommand::Jobs(p) => {
             let jobs = c.jobs_page(true, p.limit, p.after)?;
-            if json {
-                return print_json(&jobs);
-            }
-            println!("{}", jobs_table(&jobs, true));
+            emit(&Jobs::new(&jobs, true), json)?;
         }
         AdminCommand::Usage(u) => {
             let n = now();
@@ -369,35 +327,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                     anyhow::bail!("--until: {} is not after --since {}", fmt_time(e), fmt_time(s));
                 }
             }
-            let rows = c.usage_filtered(&q)?;
-            if json {
-                return print_json(&rows);
-            }
-            if rows.is_empty() {
-                println!("no jobs match");
-                return Ok(());
-            }
-            let mut t = table(&["PERIOD", "USER", "ACCOUNT", "JOBS", "COMPLETED", "CPU HOURS", "CHARGED"]);
-            let mut per_account: std::collections::BTreeMap<&str, Money> = Default::default();
-            for r in &rows {
-                let sum = per_account.entry(&r.account).or_insert(Money::ZERO);
-                *sum = *sum + r.revenue;
-                t.add_row(vec![
-                    r.period.clone(),
-                    r.user.clone(),
-                    r.account.clone(),
-                    r.jobs.to_string(),
-                    r.completed.to_string(),
-                    format!("{:.4}", r.cpu_hours),
-                    money(r.revenue),
-                ]);
-            }
-            println!("{t}");
-            let mut t = table(&["ACCOUNT", "CHARGED"]);
-            for (a, m) in per_account {
-                t.add_row(vec![a.to_string(), money(m)]);
-            }
-            println!("{t}");
+            emit(c.usage_filtered(&q)?.as_slice(), json)?;
         }
         AdminCommand::Account(cmd) => account(&c, cmd, json)?,
         AdminCommand::Pricing(p) => {
@@ -416,23 +346,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 || change.price_base.is_some()
                 || change.node.is_some();
             let info = if changing { c.set_pricing(&change)? } else { c.pricing()? };
-            if json {
-                return print_json(&info);
-            }
-            println!(
-                "alpha {}  beta {}  libra_gamma {}  libra_delta {}",
-                info.params.alpha, info.params.beta, info.params.libra_gamma, info.params.libra_delta
-            );
-            let mut t = table(&["NODE", "PBASE/CPU-S", "PRICE NOW/CPU-S", "LOAD"]);
-            for n in info.nodes {
-                t.add_row(vec![
-                    n.node,
-                    format!("{:.4}", n.price_base),
-                    n.price_now.map_or("-".into(), |v| format!("{v:.4}")),
-                    format!("{:.3}", n.load),
-                ]);
-            }
-            println!("{t}");
+            emit(&info, json)?;
         }
         AdminCommand::Policy { name, placement } => {
             let info = match (name, placement) {
@@ -440,16 +354,15 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 (None, Some(p)) => c.set_policy_placement(&c.policy()?.policy, Some(p))?,
                 (None, None) => c.policy()?,
             };
-            if json {
-                return print_json(&info);
-            }
             let placement =
                 info.placement.map_or("none (whole idle nodes in queue order)".into(), |p| p.to_string());
-            println!("policy: {} (available: {})", info.policy, info.available.join(", "));
-            println!(
-                "placement: {placement} (available: {})",
-                info.placements.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
-            );
+            let text = Text::new()
+                .line(format!("policy: {} (available: {})", info.policy, info.available.join(", ")))
+                .line(format!(
+                    "placement: {placement} (available: {})",
+                    info.placements.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            emit(&Said::new(&info, text), json)?;
         }
         AdminCommand::Cancel { job } | AdminCommand::Suspend { job } | AdminCommand::Resume { job } => {
             let action = match a.cmd {
@@ -458,17 +371,11 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 _ => "resume",
             };
             let j = c.admin_job(job, action)?;
-            if json {
-                return print_json(&j);
-            }
-            println!("job {} is now {}", j.id, j.state);
+            emit(&Said::new(&j, format!("job {} is now {}", j.id, j.state)), json)?;
         }
         AdminCommand::Node(NodeCommand::Forget { name }) => {
             let f = c.node_forget(&name)?;
-            if json {
-                return print_json(&f);
-            }
-            println!(
+            let said = format!(
                 "forgot node {}'s credential: it joins again with the join token; {}",
                 f.name,
                 match f.jobs_lost.len() {
@@ -479,6 +386,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                     ),
                 }
             );
+            emit(&Said::new(&f, said), json)?;
         }
         AdminCommand::User(UserCommand::Add {
             name,
@@ -491,34 +399,17 @@ pub fn run(a: AdminArgs) -> Result<()> {
             let password =
                 read_password(password, password_file.as_deref(), &format!("password for {name}: "))?;
             let u = c.user_add(&UserAdd { name, password, admin, unix_user, allow_root })?;
-            if json {
-                return print_json(&u);
-            }
-            println!(
+            let said = format!(
                 "added user {}{}; jobs run as {}{}",
                 u.name,
                 if u.admin { " (administrator)" } else { "" },
                 u.unix_user,
                 if u.allow_root { " (root allowed)" } else { "" }
             );
+            emit(&Said::new(&u, said), json)?;
         }
         AdminCommand::User(UserCommand::List { limit, after }) => {
-            let users = c.users_page(limit, after.as_deref())?;
-            if json {
-                return print_json(&users);
-            }
-            let mut t = table(&["USER", "ADMIN", "STATE", "UNIX ACCOUNT", "AVAILABLE", "ON HOLD"]);
-            for u in users {
-                t.add_row(vec![
-                    u.name,
-                    if u.admin { "yes" } else { "" }.into(),
-                    u.state,
-                    format!("{}{}", u.unix_user, if u.allow_root { " (root allowed)" } else { "" }),
-                    money(u.available),
-                    money(u.held),
-                ]);
-            }
-            println!("{t}");
+            emit(c.users_page(limit, after.as_deref())?.as_slice(), json)?;
         }
         AdminCommand::User(
             UserCommand::Disable { ref name }
@@ -531,10 +422,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
                 _ => "remove",
             };
             let r = c.user_action(name, action)?;
-            if json {
-                return print_json(&r);
-            }
-            println!(
+            let said = format!(
                 "user {} is now {}; {} tokens revoked; cancelled jobs: {}",
                 r.user,
                 r.state,
@@ -545,39 +433,22 @@ pub fn run(a: AdminArgs) -> Result<()> {
                     r.cancelled_jobs.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
                 }
             );
+            emit(&Said::new(&r, said), json)?;
         }
         AdminCommand::Audit(p) => {
-            let entries = c.audit(p.limit, p.after)?;
-            if json {
-                return print_json(&entries);
-            }
-            let mut t = table(&["ID", "TIME", "CALLER", "ADDRESS", "REQUEST", "STATUS", "DETAIL"]);
-            for e in entries {
-                t.add_row(vec![
-                    e.id.to_string(),
-                    fmt_time(e.time),
-                    e.caller.unwrap_or_else(|| "-".into()),
-                    e.address.unwrap_or_else(|| "-".into()),
-                    format!("{} {}", e.method, e.path),
-                    e.status.to_string(),
-                    e.detail.unwrap_or_default().chars().take(120).collect(),
-                ]);
-            }
-            println!("{t}");
+            emit(c.audit(p.limit, p.after)?.as_slice(), json)?;
         }
         AdminCommand::Credit { user, amount } => {
             let m = parse_amount("amount", &amount)?;
             let b = c.credit(&user, m)?;
-            if json {
-                return print_json(&b);
-            }
-            println!(
+            let said = format!(
                 "{}: {} available, {} on hold (at {})",
                 b.user,
                 money(b.available),
                 money(b.held),
                 fmt_time(now())
             );
+            emit(&Said::new(&b, said), json)?;
         }
     }
     Ok(())
@@ -604,51 +475,12 @@ fn account_line(a: &AccountInfo) -> String {
 
 /// `admin account ...`.
 fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
-    let print = |a: &AccountInfo| -> Result<()> {
-        if json {
-            return print_json(a);
-        }
-        println!("{}", account_line(a));
-        if !a.personal && !a.members.is_empty() {
-            println!("{}", members_table(a));
-        }
-        Ok(())
-    };
+    let print = |a: &AccountInfo| emit(a, json);
     match cmd {
-        AccountCommand::List => {
-            let all = c.accounts_all()?;
-            if json {
-                return print_json(&all);
-            }
-            let mut t =
-                table(&["ACCOUNT", "AVAILABLE", "ON HOLD", "CHARGED", "CREDITED", "ALLOCATIONS", "MEMBERS"]);
-            for a in all {
-                t.add_row(vec![
-                    a.name.clone(),
-                    money(a.available),
-                    money(a.held),
-                    money(a.charged),
-                    money(a.credited),
-                    a.allocations.len().to_string(),
-                    a.members
-                        .iter()
-                        .map(|m| match m.limit {
-                            Some(l) => format!("{} (limit {})", m.user, money(l)),
-                            None => m.user.clone(),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                ]);
-            }
-            println!("{t}");
-            Ok(())
-        }
+        AccountCommand::List => emit(c.accounts_all()?.as_slice(), json),
         AccountCommand::Show { name } => {
             let a = c.account(&name)?;
-            if json {
-                return print_json(&a);
-            }
-            print(&a.account)?;
+            let mut text = a.account.text();
             if !a.account.allocations.is_empty() {
                 let mut t = table(&["ALLOCATION", "AMOUNT", "START", "END", "REMAINING", "ACTIVE"]);
                 for al in &a.account.allocations {
@@ -661,9 +493,9 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
                         if al.active { "yes" } else { "no" }.into(),
                     ]);
                 }
-                println!("{t}");
+                text = text.line(t);
             }
-            Ok(())
+            emit(&Said::new(&a, text), json)
         }
         AccountCommand::Create { name } => print(&c.account_create(&name)?),
         AccountCommand::AddUser { name, user, limit, default } => {
@@ -681,12 +513,11 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
         AccountCommand::Transfer { from, to, amount } => {
             let amount: Money = amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?;
             let r = c.account_transfer(&from, &to, amount)?;
-            if json {
-                return print_json(&r);
-            }
-            println!("moved {} from {} to {}", money(amount), from, to);
-            println!("{}\n{}", account_line(&r.from), account_line(&r.to));
-            Ok(())
+            let text = Text::new()
+                .line(format!("moved {} from {} to {}", money(amount), from, to))
+                .line(account_line(&r.from))
+                .line(account_line(&r.to));
+            emit(&Said::new(&r, text), json)
         }
         AccountCommand::Allocate { name, amount, start, end } => {
             let amount: Money = amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?;
@@ -705,11 +536,14 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
                 anyhow::bail!("--end: {} is not after --start {}", fmt_time(end), fmt_time(start));
             }
             let a = c.account_allocate(&name, &AccountAllocate { amount, start, end })?;
-            if json {
-                return print_json(&a);
-            }
-            println!("allocated {} to {} from {} to {}", money(amount), name, fmt_time(start), fmt_time(end));
-            print(&a)
+            let said = format!(
+                "allocated {} to {} from {} to {}",
+                money(amount),
+                name,
+                fmt_time(start),
+                fmt_time(end)
+            );
+            emit(&Said::new(&a, Text::new().line(said).raw(&a.text().to_string())), json)
         }
     }
 }
@@ -717,18 +551,181 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
 /// `admin node drain|undrain NAME`.
 fn drain(c: &Client, name: &str, action: &str, json: bool) -> anyhow::Result<()> {
     let n = c.node_action(name, action)?;
-    if json {
-        return print_json(&n);
-    }
-    if n.drained {
+    let said = if n.drained {
         let running = n.jobs.len();
-        println!(
+        format!(
             "node {} is drained: it takes no new jobs; {running} job{} on it will finish",
             n.name,
             if running == 1 { "" } else { "s" }
-        );
+        )
     } else {
-        println!("node {} takes new jobs again", n.name);
+        format!("node {} takes new jobs again", n.name)
+    };
+    emit(&Said::new(&n, said), json)
+}
+
+/// `admin nodes`: a node a row.
+impl Render for [libra_api::NodeInfo] {
+    fn text(&self) -> Text {
+        let mut t = table(&[
+            "NODE",
+            "STATE",
+            "CPUS",
+            "LOAD",
+            "JOBS (job:share)",
+            "MECHANISM",
+            "JOBS RUN AS",
+            "PBASE",
+            "LAST SEEN",
+        ]);
+        let n = now();
+        for x in self {
+            let jobs: Vec<String> = x.jobs.iter().map(|j| format!("{}:{:.2}", j.job, j.share)).collect();
+            t.add_row(vec![
+                x.name.clone(),
+                match (x.up, x.drained) {
+                    (true, false) => "up",
+                    (true, true) => "DRAINED",
+                    (false, false) => "down",
+                    (false, true) => "down, DRAINED",
+                }
+                .into(),
+                format!("{:.2}", x.cpus),
+                format!("{:.3}", x.load),
+                jobs.join(" "),
+                x.mechanism.clone(),
+                x.runs_jobs_as.clone(),
+                format!("{:.4}", x.price_base),
+                format!("{:.1}s ago", n - x.last_seen),
+            ]);
+        }
+        Text::new().line(t)
     }
-    Ok(())
+}
+
+/// `admin usage`: a row per period, user and account, then the total per account.
+impl Render for [libra_api::UsageRow] {
+    fn text(&self) -> Text {
+        if self.is_empty() {
+            return Text::new().line("no jobs match");
+        }
+        let mut t = table(&["PERIOD", "USER", "ACCOUNT", "JOBS", "COMPLETED", "CPU HOURS", "CHARGED"]);
+        let mut per_account: std::collections::BTreeMap<&str, Money> = Default::default();
+        for r in self {
+            let sum = per_account.entry(&r.account).or_insert(Money::ZERO);
+            *sum = *sum + r.revenue;
+            t.add_row(vec![
+                r.period.clone(),
+                r.user.clone(),
+                r.account.clone(),
+                r.jobs.to_string(),
+                r.completed.to_string(),
+                format!("{:.4}", r.cpu_hours),
+                money(r.revenue),
+            ]);
+        }
+        let mut sums = table(&["ACCOUNT", "CHARGED"]);
+        for (a, m) in per_account {
+            sums.add_row(vec![a.to_string(), money(m)]);
+        }
+        Text::new().line(t).line(sums)
+    }
+}
+
+/// `admin pricing`: the parameters, then a node a row.
+impl Render for libra_api::PricingInfo {
+    fn text(&self) -> Text {
+        let info = self;
+        let mut t = table(&["NODE", "PBASE/CPU-S", "PRICE NOW/CPU-S", "LOAD"]);
+        for n in &info.nodes {
+            t.add_row(vec![
+                n.node.clone(),
+                format!("{:.4}", n.price_base),
+                n.price_now.map_or("-".into(), |v| format!("{v:.4}")),
+                format!("{:.3}", n.load),
+            ]);
+        }
+        Text::new()
+            .line(format!(
+                "alpha {}  beta {}  libra_gamma {}  libra_delta {}",
+                info.params.alpha, info.params.beta, info.params.libra_gamma, info.params.libra_delta
+            ))
+            .line(t)
+    }
+}
+
+/// `admin user list`: a user a row.
+impl Render for [libra_api::UserInfo] {
+    fn text(&self) -> Text {
+        let mut t = table(&["USER", "ADMIN", "STATE", "UNIX ACCOUNT", "AVAILABLE", "ON HOLD"]);
+        for u in self {
+            t.add_row(vec![
+                u.name.clone(),
+                if u.admin { "yes" } else { "" }.into(),
+                u.state.clone(),
+                format!("{}{}", u.unix_user, if u.allow_root { " (root allowed)" } else { "" }),
+                money(u.available),
+                money(u.held),
+            ]);
+        }
+        Text::new().line(t)
+    }
+}
+
+/// `admin audit`: an entry a row.
+impl Render for [libra_api::AuditEntry] {
+    fn text(&self) -> Text {
+        let mut t = table(&["ID", "TIME", "CALLER", "ADDRESS", "REQUEST", "STATUS", "DETAIL"]);
+        for e in self {
+            t.add_row(vec![
+                e.id.to_string(),
+                fmt_time(e.time),
+                e.caller.clone().unwrap_or_else(|| "-".into()),
+                e.address.clone().unwrap_or_else(|| "-".into()),
+                format!("{} {}", e.method, e.path),
+                e.status.to_string(),
+                e.detail.clone().unwrap_or_default().chars().take(120).collect(),
+            ]);
+        }
+        Text::new().line(t)
+    }
+}
+
+/// One account after a change: its credit, and its members when it is shared.
+impl Render for AccountInfo {
+    fn text(&self) -> Text {
+        let a = self;
+        let text = Text::new().line(account_line(a));
+        if !a.personal && !a.members.is_empty() {
+            return text.line(members_table(a));
+        }
+        text
+    }
+}
+
+/// `admin account list`: an account a row.
+impl Render for [AccountInfo] {
+    fn text(&self) -> Text {
+        let mut t =
+            table(&["ACCOUNT", "AVAILABLE", "ON HOLD", "CHARGED", "CREDITED", "ALLOCATIONS", "MEMBERS"]);
+        for a in self {
+            t.add_row(vec![
+                a.name.clone(),
+                money(a.available),
+                money(a.held),
+                money(a.charged),
+                money(a.credited),
+                a.allocations.len().to_string(),
+                a.members
+                    .iter()
+                    .map(|m| match m.limit {
+                        Some(l) => format!("{} (limit {})", m.user, money(l)),
+                        None => m.user.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        Text::new().line(t)
+    }
 }

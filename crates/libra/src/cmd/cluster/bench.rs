@@ -3,7 +3,7 @@
 //! latency at 10, 100 and 1,000 (simulated) nodes, acceptance-to-start latency on a real node
 //! agent, the share error of the enforcement, and `libra submit` as a whole command.
 
-use super::common::{print_json, table};
+use crate::output::{emit, table, Render, Text};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use libra_api::{Client, JobState, RegisterRequest, SubmitRequest};
@@ -130,15 +130,18 @@ fn cluster(a: ClusterBench) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     let rows = result?;
     crate::cmd::quiet_on_closed_stdout();
-    if a.json {
-        return print_json(&rows);
+    emit(rows.as_slice(), a.json)
+}
+
+/// The measurements: a metric a row.
+impl Render for [Row] {
+    fn text(&self) -> Text {
+        let mut t = table(&["METRIC", "VALUE", "UNIT", "AIM"]);
+        for r in self {
+            t.add_row(vec![r.metric.clone(), format!("{:.3}", r.value), r.unit.into(), r.aim.clone()]);
+        }
+        Text::new().line(t)
     }
-    let mut t = table(&["METRIC", "VALUE", "UNIT", "AIM"]);
-    for r in rows {
-        t.add_row(vec![r.metric, format!("{:.3}", r.value), r.unit.into(), r.aim]);
-    }
-    println!("{t}");
-    Ok(())
 }
 
 fn measure(a: &ClusterBench, dir: &Path) -> Result<Vec<Row>> {

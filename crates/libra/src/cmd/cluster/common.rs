@@ -1,9 +1,8 @@
 //! What the cluster commands share: how to reach the server and who the caller is, durations
-//! and times, and printing (a table for people, JSON for programs).
+//! and times (printing is `crate::output`'s).
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use comfy_table::Table;
 use libra_api::Client;
 use libra_core::Money;
 use serde::{Deserialize, Serialize};
@@ -148,17 +147,6 @@ impl Conn {
 
 pub fn money(m: Money) -> String {
     m.to_string()
-}
-
-pub fn table(header: &[&str]) -> Table {
-    let mut t = crate::cmd::new_table();
-    t.set_header(header.iter().copied());
-    t
-}
-
-pub fn print_json<T: Serialize>(v: &T) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
 }
 
 /// Where a secret may come from: a file or the environment, never the command line (any user

@@ -1,10 +1,12 @@
 //! The users' job commands: status, cancel, balance, output (history: `queue.rs`).
 
-use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
+use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, Conn};
+use crate::output::{emit, table, Render, Said, Text};
 use anyhow::Result;
 use anyhow::{anyhow, bail};
 use clap::Args;
 use libra_api::{parse_job_ref, Client, JobInfo};
+use serde::Serialize;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -97,6 +99,89 @@ pub fn jobs_table(jobs: &[JobInfo], with_user: bool) -> comfy_table::Table {
     t
 }
 
+/// Jobs, a row each (`libra status`, `libra admin jobs`); in JSON the list.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct Jobs<'a> {
+    jobs: &'a [JobInfo],
+    #[serde(skip)]
+    with_user: bool,
+}
+
+impl<'a> Jobs<'a> {
+    pub fn new(jobs: &'a [JobInfo], with_user: bool) -> Self {
+        Jobs { jobs, with_user }
+    }
+}
+
+impl Render for Jobs<'_> {
+    fn text(&self) -> Text {
+        Text::new().line(jobs_table(self.jobs, self.with_user))
+    }
+}
+
+/// One job in detail (`libra status JOB`): a field a row.
+impl Render for JobInfo {
+    fn text(&self) -> Text {
+        let j = self;
+        let mut t = table(&["FIELD", "VALUE"]);
+        let rows: Vec<(&str, String)> = vec![
+            ("job", j.id.to_string()),
+            (
+                "array task",
+                match (j.array_id, j.array_task) {
+                    (Some(a), Some(t)) => format!("{a}_{t} (task {t} of array {a})"),
+                    _ => String::new(),
+                },
+            ),
+            ("user", j.user.clone()),
+            ("name", j.name.clone().unwrap_or_default()),
+            (
+                "state",
+                if j.waiting {
+                    format!("{} (waiting on dependencies)", j.state)
+                } else {
+                    j.state.to_string()
+                },
+            ),
+            ("dependencies", libra_core::dependency::format_list(&j.dependencies)),
+            ("command", j.command.join(" ").chars().take(120).collect()),
+            ("nodes", j.nodes.join(",")),
+            ("slurm job", j.slurm_job_id.map(|s| s.to_string()).unwrap_or_default()),
+            ("share", format!("{:.3} CPU", j.share)),
+            ("estimate", fmt_dur(j.estimate)),
+            ("cpu used", format!("{} ({})", fmt_dur(j.cpu_seconds), progress(j))),
+            ("submitted", fmt_time(j.submit_time)),
+            ("started", fmt_opt_time(j.start_time)),
+            ("ended", fmt_opt_time(j.end_time)),
+            ("deadline", fmt_time(j.deadline_at)),
+            ("budget", money(j.budget)),
+            ("cost held", money(j.cost)),
+            ("charged", money(j.charged)),
+            ("exit code", j.exit_code.map(|c| c.to_string()).unwrap_or_default()),
+            ("reason", j.reason.clone().unwrap_or_default()),
+            ("billing", j.settlement.clone().unwrap_or_default()),
+            ("cpus per task", j.cpus_per_task.to_string()),
+            ("time limit", j.time_limit.map(fmt_dur).unwrap_or_else(|| "none".into())),
+            ("working dir", j.workdir.clone().unwrap_or_else(|| "(the node's)".into())),
+            (
+                "output",
+                j.stdout.clone().unwrap_or_else(|| {
+                    if j.workdir.is_some() {
+                        "libra-%j.out".into()
+                    } else {
+                        String::new()
+                    }
+                }),
+            ),
+        ];
+        for (k, v) in rows {
+            t.add_row(vec![k.to_string(), v]);
+        }
+        Text::new().line(t)
+    }
+}
+
 /// What `ID` or `ID_TASK` names: one job, or (`ID` alone, when it is an array's first task) the
 /// whole array.
 enum Target {
@@ -122,164 +207,106 @@ fn target(c: &Client, given: &str) -> Result<Target> {
 
 pub fn status(a: StatusArgs) -> Result<()> {
     let c = a.conn.client()?;
+    let json = a.conn.json;
     match a.job {
-        Some(given) => {
-            let j = match target(&c, &given)? {
-                Target::Job(j) => *j,
-                Target::Array(id) => {
-                    let tasks = c.array(id)?;
-                    if a.conn.json {
-                        return print_json(&tasks);
-                    }
-                    println!("array {id}: {} tasks", tasks.len());
-                    println!("{}", jobs_table(&tasks, false));
-                    return Ok(());
-                }
-            };
-            if a.conn.json {
-                return print_json(&j);
+        Some(given) => match target(&c, &given)? {
+            Target::Job(j) => emit(&*j, json),
+            Target::Array(id) => {
+                let tasks = c.array(id)?;
+                let text = Text::new()
+                    .line(format!("array {id}: {} tasks", tasks.len()))
+                    .line(jobs_table(&tasks, false));
+                emit(&Said::new(&tasks, text), json)
             }
-            let mut t = table(&["FIELD", "VALUE"]);
-            let rows: Vec<(&str, String)> = vec![
-                ("job", j.id.to_string()),
-                (
-                    "array task",
-                    match (j.array_id, j.array_task) {
-                        (Some(a), Some(t)) => format!("{a}_{t} (task {t} of array {a})"),
-                        _ => String::new(),
-                    },
-                ),
-                ("user", j.user.clone()),
-                ("name", j.name.clone().unwrap_or_default()),
-                (
-                    "state",
-                    if j.waiting {
-                        format!("{} (waiting on dependencies)", j.state)
-                    } else {
-                        j.state.to_string()
-                    },
-                ),
-                ("dependencies", libra_core::dependency::format_list(&j.dependencies)),
-                ("command", j.command.join(" ").chars().take(120).collect()),
-                ("nodes", j.nodes.join(",")),
-                ("slurm job", j.slurm_job_id.map(|s| s.to_string()).unwrap_or_default()),
-                ("share", format!("{:.3} CPU", j.share)),
-                ("estimate", fmt_dur(j.estimate)),
-                ("cpu used", format!("{} ({})", fmt_dur(j.cpu_seconds), progress(&j))),
-                ("submitted", fmt_time(j.submit_time)),
-                ("started", fmt_opt_time(j.start_time)),
-                ("ended", fmt_opt_time(j.end_time)),
-                ("deadline", fmt_time(j.deadline_at)),
-                ("budget", money(j.budget)),
-                ("cost held", money(j.cost)),
-                ("charged", money(j.charged)),
-                ("exit code", j.exit_code.map(|c| c.to_string()).unwrap_or_default()),
-                ("reason", j.reason.clone().unwrap_or_default()),
-                ("billing", j.settlement.clone().unwrap_or_default()),
-                ("cpus per task", j.cpus_per_task.to_string()),
-                ("time limit", j.time_limit.map(fmt_dur).unwrap_or_else(|| "none".into())),
-                ("working dir", j.workdir.clone().unwrap_or_else(|| "(the node's)".into())),
-                (
-                    "output",
-                    j.stdout.clone().unwrap_or_else(|| {
-                        if j.workdir.is_some() {
-                            "libra-%j.out".into()
-                        } else {
-                            String::new()
-                        }
-                    }),
-                ),
-            ];
-            for (k, v) in rows {
-                t.add_row(vec![k.to_string(), v]);
-            }
-            println!("{t}");
-        }
+        },
         None => {
             let jobs: Vec<JobInfo> = c
                 .jobs(false)?
                 .into_iter()
                 .filter(|j| j.state.is_active() || now() - j.submit_time < 3600.0)
                 .collect();
-            if a.conn.json {
-                return print_json(&jobs);
-            }
-            println!("{}", jobs_table(&jobs, false));
+            emit(&Jobs::new(&jobs, false), json)
         }
     }
-    Ok(())
 }
 
-pub fn cancel(a: CancelArgs) -> Result<()> {
-    let c = a.conn.client()?;
-    // --json: one job's answer as before; an array's, every task's (a list).
-    let cancelled = match target(&c, &a.job)? {
-        Target::Job(j) => {
-            let j = c.cancel(j.id)?;
-            if a.conn.json {
-                return print_json(&j);
-            }
-            vec![j]
-        }
-        Target::Array(id) => {
-            let tasks = c.cancel_array(id)?;
-            if a.conn.json {
-                return print_json(&tasks);
-            }
-            tasks
-        }
-    };
-    for j in &cancelled {
-        println!(
+/// What `libra cancel` says of each job it cancelled.
+fn cancelled_text(jobs: &[JobInfo]) -> Text {
+    jobs.iter().fold(Text::new(), |t, j| {
+        t.line(format!(
             "job {} {}: charged {} (quoted {}): {}",
             libra_api::job_label(j),
             j.state,
             money(j.charged),
             money(j.cost),
             j.settlement.as_deref().unwrap_or("")
-        );
+        ))
+    })
+}
+
+pub fn cancel(a: CancelArgs) -> Result<()> {
+    let c = a.conn.client()?;
+    // --json: one job's answer as before; an array's, every task's (a list).
+    match target(&c, &a.job)? {
+        Target::Job(j) => {
+            let j = c.cancel(j.id)?;
+            emit(&Said::new(&j, cancelled_text(std::slice::from_ref(&j))), a.conn.json)
+        }
+        Target::Array(id) => {
+            let tasks = c.cancel_array(id)?;
+            emit(&Said::new(&tasks, cancelled_text(&tasks)), a.conn.json)
+        }
     }
-    Ok(())
 }
 
 pub fn balance(a: BalanceArgs) -> Result<()> {
     let c = a.conn.client()?;
+    let json = a.conn.json;
     if let Some(name) = &a.account {
         let acc = c.account(name)?;
         let entries = if a.ledger { Some(c.account_ledger(name)?) } else { None };
-        if a.conn.json {
-            return match entries {
-                None => print_json(&acc),
-                Some(e) => print_json(&serde_json::json!({"account": acc, "ledger": e})),
-            };
-        }
-        if let Some(entries) = entries {
+        let mut text = Text::new();
+        if let Some(entries) = &entries {
             let mut t = table(&["ENTRY", "TIME", "KIND", "USER", "JOB", "ALLOCATION", "AMOUNT"]);
             for e in entries {
                 t.add_row(vec![
                     e.id.to_string(),
                     fmt_time(e.time),
-                    e.kind,
-                    e.user.unwrap_or_default(),
+                    e.kind.clone(),
+                    e.user.clone().unwrap_or_default(),
                     e.job.map(|j| j.to_string()).unwrap_or_default(),
                     e.allocation.map(|j| j.to_string()).unwrap_or_default(),
                     money(e.amount),
                 ]);
             }
-            println!("{t}");
+            text = text.line(t);
         }
-        print_account(&acc);
-        return Ok(());
+        let text = account_text(text, &acc);
+        return match entries {
+            None => emit(&Said::new(&acc, text), json),
+            Some(e) => emit(&Said::new(&serde_json::json!({"account": acc, "ledger": e}), text), json),
+        };
     }
     let b = c.balance()?;
-    if a.conn.json && !a.ledger {
-        return print_json(&b);
+    let entries = if a.ledger { Some(c.ledger()?) } else { None };
+    // The shared accounts are for people only: JSON keeps the answer it always had.
+    let accounts = if json { None } else { Some(c.accounts()?) };
+    let text = balance_text(&b, entries.as_deref(), accounts.as_deref());
+    match entries {
+        None => emit(&Said::new(&b, text), json),
+        Some(e) => emit(&Said::new(&serde_json::json!({"balance": b, "ledger": e}), text), json),
     }
-    if a.ledger {
-        let entries = c.ledger()?;
-        if a.conn.json {
-            return print_json(&serde_json::json!({"balance": b, "ledger": entries}));
-        }
+}
+
+/// `libra balance` for people: the ledger (with --ledger), the user's credit, and the shared
+/// accounts they may charge.
+fn balance_text(
+    b: &libra_api::Balance,
+    entries: Option<&[libra_api::LedgerEntry]>,
+    accounts: Option<&[libra_api::MyAccount]>,
+) -> Text {
+    let mut text = Text::new();
+    if let Some(entries) = entries {
         let mut t = table(&["ENTRY", "TIME", "KIND", "JOB", "AMOUNT"]);
         for e in entries {
             t.add_row(vec![
@@ -290,14 +317,14 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
                 money(e.amount),
             ]);
         }
-        println!("{t}");
+        text = text.line(t);
     }
     let mut t = table(&["USER", "AVAILABLE", "ON HOLD", "CHARGED", "DEPOSITED"]);
-    t.add_row(vec![b.user, money(b.available), money(b.held), money(b.charged), money(b.deposited)]);
-    println!("{t}");
+    t.add_row(vec![b.user.clone(), money(b.available), money(b.held), money(b.charged), money(b.deposited)]);
+    text = text.line(t);
     // The shared accounts the user may charge, when there are any (a user in none sees what
     // they always saw).
-    let accounts = c.accounts()?;
+    let accounts = accounts.unwrap_or_default();
     if accounts.len() > 1 || accounts.first().is_some_and(|a| !a.default) {
         let mut t = table(&[
             "ACCOUNT",
@@ -321,20 +348,20 @@ pub fn balance(a: BalanceArgs) -> Result<()> {
                 money(m.available_to_me),
             ]);
         }
-        println!("{t}");
+        text = text.line(t);
     }
-    Ok(())
+    text
 }
 
-/// One account as `libra balance --account` shows it.
-fn print_account(m: &libra_api::MyAccount) {
+/// One account as `libra balance --account` shows it, after `text`.
+fn account_text(text: Text, m: &libra_api::MyAccount) -> Text {
     let a = &m.account;
-    println!(
+    let mut text = text.line(format!(
         "account {}{}{}",
         a.name,
         if a.personal { " (personal)" } else { "" },
         if m.default { ", your default" } else { "" }
-    );
+    ));
     let mut t =
         table(&["CREDITED", "CHARGED", "ON HOLD", "AVAILABLE", "YOUR LIMIT", "YOUR USE", "AVAILABLE TO YOU"]);
     t.add_row(vec![
@@ -346,10 +373,7 @@ fn print_account(m: &libra_api::MyAccount) {
         money(m.used),
         money(m.available_to_me),
     ]);
-    println!("{t}");
-    if let Some(p) = a.period_start {
-        println!("allocation period since {}", fmt_time(p));
-    }
+    text = text.line(t).line_if(a.period_start.map(|p| format!("allocation period since {}", fmt_time(p))));
     if !a.allocations.is_empty() {
         let mut t = table(&["ALLOCATION", "AMOUNT", "START", "END", "REMAINING", "STATE"]);
         let n = now();
@@ -370,11 +394,12 @@ fn print_account(m: &libra_api::MyAccount) {
                 .into(),
             ]);
         }
-        println!("{t}");
+        text = text.line(t);
     }
     if !a.personal {
-        println!("{}", members_table(a));
+        text = text.line(members_table(a));
     }
+    text
 }
 
 /// An account's members, their limits and use.
@@ -391,6 +416,36 @@ pub fn members_table(a: &libra_api::AccountInfo) -> comfy_table::Table {
     t
 }
 
+/// A job's output so far (`libra output`): the text of its ranks, or the server's answer.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct JobOutput<'a> {
+    o: &'a libra_api::JobOutput,
+    #[serde(skip)]
+    stderr: bool,
+}
+
+impl Render for JobOutput<'_> {
+    fn text(&self) -> Text {
+        let (o, stderr) = (self.o, self.stderr);
+        fn text(p: &libra_api::OutputPart, stderr: bool) -> &str {
+            if stderr {
+                &p.stderr
+            } else {
+                &p.stdout
+            }
+        }
+        let with_text = o.parts.iter().filter(|p| !text(p, stderr).is_empty()).count();
+        if o.parts.is_empty() || with_text == 0 {
+            return Text::new().raw(if stderr { &o.stderr } else { &o.stdout });
+        }
+        o.parts.iter().fold(Text::new(), |t, p| {
+            let t = if with_text > 1 { t.line(format!("== rank {} on {} ==", p.rank, p.node)) } else { t };
+            t.raw(text(p, stderr))
+        })
+    }
+}
+
 pub fn output(a: OutputArgs) -> Result<()> {
     let c = a.conn.client()?;
     let id = match target(&c, &a.job)? {
@@ -400,24 +455,16 @@ pub fn output(a: OutputArgs) -> Result<()> {
         }
     };
     let o = c.output(id)?;
+    let sofar = JobOutput { o: &o, stderr: a.stderr };
     if a.conn.json && !a.follow {
-        return print_json(&o);
+        return emit(&sofar, true);
     }
     if o.truncated {
         eprintln!("(only the end of a long output was kept)");
     }
+    // --follow streams text (what arrives later is text too), --json or not.
+    emit(&sofar, false)?;
     let text = |p: &libra_api::OutputPart| if a.stderr { p.stderr.clone() } else { p.stdout.clone() };
-    let with_text = o.parts.iter().filter(|p| !text(p).is_empty()).count();
-    if o.parts.is_empty() || with_text == 0 {
-        print!("{}", if a.stderr { &o.stderr } else { &o.stdout });
-    } else {
-        for p in &o.parts {
-            if with_text > 1 {
-                println!("== rank {} on {} ==", p.rank, p.node);
-            }
-            print!("{}", text(p));
-        }
-    }
     if !a.follow {
         if o.state.is_active() {
             eprintln!("(job {} is {}: this is its output so far; --follow waits for more)", o.id, o.state);

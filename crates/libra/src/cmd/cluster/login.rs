@@ -1,9 +1,8 @@
 //! `libra login`: exchange a password for an API token, saved for the other commands;
 //! `libra logout` and `libra passwd`.
 
-use super::common::{
-    login_path, print_json, read_password, save_login, saved_login, Conn, Login, SecretSource,
-};
+use super::common::{login_path, read_password, save_login, saved_login, Conn, Login, SecretSource};
+use crate::output::{emit, Said};
 use anyhow::{Context, Result};
 use clap::Args;
 use libra_api::Client;
@@ -42,17 +41,17 @@ pub fn run(a: LoginArgs) -> Result<()> {
     let client = Client::connect(&a.server, None, ca.as_deref(), a.insecure_http)?;
     let password = read_password(a.password, a.password_file.as_deref(), "password: ")?;
     let resp = client.login(&a.user, &password)?;
-    if a.json {
-        return print_json(&resp);
+    // With --json the token is the program's to keep: nothing is saved.
+    if !a.json {
+        save_login(&Login {
+            server: a.server.clone(),
+            user: resp.user.clone(),
+            token: resp.token.clone(),
+            ca,
+            insecure_http: a.insecure_http,
+        })?;
     }
-    save_login(&Login {
-        server: a.server.clone(),
-        user: resp.user.clone(),
-        token: resp.token,
-        ca,
-        insecure_http: a.insecure_http,
-    })?;
-    println!(
+    let said = format!(
         "logged in to {} as {}{}{}",
         a.server,
         resp.user,
@@ -60,7 +59,7 @@ pub fn run(a: LoginArgs) -> Result<()> {
         resp.expires
             .map_or(String::new(), |t| format!("; the token works until {}", super::common::fmt_time(t)))
     );
-    Ok(())
+    emit(&Said::new(&resp, said), a.json)
 }
 
 /// Revokes the saved token on the server and forgets it here. A token that no longer works
@@ -88,10 +87,7 @@ pub fn logout(a: LogoutArgs) -> Result<()> {
         }
         _ => false,
     };
-    if a.conn.json {
-        return print_json(&serde_json::json!({ "revoked": revoked, "forgotten": forgot }));
-    }
-    println!(
+    let said = format!(
         "{}{}",
         if revoked {
             "logged out: the token is revoked on the server"
@@ -100,7 +96,7 @@ pub fn logout(a: LogoutArgs) -> Result<()> {
         },
         if forgot { "; the saved login is removed" } else { "" }
     );
-    Ok(())
+    emit(&Said::new(&serde_json::json!({ "revoked": revoked, "forgotten": forgot }), said), a.conn.json)
 }
 
 /// Changes your password. The current one is required; every other token of yours (other
@@ -160,9 +156,6 @@ pub fn passwd(a: PasswdArgs) -> Result<()> {
         }
     };
     let r = c.passwd(&old, &new)?;
-    if a.conn.json {
-        return print_json(&r);
-    }
-    println!("password changed for {}; {} other tokens revoked", r.user, r.revoked_tokens);
-    Ok(())
+    let said = format!("password changed for {}; {} other tokens revoked", r.user, r.revoked_tokens);
+    emit(&Said::new(&r, said), a.conn.json)
 }

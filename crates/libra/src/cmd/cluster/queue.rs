@@ -2,12 +2,14 @@
 //! update), `libra hold` / `libra release` (scontrol hold/release) and `libra history` with
 //! sacct's filters and output forms.
 
-use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, print_json, table, Conn};
+use super::common::{fmt_dur, fmt_opt_time, fmt_time, money, now, Conn};
 use crate::cmd::time::{parse_deadline, parse_instant};
+use crate::output::{emit, table, Render, Said, Text};
 use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use libra_api::{ChangeAnswer, HistoryQuery, JobInfo, JobState, QueueQuery, UpdateRequest};
 use libra_core::Money;
+use serde::Serialize;
 
 /// `libra queue`'s long help (`--help`, the man page).
 pub const QUEUE_ABOUT: &str =
@@ -146,63 +148,78 @@ pub fn queue(a: QueueArgs) -> Result<()> {
         }
     }
     let q = QueueQuery { user: a.user, state: a.state, node: a.node };
-    let jobs = a.conn.client()?.queue(&q)?;
-    if a.conn.json {
-        return print_json(&jobs);
-    }
-    let mut t = table(&["JOB", "USER", "NAME", "STATE", "NODES", "SHARE", "TIME LEFT", "DEADLINE", "HELD"]);
-    let now = now();
-    for j in &jobs {
-        t.add_row(vec![
-            match (j.array_id, j.array_task) {
-                (Some(a), Some(t)) => format!("{a}_{t}"),
-                _ => j.id.to_string(),
-            },
-            j.user.clone(),
-            j.name.clone().unwrap_or_default(),
-            if j.waiting { format!("{} (dependency)", j.state) } else { j.state.to_string() },
-            if j.nodes.is_empty() { "(queued)".into() } else { j.nodes.join(",") },
-            format!("{:.3}", j.share),
-            left(j.deadline_at, now),
-            fmt_time(j.deadline_at),
-            j.cost.map(money).unwrap_or_default(),
-        ]);
-    }
-    println!("{t}");
-    Ok(())
+    emit(a.conn.client()?.queue(&q)?.as_slice(), a.conn.json)
 }
 
-fn print_answer(a: &ChangeAnswer, what: &str) {
-    let j = &a.job;
-    if a.accepted {
-        match &a.reason {
-            Some(r) => println!("job {} {what}: {r}", j.id),
-            None => println!(
-                "job {} {what}: due {} (in {}), share {:.3} CPU on {}, {} on hold (was {}), budget {}",
-                j.id,
-                fmt_time(j.deadline_at),
-                fmt_dur(j.deadline_at - now()),
-                j.share,
+/// `libra queue`: an unfinished job a row.
+impl Render for [libra_api::QueueEntry] {
+    fn text(&self) -> Text {
+        let mut t =
+            table(&["JOB", "USER", "NAME", "STATE", "NODES", "SHARE", "TIME LEFT", "DEADLINE", "HELD"]);
+        let now = now();
+        for j in self {
+            t.add_row(vec![
+                match (j.array_id, j.array_task) {
+                    (Some(a), Some(t)) => format!("{a}_{t}"),
+                    _ => j.id.to_string(),
+                },
+                j.user.clone(),
+                j.name.clone().unwrap_or_default(),
+                if j.waiting { format!("{} (dependency)", j.state) } else { j.state.to_string() },
                 if j.nodes.is_empty() { "(queued)".into() } else { j.nodes.join(",") },
-                money(j.cost),
-                money(a.previous_cost),
-                money(j.budget)
-            ),
+                format!("{:.3}", j.share),
+                left(j.deadline_at, now),
+                fmt_time(j.deadline_at),
+                j.cost.map(money).unwrap_or_default(),
+            ]);
         }
-        return;
+        Text::new().line(t)
     }
-    println!("job {} {what} refused: {}", j.id, a.reason.as_deref().unwrap_or("no reason given"));
-    match &a.suggestion {
-        Some(s) => println!(
-            "suggestion: a deadline of {} (in {}) and a budget of {} would be accepted now:\n  libra update {} --deadline @{:.0} --budget {}",
-            fmt_time(s.deadline_at),
-            fmt_dur(s.deadline_at - now()),
-            s.budget,
-            j.id,
-            s.deadline_at.ceil(),
-            s.budget
-        ),
-        None => println!("no deadline or budget would be accepted now"),
+}
+
+/// What `libra update` and `libra release` say of a decision on a changed job.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Answer<'a> {
+    answer: &'a ChangeAnswer,
+    #[serde(skip)]
+    what: &'a str,
+}
+
+impl Render for Answer<'_> {
+    fn text(&self) -> Text {
+        let (a, what) = (self.answer, self.what);
+        let j = &a.job;
+        if a.accepted {
+            return Text::new().line(match &a.reason {
+                Some(r) => format!("job {} {what}: {r}", j.id),
+                None => format!(
+                    "job {} {what}: due {} (in {}), share {:.3} CPU on {}, {} on hold (was {}), budget {}",
+                    j.id,
+                    fmt_time(j.deadline_at),
+                    fmt_dur(j.deadline_at - now()),
+                    j.share,
+                    if j.nodes.is_empty() { "(queued)".into() } else { j.nodes.join(",") },
+                    money(j.cost),
+                    money(a.previous_cost),
+                    money(j.budget)
+                ),
+            });
+        }
+        Text::new()
+            .line(format!("job {} {what} refused: {}", j.id, a.reason.as_deref().unwrap_or("no reason given")))
+            .line(match &a.suggestion {
+                Some(s) => format!(
+                    "suggestion: a deadline of {} (in {}) and a budget of {} would be accepted now:\n  libra update {} --deadline @{:.0} --budget {}",
+                    fmt_time(s.deadline_at),
+                    fmt_dur(s.deadline_at - now()),
+                    s.budget,
+                    j.id,
+                    s.deadline_at.ceil(),
+                    s.budget
+                ),
+                None => "no deadline or budget would be accepted now".into(),
+            })
     }
 }
 
@@ -220,11 +237,8 @@ pub fn update(a: UpdateArgs) -> Result<()> {
         bail!("give --deadline, --budget or both (e.g. libra update {} --deadline 3h --budget 80)", a.job);
     }
     let answer = a.conn.client()?.update(a.job, &UpdateRequest { deadline_at, budget })?;
-    if a.conn.json {
-        print_json(&answer)?;
-    } else {
-        print_answer(&answer, if answer.accepted { "updated" } else { "update" });
-    }
+    let what = if answer.accepted { "updated" } else { "update" };
+    emit(&Answer { answer: &answer, what }, a.conn.json)?;
     if !answer.accepted {
         bail!("job {} keeps its old deadline and budget", a.job);
     }
@@ -233,23 +247,17 @@ pub fn update(a: UpdateArgs) -> Result<()> {
 
 pub fn hold(a: HoldArgs) -> Result<()> {
     let j = a.conn.client()?.hold(a.job)?;
-    if a.conn.json {
-        return print_json(&j);
-    }
-    println!(
+    let said = format!(
         "job {} HELD: its promise is given up and nothing is on hold; `libra release {}` admits it again",
         j.id, j.id
     );
-    Ok(())
+    emit(&Said::new(&j, said), a.conn.json)
 }
 
 pub fn release(a: ReleaseArgs) -> Result<()> {
     let answer = a.conn.client()?.release(a.job)?;
-    if a.conn.json {
-        print_json(&answer)?;
-    } else {
-        print_answer(&answer, if answer.accepted { "released" } else { "release" });
-    }
+    let what = if answer.accepted { "released" } else { "release" };
+    emit(&Answer { answer: &answer, what }, a.conn.json)?;
     if !answer.accepted {
         bail!("job {} stays HELD", a.job);
     }
@@ -348,19 +356,31 @@ pub fn history(a: HistoryArgs) -> Result<()> {
     }
     let q = HistoryQuery { start, end, state: a.state, user: a.user, limit: None };
     let jobs = a.conn.client()?.history(&q)?;
-    if a.conn.json {
-        return print_json(&jobs);
+    emit(&History { jobs: &jobs, cols: &cols, parsable: a.parsable }, a.conn.json)
+}
+
+/// `libra history`: the `--format` columns of each job, as a table or `|`-separated.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct History<'a> {
+    jobs: &'a [JobInfo],
+    #[serde(skip)]
+    cols: &'a [&'static Column],
+    #[serde(skip)]
+    parsable: bool,
+}
+
+impl Render for History<'_> {
+    fn text(&self) -> Text {
+        if self.parsable {
+            return Text::new().raw(&parsable(self.jobs, self.cols));
+        }
+        let mut t = table(&self.cols.iter().map(|(n, _)| *n).collect::<Vec<_>>());
+        for j in self.jobs {
+            t.add_row(self.cols.iter().map(|(_, f)| f(j)).collect::<Vec<_>>());
+        }
+        Text::new().line(t)
     }
-    if a.parsable {
-        print!("{}", parsable(&jobs, &cols));
-        return Ok(());
-    }
-    let mut t = table(&cols.iter().map(|(n, _)| *n).collect::<Vec<_>>());
-    for j in &jobs {
-        t.add_row(cols.iter().map(|(_, f)| f(j)).collect::<Vec<_>>());
-    }
-    println!("{t}");
-    Ok(())
 }
 
 #[cfg(test)]

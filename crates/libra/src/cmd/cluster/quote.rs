@@ -1,7 +1,8 @@
 //! `libra quote`: prices now, and what a job would cost, without submitting.
 
-use super::common::{money, now, print_json, table, Conn};
+use super::common::{money, now, Conn};
 use super::submit::JobOpts;
+use crate::output::{emit, table, Said, Text};
 use anyhow::Result;
 use clap::Args;
 use libra_api::QuoteRequest;
@@ -31,16 +32,20 @@ pub fn run(a: QuoteArgs) -> Result<()> {
     // Against an account: what the caller may hold there (refused, naming the caller's
     // accounts, when they are not a member).
     let account = opts.account.as_deref().map(|n| client.account(n)).transpose()?;
-    if a.conn.json {
-        return match account {
-            None => print_json(&q),
-            Some(acc) => {
-                let mut v = serde_json::to_value(&q)?;
-                v["account"] = serde_json::to_value(&acc)?;
-                print_json(&v)
-            }
-        };
+    let text = quote_text(&q, bare, account.as_ref());
+    match account {
+        None => emit(&Said::new(&q, text), a.conn.json),
+        Some(acc) => {
+            let mut v = serde_json::to_value(&q)?;
+            v["account"] = serde_json::to_value(&acc)?;
+            emit(&Said::new(&v, text), a.conn.json)
+        }
     }
+}
+
+/// A quote for people: every node's price, then what would become of the job (unless only the
+/// prices were asked for) and what the account has for it.
+fn quote_text(q: &libra_api::QuoteResponse, bare: bool, account: Option<&libra_api::MyAccount>) -> Text {
     let mut t = table(&["NODE", "STATE", "CPUS", "LOAD", "PBASE/CPU-S", "PRICE NOW/CPU-S"]);
     for p in &q.prices {
         t.add_row(vec![
@@ -52,31 +57,32 @@ pub fn run(a: QuoteArgs) -> Result<()> {
             p.price_now.map_or("-".into(), |v| format!("{v:.4}")),
         ]);
     }
-    println!("policy {}\n{t}", q.policy);
-    if !bare {
-        match (q.accepted, q.cost) {
-            (true, Some(c)) => println!(
-                "the job would be accepted now on {} at share {:.3} for {}",
-                q.nodes.join(","),
-                q.share.unwrap_or(0.0),
-                money(c)
-            ),
-            _ => {
-                println!("the job would be rejected now: {}", q.reason.as_deref().unwrap_or("-"));
-                if let Some(s) = q.suggestion {
-                    println!("suggestion: deadline {:.0}s, budget {}", s.deadline.ceil(), s.budget);
-                }
-            }
-        }
-        if let Some(acc) = &account {
-            let short = q.accepted && q.cost.is_some_and(|c| acc.available_to_me < c);
-            println!(
-                "account {}: {} available to you{}",
-                acc.account.name,
-                money(acc.available_to_me),
-                if short { " (less than the cost: the job would be refused)" } else { "" }
-            );
-        }
+    let text = Text::new().line(format!("policy {}\n{t}", q.policy));
+    if bare {
+        return text;
     }
-    Ok(())
+    let text = match (q.accepted, q.cost) {
+        (true, Some(c)) => text.line(format!(
+            "the job would be accepted now on {} at share {:.3} for {}",
+            q.nodes.join(","),
+            q.share.unwrap_or(0.0),
+            money(c)
+        )),
+        _ => text
+            .line(format!("the job would be rejected now: {}", q.reason.as_deref().unwrap_or("-")))
+            .line_if(
+                q.suggestion
+                    .as_ref()
+                    .map(|s| format!("suggestion: deadline {:.0}s, budget {}", s.deadline.ceil(), s.budget)),
+            ),
+    };
+    text.line_if(account.map(|acc| {
+        let short = q.accepted && q.cost.is_some_and(|c| acc.available_to_me < c);
+        format!(
+            "account {}: {} available to you{}",
+            acc.account.name,
+            money(acc.available_to_me),
+            if short { " (less than the cost: the job would be refused)" } else { "" }
+        )
+    }))
 }

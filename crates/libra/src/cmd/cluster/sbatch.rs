@@ -6,8 +6,9 @@
 //! Precedence, as sbatch: the command line over the script; in the script a `#LIBRA` line over
 //! an `#SBATCH` line (it is the Libra-specific statement of the two).
 
-use super::common::{now, print_json, Conn};
+use super::common::{now, Conn};
 use super::submit::{self, JobOpts};
+use crate::output::{emit, Said};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser};
@@ -409,12 +410,11 @@ pub fn run(a: SbatchArgs) -> Result<()> {
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     if let (Some(spec), Some(parsed)) = (array, parsed_array) {
         let answer = submit::submit_array_retrying(&client, &ArrayRequest { array: spec, job: req })?;
-        if a.conn.json {
-            print_json(&answer)?;
-        } else if a.parsable && answer.accepted {
+        if a.parsable && answer.accepted && !a.conn.json {
             println!("{}", answer.array_id.unwrap_or_default());
         } else {
-            submit::print_array(&answer, parsed.tasks.len(), submitted, &argv);
+            let text = submit::array_text(&answer, parsed.tasks.len(), submitted, &argv);
+            emit(&Said::new(&answer, text), a.conn.json)?;
         }
         if !answer.accepted {
             bail!("the array was refused: no task was kept");
@@ -422,9 +422,7 @@ pub fn run(a: SbatchArgs) -> Result<()> {
         return Ok(());
     }
     let job = submit::submit_retrying(&client, &req)?;
-    if a.conn.json {
-        print_json(&job)?;
-    } else if a.parsable {
+    if a.parsable && !a.conn.json {
         // Standard output is what a script captures (`jid=$(libra sbatch --parsable ...)`): only
         // an accepted job's id goes there; a rejection's reason goes to standard error.
         match job.state {
@@ -444,7 +442,7 @@ pub fn run(a: SbatchArgs) -> Result<()> {
             _ => println!("{}", job.id),
         }
     } else {
-        submit::print_decision(&job, &argv);
+        emit(&Said::new(&job, submit::decision_text(&job, &argv)), a.conn.json)?;
     }
     if job.state == JobState::Rejected {
         bail!("job {} was rejected", job.id);

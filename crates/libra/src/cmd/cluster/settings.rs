@@ -3,6 +3,7 @@
 //! as earlier versions wrote it), and `--print-config`: every setting in force and where its
 //! value came from (default, the file, a flag or an environment variable).
 
+use crate::output::{emit, Said, Text};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 use serde::de::DeserializeOwned;
@@ -127,28 +128,21 @@ pub fn print(
             other => other.clone(),
         }
     };
-    if json {
-        let mut m = serde_json::Map::new();
-        for (k, v) in &settings {
-            m.insert(k.clone(), serde_json::json!({"value": shown(k, v), "source": sources.of(k)}));
-        }
-        let out = serde_json::json!({"section": section, "settings": m, "problems": problems});
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
-    println!("# The effective configuration of libra {section}; each line's source after '#'.");
-    println!("[{section}]");
+    let mut text = Text::new()
+        .line(format!("# The effective configuration of libra {section}; each line's source after '#'."))
+        .line(format!("[{section}]"));
+    let mut m = serde_json::Map::new();
     for (k, v) in &settings {
         let source = sources.of(k);
-        match shown(k, v) {
-            Value::Null => println!("# {k} = (unset)  # {source}"),
-            v => println!("{k} = {}  # {source}", toml_value(&v)),
-        }
+        text = text.line(match shown(k, v) {
+            Value::Null => format!("# {k} = (unset)  # {source}"),
+            v => format!("{k} = {}  # {source}", toml_value(&v)),
+        });
+        m.insert(k.clone(), serde_json::json!({"value": shown(k, v), "source": source}));
     }
-    if let Some(p) = problems {
-        println!("# NOT VALID as it stands: {p}");
-    }
-    Ok(())
+    let text = text.line_if(problems.as_ref().map(|p| format!("# NOT VALID as it stands: {p}")));
+    let out = serde_json::json!({"section": section, "settings": m, "problems": problems});
+    emit(&Said::new(&out, text), json)
 }
 
 fn toml_value(v: &Value) -> String {

@@ -2,7 +2,8 @@
 //! job script (as sbatch reads `#SBATCH`). The answer is immediate: accepted with the node(s),
 //! the share and the cost held, or rejected with the reason and a suggestion.
 
-use super::common::{fmt_dur, fmt_time, money, now, parse_deadline, parse_duration, print_json, table, Conn};
+use super::common::{fmt_dur, fmt_time, money, now, parse_deadline, parse_duration, Conn};
+use crate::output::{emit, table, Said, Text};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser};
 use libra_api::{ArrayRequest, ArrayResponse, JobInfo, JobState, SubmitRequest};
@@ -351,22 +352,28 @@ fn retrying<T>(send: impl Fn(&str) -> Result<T, libra_api::ClientError>) -> Resu
     }
 }
 
-/// `argv`, the command line the job was submitted with, is repeated in a rejection's suggestion.
-pub fn print_decision(job: &JobInfo, argv: &[String]) {
+/// What `libra submit` says of its job: `argv`, the command line the job was submitted with, is
+/// repeated in a rejection's suggestion.
+pub fn decision_text(job: &JobInfo, argv: &[String]) -> Text {
     if job.state == JobState::Rejected {
-        println!("job {} REJECTED: {}", job.id, job.reason.as_deref().unwrap_or("no reason given"));
-        match &job.suggestion {
-            Some(s) => println!(
+        let text = Text::new().line(format!(
+            "job {} REJECTED: {}",
+            job.id,
+            job.reason.as_deref().unwrap_or("no reason given")
+        ));
+        return text.line(match &job.suggestion {
+            Some(s) => format!(
                 "suggestion: a deadline of {} ({}) and a budget of {} would be accepted now:\n  {}",
                 fmt_dur(s.deadline),
                 fmt_time(job.submit_time + s.deadline),
                 s.budget,
                 resubmit_command(argv, &format!("{}s", s.deadline.ceil()), &s.budget.to_string())
             ),
-            None => println!("no deadline or budget would be accepted now (not enough nodes have room)"),
-        }
-    } else {
-        println!(
+            None => "no deadline or budget would be accepted now (not enough nodes have room)".into(),
+        });
+    }
+    Text::new()
+        .line(format!(
             "job {} accepted on {}: share {:.3} CPU, {} on hold (budget {}){}, due {}",
             job.id,
             job.nodes.join(","),
@@ -375,32 +382,23 @@ pub fn print_decision(job: &JobInfo, argv: &[String]) {
             money(job.budget),
             job.account.as_deref().map(|a| format!(" against account {a}")).unwrap_or_default(),
             fmt_time(job.deadline_at)
-        );
-        if job.waiting {
-            println!(
+        ))
+        .line_if(job.waiting.then(|| {
+            format!(
                 "it waits on {}: no node starts it before they end (`libra status {}` shows where it stands)",
                 libra_core::dependency::format_list(&job.dependencies),
                 job.id
-            );
-        }
+            )
+        }))
         // On a server whose executor is Slurm: the id `squeue` and `scontrol` know the job by.
-        if let Some(id) = job.slurm_job_id {
-            println!("Slurm job {id}");
-        }
-    }
+        .line_if(job.slurm_job_id.map(|id| format!("Slurm job {id}")))
 }
 
 /// An array's one answer: each task's node, share and hold, or the refused tasks and what would
 /// take them all (the user's own command line with only the deadline and budget replaced).
-pub fn print_array(a: &ArrayResponse, n: usize, submitted: f64, argv: &[String]) {
+pub fn array_text(a: &ArrayResponse, n: usize, submitted: f64, argv: &[String]) -> Text {
     if a.accepted {
         let held = a.tasks.iter().fold(Money::ZERO, |m, j| m + j.cost);
-        println!(
-            "array {} accepted: {} tasks, {} on hold in all",
-            a.array_id.map(|i| i.to_string()).unwrap_or_default(),
-            a.tasks.len(),
-            money(held)
-        );
         let mut t = table(&["TASK", "JOB", "NODES", "SHARE", "HELD", "DUE"]);
         for j in &a.tasks {
             t.add_row(vec![
@@ -412,18 +410,27 @@ pub fn print_array(a: &ArrayResponse, n: usize, submitted: f64, argv: &[String])
                 fmt_time(j.deadline_at),
             ]);
         }
-        println!("{t}");
-        return;
+        return Text::new()
+            .line(format!(
+                "array {} accepted: {} tasks, {} on hold in all",
+                a.array_id.map(|i| i.to_string()).unwrap_or_default(),
+                a.tasks.len(),
+                money(held)
+            ))
+            .line(t);
     }
-    println!("array REFUSED: {} of {n} tasks would not be accepted, so none was kept", a.refused.len());
+    let mut text = Text::new().line(format!(
+        "array REFUSED: {} of {n} tasks would not be accepted, so none was kept",
+        a.refused.len()
+    ));
     for r in a.refused.iter().take(20) {
-        println!("  task {}: {}", r.task, r.reason);
+        text = text.line(format!("  task {}: {}", r.task, r.reason));
     }
     if a.refused.len() > 20 {
-        println!("  ... and {} more", a.refused.len() - 20);
+        text = text.line(format!("  ... and {} more", a.refused.len() - 20));
     }
-    match &a.suggestion {
-        Some(s) => println!(
+    text.line(match &a.suggestion {
+        Some(s) => format!(
             "suggestion: a deadline of {} ({}) and a budget of {} per task ({} for all {n}) would take every task now:\n  {}",
             fmt_dur(s.deadline),
             fmt_time(submitted + s.deadline),
@@ -431,8 +438,8 @@ pub fn print_array(a: &ArrayResponse, n: usize, submitted: f64, argv: &[String])
             Money(s.budget.0.saturating_mul(n as i64)),
             resubmit_command(argv, &format!("{}s", s.deadline.ceil()), &s.budget.to_string())
         ),
-        None => println!("no deadline or budget would take every task now (not enough room, or not enough credit)"),
-    }
+        None => "no deadline or budget would take every task now (not enough room, or not enough credit)".into(),
+    })
 }
 
 /// The user's own `libra submit` command line with only the deadline and the budget replaced
@@ -533,22 +540,14 @@ pub fn run(a: SubmitArgs) -> Result<()> {
     let client = a.conn.client()?;
     if let (Some(spec), Some(parsed)) = (a.array, array) {
         let answer = submit_array_retrying(&client, &ArrayRequest { array: spec, job: req })?;
-        if a.conn.json {
-            print_json(&answer)?;
-        } else {
-            print_array(&answer, parsed.tasks.len(), submitted, &argv);
-        }
+        emit(&Said::new(&answer, array_text(&answer, parsed.tasks.len(), submitted, &argv)), a.conn.json)?;
         if !answer.accepted {
             bail!("the array was refused: no task was kept");
         }
         return Ok(());
     }
     let job = submit_retrying(&client, &req)?;
-    if a.conn.json {
-        print_json(&job)?;
-    } else {
-        print_decision(&job, &argv);
-    }
+    emit(&Said::new(&job, decision_text(&job, &argv)), a.conn.json)?;
     if job.state == JobState::Rejected {
         bail!("job {} was rejected", job.id);
     }

@@ -6,7 +6,8 @@
 //! to the entries), every answer a client got matching the store, and SQLite's own integrity
 //! check clean after every crash.
 
-use super::common::{fmt_dur, parse_duration, print_json, table};
+use super::common::{fmt_dur, parse_duration};
+use crate::output::{emit, table, Render, Text};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use libra_api::{Client, ClientError, JobState, SubmitRequest};
@@ -83,6 +84,43 @@ pub struct Report {
     pub sweep: Option<SweepCheck>,
     /// What could not be tried (and so was not checked).
     pub notes: Vec<String>,
+}
+
+impl Render for Report {
+    fn text(&self) -> Text {
+        let mut t = table(&["WHAT", "COUNT"]);
+        let rows: [(&str, u64); 11] = [
+            ("server kills (SIGKILL) survived", self.server_kills),
+            ("node agent kills (SIGKILL) survived", self.node_kills),
+            ("integrity checks after a crash", self.integrity_checks),
+            ("submissions", self.submissions),
+            ("answered", self.answered),
+            ("never answered (client gave up)", self.unanswered),
+            ("accepted", self.accepted),
+            ("jobs checked", self.jobs_checked),
+            ("jobs started on a node", self.jobs_started),
+            ("invariants checked", self.invariants_checked),
+            ("violations", self.violations.len() as u64),
+        ];
+        for (k, v) in rows {
+            t.add_row(vec![k.to_string(), v.to_string()]);
+        }
+        let mut text = Text::new().line(t);
+        text = text.line(format!("{} of torture", fmt_dur(self.seconds)));
+        if let Some(sw) = &self.sweep {
+            text = text.line(format!(
+                "hosted sweep: {} with {} of {} jobs done, {} job runs; spent {} cents, the cluster charged {}",
+                sw.state, sw.done, sw.jobs, sw.job_runs, sw.spent_cents, sw.cluster_charged_cents
+            ));
+        }
+        for n in &self.notes {
+            text = text.line(format!("note: {n}"));
+        }
+        for v in &self.violations {
+            text = text.line(format!("VIOLATION: {v}"));
+        }
+        text
+    }
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -248,41 +286,7 @@ pub fn run(a: TortureArgs) -> Result<()> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     let r = result?;
-    if a.json {
-        print_json(&r)?;
-    } else {
-        let mut t = table(&["WHAT", "COUNT"]);
-        let rows: [(&str, u64); 11] = [
-            ("server kills (SIGKILL) survived", r.server_kills),
-            ("node agent kills (SIGKILL) survived", r.node_kills),
-            ("integrity checks after a crash", r.integrity_checks),
-            ("submissions", r.submissions),
-            ("answered", r.answered),
-            ("never answered (client gave up)", r.unanswered),
-            ("accepted", r.accepted),
-            ("jobs checked", r.jobs_checked),
-            ("jobs started on a node", r.jobs_started),
-            ("invariants checked", r.invariants_checked),
-            ("violations", r.violations.len() as u64),
-        ];
-        for (k, v) in rows {
-            t.add_row(vec![k.to_string(), v.to_string()]);
-        }
-        println!("{t}");
-        println!("{} of torture", fmt_dur(r.seconds));
-        if let Some(sw) = &r.sweep {
-            println!(
-                "hosted sweep: {} with {} of {} jobs done, {} job runs; spent {} cents, the cluster charged {}",
-                sw.state, sw.done, sw.jobs, sw.job_runs, sw.spent_cents, sw.cluster_charged_cents
-            );
-        }
-        for n in &r.notes {
-            println!("note: {n}");
-        }
-        for v in &r.violations {
-            println!("VIOLATION: {v}");
-        }
-    }
+    emit(&r, a.json)?;
     if !r.violations.is_empty() {
         bail!("{} invariants were broken; the state is kept in {}", r.violations.len(), dir.display());
     }

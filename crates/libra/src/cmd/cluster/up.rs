@@ -4,7 +4,7 @@
 
 use super::common::{data_dir, fmt_dur, fmt_time, login_path, money, now, save_login, saved_login, Login};
 use super::jobs::jobs_table;
-use super::submit::{print_decision, resolve_command};
+use super::submit::{decision_text, resolve_command};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use libra_api::{Client, ClientError, JobInfo, JobState, SubmitRequest};
@@ -460,18 +460,21 @@ fn demo_run(c: &Client, cpus: f64, nodes: u32) -> Result<()> {
     for (i, secs) in [2.0, 3.0, 2.0].into_iter().enumerate() {
         let (budget, name) = (Money::from_credits(50), format!("relaxed-{i}"));
         let j = c.submit(&burn(secs, 30.0, budget, 1, &name))?;
-        print_decision(&j, &burn_line(secs, 30.0, budget, 1, &name));
+        print!("{}", decision_text(&j, &burn_line(secs, 30.0, budget, 1, &name)));
         ids.push(j.id);
     }
     println!("\n== demo: an urgent job on every node at once, needing 90% of each node");
     // Best fit has packed the relaxed jobs onto one node, which has no 90% left: rejected.
     let urgent = 0.9 * cpus.min(1.0) * 4.0;
     let j = c.submit(&burn(urgent, 4.0, Money::from_credits(50), nodes, "urgent"))?;
-    print_decision(&j, &burn_line(urgent, 4.0, Money::from_credits(50), nodes, "urgent"));
+    print!("{}", decision_text(&j, &burn_line(urgent, 4.0, Money::from_credits(50), nodes, "urgent")));
     if let (JobState::Rejected, Some(s)) = (j.state, j.suggestion) {
         println!("\n== demo: resubmitting with the suggestion");
         let again = c.submit(&burn(urgent, s.deadline.ceil(), s.budget, nodes, "urgent-again"))?;
-        print_decision(&again, &burn_line(urgent, s.deadline.ceil(), s.budget, nodes, "urgent-again"));
+        print!(
+            "{}",
+            decision_text(&again, &burn_line(urgent, s.deadline.ceil(), s.budget, nodes, "urgent-again"))
+        );
         ids.push(again.id);
     } else {
         ids.push(j.id);

@@ -2,6 +2,7 @@
 //! runs in a fresh child process (`libra sim bench-one`) so its peak memory is its own.
 
 use super::load::{read_trace, trace_path};
+use crate::output::{emit, table, Said, Text};
 use anyhow::Context;
 use clap::Args;
 use libra_core::policy::{build_policy, POLICY_NAMES};
@@ -165,12 +166,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         pb.inc(1);
     }
     pb.finish_and_clear();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cases": rows }))?);
-        return Ok(());
-    }
-    let mut t = crate::cmd::new_table();
-    t.set_header(vec![
+    let mut t = table(&[
         "case",
         "policy",
         "jobs",
@@ -194,6 +190,5 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             format!("{:.0}", r.peak_rss_mib),
         ]);
     }
-    println!("{t}");
-    Ok(())
+    emit(&Said::new(&serde_json::json!({ "cases": rows }), Text::new().line(t)), a.json)
 }

@@ -173,12 +173,7 @@ pub fn study_grid(study: &libraplus::Study, points: &[Point]) -> (Vec<String>, V
 /// The grid as a terminal table.
 pub fn study_table(study: &libraplus::Study, points: &[Point]) -> comfy_table::Table {
     let (header, rows) = study_grid(study, points);
-    let mut t = crate::cmd::new_table();
-    t.set_header(header);
-    for r in rows {
-        t.add_row(r);
-    }
-    t
+    crate::output::filled_table(&header, rows)
 }
 
 pub fn points_json(points: &[Point]) -> serde_json::Value {

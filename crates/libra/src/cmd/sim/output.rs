@@ -2,6 +2,7 @@
 //! files in the output directory.
 
 use super::experiment::{ensure_dir, points_json, study_grid, study_table};
+use crate::output::{emit, filled_table, Said, Text};
 use anyhow::Context;
 use libra_core::policy::Placement;
 use libra_sim::experiment::libraplus::Study;
@@ -79,17 +80,8 @@ pub fn table1(out: &Path, cells: &[Cell], as_json: bool) -> anyhow::Result<()> {
         "jobs completed in time",
         &series,
     )?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        let mut t = crate::cmd::new_table();
-        t.set_header(headers);
-        for r in rows {
-            t.add_row(r);
-        }
-        println!("{t}");
-        eprintln!("wrote {}", out.display());
-    }
+    emit(&Said::new(&value, Text::new().line(filled_table(&headers, rows))), as_json)?;
+    wrote(out, as_json);
     Ok(())
 }
 
@@ -121,14 +113,8 @@ pub fn studies(
         tables.push(table);
     }
     write(&out.join(format!("{name}.md")), &md)?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        for t in tables {
-            println!("{t}");
-        }
-        eprintln!("wrote {}", out.display());
-    }
+    emit(&Said::new(&value, tables.into_iter().fold(Text::new(), Text::line)), as_json)?;
+    wrote(out, as_json);
     Ok(())
 }
 
@@ -213,15 +199,6 @@ const PLACEMENT_HEADERS: [&str; 11] = [
     "mean_price_per_cpu_second",
     "utilisation",
 ];
-
-fn table_of(headers: &[String], rows: &[Vec<String>]) -> comfy_table::Table {
-    let mut t = crate::cmd::new_table();
-    t.set_header(headers.to_vec());
-    for r in rows {
-        t.add_row(r.clone());
-    }
-    t
-}
 
 /// The placement comparison: `placement.json` (every point), `placement.csv`, `placement.md`
 /// (per policy, the runs at `headline`, the Table I delay factor, then every delay factor) and
@@ -322,7 +299,7 @@ pub fn placement(
             markdown(&headers, &at_headline)?,
             markdown(&grid_headers, &grid)?
         ));
-        tables.push((policy, table_of(&headers, &at_headline), table_of(&grid_headers, &grid)));
+        tables.push((policy, filled_table(&headers, at_headline), filled_table(&grid_headers, grid)));
     }
     write(&out.join("placement.md"), &md)?;
     for (metric, label) in
@@ -353,13 +330,17 @@ pub fn placement(
             &series,
         )?;
     }
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        for (policy, t, g) in tables {
-            println!("{policy}, arrival delay factor {headline}:\n{t}\n{g}");
-        }
+    let text = tables.into_iter().fold(Text::new(), |text, (policy, t, g)| {
+        text.line(format!("{policy}, arrival delay factor {headline}:\n{t}\n{g}"))
+    });
+    emit(&Said::new(&value, text), as_json)?;
+    wrote(out, as_json);
+    Ok(())
+}
+
+/// Where the files went, for people (on standard error: standard output is the table).
+fn wrote(out: &Path, as_json: bool) {
+    if !as_json {
         eprintln!("wrote {}", out.display());
     }
-    Ok(())
 }

@@ -1,6 +1,7 @@
 //! `libra sim run`: one workload, one policy or all, a metrics table (or JSON).
 
 use super::load::{read_trace, trace_path, ModelArgs, PricingArgs};
+use crate::output::{emit, Render, Text};
 use anyhow::Context;
 use clap::Args;
 use comfy_table::Table;
@@ -8,6 +9,7 @@ use libra_core::policy::{build_policy, Placement, POLICY_NAMES};
 use libra_sim::engine::{ClusterConfig, SimResult, Verdict};
 use libra_sim::experiment::runner::{run_all, RunSpec};
 use libra_sim::workload::{as_recorded, jobs_csv, libra_batches::LibraBatch, libraplus, SimJob};
+use serde::Serialize;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -93,36 +95,51 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         write_decisions_csv(path, &results, &workload)
             .with_context(|| format!("writing decisions to {}", path.display()))?;
     }
-    if a.json {
-        let runs: Vec<_> = results.iter().map(|r| result_json(r, &workload, a.decisions)).collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&{
-                let mut v = json!({"workload": source, "jobs": workload.len(), "nodes": nodes, "runs": runs});
-                if let Some(p) = a.placement {
-                    v["placement"] = json!(p);
-                }
-                v
-            })?
-        );
-        return Ok(());
-    }
-    match a.placement {
-        Some(p) => println!("{source}: {} jobs on {nodes} nodes, placement {p}", workload.len()),
-        None => println!("{source}: {} jobs on {nodes} nodes", workload.len()),
-    }
-    if a.as_recorded {
-        println!("{}", recorded_table(&results));
-    } else {
-        println!("{}", metrics_table(&results));
-    }
-    if a.decisions {
-        for r in &results {
-            println!("\n{} decisions:", r.policy);
-            println!("{}", decisions_table(r, &workload));
+    emit(&Run { a: &a, source: &source, nodes, workload: &workload, results: &results }, a.json)
+}
+
+/// What `libra sim run` prints: every policy's metrics (and decisions, with --decisions).
+struct Run<'a> {
+    a: &'a RunArgs,
+    source: &'a str,
+    nodes: usize,
+    workload: &'a [SimJob],
+    results: &'a [SimResult],
+}
+
+impl Serialize for Run<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let runs: Vec<_> =
+            self.results.iter().map(|r| result_json(r, self.workload, self.a.decisions)).collect();
+        let mut v =
+            json!({"workload": self.source, "jobs": self.workload.len(), "nodes": self.nodes, "runs": runs});
+        if let Some(p) = self.a.placement {
+            v["placement"] = json!(p);
         }
+        v.serialize(s)
     }
-    Ok(())
+}
+
+impl Render for Run<'_> {
+    fn text(&self) -> Text {
+        let (source, nodes, jobs) = (self.source, self.nodes, self.workload.len());
+        let text = Text::new().line(match self.a.placement {
+            Some(p) => format!("{source}: {jobs} jobs on {nodes} nodes, placement {p}"),
+            None => format!("{source}: {jobs} jobs on {nodes} nodes"),
+        });
+        let mut text = text.line(if self.a.as_recorded {
+            recorded_table(self.results)
+        } else {
+            metrics_table(self.results)
+        });
+        if self.a.decisions {
+            for r in self.results {
+                text =
+                    text.line(format!("\n{} decisions:", r.policy)).line(decisions_table(r, self.workload));
+            }
+        }
+        text
+    }
 }
 
 fn load_workload(a: &RunArgs) -> anyhow::Result<(Vec<SimJob>, Option<usize>, String)> {
@@ -147,8 +164,7 @@ fn load_workload(a: &RunArgs) -> anyhow::Result<(Vec<SimJob>, Option<usize>, Str
 }
 
 pub fn metrics_table(results: &[SimResult]) -> Table {
-    let mut t = crate::cmd::new_table();
-    t.set_header(vec![
+    let mut t = crate::output::table(&[
         "policy",
         "accepted",
         "in time",
@@ -195,8 +211,7 @@ fn space_shared_only(policies: Vec<String>, a: &RunArgs) -> anyhow::Result<Vec<S
 
 /// The figures other simulators report for a replay.
 fn recorded_table(results: &[SimResult]) -> Table {
-    let mut t = crate::cmd::new_table();
-    t.set_header(vec![
+    let mut t = crate::output::table(&[
         "policy",
         "jobs run",
         "mean wait (s)",
@@ -253,8 +268,8 @@ fn verdict_text(v: &Verdict) -> String {
 }
 
 fn decisions_table(r: &SimResult, jobs: &[SimJob]) -> Table {
-    let mut t = crate::cmd::new_table();
-    t.set_header(vec!["job", "decision", "nodes", "cost", "budget", "finish", "deadline", "met"]);
+    let mut t =
+        crate::output::table(&["job", "decision", "nodes", "cost", "budget", "finish", "deadline", "met"]);
     for (rec, job) in r.records.iter().zip(jobs) {
         let o = &rec.outcome;
         t.add_row(vec![

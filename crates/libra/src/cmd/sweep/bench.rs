@@ -1,6 +1,6 @@
 //! `libra sweep bench`
 
-use super::output::{print_json, table};
+use crate::output::{emit, table, Said, Text};
 use anyhow::Context;
 use clap::Args;
 
@@ -33,9 +33,6 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&scratch);
     let report = report?;
     crate::cmd::quiet_on_closed_stdout();
-    if a.json {
-        return print_json(&report);
-    }
     let mut t = table(&["runner", "jobs", "seconds", "jobs/s", "slot-ms per job", "CPU ms per job"]);
     for r in std::iter::once(&report.engine).chain(report.xargs.iter()) {
         t.add_row(vec![
@@ -47,16 +44,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             format!("{:.3}", r.cpu_ms_per_job),
         ]);
     }
-    println!("{t}");
-    if let (Some(x), Some(ratio)) = (&report.xargs, report.ratio) {
-        println!(
+    let text = Text::new().line(t).line_if(report.xargs.as_ref().zip(report.ratio).map(|(x, ratio)| {
+        format!(
             "{} interleaved rounds · engine/xargs rate: {:.0}% · engine overhead per job beyond xargs: {:.3} ms of slot time · database {:.1} MiB for {} jobs",
             report.rounds,
             ratio * 100.0,
             report.engine.per_job_ms - x.per_job_ms,
             report.db_bytes as f64 / 1048576.0,
             report.done
-        );
-    }
-    Ok(())
+        )
+    }));
+    emit(&Said::new(&report, text), a.json)
 }

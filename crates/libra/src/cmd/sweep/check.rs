@@ -1,6 +1,6 @@
 //! `libra sweep check plan.pln`
 
-use super::output::{print_json, table};
+use crate::output::{emit, table, Said, Text};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -22,21 +22,7 @@ pub struct CheckArgs {
 pub fn run(a: CheckArgs) -> anyhow::Result<()> {
     let (_, plan, jobs) = libra_broker::create::load_plan(&a.plan, a.seed)?;
     let first: Vec<_> = (0..jobs.total.min(a.show)).map(|i| jobs.job(i)).collect();
-    if a.json {
-        let first: Vec<serde_json::Map<String, serde_json::Value>> = first
-            .iter()
-            .map(|j| j.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect())
-            .collect();
-        return print_json(&serde_json::json!({
-            "plan": a.plan.display().to_string(),
-            "jobs": jobs.total,
-            "parameters": plan.parameters.iter().map(|p| &p.name).collect::<Vec<_>>(),
-            "main_commands": plan.main.len(),
-            "nodestart_commands": plan.nodestart.len(),
-            "first": first,
-        }));
-    }
-    println!(
+    let mut text = Text::new().line(format!(
         "{}: OK, {} jobs from {} parameters; task main has {} commands{}",
         a.plan.display(),
         jobs.total,
@@ -47,7 +33,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<()> {
         } else {
             format!(", nodestart {}", plan.nodestart.len())
         }
-    );
+    ));
     if !first.is_empty() {
         let mut header = vec!["job"];
         header.extend(jobs.names.iter().map(String::as_str));
@@ -57,7 +43,19 @@ pub fn run(a: CheckArgs) -> anyhow::Result<()> {
             row.extend(j.iter().map(|(_, v)| v.clone()));
             t.add_row(row);
         }
-        println!("{t}");
+        text = text.line(t);
     }
-    Ok(())
+    let first_json: Vec<serde_json::Map<String, serde_json::Value>> = first
+        .iter()
+        .map(|j| j.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect())
+        .collect();
+    let json = serde_json::json!({
+        "plan": a.plan.display().to_string(),
+        "jobs": jobs.total,
+        "parameters": plan.parameters.iter().map(|p| &p.name).collect::<Vec<_>>(),
+        "main_commands": plan.main.len(),
+        "nodestart_commands": plan.nodestart.len(),
+        "first": first_json,
+    });
+    emit(&Said::new(&json, text), a.json)
 }

@@ -1,6 +1,6 @@
 //! `libra sweep experiment table17.4|table17.6`: the seed's experiments on virtual time.
 
-use super::output::{print_json, table};
+use crate::output::{emit, table, Said, Text};
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use libra_broker::experiment::{table17_4, table17_6};
@@ -63,15 +63,6 @@ fn t17_4(a: &ExperimentArgs) -> anyhow::Result<()> {
         .filter(|c| (c.algorithm == "cost" || c.algorithm == "cost-time") && c.feasible)
         .filter_map(|c| c.optimal_cost.map(|o| 100.0 * (c.cost - o) / o))
         .fold(0.0f64, f64::max);
-    if a.json {
-        return print_json(&serde_json::json!({
-            "cells": cells,
-            "libra_feasible_cells": libra.len(),
-            "libra_feasible_cells_all_done_in_time_and_budget": all_done,
-            "cost_worst_gap_to_optimum_pct": worst_gap,
-            "svg_dir": dir.display().to_string(),
-        }));
-    }
     let mut t = table(&[
         "algorithm",
         "deadline",
@@ -102,13 +93,19 @@ fn t17_4(a: &ExperimentArgs) -> anyhow::Result<()> {
             c.seed_remark.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
-    println!("{t}");
-    println!(
+    let text = Text::new().line(t).line(format!(
         "Libra's planners: {all_done} of {} feasible cells did 100% of the jobs within the deadline and the budget; cost and cost-time at most {worst_gap:.2}% above the optimum. Plots: {}",
         libra.len(),
         dir.display()
-    );
-    Ok(())
+    ));
+    let json = serde_json::json!({
+        "cells": cells,
+        "libra_feasible_cells": libra.len(),
+        "libra_feasible_cells_all_done_in_time_and_budget": all_done,
+        "cost_worst_gap_to_optimum_pct": worst_gap,
+        "svg_dir": dir.display().to_string(),
+    });
+    emit(&Said::new(&json, text), a.json)
 }
 
 fn t17_6(a: &ExperimentArgs) -> anyhow::Result<()> {
@@ -124,9 +121,6 @@ fn t17_6(a: &ExperimentArgs) -> anyhow::Result<()> {
             &names,
             &r.outcome.usage,
         )?;
-    }
-    if a.json {
-        return print_json(&serde_json::json!({ "runs": runs, "svg_dir": dir.display().to_string() }));
     }
     let mut t = table(&[
         "algorithm",
@@ -152,9 +146,8 @@ fn t17_6(a: &ExperimentArgs) -> anyhow::Result<()> {
                 .map_or("-".into(), |v| v.iter().map(|n| n.to_string()).collect::<Vec<_>>().join("/")),
         ]);
     }
-    println!("{t}");
-    println!("resources: {} · plots: {}", names.join("/"), show(&dir));
-    Ok(())
+    let text = Text::new().line(t).line(format!("resources: {} · plots: {}", names.join("/"), show(&dir)));
+    emit(&Said::new(&serde_json::json!({ "runs": runs, "svg_dir": dir.display().to_string() }), text), a.json)
 }
 
 fn show(p: &Path) -> String {

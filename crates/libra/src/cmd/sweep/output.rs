@@ -1,7 +1,7 @@
-//! Shared helpers: opening the database, tables, JSON.
+//! Shared helpers: opening the database, parameters as text, the usage chart (printing is
+//! `crate::output`'s).
 
 use anyhow::Context;
-use comfy_table::Table;
 use libra_broker::experiment::virtual_time::UsagePoint;
 use libra_broker::store::Store;
 use std::path::Path;
@@ -11,12 +11,6 @@ pub fn open(db: &Path) -> anyhow::Result<Store> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     Store::open(db).with_context(|| format!("opening the broker database {}", db.display()))
-}
-
-pub fn table(header: &[&str]) -> Table {
-    let mut t = crate::cmd::new_table();
-    t.set_header(header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
-    t
 }
 
 /// A job's parameters as `name=value name=value` (the plan's order).
@@ -30,11 +24,6 @@ pub fn params_text(params: &serde_json::Value) -> String {
                 .join(" ")
         })
         .unwrap_or_default()
-}
-
-pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
 }
 
 pub fn is_terminal() -> bool {

@@ -2,16 +2,18 @@
 //! through its API, instead of the local broker database. The server runs the engine, so a
 //! `run` that is interrupted here leaves the sweep running there.
 
-use super::output::{is_terminal, print_json, table};
+use super::output::is_terminal;
 use super::results::ResultsArgs;
 use super::run::{RerunArgs, RunArgs};
 use super::status::StatusArgs;
 use super::steer::{BudgetArgs, DeadlineArgs, ExpArgs};
 use super::SweepCommand;
 use crate::cmd::cluster::common::{fmt_dur, fmt_time, Conn};
+use crate::output::{emit, table, Render, Said, Text};
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
 use libra_api::{Client, SweepCreate, SweepDeadline, SweepInfo};
+use serde::Serialize;
 use std::time::Duration;
 
 pub fn run(
@@ -70,12 +72,8 @@ fn create(c: &Client, a: RunArgs) -> anyhow::Result<()> {
         seed: a.seed,
     })?;
     if a.detach {
-        return if a.json {
-            print_json(&serde_json::json!({ "experiment": s.id, "server": c.base() }))
-        } else {
-            println!("{}", s.id);
-            Ok(())
-        };
+        let json = serde_json::json!({ "experiment": s.id, "server": c.base() });
+        return emit(&Said::new(&json, s.id.to_string()), a.json);
     }
     if !a.json {
         eprintln!(
@@ -114,7 +112,7 @@ fn follow(c: &Client, id: i64, json: bool) -> anyhow::Result<()> {
             if let Some(bar) = &bar {
                 bar.finish();
             }
-            print(&s, json)?;
+            emit(&s, json)?;
             return super::run::ended(id, &s.state, s.jobs.done, s.jobs.total);
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -124,15 +122,39 @@ fn follow(c: &Client, id: i64, json: bool) -> anyhow::Result<()> {
 fn status(c: &Client, a: StatusArgs) -> anyhow::Result<()> {
     let Some(id) = a.exp else {
         let (list, everyone) = visible_sweeps(c)?;
-        if a.json {
-            return print_json(&list);
+        return emit(&Sweeps { list: &list, everyone }, a.json);
+    };
+    loop {
+        let s = c.sweep(id)?;
+        if a.watch && !a.json {
+            print!("\x1b[2J\x1b[H");
         }
+        emit(&s, a.json)?;
+        if !a.watch || (s.state != "running" && s.state != "paused") {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// `libra sweep status --server`: a sweep a row, with its owner when they are everyone's.
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Sweeps<'a> {
+    list: &'a [SweepInfo],
+    #[serde(skip)]
+    everyone: bool,
+}
+
+impl Render for Sweeps<'_> {
+    fn text(&self) -> Text {
+        let (list, everyone) = (self.list, self.everyone);
         let mut head = vec!["id", "name", "state", "optimise", "done", "failed", "total", "spent", "budget"];
         if everyone {
             head.insert(2, "owner");
         }
         let mut t = table(&head);
-        for s in &list {
+        for s in list {
             let owner = everyone.then(|| s.owner.clone());
             t.add_row([s.id.to_string(), s.name.clone()].into_iter().chain(owner).chain([
                 s.state.clone(),
@@ -144,19 +166,7 @@ fn status(c: &Client, a: StatusArgs) -> anyhow::Result<()> {
                 s.budget.to_string(),
             ]));
         }
-        println!("{t}");
-        return Ok(());
-    };
-    loop {
-        let s = c.sweep(id)?;
-        if a.watch && !a.json {
-            print!("\x1b[2J\x1b[H");
-        }
-        print(&s, a.json)?;
-        if !a.watch || (s.state != "running" && s.state != "paused") {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_secs(1));
+        Text::new().line(t)
     }
 }
 
@@ -172,72 +182,77 @@ fn visible_sweeps(c: &Client) -> anyhow::Result<(Vec<SweepInfo>, bool)> {
 }
 
 /// One sweep: a summary, a progress bar that also reads in a log, and a table per resource.
-pub fn print(s: &SweepInfo, json: bool) -> anyhow::Result<()> {
-    if json {
-        return print_json(s);
-    }
-    let j = &s.jobs;
-    println!(
-        "sweep {} ({}, {}): {} · optimise {} · {}/{} done, {} failed, {} running, {} pending{}",
-        s.id,
-        s.name,
-        s.owner,
-        s.state,
-        s.optimise,
-        j.done,
-        j.total,
-        j.failed,
-        j.running,
-        j.pending,
-        if j.cancelled > 0 { format!(", {} cancelled", j.cancelled) } else { String::new() }
-    );
-    println!(
-        "money: spent {} + held {} of budget {} · deadline {} ({}){}",
-        s.spent,
-        s.held,
-        s.budget,
-        fmt_time(s.deadline),
-        if s.deadline >= s.now {
-            format!("in {}", fmt_dur(s.deadline - s.now))
-        } else {
-            format!("passed {} ago", fmt_dur(s.now - s.deadline))
-        },
-        match (s.finished, s.projected_finish) {
-            (Some(f), _) => format!(" · ended {}", fmt_time(f)),
-            (None, Some(p)) => format!(" · projected finish {} (in {})", fmt_time(p), fmt_dur(p - s.now)),
-            _ => String::new(),
-        }
-    );
-    let finished = j.done + j.failed;
-    let filled = (40 * finished).checked_div(j.total).unwrap_or(40) as usize;
-    let pct = if j.total == 0 { 100.0 } else { 100.0 * finished as f64 / j.total as f64 };
-    println!("[{}{}] {pct:.1}%", "#".repeat(filled), "-".repeat(40 - filled));
-    let mut t =
-        table(&["resource", "kind", "slots", "price/cpu-s", "done", "failed", "running", "spent", "s/job"]);
-    for r in &s.resources {
-        t.add_row(vec![
-            r.name.clone(),
-            r.kind.clone(),
-            r.slots.to_string(),
-            r.price.to_string(),
-            r.done.to_string(),
-            r.failed.to_string(),
-            r.running.to_string(),
-            r.spent.to_string(),
-            r.secs_per_job.map_or("-".into(), |x| format!("{x:.3}")),
+impl Render for SweepInfo {
+    fn text(&self) -> Text {
+        let s = self;
+        let j = &s.jobs;
+        let mut text = Text::new().line(format!(
+            "sweep {} ({}, {}): {} · optimise {} · {}/{} done, {} failed, {} running, {} pending{}",
+            s.id,
+            s.name,
+            s.owner,
+            s.state,
+            s.optimise,
+            j.done,
+            j.total,
+            j.failed,
+            j.running,
+            j.pending,
+            if j.cancelled > 0 { format!(", {} cancelled", j.cancelled) } else { String::new() }
+        ));
+        text = text.line(format!(
+            "money: spent {} + held {} of budget {} · deadline {} ({}){}",
+            s.spent,
+            s.held,
+            s.budget,
+            fmt_time(s.deadline),
+            if s.deadline >= s.now {
+                format!("in {}", fmt_dur(s.deadline - s.now))
+            } else {
+                format!("passed {} ago", fmt_dur(s.now - s.deadline))
+            },
+            match (s.finished, s.projected_finish) {
+                (Some(f), _) => format!(" · ended {}", fmt_time(f)),
+                (None, Some(p)) => format!(" · projected finish {} (in {})", fmt_time(p), fmt_dur(p - s.now)),
+                _ => String::new(),
+            }
+        ));
+        let finished = j.done + j.failed;
+        let filled = (40 * finished).checked_div(j.total).unwrap_or(40) as usize;
+        let pct = if j.total == 0 { 100.0 } else { 100.0 * finished as f64 / j.total as f64 };
+        text = text.line(format!("[{}{}] {pct:.1}%", "#".repeat(filled), "-".repeat(40 - filled)));
+        let mut t = table(&[
+            "resource",
+            "kind",
+            "slots",
+            "price/cpu-s",
+            "done",
+            "failed",
+            "running",
+            "spent",
+            "s/job",
         ]);
+        for r in &s.resources {
+            t.add_row(vec![
+                r.name.clone(),
+                r.kind.clone(),
+                r.slots.to_string(),
+                r.price.to_string(),
+                r.done.to_string(),
+                r.failed.to_string(),
+                r.running.to_string(),
+                r.spent.to_string(),
+                r.secs_per_job.map_or("-".into(), |x| format!("{x:.3}")),
+            ]);
+        }
+        text.line(t)
     }
-    println!("{t}");
-    Ok(())
 }
 
 fn results(c: &Client, a: ResultsArgs) -> anyhow::Result<()> {
     let mut rows = c.sweep_results(a.exp)?;
     if let Some(s) = &a.state {
         rows.retain(|r| &r.state == s);
-    }
-    if a.json {
-        return print_json(&serde_json::json!({ "experiment": a.exp, "jobs": rows }));
     }
     let mut t =
         table(&["job", "parameters", "state", "resource", "tries", "exit", "wall s", "cost", "output"]);
@@ -255,17 +270,11 @@ fn results(c: &Client, a: ResultsArgs) -> anyhow::Result<()> {
             r.output.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
-    println!("{t}");
-    Ok(())
+    emit(&Said::new(&serde_json::json!({ "experiment": a.exp, "jobs": rows }), Text::new().line(t)), a.json)
 }
 
 fn said(s: &SweepInfo, json: bool, sentence: String) -> anyhow::Result<()> {
-    if json {
-        print_json(s)
-    } else {
-        println!("{sentence}");
-        Ok(())
-    }
+    emit(&Said::new(s, sentence), json)
 }
 
 fn set_deadline(c: &Client, a: DeadlineArgs) -> anyhow::Result<()> {

@@ -1,6 +1,7 @@
 //! `libra sweep results EXP`
 
-use super::output::{open, print_json, table};
+use super::output::open;
+use crate::output::{emit, table, Said, Text};
 use clap::Args;
 use std::path::Path;
 
@@ -21,9 +22,6 @@ pub fn run(db: &Path, a: ResultsArgs) -> anyhow::Result<()> {
     let mut rows = store.results(a.exp)?;
     if let Some(s) = &a.state {
         rows.retain(|r| &r.state == s);
-    }
-    if a.json {
-        return print_json(&serde_json::json!({ "experiment": a.exp, "jobs": rows }));
     }
     let mut t = table(&[
         "job",
@@ -52,6 +50,5 @@ pub fn run(db: &Path, a: ResultsArgs) -> anyhow::Result<()> {
             r.files.join(" "),
         ]);
     }
-    println!("{t}");
-    Ok(())
+    emit(&Said::new(&serde_json::json!({ "experiment": a.exp, "jobs": rows }), Text::new().line(t)), a.json)
 }

@@ -2,12 +2,13 @@
 
 use super::output::{is_terminal, open};
 use super::status;
-use crate::cmd::time::{deadline_from_now, parse_positive_duration};
+use crate::cmd::time::{deadline_from_now, now, parse_positive_duration};
+use crate::output::{emit, Said};
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use libra_broker::create::{create, load_resources, SweepSpec};
-use libra_broker::engine::{self, now_unix, EngineOptions, Progress};
+use libra_broker::engine::{self, EngineOptions, Progress};
 use libra_broker::state::ExperimentState;
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
@@ -78,7 +79,7 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
     if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let now = now_unix();
+    let now = now();
     let exp = create(
         db,
         &SweepSpec {
@@ -98,12 +99,7 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
     }
     if a.detach {
         crate::cmd::quiet_on_closed_stdout();
-        if a.json {
-            super::output::print_json(&serde_json::json!({ "experiment": exp }))?;
-        } else {
-            println!("{exp}");
-        }
-        return Ok(());
+        return emit(&Said::new(&serde_json::json!({ "experiment": exp }), exp.to_string()), a.json);
     }
     drive(db, exp, a.json)
 }

@@ -1,8 +1,8 @@
 //! `libra sweep simulate`: a plan over test queues on virtual time (the test queue's
 //! virtual-time mode): deterministic and instant, through the engine's own scheduler.
 
-use super::output::{print_json, table};
 use crate::cmd::time::parse_positive_duration;
+use crate::output::{emit, table, Said, Text};
 use anyhow::{bail, Context};
 use clap::Args;
 use libra_broker::create::{load_plan, load_resources};
@@ -78,21 +78,20 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<()> {
         )?;
     }
     let pct = 100.0 * out.completed as f64 / out.jobs.max(1) as f64;
-    if a.json {
-        return print_json(&serde_json::json!({
-            "algorithm": a.optimise, "jobs": out.jobs, "completed_pct": pct, "time": out.time,
-            "cost_cents": out.cost, "budget_cents": a.budget, "deadline": a.deadline,
-            "per_resource": names.iter().zip(&out.per_resource).map(|(n, j)| serde_json::json!({"name": n, "jobs": j})).collect::<Vec<_>>(),
-        }));
-    }
-    println!(
-        "{}: {} jobs, {pct:.0}% by the deadline, last ends at {:.0} s, cost {} of {}",
-        a.optimise, out.jobs, out.time, out.cost, a.budget
-    );
+    let json = serde_json::json!({
+        "algorithm": a.optimise, "jobs": out.jobs, "completed_pct": pct, "time": out.time,
+        "cost_cents": out.cost, "budget_cents": a.budget, "deadline": a.deadline,
+        "per_resource": names.iter().zip(&out.per_resource).map(|(n, j)| serde_json::json!({"name": n, "jobs": j})).collect::<Vec<_>>(),
+    });
     let mut t = table(&["resource", "jobs"]);
     for (name, j) in names.iter().zip(&out.per_resource) {
         t.add_row(vec![name.clone(), j.to_string()]);
     }
-    println!("{t}");
-    Ok(())
+    let text = Text::new()
+        .line(format!(
+            "{}: {} jobs, {pct:.0}% by the deadline, last ends at {:.0} s, cost {} of {}",
+            a.optimise, out.jobs, out.time, out.cost, a.budget
+        ))
+        .line(t);
+    emit(&Said::new(&json, text), a.json)
 }

@@ -1,8 +1,10 @@
 //! `libra sweep status [EXP] [--watch]`
 
-use super::output::{open, print_json, table};
+use super::output::open;
+use crate::cmd::time::now;
+use crate::output::{emit, table, Said, Text};
 use clap::Args;
-use libra_broker::engine::{live_engine, now_unix};
+use libra_broker::engine::live_engine;
 use libra_broker::store::Store;
 use std::path::Path;
 
@@ -64,11 +66,7 @@ fn list(store: &Store, json: bool) -> anyhow::Result<()> {
             e.budget.to_string(),
         ]);
     }
-    if json {
-        return print_json(&serde_json::json!({ "experiments": rows }));
-    }
-    println!("{t}");
-    Ok(())
+    emit(&Said::new(&serde_json::json!({ "experiments": rows }), Text::new().line(t)), json)
 }
 
 /// Prints one experiment's status.
@@ -79,15 +77,14 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
     let held = store.held(exp)?;
     let per = store.per_resource(exp)?;
     let configs = store.resources(exp)?;
-    let now = now_unix();
+    let now = now();
     let total = c.pending + c.running + c.done + c.failed + c.cancelled;
     let elapsed = (e.finished.unwrap_or(now) - e.created).max(0.0);
     // Projected finish from the pace so far: simple, and honest about what it is.
     let projected = (c.done > 0 && c.pending + c.running > 0)
         .then(|| elapsed / c.done as f64 * (c.pending + c.running) as f64);
     let engine = live_engine(&e, now).map(|(pid, _)| pid);
-    if json {
-        return print_json(&serde_json::json!({
+    let summary = serde_json::json!({
             "id": e.id, "name": e.name, "state": e.state, "algorithm": e.algorithm,
             "jobs": { "total": total, "done": c.done, "failed": c.failed, "running": c.running, "pending": c.pending, "cancelled": c.cancelled },
             "spent_cents": spent, "held_cents": held, "budget_cents": e.budget,
@@ -98,9 +95,8 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
                 "done": p.done, "failed": p.failed, "running": p.running, "spent_cents": p.spent,
                 "secs_per_job": (p.done > 0).then(|| p.wall_sum / p.done as f64),
             })).collect::<Vec<_>>(),
-        }));
-    }
-    println!(
+    });
+    let mut text = Text::new().line(format!(
         "experiment {} ({}): {} · optimise {} · {}/{} done, {} failed, {} running, {} pending{}",
         e.id,
         e.name,
@@ -112,8 +108,8 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
         c.running,
         c.pending,
         if c.cancelled > 0 { format!(", {} cancelled", c.cancelled) } else { String::new() }
-    );
-    println!(
+    ));
+    text = text.line(format!(
         "money: spent {} + held {} of budget {} · deadline {} · elapsed {:.0} s{}{}",
         spent,
         held,
@@ -126,12 +122,12 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
         elapsed,
         projected.map_or(String::new(), |p| format!(" · projected finish in {p:.0} s")),
         engine.map_or(String::new(), |p| format!(" · engine pid {p}")),
-    );
+    ));
     // A progress bar that also reads in a log or a pipe.
     let finished = c.done + c.failed;
     let filled = (40 * finished).checked_div(total).unwrap_or(40) as usize;
     let pct = if total == 0 { 100.0 } else { 100.0 * finished as f64 / total as f64 };
-    println!("[{}{}] {pct:.1}%", "#".repeat(filled), "-".repeat(40 - filled));
+    text = text.line(format!("[{}{}] {pct:.1}%", "#".repeat(filled), "-".repeat(40 - filled)));
     let mut t =
         table(&["resource", "kind", "slots", "price/cpu-s", "done", "failed", "running", "spent", "s/job"]);
     for (p, cfg) in per.iter().zip(&configs) {
@@ -147,6 +143,5 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
             if p.done > 0 { format!("{:.3}", p.wall_sum / p.done as f64) } else { "-".into() },
         ]);
     }
-    println!("{t}");
-    Ok(())
+    emit(&Said::new(&summary, text.line(t)), json)
 }

@@ -3,8 +3,10 @@
 use super::output::open;
 use super::run::drive;
 use crate::cmd::time::deadline_from_now;
+use crate::cmd::time::now;
+use crate::output::{emit, Said};
 use clap::Args;
-use libra_broker::engine::{live_engine, now_unix};
+use libra_broker::engine::live_engine;
 use libra_broker::state::ExperimentState;
 use libra_core::Money;
 use std::path::Path;
@@ -46,21 +48,17 @@ pub struct BudgetArgs {
 fn report(store: &libra_broker::store::Store, exp: i64, json: bool, sentence: String) -> anyhow::Result<()> {
     // `resume` runs an engine, but not when all it does is say so.
     crate::cmd::quiet_on_closed_stdout();
-    if json {
-        let e = store.experiment(exp)?;
-        super::output::print_json(&serde_json::json!({
-            "experiment": exp, "state": e.state, "budget_cents": e.budget,
-            "deadline_in_s": e.deadline - now_unix(),
-        }))
-    } else {
-        println!("{sentence}");
-        Ok(())
-    }
+    let e = store.experiment(exp)?;
+    let settings = serde_json::json!({
+        "experiment": exp, "state": e.state, "budget_cents": e.budget,
+        "deadline_in_s": e.deadline - now(),
+    });
+    emit(&Said::new(&settings, sentence), json)
 }
 
 pub fn set_deadline(db: &Path, a: DeadlineArgs) -> anyhow::Result<()> {
     let store = open(db)?;
-    store.set_deadline(a.exp, now_unix() + a.deadline)?;
+    store.set_deadline(a.exp, now() + a.deadline)?;
     report(&store, a.exp, a.json, format!("experiment {}: deadline in {:.0} s", a.exp, a.deadline))
 }
 
@@ -90,16 +88,16 @@ pub fn pause(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
 pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     let e = store.experiment(a.exp)?;
-    if live_engine(&e, now_unix()).is_some() {
+    if live_engine(&e, now()).is_some() {
         // The live engine kills the running jobs and records the cancellation.
         store.set_state(a.exp, ExperimentState::Cancelled, None)?;
     } else {
         store.begin()?;
         for at in store.running_attempts(a.exp)? {
-            store.lose_attempt(&at, now_unix(), "cancelled")?;
+            store.lose_attempt(&at, now(), "cancelled")?;
         }
         store.cancel_pending(a.exp)?;
-        store.set_state(a.exp, ExperimentState::Cancelled, Some(now_unix()))?;
+        store.set_state(a.exp, ExperimentState::Cancelled, Some(now()))?;
         store.commit()?;
     }
     report(&store, a.exp, a.json, format!("experiment {}: cancelled", a.exp))
@@ -114,7 +112,7 @@ pub fn resume(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
         return report(&store, a.exp, a.json, format!("experiment {}: already {}", a.exp, e.state));
     }
     store.set_state(a.exp, ExperimentState::Running, None)?;
-    if let Some((pid, _)) = live_engine(&e, now_unix()) {
+    if let Some((pid, _)) = live_engine(&e, now()) {
         return report(
             &store,
             a.exp,

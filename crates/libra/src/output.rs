@@ -1,0 +1,164 @@
+//! What every command prints: one value, shown to people as text (lines and tables) or to
+//! programs as JSON (`--json`). A command builds the value and calls [`emit`]; the choice between
+//! the two forms is made here only, so a new command cannot print one form and forget the other.
+
+use anyhow::Result;
+use comfy_table::Table;
+use serde::Serialize;
+use std::fmt::{self, Display};
+
+/// A command's answer: its JSON is what serde writes of it, its text is [`Render::text`].
+pub trait Render: Serialize {
+    /// What people read: lines and tables, each ending with a line break.
+    fn text(&self) -> Text;
+}
+
+/// Prints `v` on standard output: pretty JSON with `json`, else its text.
+pub fn emit<R: Render + ?Sized>(v: &R, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(v)?);
+    } else {
+        print!("{}", v.text());
+    }
+    Ok(())
+}
+
+/// Text for people, built a line (or a table) at a time.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Text(String);
+
+impl Text {
+    pub fn new() -> Text {
+        Text::default()
+    }
+
+    /// Adds `l` and a line break (a table is a block of lines).
+    pub fn line(mut self, l: impl Display) -> Text {
+        use fmt::Write;
+        let _ = writeln!(self.0, "{l}");
+        self
+    }
+
+    /// Adds `s` as it is (text that carries its own line breaks).
+    pub fn raw(mut self, s: &str) -> Text {
+        self.0.push_str(s);
+        self
+    }
+
+    /// Adds `l` only when there is one.
+    pub fn line_if(self, l: Option<impl Display>) -> Text {
+        match l {
+            Some(l) => self.line(l),
+            None => self,
+        }
+    }
+}
+
+impl Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text::new().line(s)
+    }
+}
+
+/// A one-off answer: `json` for programs, a text already written for people (a sentence, a
+/// table). For a command whose people's form is a line or two about the value it got back.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct Said<'a, T: Serialize + ?Sized> {
+    json: &'a T,
+    #[serde(skip)]
+    text: Text,
+}
+
+impl<'a, T: Serialize + ?Sized> Said<'a, T> {
+    pub fn new(json: &'a T, text: impl Into<Text>) -> Self {
+        Said { json, text: text.into() }
+    }
+}
+
+impl<T: Serialize + ?Sized> Render for Said<'_, T> {
+    fn text(&self) -> Text {
+        self.text.clone()
+    }
+}
+
+/// A table for people, with this header. On a terminal its columns are wrapped to the terminal's
+/// width (comfy-table asks the terminal); in a pipe it stays as wide as its content, for grep and
+/// friends.
+pub fn table<S: AsRef<str>>(header: &[S]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_header(header.iter().map(|h| h.as_ref()));
+    t
+}
+
+/// A table with this header and these rows.
+pub fn filled_table<S: AsRef<str>, R: Into<comfy_table::Row>>(
+    header: &[S],
+    rows: impl IntoIterator<Item = R>,
+) -> Table {
+    let mut t = table(header);
+    t.add_rows(rows);
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value as a command would print it: rows for people, fields for programs.
+    #[derive(Serialize)]
+    struct Balance {
+        user: String,
+        cents: i64,
+    }
+
+    impl Render for Balance {
+        fn text(&self) -> Text {
+            let mut t = table(&["USER", "CENTS"]);
+            t.add_row(vec![self.user.clone(), self.cents.to_string()]);
+            Text::new().line(format!("balance of {}", self.user)).line(t)
+        }
+    }
+
+    #[test]
+    fn one_value_gives_its_table_and_its_json() {
+        let b = Balance { user: "alice".into(), cents: 1250 };
+        let text = b.text().to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "balance of alice");
+        assert!(lines.iter().any(|l| l.contains("USER") && l.contains("CENTS")), "{text}");
+        assert!(lines.iter().any(|l| l.contains("alice") && l.contains("1250")), "{text}");
+        assert!(text.ends_with('\n'));
+        let json: serde_json::Value = serde_json::to_value(&b).unwrap();
+        assert_eq!(json, serde_json::json!({"user": "alice", "cents": 1250}));
+    }
+
+    #[test]
+    fn said_is_its_value_in_json_and_its_sentence_in_text() {
+        let v = serde_json::json!({"id": 7, "state": "RUNNING"});
+        let s = Said::new(&v, format!("job {} is now {}", v["id"], v["state"].as_str().unwrap()));
+        assert_eq!(s.text().to_string(), "job 7 is now RUNNING\n");
+        // Transparent: the JSON is the value's own, not wrapped in the adaptor's fields.
+        assert_eq!(serde_json::to_value(&s).unwrap(), v);
+    }
+
+    #[test]
+    fn a_table_is_its_header_and_rows_and_text_keeps_raw_text_as_it_is() {
+        let mut t = table(&[String::from("a"), String::from("b")]);
+        t.add_row(vec!["1", "2"]);
+        let shown = t.to_string();
+        assert!(shown.contains('a') && shown.contains('b') && shown.contains('1'), "{shown}");
+        assert_eq!(
+            Text::new().raw("x|y|\n").line_if(None::<&str>).line_if(Some("z")).to_string(),
+            "x|y|\nz\n"
+        );
+    }
+}
