@@ -181,11 +181,38 @@ impl App {
         Ok((applied, restart))
     }
 
+    /// Runs `f` on the state on a blocking thread, never on the async workers: taking the
+    /// state's lock can wait for a long admission batch or a slow fsync, and SQLite blocks.
+    /// Every route that touches the state or the store goes through here (or `read`), so a
+    /// held writer stalls only the requests that need it: `/api/health`, node agents' waits
+    /// and reads keep being answered. (A dedicated core thread fed by a channel would also
+    /// serialise the work; tokio's blocking pool does it with the lock the state already had,
+    /// and lets the lock-free paths run beside it.)
+    pub async fn run<T, F>(self: &std::sync::Arc<Self>, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Inner) -> Result<T, ApiError> + Send + 'static,
+    {
+        let app = std::sync::Arc::clone(self);
+        blocking(move || f(&mut app.lock())).await
+    }
+
     /// The state, even if a panicking request poisoned the lock: every change is a committed
     /// transaction or nothing, so the state behind a poisoned lock is still consistent.
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// `f` on tokio's blocking pool; a panic in it is a 500 that says nothing of the panic (the
+/// log has it).
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        tracing::error!("a request's work on the state failed: {e}");
+        Err(ApiError::Internal("the request failed; the server's log has the details".into()))
+    })
 }
 
 pub fn spec_of(

@@ -91,7 +91,8 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
                     crate::routes::MAX_BODY_BYTES
                 ))
                 .into_response();
-                return finish(&app, r, &method, &path, address, digest, Some("(body too large)".into()));
+                return finish(&app, r, &method, &path, address, digest, Some("(body too large)".into()))
+                    .await;
             }
         }
     } else {
@@ -119,10 +120,10 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     } else {
         resp
     };
-    finish(&app, resp, &method, &path, address, digest, detail)
+    finish(&app, resp, &method, &path, address, digest, detail).await
 }
 
-fn finish(
+async fn finish(
     app: &Arc<App>,
     resp: Response,
     method: &Method,
@@ -132,24 +133,30 @@ fn finish(
     detail: Option<String>,
 ) -> Response {
     let named = resp.extensions().get::<AuditCaller>().map(|c| c.0.clone());
-    let g = app.lock();
-    // The token's owner, whether or not the token still works (an expired token or a disabled
-    // user's is still theirs).
-    let caller = named.or_else(|| {
-        let d = digest?;
-        g.db.query_row(
-            "SELECT u.name FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
-            params![d],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()
-        .ok()
-        .flatten()
-    });
-    if let Err(e) = g.db.execute(
-        "INSERT INTO audit(time, caller, address, method, path, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![now(), caller, address, method.as_str(), path, resp.status().as_u16(), detail],
-    ) {
+    let (method, path, status) = (method.as_str().to_string(), path.to_string(), resp.status().as_u16());
+    let written = app
+        .run(move |g| {
+            // The token's owner, whether or not the token still works (an expired token or a
+            // disabled user's is still theirs).
+            let caller = named.or_else(|| {
+                let d = digest?;
+                g.db.query_row(
+                    "SELECT u.name FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
+                    params![d],
+                    |r| r.get::<_, String>(0),
+                )
+                .optional()
+                .ok()
+                .flatten()
+            });
+            g.db.execute(
+                "INSERT INTO audit(time, caller, address, method, path, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![now(), caller, address, method, path, status, detail],
+            )?;
+            Ok(())
+        })
+        .await;
+    if let Err(e) = written {
         // The request was answered; an audit that cannot be written is an operator's problem.
         tracing::error!("audit: {e}");
     }

@@ -72,17 +72,16 @@ pub async fn serve(
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
                 tick.tick().await;
-                let r = {
-                    let mut g = app.lock();
-                    let now = app::now();
-                    g.check_nodes(now)
-                        .and_then(|()| {
-                            let grace = now - g.node_timeout;
-                            g.settle_stranded(now, Some(grace))
-                        })
-                        .and_then(|_| g.release_dependents(now))
-                        .and_then(|_| g.dispatch_queue(now))
-                };
+                let r = app
+                    .run(|g| {
+                        let now = app::now();
+                        g.check_nodes(now)?;
+                        let grace = now - g.node_timeout;
+                        g.settle_stranded(now, Some(grace))?;
+                        g.release_dependents(now)?;
+                        g.dispatch_queue(now)
+                    })
+                    .await;
                 if let Err(e) = r {
                     tracing::error!("scheduler tick: {e}");
                 }
@@ -223,6 +222,8 @@ pub fn run_with(config: Config, reloader: Option<Reloader>) -> Result<(), Server
 /// A server running on a thread of its own (benchmarks, embedding); stops when dropped.
 pub struct Background {
     pub addr: std::net::SocketAddr,
+    /// The running server's state (tests hold its writer to show what does not wait for it).
+    pub app: Arc<App>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -241,7 +242,8 @@ impl Drop for Background {
 /// Starts a server on its own runtime and thread, listening on `config.listen` (port 0 picks a
 /// free port; the chosen address is in the result).
 pub fn start_background(config: Config) -> Result<Background, ServerError> {
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Result<std::net::SocketAddr, ServerError>>();
+    type Started = Result<(std::net::SocketAddr, Arc<App>), ServerError>;
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Started>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new().name("libra-server".into()).spawn(move || {
         let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
@@ -263,7 +265,8 @@ pub fn start_background(config: Config) -> Result<Background, ServerError> {
             };
             match started.await {
                 Ok((app, listener, tls)) => {
-                    let _ = addr_tx.send(listener.local_addr().map_err(ServerError::Io));
+                    let _ = addr_tx
+                        .send(listener.local_addr().map_err(ServerError::Io).map(|a| (a, app.clone())));
                     if let Err(e) = serve(app, listener, tls, async {
                         let _ = stop_rx.await;
                     })
@@ -278,8 +281,8 @@ pub fn start_background(config: Config) -> Result<Background, ServerError> {
             }
         });
     })?;
-    let addr = addr_rx
+    let (addr, app) = addr_rx
         .recv()
         .map_err(|_| ServerError::Invalid("the server thread ended before listening".into()))??;
-    Ok(Background { addr, stop: Some(stop_tx), thread: Some(thread) })
+    Ok(Background { addr, app, stop: Some(stop_tx), thread: Some(thread) })
 }

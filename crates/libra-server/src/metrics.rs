@@ -189,12 +189,11 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
 
 pub async fn metrics(State(app): State<Arc<App>>) -> Response {
     let app2 = app.clone();
-    match tokio::task::spawn_blocking(move || render(&app2)).await {
-        Ok(Ok(text)) => {
+    match crate::app::blocking(move || render(&app2)).await {
+        Ok(text) => {
             ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
         }
-        Ok(Err(e)) => e.into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -206,13 +205,23 @@ pub async fn healthz() -> &'static str {
 /// Ready for work: the store answers a query and at least one node is up (503 with the reason
 /// otherwise).
 pub async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let g = app.lock();
-    if let Err(e) = g.db.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)) {
-        return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: the store does not answer: {e}\n"))
-            .into_response();
-    }
-    let up = g.cluster.up_count();
-    let accepting = g.cluster.nodes().filter(|(_, n)| n.up && n.accepting).count();
+    let state = app
+        .run(|g| {
+            if let Err(e) = g.db.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)) {
+                return Ok(Err(e.to_string()));
+            }
+            let up = g.cluster.up_count();
+            Ok(Ok((up, g.cluster.nodes().filter(|(_, n)| n.up && n.accepting).count())))
+        })
+        .await;
+    let (up, accepting) = match state {
+        Ok(Ok(counts)) => counts,
+        Ok(Err(e)) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: the store does not answer: {e}\n"))
+                .into_response()
+        }
+        Err(e) => return e.into_response(),
+    };
     if up == 0 {
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready: no node is up\n".to_string()).into_response();
     }
