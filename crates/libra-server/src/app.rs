@@ -34,6 +34,65 @@ pub struct App {
     live: Mutex<Config>,
     /// What carries out the scheduler's decisions (`[executor] kind`).
     pub executor: std::sync::Arc<dyn crate::executor::Executor>,
+    /// Read-only connections to the store for the read-only routes (`App::read`).
+    readers: store::Readers,
+    /// The callers the token cache holds, shared with the state (`Inner::caller`).
+    tokens: std::sync::Arc<TokenCache>,
+}
+
+/// Callers by token digest, so most requests skip a query. Every change to a user or a token
+/// made through the state (logout, password change, disable, remove) empties it
+/// (`Inner::forget_tokens`), and each entry is checked against its expiry; hosted sweeps'
+/// credentials, revoked from the sweeps' threads, are never cached.
+#[derive(Default)]
+pub struct TokenCache {
+    map: Mutex<(u64, HashMap<String, crate::auth::Caller>)>,
+}
+
+impl TokenCache {
+    /// Who sent the request (401 without a valid token, saying why), looked up in `db` on a miss.
+    pub fn caller(
+        &self,
+        db: &Connection,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<crate::auth::Caller, ApiError> {
+        let t = now();
+        let digest = crate::auth::bearer(headers).map(crate::auth::token_digest);
+        let generation = {
+            let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(d) = &digest {
+                match m.1.get(d) {
+                    Some(c) if c.expires > t => return Ok(c.clone()),
+                    Some(_) => {
+                        m.1.remove(d);
+                    }
+                    None => {}
+                }
+            }
+            m.0
+        };
+        let c = crate::auth::caller(db, headers, t)?;
+        if let (Some(d), None) = (digest, c.sweep) {
+            let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            // A read connection's snapshot may predate a revocation that emptied the cache
+            // since this lookup began: what it found is not kept then, or the revoked token
+            // would work again until it expired.
+            if m.0 == generation {
+                if m.1.len() >= MAX_CACHED_TOKENS {
+                    m.1.clear();
+                }
+                m.1.insert(d, c.clone());
+            }
+        }
+        Ok(c)
+    }
+
+    /// Empties the cache (after the change to users or tokens is committed).
+    pub fn forget(&self) {
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        m.0 += 1;
+        m.1.clear();
+    }
 }
 
 pub struct NodeRt {
@@ -55,11 +114,8 @@ pub struct Inner {
     pub pricing: PricingParams,
     pub nodes: HashMap<String, NodeRt>,
     pub node_timeout: f64,
-    /// Callers by token digest, so most requests skip a query. Every change to a user or a
-    /// token made through this state (logout, password change, disable, remove) empties it
-    /// (`forget_tokens`), and each entry is checked against its expiry; hosted sweeps'
-    /// credentials, revoked from the sweeps' threads, are never cached.
-    tokens: std::cell::RefCell<HashMap<String, crate::auth::Caller>>,
+    /// The token cache (`TokenCache`), shared with the read path.
+    tokens: std::sync::Arc<TokenCache>,
     /// Per-user submission token buckets: (tokens left, when last filled).
     submit_buckets: HashMap<i64, (f64, f64)>,
     pub token_ttl: f64,
@@ -100,7 +156,9 @@ impl App {
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
         let executor = crate::executor::build(&config.executor);
-        let inner = Inner::load(db, &config, executor.limits(), now())?;
+        let tokens = std::sync::Arc::new(TokenCache::default());
+        let inner = Inner::load(db, &config, executor.limits(), tokens.clone(), now())?;
+        let readers = store::Readers::new(&config.db);
         let sweeps = std::sync::Arc::new(crate::sweeps::Sweeps::open(
             config.broker_db(),
             &config.sweep_clusters,
@@ -121,6 +179,8 @@ impl App {
             live: Mutex::new(config.clone()),
             config,
             executor,
+            readers,
+            tokens,
         })
     }
 
@@ -197,6 +257,29 @@ impl App {
         blocking(move || f(&mut app.lock())).await
     }
 
+    /// Runs `f` with a read-only connection to the store and the caller the headers name, on
+    /// a blocking thread, without the state's lock: in WAL mode a reader sees the last
+    /// committed state and waits neither for the writer's transaction nor for its fsync. For
+    /// routes that only read the store (not the in-memory view).
+    pub async fn read<T, F>(
+        self: &std::sync::Arc<Self>,
+        headers: axum::http::HeaderMap,
+        f: F,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, crate::auth::Caller) -> Result<T, ApiError> + Send + 'static,
+    {
+        let app = std::sync::Arc::clone(self);
+        blocking(move || {
+            app.readers.with(|db| {
+                let who = app.tokens.caller(db, &headers)?;
+                f(db, who)
+            })
+        })
+        .await
+    }
+
     /// The state, even if a panicking request poisoned the lock: every change is a committed
     /// transaction or nothing, so the state behind a poisoned lock is still consistent.
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -239,6 +322,7 @@ impl Inner {
         db: Connection,
         config: &Config,
         exec: crate::executor::ExecLimits,
+        tokens: std::sync::Arc<TokenCache>,
         now: f64,
     ) -> Result<Inner, ServerError> {
         let stored = store::setting(&db, "policy")?;
@@ -346,7 +430,7 @@ impl Inner {
             pricing,
             nodes,
             node_timeout: config.node_timeout,
-            tokens: Default::default(),
+            tokens,
             submit_buckets: HashMap::new(),
             token_ttl: config.token_ttl,
             max_active_jobs: config.max_active_jobs,
@@ -373,33 +457,13 @@ impl Inner {
 
     /// Who sent the request (401 without a valid token, saying why).
     pub fn caller(&self, headers: &axum::http::HeaderMap) -> Result<crate::auth::Caller, ApiError> {
-        let t = now();
-        let digest = crate::auth::bearer(headers).map(crate::auth::token_digest);
-        if let Some(d) = &digest {
-            let hit = self.tokens.borrow().get(d).cloned();
-            match hit {
-                Some(c) if c.expires > t => return Ok(c),
-                Some(_) => {
-                    self.tokens.borrow_mut().remove(d);
-                }
-                None => {}
-            }
-        }
-        let c = crate::auth::caller(&self.db, headers, t)?;
-        if let (Some(d), None) = (digest, c.sweep) {
-            let mut cache = self.tokens.borrow_mut();
-            if cache.len() >= MAX_CACHED_TOKENS {
-                cache.clear();
-            }
-            cache.insert(d, c.clone());
-        }
-        Ok(c)
+        self.tokens.caller(&self.db, headers)
     }
 
     /// Empties the token cache: call after any change to users or tokens, so that a revoked
     /// token or a disabled user is refused from the next request on.
     pub fn forget_tokens(&self) {
-        self.tokens.borrow_mut().clear();
+        self.tokens.forget();
     }
 
     /// One more submission by `user` now, if their bucket allows it; otherwise 429 with the

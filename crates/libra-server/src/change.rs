@@ -17,7 +17,7 @@ use libra_api::{
 };
 use libra_core::policy::suggest;
 use libra_core::{Decision, JobSpec, Money, NodeIdx, RejectReason};
-use rusqlite::params;
+use rusqlite::{params, Connection};
 
 const ACTIVE_STATES: [JobState; 4] =
     [JobState::Pending, JobState::Running, JobState::Suspended, JobState::Held];
@@ -56,6 +56,110 @@ fn parse_state(s: &str, accepted: &[JobState]) -> Result<JobState, ApiError> {
     })
 }
 
+/// A user the caller may look at: themselves, anyone for an administrator.
+fn user_filter(db: &Connection, caller: &Caller, user: Option<&str>) -> Result<Option<i64>, ApiError> {
+    match user {
+        None => Ok(Some(caller.id)),
+        Some(u) if u == caller.name => Ok(Some(caller.id)),
+        Some("all") if caller.admin => Ok(None),
+        Some(u) => {
+            caller.require_admin("look at another user's jobs (give your own name, or none)")?;
+            let id: Option<i64> =
+                db.query_row("SELECT id FROM users WHERE name = ?1", params![u], |r| r.get(0)).ok();
+            id.map(Some).ok_or_else(|| ApiError::BadRequest(format!("user: there is no user named '{u}'")))
+        }
+    }
+}
+
+/// Every unfinished job, soonest deadline first. Other users' jobs keep their state, nodes,
+/// share and deadline, and lose their owner, name, command and money, unless the caller is an
+/// administrator: the queue shows how busy the cluster is, not who is doing what.
+pub fn queue(db: &Connection, caller: &Caller, q: &QueueQuery) -> Result<Vec<QueueEntry>, ApiError> {
+    let user = match q.user.as_deref() {
+        None => None,
+        Some(u) => user_filter(db, caller, Some(u))?,
+    };
+    let state = q.state.as_deref().map(|s| parse_state(s, &ACTIVE_STATES)).transpose()?;
+    if let Some(n) = &q.node {
+        // The nodes table holds every node the view holds (registered nodes are never deleted).
+        let known: Vec<String> = db
+            .prepare_cached("SELECT name FROM nodes ORDER BY name")?
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if !known.contains(n) {
+            return Err(ApiError::BadRequest(format!(
+                "node: '{n}' is not a node of this cluster; nodes: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let sql = format!(
+        "SELECT {} FROM jobs j JOIN users u ON u.id = j.user_id \
+         WHERE j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') AND (?1 IS NULL OR j.user_id = ?1) \
+         AND (?2 IS NULL OR j.state = ?2) \
+         AND (?3 IS NULL OR EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.node = ?3)) \
+         ORDER BY j.deadline_at, j.id",
+        store::JOB_COLUMNS
+    );
+    let mut st = db.prepare_cached(&sql)?;
+    let jobs = st
+        .query_map(params![user, state.map(JobState::as_str), q.node], store::job_from_row)?
+        .collect::<Result<Vec<JobInfo>, _>>()?;
+    Ok(jobs
+        .into_iter()
+        .map(|j| {
+            let mine = j.user == caller.name;
+            let shown = mine || caller.admin;
+            QueueEntry {
+                id: j.id,
+                user: if shown { j.user } else { ANONYMOUS.into() },
+                mine,
+                name: if shown { j.name } else { None },
+                command: if shown { j.command } else { Vec::new() },
+                state: j.state,
+                nodes: j.nodes,
+                procs: j.procs,
+                share: j.share,
+                submit_time: j.submit_time,
+                start_time: j.start_time,
+                deadline_at: j.deadline_at,
+                cost: shown.then_some(j.cost),
+                budget: shown.then_some(j.budget),
+                array_id: j.array_id,
+                array_task: j.array_task,
+                waiting: j.waiting,
+            }
+        })
+        .collect())
+}
+
+/// Jobs filtered as sacct filters them, oldest first: `start`: still unfinished, or ended
+/// at or after it; `end`: submitted at or before it.
+pub fn history(db: &Connection, caller: &Caller, q: &HistoryQuery) -> Result<Vec<JobInfo>, ApiError> {
+    let user = user_filter(db, caller, q.user.as_deref())?;
+    let state = q.state.as_deref().map(|s| parse_state(s, &JobState::ALL)).transpose()?;
+    for (field, t) in [("start", q.start), ("end", q.end)] {
+        if t.is_some_and(|t| !t.is_finite()) {
+            return Err(ApiError::BadRequest(format!("{field}: give a time in Unix seconds")));
+        }
+    }
+    let sql = format!(
+        "SELECT {} FROM jobs j JOIN users u ON u.id = j.user_id \
+         WHERE (?1 IS NULL OR j.user_id = ?1) AND (?2 IS NULL OR j.state = ?2) \
+         AND (?3 IS NULL OR COALESCE(j.end_time, CASE WHEN j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') \
+              THEN 1e300 ELSE j.submit_time END) >= ?3) \
+         AND (?4 IS NULL OR j.submit_time <= ?4) ORDER BY j.id DESC LIMIT ?5",
+        store::JOB_COLUMNS
+    );
+    let limit = q.limit.unwrap_or(10_000).min(100_000);
+    let mut st = db.prepare_cached(&sql)?;
+    let mut jobs = st
+        .query_map(params![user, state.map(JobState::as_str), q.start, q.end, limit], store::job_from_row)?
+        .collect::<Result<Vec<JobInfo>, _>>()?;
+    jobs.reverse();
+    Ok(jobs)
+}
+
 impl Inner {
     /// What a refused change suggests, in absolute terms: for a lack of resources the policy's
     /// own answer, otherwise the least resubmission the policy would accept now.
@@ -72,111 +176,6 @@ impl Inner {
             _ => suggest::resubmission(self.policy.as_ref(), spec, user, &self.cluster, now, suggestion),
         };
         sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: s.budget })
-    }
-
-    /// A user the caller may look at: themselves, anyone for an administrator.
-    fn user_filter(&self, caller: &Caller, user: Option<&str>) -> Result<Option<i64>, ApiError> {
-        match user {
-            None => Ok(Some(caller.id)),
-            Some(u) if u == caller.name => Ok(Some(caller.id)),
-            Some("all") if caller.admin => Ok(None),
-            Some(u) => {
-                caller.require_admin("look at another user's jobs (give your own name, or none)")?;
-                let id: Option<i64> =
-                    self.db.query_row("SELECT id FROM users WHERE name = ?1", params![u], |r| r.get(0)).ok();
-                id.map(Some)
-                    .ok_or_else(|| ApiError::BadRequest(format!("user: there is no user named '{u}'")))
-            }
-        }
-    }
-
-    /// Every unfinished job, soonest deadline first. Other users' jobs keep their state, nodes,
-    /// share and deadline, and lose their owner, name, command and money, unless the caller is an
-    /// administrator: the queue shows how busy the cluster is, not who is doing what.
-    pub fn queue(&self, caller: &Caller, q: &QueueQuery) -> Result<Vec<QueueEntry>, ApiError> {
-        let user = match q.user.as_deref() {
-            None => None,
-            Some(u) => self.user_filter(caller, Some(u))?,
-        };
-        let state = q.state.as_deref().map(|s| parse_state(s, &ACTIVE_STATES)).transpose()?;
-        if let Some(n) = &q.node {
-            if !self.nodes.contains_key(n) {
-                let mut known: Vec<&str> = self.nodes.keys().map(String::as_str).collect();
-                known.sort_unstable();
-                return Err(ApiError::BadRequest(format!(
-                    "node: '{n}' is not a node of this cluster; nodes: {}",
-                    known.join(", ")
-                )));
-            }
-        }
-        let sql = format!(
-            "SELECT {} FROM jobs j JOIN users u ON u.id = j.user_id \
-             WHERE j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') AND (?1 IS NULL OR j.user_id = ?1) \
-             AND (?2 IS NULL OR j.state = ?2) \
-             AND (?3 IS NULL OR EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.node = ?3)) \
-             ORDER BY j.deadline_at, j.id",
-            store::JOB_COLUMNS
-        );
-        let mut st = self.db.prepare_cached(&sql)?;
-        let jobs = st
-            .query_map(params![user, state.map(JobState::as_str), q.node], store::job_from_row)?
-            .collect::<Result<Vec<JobInfo>, _>>()?;
-        Ok(jobs
-            .into_iter()
-            .map(|j| {
-                let mine = j.user == caller.name;
-                let shown = mine || caller.admin;
-                QueueEntry {
-                    id: j.id,
-                    user: if shown { j.user } else { ANONYMOUS.into() },
-                    mine,
-                    name: if shown { j.name } else { None },
-                    command: if shown { j.command } else { Vec::new() },
-                    state: j.state,
-                    nodes: j.nodes,
-                    procs: j.procs,
-                    share: j.share,
-                    submit_time: j.submit_time,
-                    start_time: j.start_time,
-                    deadline_at: j.deadline_at,
-                    cost: shown.then_some(j.cost),
-                    budget: shown.then_some(j.budget),
-                    array_id: j.array_id,
-                    array_task: j.array_task,
-                    waiting: j.waiting,
-                }
-            })
-            .collect())
-    }
-
-    /// Jobs filtered as sacct filters them, oldest first: `start`: still unfinished, or ended
-    /// at or after it; `end`: submitted at or before it.
-    pub fn history(&self, caller: &Caller, q: &HistoryQuery) -> Result<Vec<JobInfo>, ApiError> {
-        let user = self.user_filter(caller, q.user.as_deref())?;
-        let state = q.state.as_deref().map(|s| parse_state(s, &JobState::ALL)).transpose()?;
-        for (field, t) in [("start", q.start), ("end", q.end)] {
-            if t.is_some_and(|t| !t.is_finite()) {
-                return Err(ApiError::BadRequest(format!("{field}: give a time in Unix seconds")));
-            }
-        }
-        let sql = format!(
-            "SELECT {} FROM jobs j JOIN users u ON u.id = j.user_id \
-             WHERE (?1 IS NULL OR j.user_id = ?1) AND (?2 IS NULL OR j.state = ?2) \
-             AND (?3 IS NULL OR COALESCE(j.end_time, CASE WHEN j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') \
-                  THEN 1e300 ELSE j.submit_time END) >= ?3) \
-             AND (?4 IS NULL OR j.submit_time <= ?4) ORDER BY j.id DESC LIMIT ?5",
-            store::JOB_COLUMNS
-        );
-        let limit = q.limit.unwrap_or(10_000).min(100_000);
-        let mut st = self.db.prepare_cached(&sql)?;
-        let mut jobs = st
-            .query_map(
-                params![user, state.map(JobState::as_str), q.start, q.end, limit],
-                store::job_from_row,
-            )?
-            .collect::<Result<Vec<JobInfo>, _>>()?;
-        jobs.reverse();
-        Ok(jobs)
     }
 
     /// The job's specification as stored, its deadline relative to `from`.

@@ -426,15 +426,7 @@ impl Inner {
     /// A job the caller may touch: their own, or any for an administrator. Another user's job is
     /// refused with 403 (it is not hidden behind a 404: the id is not a secret, the job is).
     pub fn owned_job(&self, caller: &Caller, id: u64) -> Result<JobInfo, ApiError> {
-        let owner = store::job_owner(&self.db, id)?
-            .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
-        if owner != caller.id && !caller.admin {
-            return Err(ApiError::Forbidden(format!(
-                "forbidden: job {id} belongs to another user; {} may see and change only their own jobs",
-                caller.name
-            )));
-        }
-        store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+        owned_job(&self.db, caller, id)
     }
 
     /// Cancels an active job: its owner pays for the CPU it used (nothing before it starts); a
@@ -483,7 +475,21 @@ impl Inner {
 }
 
 mod array;
+pub(crate) use array::array as owned_array;
 pub(crate) mod deps;
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// Job `id`, if the caller may see it: their own, any for an administrator.
+pub fn owned_job(db: &rusqlite::Connection, caller: &Caller, id: u64) -> Result<JobInfo, ApiError> {
+    let owner =
+        store::job_owner(db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
+    if owner != caller.id && !caller.admin {
+        return Err(ApiError::Forbidden(format!(
+            "forbidden: job {id} belongs to another user; {} may see and change only their own jobs",
+            caller.name
+        )));
+    }
+    store::job(db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+}

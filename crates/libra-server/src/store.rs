@@ -6,7 +6,8 @@ use libra_api::{JobInfo, JobOutput, JobState, OutputPart};
 use libra_core::policy::Suggestion;
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS users (
@@ -284,6 +285,53 @@ pub fn open(path: &Path, sync_full: bool) -> Result<Connection, StoreError> {
             .to_string()],
     )
     .map_err(StoreError::ReadOnly)?;
+    Ok(conn)
+}
+
+/// The most idle read connections kept (more are opened when more readers come at once, and
+/// closed after).
+const MAX_IDLE_READERS: usize = 4;
+
+/// Read-only connections to the store, for requests that only read: in WAL mode each sees the
+/// last committed state without waiting for the writer's transaction or its fsync, and cannot
+/// write (crash safety stays with the one writer connection and its full sync).
+pub struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    pub fn new(path: &Path) -> Readers {
+        Readers { path: path.to_path_buf(), idle: Mutex::default() }
+    }
+
+    /// Runs `f` with a read connection (an idle one, or a new one).
+    pub fn with<T, E: From<rusqlite::Error>>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        let r = f(&conn);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        r
+    }
+}
+
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    use rusqlite::OpenFlags;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
 }
 

@@ -40,7 +40,7 @@ fn a_held_writer_stalls_neither_health_nor_another_users_reads() {
     let admin_token = Client::new(&url, None).login("admin", "admin-pw").unwrap().token;
     let admin = Client::new(&url, Some(admin_token));
     let alice = user(&url, &admin, "alice");
-    let _bob = user(&url, &admin, "bob");
+    let bob = user(&url, &admin, "bob");
 
     // The writer is held (as a long admission batch or a slow fsync would hold it), and more
     // requests that need it arrive than the runtime has async workers (two).
@@ -71,7 +71,12 @@ fn a_held_writer_stalls_neither_health_nor_another_users_reads() {
     let t = Instant::now();
     let health = get(&format!("{url}/api/health"), None, Duration::from_secs(5));
     assert_eq!(health, Ok((200, "ok".into())), "health while the writer is held");
-    // READS
+    let balance = get(&format!("{url}/api/balance"), Some(&bob), Duration::from_secs(5));
+    let (status, body) = balance.expect("bob's balance while the writer is held");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"bob\""), "{body}");
+    let jobs = get(&format!("{url}/api/jobs"), Some(&bob), Duration::from_secs(5));
+    assert_eq!(jobs.map(|(s, _)| s), Ok(200), "bob's job list while the writer is held");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 
     // The writer's requests were waiting, not lost: they finish once it is free.
@@ -79,4 +84,37 @@ fn a_held_writer_stalls_neither_health_nor_another_users_reads() {
     for w in waiting {
         assert_eq!(w.join().unwrap(), Ok(200));
     }
+}
+
+#[test]
+fn reads_are_answered_while_the_writer_holds_a_write_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let bg = start_background(common::test_config(dir.path())).unwrap();
+    let url = format!("http://{}", bg.addr);
+    let admin_token = Client::new(&url, None).login("admin", "admin-pw").unwrap().token;
+    let admin = Client::new(&url, Some(admin_token.clone()));
+    let carol = user(&url, &admin, "carol");
+
+    // The writer connection itself is in the middle of a write transaction (a change not yet
+    // committed), as it is during every admission batch until its fsync returns.
+    let held = bg.app.lock();
+    held.db.execute_batch("BEGIN IMMEDIATE").unwrap();
+    held.db.execute("UPDATE users SET unix_user = 'uncommitted' WHERE name = 'carol'", []).unwrap();
+
+    let t = Instant::now();
+    let paths = ["/api/balance", "/api/jobs", "/api/ledger", "/api/history", "/api/queue", "/api/accounts"];
+    for path in paths {
+        let (status, body) = get(&format!("{url}{path}"), Some(&carol), Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{path} while the writer holds a transaction: {e}"));
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    // Reads see the last committed state, not the writer's uncommitted change.
+    let (status, body) =
+        get(&format!("{url}/api/admin/users"), Some(&admin_token), Duration::from_secs(5)).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"unix_user\":\"carol\"") && !body.contains("uncommitted"), "{body}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+
+    held.db.execute_batch("ROLLBACK").unwrap();
+    drop(held);
 }

@@ -118,18 +118,18 @@ pub async fn usage(
     headers: HeaderMap,
     Query(q): Query<UsageQuery>,
 ) -> Res<Vec<UsageRow>> {
-    app.run(move |g| {
-        g.caller(&headers)?.require_admin("see the cluster's usage")?;
-        Ok(Json(projects::usage(&g.db, &q)?))
+    app.read(headers, move |db, who| {
+        who.require_admin("see the cluster's usage")?;
+        Ok(Json(projects::usage(db, &q)?))
     })
     .await
 }
 
 /// Every shared account with its credit, allocations and members.
 pub async fn accounts(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<AccountInfo>> {
-    app.run(move |g| {
-        g.caller(&headers)?.require_admin("list the accounts")?;
-        Ok(Json(projects::list(&g.db, now())?))
+    app.read(headers, move |db, who| {
+        who.require_admin("list the accounts")?;
+        Ok(Json(projects::list(db, now())?))
     })
     .await
 }
@@ -353,11 +353,11 @@ pub async fn users(
     headers: HeaderMap,
     Query(page): Query<Page>,
 ) -> Res<Vec<UserInfo>> {
-    app.run(move |g| {
-        g.caller(&headers)?.require_admin("list users")?;
+    app.read(headers, move |db, who| {
+        who.require_admin("list users")?;
         #[allow(clippy::type_complexity)]
-        let ids: Vec<(i64, bool, String, bool, bool, bool)> =
-            g.db.prepare(
+        let ids: Vec<(i64, bool, String, bool, bool, bool)> = db
+            .prepare(
                 "SELECT id, admin, COALESCE(unix_user, name), allow_root, disabled, removed FROM users \
                  WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2",
             )?
@@ -367,7 +367,7 @@ pub async fn users(
             .collect::<Result<_, _>>()?;
         let mut v = Vec::new();
         for (id, admin, unix_user, allow_root, disabled, removed) in ids {
-            let b = ledger::balance(&g.db, id)?;
+            let b = ledger::balance(db, id)?;
             v.push(UserInfo {
                 name: b.user,
                 admin,
@@ -489,15 +489,15 @@ pub async fn audit(
     headers: HeaderMap,
     Query(page): Query<Page>,
 ) -> Res<Vec<AuditEntry>> {
-    app.run(move |g| {
-        g.caller(&headers)?.require_admin("read the audit log")?;
+    app.read(headers, move |db, who| {
+        who.require_admin("read the audit log")?;
         let after = match &page.after {
             None => None,
             Some(a) => Some(a.parse::<u64>().map_err(|_| {
                 ApiError::BadRequest(format!("after: '{a}' is not an audit entry id (a whole number)"))
             })?),
         };
-        Ok(Json(crate::audit::entries(&g.db, page_limit(&page), after)?))
+        Ok(Json(crate::audit::entries(db, page_limit(&page), after)?))
     })
     .await
 }

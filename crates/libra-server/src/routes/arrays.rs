@@ -35,11 +35,7 @@ pub async fn submit(
 }
 
 pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<Vec<JobInfo>> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(g.array(&who, id)?))
-    })
-    .await
+    app.read(headers, move |db, who| Ok(Json(crate::sched::owned_array(db, &who, id)?))).await
 }
 
 /// Reads and ignores a body, as the other action routes do (`user::cancel` says why).

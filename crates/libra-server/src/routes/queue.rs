@@ -33,11 +33,7 @@ pub async fn queue(
     headers: HeaderMap,
     Params(q): Params<QueueQuery>,
 ) -> Res<Vec<QueueEntry>> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(g.queue(&who, &q)?))
-    })
-    .await
+    app.read(headers, move |db, who| Ok(Json(crate::change::queue(db, &who, &q)?))).await
 }
 
 pub async fn history(
@@ -45,11 +41,7 @@ pub async fn history(
     headers: HeaderMap,
     Params(q): Params<HistoryQuery>,
 ) -> Res<Vec<JobInfo>> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(g.history(&who, &q)?))
-    })
-    .await
+    app.read(headers, move |db, who| Ok(Json(crate::change::history(db, &who, &q)?))).await
 }
 
 pub async fn update(

@@ -266,23 +266,18 @@ pub async fn list(
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> Res<Vec<JobInfo>> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
+    app.read(headers, move |db, who| {
         if q.all {
             who.require_admin("list everyone's jobs")?;
         }
         let limit = q.limit.unwrap_or(1000).min(MAX_PAGE);
-        Ok(Json(store::jobs(&g.db, if q.all { None } else { Some(who.id) }, limit, q.after)?))
+        Ok(Json(store::jobs(db, if q.all { None } else { Some(who.id) }, limit, q.after)?))
     })
     .await
 }
 
 pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(g.owned_job(&who, id)?))
-    })
-    .await
+    app.read(headers, move |db, who| Ok(Json(crate::sched::owned_job(db, &who, id)?))).await
 }
 
 /// Actions take no body but read whatever a client sends anyway (`_ignored`, here and in the
@@ -322,29 +317,20 @@ pub async fn output(
     Path(id): Path<u64>,
     Query(q): Query<OutputQuery>,
 ) -> Res<JobOutput> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        let job = g.owned_job(&who, id)?;
-        Ok(Json(store::output(&g.db, id, job.state, q.rank, q.stdout_from, q.stderr_from)?))
+    app.read(headers, move |db, who| {
+        let job = crate::sched::owned_job(db, &who, id)?;
+        Ok(Json(store::output(db, id, job.state, q.rank, q.stdout_from, q.stderr_from)?))
     })
     .await
 }
 
 pub async fn balance(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Balance> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(ledger::balance(&g.db, who.id)?))
-    })
-    .await
+    app.read(headers, move |db, who| Ok(Json(ledger::balance(db, who.id)?))).await
 }
 
 /// The caller's accounts: their personal one and the shared ones they are a member of.
 pub async fn accounts(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<MyAccount>> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(crate::projects::mine(&g.db, who.id, now())?))
-    })
-    .await
+    app.read(headers, move |db, who| Ok(Json(crate::projects::mine(db, who.id, now())?))).await
 }
 
 /// One account: one of the caller's (any for an administrator).
@@ -353,9 +339,8 @@ pub async fn account(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Res<MyAccount> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(crate::projects::one(&g.db, who.id, &who.name, who.admin, &name, now())?))
+    app.read(headers, move |db, who| {
+        Ok(Json(crate::projects::one(db, who.id, &who.name, who.admin, &name, now())?))
     })
     .await
 }
@@ -366,17 +351,12 @@ pub async fn account_ledger(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Res<Vec<AccountEntry>> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(crate::projects::entries(&g.db, who.id, &who.name, who.admin, &name, 10_000)?))
+    app.read(headers, move |db, who| {
+        Ok(Json(crate::projects::entries(db, who.id, &who.name, who.admin, &name, 10_000)?))
     })
     .await
 }
 
 pub async fn ledger(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<LedgerEntry>> {
-    app.run(move |g| {
-        let who = g.caller(&headers)?;
-        Ok(Json(ledger::entries(&g.db, Some(who.id), 10_000)?))
-    })
-    .await
+    app.read(headers, move |db, who| Ok(Json(ledger::entries(db, Some(who.id), 10_000)?))).await
 }

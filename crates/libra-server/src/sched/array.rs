@@ -239,13 +239,7 @@ impl Inner {
     /// Every task of array `id`, if the caller may see the array (it is theirs, or they are an
     /// administrator).
     pub fn array(&self, caller: &Caller, id: u64) -> Result<Vec<JobInfo>, ApiError> {
-        let head = self.owned_job(caller, id)?;
-        if head.array_id != Some(id) {
-            return Err(ApiError::NotFound(format!(
-                "array {id} does not exist: job {id} is no array's first task"
-            )));
-        }
-        Ok(store::array_tasks(&self.db, id)?)
+        array(&self.db, caller, id)
     }
 
     /// Cancels every active task of array `id`, each settled as `cancel` settles one job.
@@ -259,4 +253,15 @@ impl Inner {
         }
         Ok(store::array_tasks(&self.db, id)?)
     }
+}
+
+/// The tasks of array `id`, if the caller may see it.
+pub fn array(db: &rusqlite::Connection, caller: &Caller, id: u64) -> Result<Vec<JobInfo>, ApiError> {
+    let head = crate::sched::owned_job(db, caller, id)?;
+    if head.array_id != Some(id) {
+        return Err(ApiError::NotFound(format!(
+            "array {id} does not exist: job {id} is no array's first task"
+        )));
+    }
+    Ok(store::array_tasks(db, id)?)
 }
