@@ -292,10 +292,9 @@ impl App {
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        tracing::error!("a request's work on the state failed: {e}");
-        Err(ApiError::Internal("the request failed; the server's log has the details".into()))
-    })
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(ApiError::Internal(format!("a request's work on the state failed: {e}"))))
 }
 
 pub fn spec_of(

@@ -118,3 +118,68 @@ fn reads_are_answered_while_the_writer_holds_a_write_transaction() {
     held.db.execute_batch("ROLLBACK").unwrap();
     drop(held);
 }
+
+/// The process's log, kept for the tests to read.
+fn log() -> &'static std::sync::Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<&'static std::sync::Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf: &'static std::sync::Mutex<Vec<u8>> = Box::leak(Box::default());
+        struct W(&'static std::sync::Mutex<Vec<u8>>);
+        impl std::io::Write for W {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || W(buf)).finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        buf
+    })
+}
+
+#[test]
+fn a_store_failure_is_a_generic_500_with_a_request_id_and_its_detail_only_in_the_log() {
+    let log = log();
+    let dir = tempfile::tempdir().unwrap();
+    let bg = start_background(common::test_config(dir.path())).unwrap();
+    let url = format!("http://{}", bg.addr);
+    let admin = Client::new(&url, Some(Client::new(&url, None).login("admin", "admin-pw").unwrap().token));
+    let dave = user(&url, &admin, "dave");
+
+    // The store breaks under the server: the ledger table is gone (as a damaged or hand-edited
+    // store would have it), so reading a balance fails inside SQLite.
+    bg.app.lock().db.execute_batch("ALTER TABLE ledger RENAME TO ledger_elsewhere").unwrap();
+
+    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build();
+    let resp =
+        match agent.get(&format!("{url}/api/balance")).set("Authorization", &format!("Bearer {dave}")).call()
+        {
+            Err(ureq::Error::Status(500, r)) => r,
+            other => panic!("expected a 500, got {other:?}"),
+        };
+    let id = resp.header(libra_server::error::REQUEST_ID).expect("the request id header").to_string();
+    let body: libra_api::ErrorBody = resp.into_json().unwrap();
+    assert_eq!(id.len(), 16, "{id}");
+    assert!(body.error.contains(&format!("request id {id}")), "{}", body.error);
+    for leak in ["ledger", "no such table", "SQL", "sqlite", "server.db"] {
+        assert!(
+            !body.error.to_lowercase().contains(&leak.to_lowercase()),
+            "the body names '{leak}': {}",
+            body.error
+        );
+    }
+    // The detail is in the server's log, under the same id.
+    let logged = String::from_utf8_lossy(&log.lock().unwrap()).into_owned();
+    let line =
+        logged.lines().find(|l| l.contains(&id)).unwrap_or_else(|| panic!("no log line for {id}:\n{logged}"));
+    assert!(line.contains("no such table: ledger"), "{line}");
+
+    // Another failure, another id.
+    let again =
+        agent.get(&format!("{url}/api/balance")).set("Authorization", &format!("Bearer {dave}")).call();
+    let Err(ureq::Error::Status(500, r)) = again else { panic!("expected a 500") };
+    assert_ne!(r.header(libra_server::error::REQUEST_ID), Some(id.as_str()));
+}
