@@ -10,8 +10,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use libra_api::AuditEntry;
-use rusqlite::{params, OptionalExtension};
+
 use std::sync::Arc;
 
 /// The most bytes of a request or refusal kept in an entry.
@@ -138,22 +137,10 @@ async fn finish(
         .run(move |g| {
             // The token's owner, whether or not the token still works (an expired token or a
             // disabled user's is still theirs).
-            let caller = named.or_else(|| {
-                let d = digest?;
-                g.db.query_row(
-                    "SELECT u.name FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
-                    params![d],
-                    |r| r.get::<_, String>(0),
-                )
-                .optional()
-                .ok()
-                .flatten()
-            });
-            g.db.execute(
-                "INSERT INTO audit(time, caller, address, method, path, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![now(), caller, address, method, path, status, detail],
-            )?;
-            Ok(())
+            let caller = named.or_else(|| crate::store::users::token_owner(&g.db, &digest?).ok().flatten());
+            let entry =
+                crate::store::audit::Entry { time: now(), caller, address, method, path, status, detail };
+            Ok(crate::store::audit::append(&g.db, &entry)?)
         })
         .await;
     if let Err(e) = written {
@@ -163,27 +150,4 @@ async fn finish(
     resp
 }
 
-/// Entries newest first, at most `limit`, older than entry `after` if given.
-pub fn entries(
-    conn: &rusqlite::Connection,
-    limit: u32,
-    after: Option<u64>,
-) -> rusqlite::Result<Vec<AuditEntry>> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, time, caller, address, method, path, status, detail FROM audit \
-         WHERE (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?1",
-    )?;
-    let rows = st.query_map(params![limit, after.map(|a| a as i64)], |r| {
-        Ok(AuditEntry {
-            id: r.get::<_, i64>(0)? as u64,
-            time: r.get(1)?,
-            caller: r.get(2)?,
-            address: r.get(3)?,
-            method: r.get(4)?,
-            path: r.get(5)?,
-            status: r.get::<_, i64>(6)? as u16,
-            detail: r.get(7)?,
-        })
-    })?;
-    rows.collect()
-}
+pub use crate::store::audit::entries;

@@ -36,7 +36,7 @@ use std::time::Duration;
 /// Creates the `admin` account on an empty store. Returns the password when one was generated.
 pub fn bootstrap_admin(app: &App) -> Result<Option<String>, ServerError> {
     let g = app.lock();
-    let users: i64 = g.db.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
+    let users = store::users::count(&g.db)?;
     if users > 0 {
         return Ok(None);
     }
@@ -45,7 +45,7 @@ pub fn bootstrap_admin(app: &App) -> Result<Option<String>, ServerError> {
         None => (auth::new_token()[..16].to_string(), true),
     };
     let hash = auth::hash_password(&password).map_err(|e| ServerError::Invalid(e.to_string()))?;
-    g.db.execute("INSERT INTO users(name, pw_hash, admin) VALUES ('admin', ?1, 1)", rusqlite::params![hash])?;
+    store::users::insert(&g.db, "admin", &hash, true, None, false)?;
     Ok(generated.then_some(password))
 }
 

@@ -6,13 +6,14 @@ use crate::auth;
 use crate::error::ApiError;
 use crate::ledger;
 use crate::projects;
+use crate::store;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::*;
 use libra_core::policy::{Placement, BEYOND_POLICY_NAMES};
 use libra_core::{Money, POLICY_NAMES};
-use rusqlite::{params, OptionalExtension};
+
 use std::sync::Arc;
 
 type Res<T> = Result<Json<T>, ApiError>;
@@ -151,10 +152,7 @@ fn in_tx<T>(
     g: &crate::app::Inner,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, projects::ProjectError>,
 ) -> Result<T, ApiError> {
-    let tx = g.db.unchecked_transaction()?;
-    let v = f(&tx)?;
-    tx.commit()?;
-    Ok(v)
+    Ok(store::in_transaction(&g.db, f)?)
 }
 
 pub async fn account_add_user(
@@ -355,16 +353,7 @@ pub async fn users(
 ) -> Res<Vec<UserInfo>> {
     app.read(headers, move |db, who| {
         who.require_admin("list users")?;
-        #[allow(clippy::type_complexity)]
-        let ids: Vec<(i64, bool, String, bool, bool, bool)> = db
-            .prepare(
-                "SELECT id, admin, COALESCE(unix_user, name), allow_root, disabled, removed FROM users \
-                 WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2",
-            )?
-            .query_map(params![page.after, page_limit(&page)], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-            })?
-            .collect::<Result<_, _>>()?;
+        let ids = store::users::page(db, page.after.as_deref(), page_limit(&page))?;
         let mut v = Vec::new();
         for (id, admin, unix_user, allow_root, disabled, removed) in ids {
             let b = ledger::balance(db, id)?;
@@ -403,11 +392,7 @@ pub async fn user_action(
                     "action: '{action}' is not one of disable, enable, remove"
                 )));
             }
-            let (uid, disabled, removed): (i64, bool, bool) =
-                g.db.query_row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .optional()?
+            let (uid, disabled, removed) = store::users::state(&g.db, &name)?
                 .ok_or_else(|| ApiError::NotFound(format!("user: '{name}' does not exist")))?;
             if uid == admin.id && action != "enable" {
                 return Err(ApiError::BadRequest(format!(
@@ -422,34 +407,16 @@ pub async fn user_action(
             let mut revoked = 0;
             let state = match action.as_str() {
                 "enable" => {
-                    g.db.execute("UPDATE users SET disabled = 0 WHERE id = ?1", params![uid])?;
+                    store::users::enable(&g.db, uid)?;
                     "active"
                 }
                 _ => {
                     let remove = action == "remove";
-                    let tx = g.db.unchecked_transaction()?;
-                    if remove {
-                        // No password verifies against this: the account can never log in again.
-                        tx.execute(
-                            "UPDATE users SET disabled = 1, removed = 1, pw_hash = '!removed' WHERE id = ?1",
-                            params![uid],
-                        )?;
-                    } else {
-                        tx.execute("UPDATE users SET disabled = 1 WHERE id = ?1", params![uid])?;
-                    }
-                    revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1", params![uid])? as u64;
-                    tx.commit()?;
+                    revoked = store::users::disable(&g.db, uid, remove)?;
                     g.forget_tokens();
-                    let active: Vec<i64> = g
-                        .db
-                        .prepare(
-                            "SELECT id FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED') ORDER BY id",
-                        )?
-                        .query_map(params![uid], |r| r.get(0))?
-                        .collect::<Result<_, _>>()?;
-                    for id in active {
-                        match g.cancel(&admin, id as u64, t) {
-                            Ok(_) => cancelled.push(id as u64),
+                    for id in store::users::active_jobs(&g.db, uid)? {
+                        match g.cancel(&admin, id, t) {
+                            Ok(_) => cancelled.push(id),
                             // Ended on its own in between: nothing left to cancel.
                             Err(ApiError::Conflict(_)) => {}
                             Err(e) => return Err(e),
@@ -560,10 +527,7 @@ pub async fn user_add(
                 u.name
             )));
         }
-        g.db.execute(
-            "INSERT INTO users(name, pw_hash, admin, unix_user, allow_root) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![u.name, hash, u.admin, u.unix_user, u.allow_root],
-        )?;
+        store::users::insert(&g.db, &u.name, &hash, u.admin, u.unix_user.as_deref(), u.allow_root)?;
         Ok(Json(UserInfo {
             name: u.name,
             admin: u.admin,

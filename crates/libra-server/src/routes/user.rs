@@ -10,7 +10,6 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Json;
 use libra_api::*;
-use rusqlite::params;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,24 +60,7 @@ async fn check_password(
         ));
     };
     let name = user.to_string();
-    let found = app
-        .run(move |g| {
-            Ok(g.db
-                .query_row(
-                    "SELECT id, pw_hash, admin, disabled, removed FROM users WHERE name = ?1",
-                    params![name],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, bool>(2)?,
-                            r.get::<_, bool>(3)? || r.get::<_, bool>(4)?,
-                        ))
-                    },
-                )
-                .ok())
-        })
-        .await?;
+    let found = app.run(move |g| Ok(store::users::login(&g.db, &name).ok().flatten())).await?;
     // Argon2 is slow on purpose: verify off the async workers and outside the lock; an unknown
     // (or removed) user is checked against a decoy so that both take the same time.
     // A removed account's hash is no hash at all: checked against the decoy too, so that it
@@ -121,7 +103,7 @@ pub async fn logout(
             ));
         }
         let digest = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
-        g.db.execute("DELETE FROM tokens WHERE hash = ?1", params![digest])?;
+        store::users::delete_token(&g.db, &digest)?;
         g.forget_tokens();
         Ok(Json(serde_json::json!({ "user": who.name, "logged_out": true })))
     })
@@ -156,13 +138,9 @@ pub async fn passwd(
     let hash = app.login_guard.hash(move |mem| auth::hash_password_in(&pw, mem)).await??;
     app.run(move |g| {
         let keep = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
-        let tx = g.db.unchecked_transaction()?;
-        tx.execute("UPDATE users SET pw_hash = ?2 WHERE id = ?1", params![who.id, hash])?;
-        let revoked =
-            tx.execute("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![who.id, keep])?;
-        tx.commit()?;
+        let revoked = store::users::set_password(&g.db, who.id, &hash, &keep)?;
         g.forget_tokens();
-        Ok(Json(PasswdResponse { user: who.name, revoked_tokens: revoked as u64 }))
+        Ok(Json(PasswdResponse { user: who.name, revoked_tokens: revoked }))
     })
     .await
 }

@@ -2,6 +2,10 @@
 //! hold, a settlement, a node's state) is one transaction, so a SIGKILL at any moment leaves
 //! either all of it or none of it.
 
+pub mod audit;
+pub mod slurm;
+pub mod users;
+
 use libra_api::{JobInfo, JobOutput, JobState, OutputPart};
 use libra_core::policy::Suggestion;
 use libra_core::Money;
@@ -333,6 +337,17 @@ fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "query_only", true)?;
     Ok(conn)
+}
+
+/// `f` in one transaction on `db`: committed if it succeeds, rolled back if it fails.
+pub fn in_transaction<T, E: From<rusqlite::Error>>(
+    db: &Connection,
+    f: impl FnOnce(&Connection) -> Result<T, E>,
+) -> Result<T, E> {
+    let tx = db.unchecked_transaction()?;
+    let v = f(&tx)?;
+    tx.commit()?;
+    Ok(v)
 }
 
 pub fn open_memory() -> Result<Connection, StoreError> {
