@@ -9,7 +9,7 @@ use libra_api::NodeJobShare;
 use libra_core::job::{JobDetails, QosConstraints, QosOptimisation, ResourceRequirements};
 use libra_core::policy::{build_policy_with, Placement};
 use libra_core::{Cluster, JobSpec, Money, NodeIdx, Policy, PricingParams};
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -345,73 +345,29 @@ impl Inner {
         let mut cluster = Cluster::new();
         cluster.set_max_jobs_per_node(exec.jobs_per_node);
         let mut nodes = HashMap::new();
-        {
-            let mut st =
-                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash, drained FROM nodes ORDER BY rowid")?;
-            let rows = st.query_map([], |r| {
-                Ok((
-                    (r.get::<_, String>(0)?, r.get::<_, f64>(1)?, r.get::<_, i64>(2)?),
-                    (
-                        r.get::<_, String>(3)?,
-                        r.get::<_, f64>(4)?,
-                        r.get::<_, String>(5)?,
-                        r.get::<_, bool>(6)?,
-                        r.get::<_, Option<String>>(7)?,
-                    ),
-                    r.get::<_, bool>(8)?,
-                ))
-            })?;
-            for row in rows {
-                let ((name, cpus, mem), (mechanism, price_base, account, switches_users, cred_hash), drained) =
-                    row?;
-                let idx =
-                    cluster.add_node(crate::nodes::node_spec(&name, cpus, mem.max(0) as u64, price_base));
-                cluster.set_accepting(idx, !drained);
-                nodes.insert(
-                    name,
-                    NodeRt {
-                        idx,
-                        mechanism,
-                        account,
-                        switches_users,
-                        last_seen: now,
-                        shares: Vec::new(),
-                        cred_hash,
-                    },
-                );
-            }
+        for n in store::nodes::all(&db)? {
+            let idx = cluster.add_node(crate::nodes::node_spec(
+                &n.name,
+                n.cpus,
+                n.mem_mb.max(0) as u64,
+                n.price_base,
+            ));
+            cluster.set_accepting(idx, !n.drained);
+            let rt = NodeRt {
+                idx,
+                mechanism: n.mechanism,
+                account: n.account,
+                switches_users: n.switches_users,
+                last_seen: now,
+                shares: Vec::new(),
+                cred_hash: n.cred_hash,
+            };
+            nodes.insert(n.name, rt);
         }
         for (user, estimate, runtime) in store::observations(&db)? {
             policy.observe(Some(user), estimate, runtime);
         }
-        let mut st = db.prepare(
-            "SELECT id, estimate, deadline, budget, procs, mem_mb, submit_time, \
-             (SELECT group_concat(node, ',') FROM job_nodes n WHERE n.job = jobs.id), \
-             (SELECT MIN(cpu_seconds) FROM job_nodes n WHERE n.job = jobs.id), \
-             COALESCE(reserved, estimate), cpus_per_task \
-             FROM jobs WHERE state IN ('PENDING','RUNNING','SUSPENDED')",
-        )?;
-        let active: Vec<(u64, JobSpec, f64, String, f64, f64)> = st
-            .query_map([], |r| {
-                let spec = spec_of(
-                    r.get(1)?,
-                    r.get(2)?,
-                    Money(r.get(3)?),
-                    r.get(4)?,
-                    r.get::<_, i64>(5)?.max(0) as u64,
-                    r.get::<_, i64>(10)?.clamp(1, i64::from(u32::MAX)) as u32,
-                );
-                Ok((
-                    r.get::<_, i64>(0)? as u64,
-                    spec,
-                    r.get(6)?,
-                    r.get::<_, Option<String>>(7)?.unwrap_or_default(),
-                    r.get::<_, Option<f64>>(8)?.unwrap_or(0.0),
-                    r.get(9)?,
-                ))
-            })?
-            .collect::<Result<_, _>>()?;
-        drop(st);
+        let active = store::jobs::commitments(&db)?;
         for (id, spec, submit, node_names, cpu, reserved) in active {
             let idxs: Vec<NodeIdx> =
                 node_names.split(',').filter_map(|n| nodes.get(n).map(|r| r.idx)).collect();
@@ -530,7 +486,7 @@ impl Inner {
             .get(node)
             .ok_or_else(|| ApiError::NotFound(format!("node: '{node}' is not a node of this cluster")))?;
         let idx = rt.idx;
-        self.db.execute("UPDATE nodes SET drained = ?2 WHERE name = ?1", params![node, drained])?;
+        store::nodes::set_drained(&self.db, node, drained)?;
         self.cluster.set_accepting(idx, !drained);
         tracing::info!(node = %node, "{}", if drained { "node drained: it takes no new jobs" } else { "node undrained" });
         Ok(())
@@ -555,7 +511,7 @@ impl Inner {
         store::set_setting(&tx, "pricing", &serde_json::to_string(&pricing)?)?;
         if let Some((targets, price)) = &targets {
             for (name, _) in targets {
-                tx.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![name, price])?;
+                store::nodes::set_price_base(&tx, name, *price)?;
             }
         }
         tx.commit()?;
@@ -594,7 +550,7 @@ impl Inner {
         let targets = self.price_targets(node, price)?;
         let tx = self.db.transaction()?;
         for (name, _) in &targets {
-            tx.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![name, price])?;
+            store::nodes::set_price_base(&tx, name, price)?;
         }
         tx.commit()?;
         for (_, idx) in targets {

@@ -16,7 +16,6 @@ pub mod login_guard;
 pub mod metrics;
 mod nodes;
 pub mod openapi;
-pub mod projects;
 mod queue;
 pub mod routes;
 pub mod sched;
@@ -28,6 +27,9 @@ pub mod tls;
 pub use app::App;
 pub use config::Config;
 pub use error::{ApiError, ServerError};
+/// Shared accounts (projects) and their ledger: data and rules together in the store, as their
+/// holds and charges are drawn over allocation buckets inside one transaction.
+pub use store::projects;
 
 use std::future::Future;
 use std::sync::Arc;

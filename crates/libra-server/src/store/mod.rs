@@ -3,6 +3,9 @@
 //! either all of it or none of it.
 
 pub mod audit;
+pub mod jobs;
+pub mod nodes;
+pub mod projects;
 pub mod slurm;
 pub mod users;
 
