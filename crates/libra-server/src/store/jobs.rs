@@ -1,8 +1,11 @@
-//! Jobs as the in-memory view is rebuilt from them.
+//! Jobs: listings, the view's rebuild, and the changes a job's owner makes (update, hold,
+//! release).
 
+use super::{job_from_row, JOB_COLUMNS};
 use crate::app::spec_of;
+use libra_api::{JobInfo, JobState};
 use libra_core::{JobSpec, Money};
-use rusqlite::Connection;
+use rusqlite::{params, Connection};
 
 /// Every active job's commitment, to rebuild the view at start: (id, spec, submit time, its
 /// nodes comma-separated (none: queued), the least CPU any part has used, the work reserved).
@@ -34,4 +37,136 @@ pub fn commitments(db: &Connection) -> rusqlite::Result<Vec<(u64, JobSpec, f64, 
         ))
     })?
     .collect()
+}
+
+/// Unfinished jobs (held ones too), soonest deadline first; `user`, `state`, `node`: only
+/// those.
+pub fn unfinished(
+    db: &Connection,
+    user: Option<i64>,
+    state: Option<JobState>,
+    node: Option<&str>,
+) -> rusqlite::Result<Vec<JobInfo>> {
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id \
+         WHERE j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') AND (?1 IS NULL OR j.user_id = ?1) \
+         AND (?2 IS NULL OR j.state = ?2) \
+         AND (?3 IS NULL OR EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.node = ?3)) \
+         ORDER BY j.deadline_at, j.id"
+    );
+    let mut st = db.prepare_cached(&sql)?;
+    let rows = st.query_map(params![user, state.map(JobState::as_str), node], job_from_row)?;
+    rows.collect()
+}
+
+/// The newest `limit` jobs, newest first, as sacct filters them: `start`: still unfinished, or
+/// ended at or after it; `end`: submitted at or before it.
+pub fn history(
+    db: &Connection,
+    user: Option<i64>,
+    state: Option<JobState>,
+    start: Option<f64>,
+    end: Option<f64>,
+    limit: u32,
+) -> rusqlite::Result<Vec<JobInfo>> {
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id \
+         WHERE (?1 IS NULL OR j.user_id = ?1) AND (?2 IS NULL OR j.state = ?2) \
+         AND (?3 IS NULL OR COALESCE(j.end_time, CASE WHEN j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') \
+              THEN 1e300 ELSE j.submit_time END) >= ?3) \
+         AND (?4 IS NULL OR j.submit_time <= ?4) ORDER BY j.id DESC LIMIT ?5"
+    );
+    let mut st = db.prepare_cached(&sql)?;
+    let rows = st.query_map(params![user, state.map(JobState::as_str), start, end, limit], job_from_row)?;
+    rows.collect()
+}
+
+/// What the job asked for: (estimate, processors, memory MB, CPUs per task, work reserved).
+pub fn stored_request(db: &Connection, id: u64) -> rusqlite::Result<(f64, u32, i64, i64, Option<f64>)> {
+    db.query_row(
+        "SELECT estimate, procs, mem_mb, cpus_per_task, reserved FROM jobs WHERE id = ?1",
+        params![id as i64],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+    )
+}
+
+/// New terms for a held job (decided when it is released).
+pub fn set_terms(db: &Connection, id: u64, deadline_at: f64, budget: Money) -> rusqlite::Result<()> {
+    db.execute(
+        "UPDATE jobs SET deadline = ?2 - submit_time, deadline_at = ?2, budget = ?3 WHERE id = ?1",
+        params![id as i64, deadline_at, budget.0],
+    )?;
+    Ok(())
+}
+
+/// An accepted change: the new terms and the promise made for them (`reserved`: the work the
+/// nodes are committed to, when it is not the estimate; None keeps what was reserved).
+pub fn set_promise(
+    db: &Connection,
+    id: u64,
+    deadline_at: f64,
+    budget: Money,
+    cost: Money,
+    share: f64,
+    reserved: Option<f64>,
+) -> rusqlite::Result<()> {
+    db.execute(
+        "UPDATE jobs SET deadline = ?2 - submit_time, deadline_at = ?2, budget = ?3, cost = ?4, share = ?5, \
+         reserved = COALESCE(?6, reserved), reason = NULL, suggestion = NULL WHERE id = ?1",
+        params![id as i64, deadline_at, budget.0, cost.0, share, reserved],
+    )?;
+    Ok(())
+}
+
+/// The jobs still waiting on job `id`, by id.
+pub fn waiting_on(db: &Connection, id: u64) -> rusqlite::Result<Vec<u64>> {
+    db.prepare_cached(
+        "SELECT j.id FROM job_deps d JOIN jobs j ON j.id = d.job WHERE d.dep = ?1 AND j.waiting = 1 ORDER BY j.id",
+    )?
+    .query_map(params![id as i64], |r| r.get::<_, i64>(0).map(|v| v as u64))?
+    .collect()
+}
+
+/// Whether a node has reported any part of the job.
+pub fn seen(db: &Connection, id: u64) -> rusqlite::Result<bool> {
+    db.query_row(
+        "SELECT EXISTS (SELECT 1 FROM job_nodes WHERE job = ?1 AND seen = 1)",
+        params![id as i64],
+        |r| r.get(0),
+    )
+}
+
+/// Holds the job: its nodes and price given up, `reason` saying by whom.
+pub fn hold(db: &Connection, id: u64, reason: &str) -> rusqlite::Result<()> {
+    db.execute("DELETE FROM job_nodes WHERE job = ?1", params![id as i64])?;
+    db.execute(
+        "UPDATE jobs SET state = 'HELD', share = 0, cost = 0, reason = ?2 WHERE id = ?1",
+        params![id as i64, reason],
+    )?;
+    Ok(())
+}
+
+/// The job's parts: one per node, ranked in order.
+pub fn place(db: &Connection, id: u64, nodes: &[String]) -> rusqlite::Result<()> {
+    let mut st = db.prepare_cached("INSERT INTO job_nodes(job, node, rank) VALUES (?1, ?2, ?3)")?;
+    for (rank, n) in nodes.iter().enumerate() {
+        st.execute(params![id as i64, n, rank as i64])?;
+    }
+    Ok(())
+}
+
+/// A released job admitted again (`reserved`: the work reserved, when not the estimate).
+pub fn released(
+    db: &Connection,
+    id: u64,
+    share: f64,
+    cost: Money,
+    reason: Option<&str>,
+    reserved: Option<f64>,
+) -> rusqlite::Result<()> {
+    db.execute(
+        "UPDATE jobs SET state = 'PENDING', share = ?2, cost = ?3, reason = ?4, suggestion = NULL, reserved = ?5 WHERE id = ?1",
+        params![id as i64, share, cost.0, reason, reserved],
+    )?;
+    Ok(())
 }

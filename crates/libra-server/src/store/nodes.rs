@@ -67,6 +67,11 @@ pub fn set_price_base(db: &Connection, node: &str, price: f64) -> rusqlite::Resu
     Ok(())
 }
 
+/// Every node's name, sorted.
+pub fn names(db: &Connection) -> rusqlite::Result<Vec<String>> {
+    db.prepare_cached("SELECT name FROM nodes ORDER BY name")?.query_map([], |r| r.get(0))?.collect()
+}
+
 /// Whether job `job` exists, and whether node `node` was given a part of it.
 pub fn given(db: &Connection, job: u64, node: &str) -> rusqlite::Result<(bool, bool)> {
     db.prepare_cached(
