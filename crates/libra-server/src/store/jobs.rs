@@ -5,7 +5,7 @@ use super::{job_from_row, JOB_COLUMNS};
 use crate::app::spec_of;
 use libra_api::{JobInfo, JobState};
 use libra_core::{JobSpec, Money};
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 /// Every active job's commitment, to rebuild the view at start: (id, spec, submit time, its
 /// nodes comma-separated (none: queued), the least CPU any part has used, the work reserved).
@@ -167,6 +167,105 @@ pub fn released(
     db.execute(
         "UPDATE jobs SET state = 'PENDING', share = ?2, cost = ?3, reason = ?4, suggestion = NULL, reserved = ?5 WHERE id = ?1",
         params![id as i64, share, cost.0, reason, reserved],
+    )?;
+    Ok(())
+}
+
+/// The job a retried submission made before (same user, same `Idempotency-Key`).
+pub fn by_idempotency_key(
+    db: &Connection,
+    user: i64,
+    key: &str,
+) -> rusqlite::Result<Option<(u64, JobState)>> {
+    db.prepare_cached("SELECT id, state FROM jobs WHERE user_id = ?1 AND idem_key = ?2")?
+        .query_row(params![user, key], |r| {
+            let state: String = r.get(1)?;
+            Ok((r.get::<_, i64>(0)? as u64, JobState::parse(&state).unwrap_or(JobState::Failed)))
+        })
+        .optional()
+}
+
+/// How many of the user's jobs have not ended.
+pub fn active_count(db: &Connection, user: i64) -> rusqlite::Result<i64> {
+    db.prepare_cached(
+        "SELECT COUNT(*) FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED')",
+    )?
+    .query_row(params![user], |r| r.get(0))
+}
+
+/// A submission as it is stored.
+pub struct NewJob<'a> {
+    pub user: i64,
+    pub name: Option<&'a str>,
+    pub state: JobState,
+    /// The command as JSON.
+    pub command: String,
+    pub estimate: f64,
+    pub procs: u32,
+    pub mem_mb: i64,
+    pub deadline: f64,
+    pub budget: Money,
+    pub submit_time: f64,
+    pub deadline_at: f64,
+    pub share: f64,
+    pub cost: Money,
+    pub reason: Option<&'a str>,
+    /// The suggestion as JSON.
+    pub suggestion: Option<String>,
+    /// The work the nodes are committed to, when it is not the estimate.
+    pub reserved: Option<f64>,
+    pub workdir: Option<&'a str>,
+    /// The environment as JSON.
+    pub env: Option<String>,
+    pub stdout: Option<&'a str>,
+    pub stderr: Option<&'a str>,
+    pub time_limit: Option<f64>,
+    pub idem_key: Option<&'a str>,
+    pub cpus_per_task: u32,
+    pub project: Option<i64>,
+}
+
+/// Stores a submission; returns its job id.
+pub fn insert(db: &Connection, j: &NewJob) -> rusqlite::Result<u64> {
+    db.prepare_cached(
+        "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved, \
+         workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key, cpus_per_task, project_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
+    )?
+    .execute(params![
+        j.user,
+        j.name,
+        j.state.as_str(),
+        j.command,
+        j.estimate,
+        j.procs,
+        j.mem_mb,
+        j.deadline,
+        j.budget.0,
+        j.submit_time,
+        j.deadline_at,
+        j.share,
+        j.cost.0,
+        j.reason,
+        j.suggestion,
+        j.reserved,
+        j.workdir,
+        j.env,
+        j.stdout,
+        j.stderr,
+        j.time_limit,
+        j.idem_key,
+        j.cpus_per_task,
+        j.project,
+    ])?;
+    Ok(db.last_insert_rowid() as u64)
+}
+
+/// A submission refused after it was stored (its hold could not be taken): nothing kept to run.
+pub fn reject(db: &Connection, id: u64, reason: Option<&str>, command: &str) -> rusqlite::Result<()> {
+    db.execute(
+        "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0, env = NULL, command = ?3 WHERE id = ?1",
+        params![id as i64, reason, command],
     )?;
     Ok(())
 }

@@ -353,6 +353,18 @@ pub fn in_transaction<T, E: From<rusqlite::Error>>(
     Ok(v)
 }
 
+/// `f` inside a savepoint of the transaction `db` is in: what it wrote is kept if it
+/// succeeds and undone if it fails, the rest of the transaction untouched either way.
+pub fn in_savepoint<T, E: From<rusqlite::Error>>(
+    db: &Connection,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    db.execute_batch("SAVEPOINT one")?;
+    let r = f();
+    db.execute_batch(if r.is_ok() { "RELEASE one" } else { "ROLLBACK TO one; RELEASE one" })?;
+    r
+}
+
 pub fn open_memory() -> Result<Connection, StoreError> {
     let conn = Connection::open_in_memory()?;
     init(&conn, false)?;
