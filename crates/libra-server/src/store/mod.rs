@@ -3,6 +3,7 @@
 //! either all of it or none of it.
 
 pub mod audit;
+pub mod endings;
 pub mod jobs;
 pub mod nodes;
 pub mod projects;
