@@ -3,6 +3,7 @@
 //! either all of it or none of it.
 
 pub mod audit;
+pub mod deps;
 pub mod endings;
 pub mod jobs;
 pub mod nodes;
