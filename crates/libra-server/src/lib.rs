@@ -5,7 +5,6 @@
 pub mod app;
 pub mod audit;
 pub mod auth;
-pub mod backup;
 mod change;
 pub mod config;
 pub mod error;
@@ -27,6 +26,8 @@ pub mod tls;
 pub use app::App;
 pub use config::Config;
 pub use error::{ApiError, ServerError};
+/// The store's lock, backup and restore (`libra server backup` / `restore`).
+pub use store::backup;
 /// Shared accounts (projects) and their ledger: data and rules together in the store, as their
 /// holds and charges are drawn over allocation buckets inside one transaction.
 pub use store::projects;

@@ -170,9 +170,7 @@ impl Sweeps {
     }
 
     fn server_store(&self) -> Result<rusqlite::Connection, rusqlite::Error> {
-        let c = rusqlite::Connection::open(&self.server_db)?;
-        c.busy_timeout(std::time::Duration::from_secs(5))?;
-        Ok(c)
+        crate::store::open_other(&self.server_db)
     }
 
     /// Mints the credential a sweep of `who` uses on this server: a token of theirs marked as
@@ -184,17 +182,17 @@ impl Sweeps {
     }
 
     fn bind_credential(&self, token: &str, exp: i64) -> Result<(), ApiError> {
-        self.server_store()?.execute(
-            "UPDATE tokens SET sweep = ?2 WHERE hash = ?1",
-            params![crate::auth::token_digest(token), exp],
-        )?;
-        Ok(())
+        Ok(crate::store::users::bind_sweep_token(
+            &self.server_store()?,
+            &crate::auth::token_digest(token),
+            exp,
+        )?)
     }
 
     fn drop_credential(&self, token: &str) {
         if let Err(e) = self
             .server_store()
-            .and_then(|c| c.execute("DELETE FROM tokens WHERE hash = ?1", [crate::auth::token_digest(token)]))
+            .and_then(|c| crate::store::users::delete_token(&c, &crate::auth::token_digest(token)))
         {
             tracing::error!("dropping an unused sweep credential: {e}");
         }
@@ -203,7 +201,7 @@ impl Sweeps {
     /// Revokes the sweep's credential (it has ended). Failing to is logged: the credential
     /// still expires.
     fn revoke(&self, exp: i64) {
-        match self.server_store().and_then(|c| c.execute("DELETE FROM tokens WHERE sweep = ?1", [exp])) {
+        match self.server_store().and_then(|c| crate::store::users::revoke_sweep_tokens(&c, exp)) {
             Ok(0) => {}
             Ok(_) => tracing::info!(exp, "hosted sweep ended: its credential is revoked"),
             Err(e) => tracing::error!(exp, "revoking the hosted sweep's credential: {e}"),
@@ -530,10 +528,7 @@ impl Sweeps {
             }
             store.set_deadline(exp, d)?;
             // The sweep's credential must last as long as the sweep may run.
-            self.server_store()?.execute(
-                "UPDATE tokens SET expires = MAX(expires, ?2) WHERE sweep = ?1",
-                params![exp, d + CREDENTIAL_GRACE],
-            )?;
+            crate::store::users::extend_sweep_tokens(&self.server_store()?, exp, d + CREDENTIAL_GRACE)?;
         }
         if let Some(b) = budget {
             if b.is_negative() {

@@ -10,7 +10,6 @@ use crate::error::ApiError;
 use crate::store;
 use libra_api::{parse_array, ArrayRequest, ArrayResponse, JobInfo, JobState, RefusedTask};
 use libra_core::{Decision, JobSpec, RejectReason, Suggestion};
-use rusqlite::{params, OptionalExtension};
 
 /// Ids the trial admissions of a suggestion take in the cluster view while they are decided:
 /// far above any job id the store hands out, and released before the trial returns.
@@ -48,14 +47,7 @@ impl Inner {
             ));
         }
         if let Some(key) = key {
-            let earlier: Option<(i64, Option<i64>)> = self
-                .db
-                .query_row(
-                    "SELECT id, array_id FROM jobs WHERE user_id = ?1 AND idem_key = ?2",
-                    params![caller.id, key],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
+            let earlier = store::jobs::array_by_idempotency_key(&self.db, caller.id, key)?;
             match earlier {
                 Some((_, Some(array_id))) => {
                     let tasks = store::array_tasks(&self.db, array_id as u64)?;
@@ -99,9 +91,7 @@ impl Inner {
                     now
                 ));
                 let array_id = *first.get_or_insert(id);
-                attempt!(tx
-                    .prepare_cached("UPDATE jobs SET array_id = ?2, array_task = ?3 WHERE id = ?1")
-                    .and_then(|mut st| st.execute(params![id as i64, array_id as i64, i64::from(task)])));
+                attempt!(store::jobs::set_array_task(&tx, id, array_id, task));
                 if let Some((nodes, reserved)) = admitted {
                     // The next task's decision must see this one.
                     attempt!(self

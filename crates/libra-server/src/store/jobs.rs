@@ -269,3 +269,75 @@ pub fn reject(db: &Connection, id: u64, reason: Option<&str>, command: &str) -> 
     )?;
     Ok(())
 }
+
+/// Queued jobs (space-shared policies: no nodes yet, not waiting on dependencies), oldest
+/// first, with their budgets and memory.
+pub fn queued(db: &Connection) -> rusqlite::Result<Vec<(libra_core::policy::Queued, Money, u64)>> {
+    db.prepare_cached(
+        "SELECT id, submit_time, estimate, procs, deadline_at, budget, mem_mb FROM jobs \
+         WHERE state = 'PENDING' AND waiting = 0 AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = jobs.id) ORDER BY id",
+    )?
+    .query_map([], |r| {
+        Ok((
+            libra_core::policy::Queued {
+                job: r.get::<_, i64>(0)? as u64,
+                submit: r.get(1)?,
+                estimate: r.get(2)?,
+                procs: r.get(3)?,
+                deadline_abs: r.get(4)?,
+            },
+            Money(r.get(5)?),
+            r.get::<_, i64>(6)?.max(0) as u64,
+        ))
+    })?
+    .collect()
+}
+
+/// A queued job dispatched: its price and share fixed.
+pub fn dispatched(db: &Connection, id: u64, cost: Money, share: f64) -> rusqlite::Result<()> {
+    db.execute(
+        "UPDATE jobs SET cost = ?2, share = ?3, reason = NULL WHERE id = ?1",
+        params![id as i64, cost.0, share],
+    )?;
+    Ok(())
+}
+
+/// An array's earlier submission with the same `Idempotency-Key`: (first job, its array).
+pub fn array_by_idempotency_key(
+    db: &Connection,
+    user: i64,
+    key: &str,
+) -> rusqlite::Result<Option<(i64, Option<i64>)>> {
+    db.query_row(
+        "SELECT id, array_id FROM jobs WHERE user_id = ?1 AND idem_key = ?2",
+        params![user, key],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+}
+
+/// The job is task `task` of array `array`.
+pub fn set_array_task(db: &Connection, id: u64, array: u64, task: u32) -> rusqlite::Result<()> {
+    db.prepare_cached("UPDATE jobs SET array_id = ?2, array_task = ?3 WHERE id = ?1")?.execute(params![
+        id as i64,
+        array as i64,
+        i64::from(task)
+    ])?;
+    Ok(())
+}
+
+/// How many jobs are in each state.
+pub fn count_by_state(db: &Connection) -> rusqlite::Result<std::collections::HashMap<String, i64>> {
+    db.prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect()
+}
+
+/// A job its executor refused (Slurm's sbatch): every open part ended, failed, with `error`.
+/// Returns how many parts it closed.
+pub fn refused_by_executor(db: &Connection, id: u64, error: &str, now: f64) -> rusqlite::Result<usize> {
+    db.execute(
+        "UPDATE job_nodes SET seen = 1, done = 1, failed = 1, error = ?2, end_time = ?3 WHERE job = ?1 AND done = 0",
+        params![id as i64, error, now],
+    )
+}

@@ -3,6 +3,7 @@
 //! either all of it or none of it.
 
 pub mod audit;
+pub mod backup;
 pub mod deps;
 pub mod endings;
 pub mod jobs;
@@ -365,6 +366,19 @@ pub fn in_savepoint<T, E: From<rusqlite::Error>>(
     let r = f();
     db.execute_batch(if r.is_ok() { "RELEASE one" } else { "ROLLBACK TO one; RELEASE one" })?;
     r
+}
+
+/// Whether the store answers a query (readiness).
+pub fn answers(db: &Connection) -> rusqlite::Result<()> {
+    db.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)).map(drop)
+}
+
+/// Another connection to the store at `path` (the hosted sweeps' threads, which do not hold
+/// the state), waiting up to 5 s for the writer's lock.
+pub fn open_other(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open(path)?;
+    c.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(c)
 }
 
 pub fn open_memory() -> Result<Connection, StoreError> {

@@ -158,3 +158,20 @@ pub fn id_of(db: &Connection, name: &str) -> rusqlite::Result<Option<(i64, bool)
     db.query_row("SELECT id, admin FROM users WHERE name = ?1", params![name], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
 }
+
+/// The token with this digest belongs to hosted sweep `sweep`.
+pub fn bind_sweep_token(db: &Connection, digest: &str, sweep: i64) -> rusqlite::Result<()> {
+    db.execute("UPDATE tokens SET sweep = ?2 WHERE hash = ?1", params![digest, sweep])?;
+    Ok(())
+}
+
+/// Revokes the tokens of hosted sweep `sweep`; returns how many.
+pub fn revoke_sweep_tokens(db: &Connection, sweep: i64) -> rusqlite::Result<usize> {
+    db.execute("DELETE FROM tokens WHERE sweep = ?1", params![sweep])
+}
+
+/// The tokens of hosted sweep `sweep` last at least until `until`.
+pub fn extend_sweep_tokens(db: &Connection, sweep: i64, until: f64) -> rusqlite::Result<()> {
+    db.execute("UPDATE tokens SET expires = MAX(expires, ?2) WHERE sweep = ?1", params![sweep, until])?;
+    Ok(())
+}
