@@ -6,6 +6,7 @@ pub mod audit;
 pub mod backup;
 pub mod deps;
 pub mod endings;
+pub mod hosted;
 pub mod jobs;
 pub mod nodes;
 pub mod projects;
