@@ -183,3 +183,43 @@ fn a_store_failure_is_a_generic_500_with_a_request_id_and_its_detail_only_in_the
     let Err(ureq::Error::Status(500, r)) = again else { panic!("expected a 500") };
     assert_ne!(r.header(libra_server::error::REQUEST_ID), Some(id.as_str()));
 }
+
+/// SQL lives in the store (`src/store/`) and the ledger (`src/ledger.rs`) only: every other
+/// module calls their named functions. Test code (`#[cfg(test)]` and `tests.rs`) may set up
+/// rows by hand.
+#[test]
+fn sql_is_only_in_the_store_and_the_ledger() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut offenders = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if rel != "store" && rel != "ledger" {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if rel == "ledger.rs" || rel.ends_with("tests.rs") || !rel.ends_with(".rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (i, line) in code.lines().enumerate() {
+                let statement =
+                    ["SELECT ", "INSERT INTO", "UPDATE ", "DELETE FROM", "CREATE TABLE", "ALTER TABLE"]
+                        .iter()
+                        .any(|k| line.contains(k));
+                let call = [".execute(", ".prepare(", ".prepare_cached(", ".query_row(", ".execute_batch("]
+                    .iter()
+                    .any(|k| line.contains(k));
+                if (statement && line.contains('"')) || call {
+                    offenders.push(format!("src/{rel}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "SQL outside the store and the ledger:\n{}", offenders.join("\n"));
+}
