@@ -1,6 +1,8 @@
 //! The manager's state: the store, the in-memory cluster view the policies read, and the node
 //! agents' last reports. One mutex guards all of it: a decision and its durable record happen
-//! together, so no two submissions can be promised the same capacity.
+//! together, so no two submissions can be promised the same capacity. Requests reach it only
+//! through `App::run`, on tokio's blocking pool, never on the async workers; routes that only
+//! read the store use `App::read` instead: a WAL read connection, without the lock.
 
 use crate::config::Config;
 use crate::error::{ApiError, ServerError};

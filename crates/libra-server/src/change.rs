@@ -446,7 +446,7 @@ impl Inner {
         }
         store::jobs::place(&tx, id, &names)?;
         let reserved_beyond = (reserved != spec.estimate()).then_some(reserved);
-        store::jobs::released(&tx, id, share, cost, reason.as_deref(), reserved_beyond)?;
+        store::jobs::released(&tx, id, share, cost, reason, reserved_beyond)?;
         tx.commit()?;
         if !state_nodes.is_empty() {
             // As a submission now would be committed (and a restart rebuilds it: the same

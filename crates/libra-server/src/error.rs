@@ -24,8 +24,8 @@ pub enum ApiError {
     /// 429, with how many seconds to wait (Retry-After).
     #[error("{0}")]
     TooMany(String, u64),
-    /// 500. The detail (a store's or a subsystem's own words) goes to the server's log under a
-    /// request id; the client gets the id only (`IntoResponse`).
+    /// A 500. The detail (a store's or a subsystem's own words) goes to the server's log
+    /// under a request id; the client gets the id only (`IntoResponse`).
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -163,7 +163,7 @@ pub async fn account_add_user(
 ) -> Res<AccountInfo> {
     app.run(move |g| {
         g.caller(&headers)?.require_admin("add users to accounts")?;
-        in_tx(&g, |db| projects::add_user(db, &name, &a.user, a.limit, a.default, now())).map(Json)
+        in_tx(g, |db| projects::add_user(db, &name, &a.user, a.limit, a.default, now())).map(Json)
     })
     .await
 }
@@ -176,7 +176,7 @@ pub async fn account_remove_user(
 ) -> Res<AccountInfo> {
     app.run(move |g| {
         g.caller(&headers)?.require_admin("remove users from accounts")?;
-        in_tx(&g, |db| projects::remove_user(db, &name, &a.user, now())).map(Json)
+        in_tx(g, |db| projects::remove_user(db, &name, &a.user, now())).map(Json)
     })
     .await
 }
@@ -189,7 +189,7 @@ pub async fn account_default(
 ) -> Res<AccountInfo> {
     app.run(move |g| {
         g.caller(&headers)?.require_admin("set users' default accounts")?;
-        in_tx(&g, |db| projects::set_default(db, &name, &a.user, now())).map(Json)
+        in_tx(g, |db| projects::set_default(db, &name, &a.user, now())).map(Json)
     })
     .await
 }
@@ -203,7 +203,7 @@ pub async fn account_deposit(
     app.run(move |g| {
         let who = g.caller(&headers)?;
         who.require_admin("change credit")?;
-        in_tx(&g, |db| projects::deposit(db, &name, a.amount, who.id, now())).map(Json)
+        in_tx(g, |db| projects::deposit(db, &name, a.amount, who.id, now())).map(Json)
     })
     .await
 }
@@ -216,7 +216,7 @@ pub async fn account_transfer(
     app.run(move |g| {
         let who = g.caller(&headers)?;
         who.require_admin("move credit")?;
-        in_tx(&g, |db| projects::transfer(db, &a.from, &a.to, a.amount, who.id, now()))
+        in_tx(g, |db| projects::transfer(db, &a.from, &a.to, a.amount, who.id, now()))
             .map(|(from, to)| Json(TransferResponse { from, to }))
     })
     .await
@@ -231,7 +231,7 @@ pub async fn account_allocate(
     app.run(move |g| {
         let who = g.caller(&headers)?;
         who.require_admin("allocate credit")?;
-        in_tx(&g, |db| projects::allocate(db, &name, a.amount, a.start, a.end, who.id, now())).map(Json)
+        in_tx(g, |db| projects::allocate(db, &name, a.amount, a.start, a.end, who.id, now())).map(Json)
     })
     .await
 }
