@@ -1,6 +1,8 @@
 //! The manager's state: the store, the in-memory cluster view the policies read, and the node
 //! agents' last reports. One mutex guards all of it: a decision and its durable record happen
-//! together, so no two submissions can be promised the same capacity.
+//! together, so no two submissions can be promised the same capacity. Requests reach it only
+//! through `App::run`, on tokio's blocking pool, never on the async workers; routes that only
+//! read the store use `App::read` instead: a WAL read connection, without the lock.
 
 use crate::config::Config;
 use crate::error::{ApiError, ServerError};
@@ -9,7 +11,7 @@ use libra_api::NodeJobShare;
 use libra_core::job::{JobDetails, QosConstraints, QosOptimisation, ResourceRequirements};
 use libra_core::policy::{build_policy_with, Placement};
 use libra_core::{Cluster, JobSpec, Money, NodeIdx, Policy, PricingParams};
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -34,6 +36,65 @@ pub struct App {
     live: Mutex<Config>,
     /// What carries out the scheduler's decisions (`[executor] kind`).
     pub executor: std::sync::Arc<dyn crate::executor::Executor>,
+    /// Read-only connections to the store for the read-only routes (`App::read`).
+    readers: store::Readers,
+    /// The callers the token cache holds, shared with the state (`Inner::caller`).
+    tokens: std::sync::Arc<TokenCache>,
+}
+
+/// Callers by token digest, so most requests skip a query. Every change to a user or a token
+/// made through the state (logout, password change, disable, remove) empties it
+/// (`Inner::forget_tokens`), and each entry is checked against its expiry; hosted sweeps'
+/// credentials, revoked from the sweeps' threads, are never cached.
+#[derive(Default)]
+pub struct TokenCache {
+    map: Mutex<(u64, HashMap<String, crate::auth::Caller>)>,
+}
+
+impl TokenCache {
+    /// Who sent the request (401 without a valid token, saying why), looked up in `db` on a miss.
+    pub fn caller(
+        &self,
+        db: &Connection,
+        headers: &axum::http::HeaderMap,
+    ) -> Result<crate::auth::Caller, ApiError> {
+        let t = now();
+        let digest = crate::auth::bearer(headers).map(crate::auth::token_digest);
+        let generation = {
+            let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(d) = &digest {
+                match m.1.get(d) {
+                    Some(c) if c.expires > t => return Ok(c.clone()),
+                    Some(_) => {
+                        m.1.remove(d);
+                    }
+                    None => {}
+                }
+            }
+            m.0
+        };
+        let c = crate::auth::caller(db, headers, t)?;
+        if let (Some(d), None) = (digest, c.sweep) {
+            let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            // A read connection's snapshot may predate a revocation that emptied the cache
+            // since this lookup began: what it found is not kept then, or the revoked token
+            // would work again until it expired.
+            if m.0 == generation {
+                if m.1.len() >= MAX_CACHED_TOKENS {
+                    m.1.clear();
+                }
+                m.1.insert(d, c.clone());
+            }
+        }
+        Ok(c)
+    }
+
+    /// Empties the cache (after the change to users or tokens is committed).
+    pub fn forget(&self) {
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        m.0 += 1;
+        m.1.clear();
+    }
 }
 
 pub struct NodeRt {
@@ -55,11 +116,8 @@ pub struct Inner {
     pub pricing: PricingParams,
     pub nodes: HashMap<String, NodeRt>,
     pub node_timeout: f64,
-    /// Callers by token digest, so most requests skip a query. Every change to a user or a
-    /// token made through this state (logout, password change, disable, remove) empties it
-    /// (`forget_tokens`), and each entry is checked against its expiry; hosted sweeps'
-    /// credentials, revoked from the sweeps' threads, are never cached.
-    tokens: std::cell::RefCell<HashMap<String, crate::auth::Caller>>,
+    /// The token cache (`TokenCache`), shared with the read path.
+    tokens: std::sync::Arc<TokenCache>,
     /// Per-user submission token buckets: (tokens left, when last filled).
     submit_buckets: HashMap<i64, (f64, f64)>,
     pub token_ttl: f64,
@@ -100,7 +158,9 @@ impl App {
         let db = store::open(&config.db, config.sync_full)
             .map_err(|e| ServerError::Open { path: config.db.display().to_string(), source: e })?;
         let executor = crate::executor::build(&config.executor);
-        let inner = Inner::load(db, &config, executor.limits(), now())?;
+        let tokens = std::sync::Arc::new(TokenCache::default());
+        let inner = Inner::load(db, &config, executor.limits(), tokens.clone(), now())?;
+        let readers = store::Readers::new(&config.db);
         let sweeps = std::sync::Arc::new(crate::sweeps::Sweeps::open(
             config.broker_db(),
             &config.sweep_clusters,
@@ -121,6 +181,8 @@ impl App {
             live: Mutex::new(config.clone()),
             config,
             executor,
+            readers,
+            tokens,
         })
     }
 
@@ -181,11 +243,60 @@ impl App {
         Ok((applied, restart))
     }
 
+    /// Runs `f` on the state on a blocking thread, never on the async workers: taking the
+    /// state's lock can wait for a long admission batch or a slow fsync, and SQLite blocks.
+    /// Every route that touches the state or the store goes through here (or `read`), so a
+    /// held writer stalls only the requests that need it: `/api/health`, node agents' waits
+    /// and reads keep being answered. (A dedicated core thread fed by a channel would also
+    /// serialise the work; tokio's blocking pool does it with the lock the state already had,
+    /// and lets the lock-free paths run beside it.)
+    pub async fn run<T, F>(self: &std::sync::Arc<Self>, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Inner) -> Result<T, ApiError> + Send + 'static,
+    {
+        let app = std::sync::Arc::clone(self);
+        blocking(move || f(&mut app.lock())).await
+    }
+
+    /// Runs `f` with a read-only connection to the store and the caller the headers name, on
+    /// a blocking thread, without the state's lock: in WAL mode a reader sees the last
+    /// committed state and waits neither for the writer's transaction nor for its fsync. For
+    /// routes that only read the store (not the in-memory view).
+    pub async fn read<T, F>(
+        self: &std::sync::Arc<Self>,
+        headers: axum::http::HeaderMap,
+        f: F,
+    ) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, crate::auth::Caller) -> Result<T, ApiError> + Send + 'static,
+    {
+        let app = std::sync::Arc::clone(self);
+        blocking(move || {
+            app.readers.with(|db| {
+                let who = app.tokens.caller(db, &headers)?;
+                f(db, who)
+            })
+        })
+        .await
+    }
+
     /// The state, even if a panicking request poisoned the lock: every change is a committed
     /// transaction or nothing, so the state behind a poisoned lock is still consistent.
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// `f` on tokio's blocking pool; a panic in it is a 500 that says nothing of the panic (the
+/// log has it).
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(ApiError::Internal(format!("a request's work on the state failed: {e}"))))
 }
 
 pub fn spec_of(
@@ -212,6 +323,7 @@ impl Inner {
         db: Connection,
         config: &Config,
         exec: crate::executor::ExecLimits,
+        tokens: std::sync::Arc<TokenCache>,
         now: f64,
     ) -> Result<Inner, ServerError> {
         let stored = store::setting(&db, "policy")?;
@@ -235,73 +347,29 @@ impl Inner {
         let mut cluster = Cluster::new();
         cluster.set_max_jobs_per_node(exec.jobs_per_node);
         let mut nodes = HashMap::new();
-        {
-            let mut st =
-                db.prepare("SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash, drained FROM nodes ORDER BY rowid")?;
-            let rows = st.query_map([], |r| {
-                Ok((
-                    (r.get::<_, String>(0)?, r.get::<_, f64>(1)?, r.get::<_, i64>(2)?),
-                    (
-                        r.get::<_, String>(3)?,
-                        r.get::<_, f64>(4)?,
-                        r.get::<_, String>(5)?,
-                        r.get::<_, bool>(6)?,
-                        r.get::<_, Option<String>>(7)?,
-                    ),
-                    r.get::<_, bool>(8)?,
-                ))
-            })?;
-            for row in rows {
-                let ((name, cpus, mem), (mechanism, price_base, account, switches_users, cred_hash), drained) =
-                    row?;
-                let idx =
-                    cluster.add_node(crate::nodes::node_spec(&name, cpus, mem.max(0) as u64, price_base));
-                cluster.set_accepting(idx, !drained);
-                nodes.insert(
-                    name,
-                    NodeRt {
-                        idx,
-                        mechanism,
-                        account,
-                        switches_users,
-                        last_seen: now,
-                        shares: Vec::new(),
-                        cred_hash,
-                    },
-                );
-            }
+        for n in store::nodes::all(&db)? {
+            let idx = cluster.add_node(crate::nodes::node_spec(
+                &n.name,
+                n.cpus,
+                n.mem_mb.max(0) as u64,
+                n.price_base,
+            ));
+            cluster.set_accepting(idx, !n.drained);
+            let rt = NodeRt {
+                idx,
+                mechanism: n.mechanism,
+                account: n.account,
+                switches_users: n.switches_users,
+                last_seen: now,
+                shares: Vec::new(),
+                cred_hash: n.cred_hash,
+            };
+            nodes.insert(n.name, rt);
         }
         for (user, estimate, runtime) in store::observations(&db)? {
             policy.observe(Some(user), estimate, runtime);
         }
-        let mut st = db.prepare(
-            "SELECT id, estimate, deadline, budget, procs, mem_mb, submit_time, \
-             (SELECT group_concat(node, ',') FROM job_nodes n WHERE n.job = jobs.id), \
-             (SELECT MIN(cpu_seconds) FROM job_nodes n WHERE n.job = jobs.id), \
-             COALESCE(reserved, estimate), cpus_per_task \
-             FROM jobs WHERE state IN ('PENDING','RUNNING','SUSPENDED')",
-        )?;
-        let active: Vec<(u64, JobSpec, f64, String, f64, f64)> = st
-            .query_map([], |r| {
-                let spec = spec_of(
-                    r.get(1)?,
-                    r.get(2)?,
-                    Money(r.get(3)?),
-                    r.get(4)?,
-                    r.get::<_, i64>(5)?.max(0) as u64,
-                    r.get::<_, i64>(10)?.clamp(1, i64::from(u32::MAX)) as u32,
-                );
-                Ok((
-                    r.get::<_, i64>(0)? as u64,
-                    spec,
-                    r.get(6)?,
-                    r.get::<_, Option<String>>(7)?.unwrap_or_default(),
-                    r.get::<_, Option<f64>>(8)?.unwrap_or(0.0),
-                    r.get(9)?,
-                ))
-            })?
-            .collect::<Result<_, _>>()?;
-        drop(st);
+        let active = store::jobs::commitments(&db)?;
         for (id, spec, submit, node_names, cpu, reserved) in active {
             let idxs: Vec<NodeIdx> =
                 node_names.split(',').filter_map(|n| nodes.get(n).map(|r| r.idx)).collect();
@@ -319,7 +387,7 @@ impl Inner {
             pricing,
             nodes,
             node_timeout: config.node_timeout,
-            tokens: Default::default(),
+            tokens,
             submit_buckets: HashMap::new(),
             token_ttl: config.token_ttl,
             max_active_jobs: config.max_active_jobs,
@@ -346,33 +414,13 @@ impl Inner {
 
     /// Who sent the request (401 without a valid token, saying why).
     pub fn caller(&self, headers: &axum::http::HeaderMap) -> Result<crate::auth::Caller, ApiError> {
-        let t = now();
-        let digest = crate::auth::bearer(headers).map(crate::auth::token_digest);
-        if let Some(d) = &digest {
-            let hit = self.tokens.borrow().get(d).cloned();
-            match hit {
-                Some(c) if c.expires > t => return Ok(c),
-                Some(_) => {
-                    self.tokens.borrow_mut().remove(d);
-                }
-                None => {}
-            }
-        }
-        let c = crate::auth::caller(&self.db, headers, t)?;
-        if let (Some(d), None) = (digest, c.sweep) {
-            let mut cache = self.tokens.borrow_mut();
-            if cache.len() >= MAX_CACHED_TOKENS {
-                cache.clear();
-            }
-            cache.insert(d, c.clone());
-        }
-        Ok(c)
+        self.tokens.caller(&self.db, headers)
     }
 
     /// Empties the token cache: call after any change to users or tokens, so that a revoked
     /// token or a disabled user is refused from the next request on.
     pub fn forget_tokens(&self) {
-        self.tokens.borrow_mut().clear();
+        self.tokens.forget();
     }
 
     /// One more submission by `user` now, if their bucket allows it; otherwise 429 with the
@@ -440,7 +488,7 @@ impl Inner {
             .get(node)
             .ok_or_else(|| ApiError::NotFound(format!("node: '{node}' is not a node of this cluster")))?;
         let idx = rt.idx;
-        self.db.execute("UPDATE nodes SET drained = ?2 WHERE name = ?1", params![node, drained])?;
+        store::nodes::set_drained(&self.db, node, drained)?;
         self.cluster.set_accepting(idx, !drained);
         tracing::info!(node = %node, "{}", if drained { "node drained: it takes no new jobs" } else { "node undrained" });
         Ok(())
@@ -465,7 +513,7 @@ impl Inner {
         store::set_setting(&tx, "pricing", &serde_json::to_string(&pricing)?)?;
         if let Some((targets, price)) = &targets {
             for (name, _) in targets {
-                tx.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![name, price])?;
+                store::nodes::set_price_base(&tx, name, *price)?;
             }
         }
         tx.commit()?;
@@ -504,7 +552,7 @@ impl Inner {
         let targets = self.price_targets(node, price)?;
         let tx = self.db.transaction()?;
         for (name, _) in &targets {
-            tx.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![name, price])?;
+            store::nodes::set_price_base(&tx, name, price)?;
         }
         tx.commit()?;
         for (_, idx) in targets {

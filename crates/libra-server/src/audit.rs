@@ -10,8 +10,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use libra_api::AuditEntry;
-use rusqlite::{params, OptionalExtension};
+
 use std::sync::Arc;
 
 /// The most bytes of a request or refusal kept in an entry.
@@ -91,7 +90,8 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
                     crate::routes::MAX_BODY_BYTES
                 ))
                 .into_response();
-                return finish(&app, r, &method, &path, address, digest, Some("(body too large)".into()));
+                return finish(&app, r, &method, &path, address, digest, Some("(body too large)".into()))
+                    .await;
             }
         }
     } else {
@@ -119,10 +119,10 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     } else {
         resp
     };
-    finish(&app, resp, &method, &path, address, digest, detail)
+    finish(&app, resp, &method, &path, address, digest, detail).await
 }
 
-fn finish(
+async fn finish(
     app: &Arc<App>,
     resp: Response,
     method: &Method,
@@ -132,51 +132,22 @@ fn finish(
     detail: Option<String>,
 ) -> Response {
     let named = resp.extensions().get::<AuditCaller>().map(|c| c.0.clone());
-    let g = app.lock();
-    // The token's owner, whether or not the token still works (an expired token or a disabled
-    // user's is still theirs).
-    let caller = named.or_else(|| {
-        let d = digest?;
-        g.db.query_row(
-            "SELECT u.name FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
-            params![d],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()
-        .ok()
-        .flatten()
-    });
-    if let Err(e) = g.db.execute(
-        "INSERT INTO audit(time, caller, address, method, path, status, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![now(), caller, address, method.as_str(), path, resp.status().as_u16(), detail],
-    ) {
+    let (method, path, status) = (method.as_str().to_string(), path.to_string(), resp.status().as_u16());
+    let written = app
+        .run(move |g| {
+            // The token's owner, whether or not the token still works (an expired token or a
+            // disabled user's is still theirs).
+            let caller = named.or_else(|| crate::store::users::token_owner(&g.db, &digest?).ok().flatten());
+            let entry =
+                crate::store::audit::Entry { time: now(), caller, address, method, path, status, detail };
+            Ok(crate::store::audit::append(&g.db, &entry)?)
+        })
+        .await;
+    if let Err(e) = written {
         // The request was answered; an audit that cannot be written is an operator's problem.
         tracing::error!("audit: {e}");
     }
     resp
 }
 
-/// Entries newest first, at most `limit`, older than entry `after` if given.
-pub fn entries(
-    conn: &rusqlite::Connection,
-    limit: u32,
-    after: Option<u64>,
-) -> rusqlite::Result<Vec<AuditEntry>> {
-    let mut st = conn.prepare_cached(
-        "SELECT id, time, caller, address, method, path, status, detail FROM audit \
-         WHERE (?2 IS NULL OR id < ?2) ORDER BY id DESC LIMIT ?1",
-    )?;
-    let rows = st.query_map(params![limit, after.map(|a| a as i64)], |r| {
-        Ok(AuditEntry {
-            id: r.get::<_, i64>(0)? as u64,
-            time: r.get(1)?,
-            caller: r.get(2)?,
-            address: r.get(3)?,
-            method: r.get(4)?,
-            path: r.get(5)?,
-            status: r.get::<_, i64>(6)? as u16,
-            detail: r.get(7)?,
-        })
-    })?;
-    rows.collect()
-}
+pub use crate::store::audit::entries;

@@ -6,7 +6,7 @@ use argon2::password_hash::{PasswordHash, SaltString};
 use argon2::Argon2;
 use axum::http::HeaderMap;
 use rand::RngCore;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use sha2::{Digest, Sha256};
 
 /// Who made a request.
@@ -137,25 +137,7 @@ pub fn caller(conn: &Connection, headers: &HeaderMap, now: f64) -> Result<Caller
     let token = bearer(headers).ok_or_else(|| {
         ApiError::Unauthorized("not logged in: run `libra login` (no API token was sent)".into())
     })?;
-    let row = conn
-        .prepare_cached(
-            "SELECT u.id, u.name, u.admin, t.sweep, t.expires, u.disabled, u.removed \
-             FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
-        )?
-        .query_row(params![token_digest(token)], |r| {
-            Ok((
-                Caller {
-                    id: r.get(0)?,
-                    name: r.get(1)?,
-                    admin: r.get(2)?,
-                    sweep: r.get(3)?,
-                    expires: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
-                },
-                r.get::<_, bool>(5)?,
-                r.get::<_, bool>(6)?,
-            ))
-        })
-        .optional()?;
+    let row = crate::store::users::token_caller(conn, &token_digest(token))?;
     let (c, disabled, removed) = row.ok_or_else(|| {
         ApiError::Unauthorized(
             "the API token is not valid (logged out, revoked or never issued): run `libra login` again"
@@ -188,10 +170,7 @@ pub fn issue_token(
     now: f64,
 ) -> rusqlite::Result<String> {
     let token = new_token();
-    conn.execute(
-        "INSERT INTO tokens(hash, user_id, created, expires, sweep) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![token_digest(&token), user, now, now + ttl, sweep],
-    )?;
+    crate::store::users::insert_token(conn, &token_digest(&token), user, now, now + ttl, sweep)?;
     Ok(token)
 }
 
@@ -200,12 +179,7 @@ pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-pub fn user_id(conn: &Connection, name: &str) -> rusqlite::Result<Option<(i64, bool)>> {
-    conn.query_row("SELECT id, admin FROM users WHERE name = ?1", params![name], |r| {
-        Ok((r.get(0)?, r.get(1)?))
-    })
-    .optional()
-}
+pub use crate::store::users::id_of as user_id;
 
 pub fn valid_user_name(name: &str) -> Result<(), ApiError> {
     if name.is_empty()

@@ -17,7 +17,7 @@ use libra_api::{
 };
 use libra_core::policy::suggest;
 use libra_core::{Decision, JobSpec, Money, NodeIdx, RejectReason};
-use rusqlite::params;
+use rusqlite::Connection;
 
 const ACTIVE_STATES: [JobState; 4] =
     [JobState::Pending, JobState::Running, JobState::Suspended, JobState::Held];
@@ -56,6 +56,84 @@ fn parse_state(s: &str, accepted: &[JobState]) -> Result<JobState, ApiError> {
     })
 }
 
+/// A user the caller may look at: themselves, anyone for an administrator.
+fn user_filter(db: &Connection, caller: &Caller, user: Option<&str>) -> Result<Option<i64>, ApiError> {
+    match user {
+        None => Ok(Some(caller.id)),
+        Some(u) if u == caller.name => Ok(Some(caller.id)),
+        Some("all") if caller.admin => Ok(None),
+        Some(u) => {
+            caller.require_admin("look at another user's jobs (give your own name, or none)")?;
+            let id = store::users::id_of(db, u).ok().flatten().map(|(id, _)| id);
+            id.map(Some).ok_or_else(|| ApiError::BadRequest(format!("user: there is no user named '{u}'")))
+        }
+    }
+}
+
+/// Every unfinished job, soonest deadline first. Other users' jobs keep their state, nodes,
+/// share and deadline, and lose their owner, name, command and money, unless the caller is an
+/// administrator: the queue shows how busy the cluster is, not who is doing what.
+pub fn queue(db: &Connection, caller: &Caller, q: &QueueQuery) -> Result<Vec<QueueEntry>, ApiError> {
+    let user = match q.user.as_deref() {
+        None => None,
+        Some(u) => user_filter(db, caller, Some(u))?,
+    };
+    let state = q.state.as_deref().map(|s| parse_state(s, &ACTIVE_STATES)).transpose()?;
+    if let Some(n) = &q.node {
+        // The nodes table holds every node the view holds (registered nodes are never deleted).
+        let known = store::nodes::names(db)?;
+        if !known.contains(n) {
+            return Err(ApiError::BadRequest(format!(
+                "node: '{n}' is not a node of this cluster; nodes: {}",
+                known.join(", ")
+            )));
+        }
+    }
+    let jobs = store::jobs::unfinished(db, user, state, q.node.as_deref())?;
+    Ok(jobs
+        .into_iter()
+        .map(|j| {
+            let mine = j.user == caller.name;
+            let shown = mine || caller.admin;
+            QueueEntry {
+                id: j.id,
+                user: if shown { j.user } else { ANONYMOUS.into() },
+                mine,
+                name: if shown { j.name } else { None },
+                command: if shown { j.command } else { Vec::new() },
+                state: j.state,
+                nodes: j.nodes,
+                procs: j.procs,
+                share: j.share,
+                submit_time: j.submit_time,
+                start_time: j.start_time,
+                deadline_at: j.deadline_at,
+                cost: shown.then_some(j.cost),
+                budget: shown.then_some(j.budget),
+                array_id: j.array_id,
+                array_task: j.array_task,
+                waiting: j.waiting,
+            }
+        })
+        .collect())
+}
+
+/// Jobs filtered as sacct filters them, oldest first: `start`: still unfinished, or ended
+/// at or after it; `end`: submitted at or before it.
+pub fn history(db: &Connection, caller: &Caller, q: &HistoryQuery) -> Result<Vec<JobInfo>, ApiError> {
+    let user = user_filter(db, caller, q.user.as_deref())?;
+    let state = q.state.as_deref().map(|s| parse_state(s, &JobState::ALL)).transpose()?;
+    for (field, t) in [("start", q.start), ("end", q.end)] {
+        if t.is_some_and(|t| !t.is_finite()) {
+            return Err(ApiError::BadRequest(format!("{field}: give a time in Unix seconds")));
+        }
+    }
+    let limit = q.limit.unwrap_or(10_000).min(100_000);
+    let mut jobs = store::jobs::history(db, user, state, q.start, q.end, limit)?;
+    jobs.reverse();
+    Ok(jobs)
+}
+
 impl Inner {
     /// What a refused change suggests, in absolute terms: for a lack of resources the policy's
     /// own answer, otherwise the least resubmission the policy would accept now.
@@ -74,111 +152,6 @@ impl Inner {
         sg.map(|s| ChangeSuggestion { deadline_at: now + s.deadline, budget: s.budget })
     }
 
-    /// A user the caller may look at: themselves, anyone for an administrator.
-    fn user_filter(&self, caller: &Caller, user: Option<&str>) -> Result<Option<i64>, ApiError> {
-        match user {
-            None => Ok(Some(caller.id)),
-            Some(u) if u == caller.name => Ok(Some(caller.id)),
-            Some("all") if caller.admin => Ok(None),
-            Some(u) => {
-                caller.require_admin("look at another user's jobs (give your own name, or none)")?;
-                let id: Option<i64> =
-                    self.db.query_row("SELECT id FROM users WHERE name = ?1", params![u], |r| r.get(0)).ok();
-                id.map(Some)
-                    .ok_or_else(|| ApiError::BadRequest(format!("user: there is no user named '{u}'")))
-            }
-        }
-    }
-
-    /// Every unfinished job, soonest deadline first. Other users' jobs keep their state, nodes,
-    /// share and deadline, and lose their owner, name, command and money, unless the caller is an
-    /// administrator: the queue shows how busy the cluster is, not who is doing what.
-    pub fn queue(&self, caller: &Caller, q: &QueueQuery) -> Result<Vec<QueueEntry>, ApiError> {
-        let user = match q.user.as_deref() {
-            None => None,
-            Some(u) => self.user_filter(caller, Some(u))?,
-        };
-        let state = q.state.as_deref().map(|s| parse_state(s, &ACTIVE_STATES)).transpose()?;
-        if let Some(n) = &q.node {
-            if !self.nodes.contains_key(n) {
-                let mut known: Vec<&str> = self.nodes.keys().map(String::as_str).collect();
-                known.sort_unstable();
-                return Err(ApiError::BadRequest(format!(
-                    "node: '{n}' is not a node of this cluster; nodes: {}",
-                    known.join(", ")
-                )));
-            }
-        }
-        let sql = format!(
-            "SELECT {} FROM jobs j JOIN users u ON u.id = j.user_id \
-             WHERE j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') AND (?1 IS NULL OR j.user_id = ?1) \
-             AND (?2 IS NULL OR j.state = ?2) \
-             AND (?3 IS NULL OR EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.node = ?3)) \
-             ORDER BY j.deadline_at, j.id",
-            store::JOB_COLUMNS
-        );
-        let mut st = self.db.prepare_cached(&sql)?;
-        let jobs = st
-            .query_map(params![user, state.map(JobState::as_str), q.node], store::job_from_row)?
-            .collect::<Result<Vec<JobInfo>, _>>()?;
-        Ok(jobs
-            .into_iter()
-            .map(|j| {
-                let mine = j.user == caller.name;
-                let shown = mine || caller.admin;
-                QueueEntry {
-                    id: j.id,
-                    user: if shown { j.user } else { ANONYMOUS.into() },
-                    mine,
-                    name: if shown { j.name } else { None },
-                    command: if shown { j.command } else { Vec::new() },
-                    state: j.state,
-                    nodes: j.nodes,
-                    procs: j.procs,
-                    share: j.share,
-                    submit_time: j.submit_time,
-                    start_time: j.start_time,
-                    deadline_at: j.deadline_at,
-                    cost: shown.then_some(j.cost),
-                    budget: shown.then_some(j.budget),
-                    array_id: j.array_id,
-                    array_task: j.array_task,
-                    waiting: j.waiting,
-                }
-            })
-            .collect())
-    }
-
-    /// Jobs filtered as sacct filters them, oldest first: `start`: still unfinished, or ended
-    /// at or after it; `end`: submitted at or before it.
-    pub fn history(&self, caller: &Caller, q: &HistoryQuery) -> Result<Vec<JobInfo>, ApiError> {
-        let user = self.user_filter(caller, q.user.as_deref())?;
-        let state = q.state.as_deref().map(|s| parse_state(s, &JobState::ALL)).transpose()?;
-        for (field, t) in [("start", q.start), ("end", q.end)] {
-            if t.is_some_and(|t| !t.is_finite()) {
-                return Err(ApiError::BadRequest(format!("{field}: give a time in Unix seconds")));
-            }
-        }
-        let sql = format!(
-            "SELECT {} FROM jobs j JOIN users u ON u.id = j.user_id \
-             WHERE (?1 IS NULL OR j.user_id = ?1) AND (?2 IS NULL OR j.state = ?2) \
-             AND (?3 IS NULL OR COALESCE(j.end_time, CASE WHEN j.state IN ('PENDING','RUNNING','SUSPENDED','HELD') \
-                  THEN 1e300 ELSE j.submit_time END) >= ?3) \
-             AND (?4 IS NULL OR j.submit_time <= ?4) ORDER BY j.id DESC LIMIT ?5",
-            store::JOB_COLUMNS
-        );
-        let limit = q.limit.unwrap_or(10_000).min(100_000);
-        let mut st = self.db.prepare_cached(&sql)?;
-        let mut jobs = st
-            .query_map(
-                params![user, state.map(JobState::as_str), q.start, q.end, limit],
-                store::job_from_row,
-            )?
-            .collect::<Result<Vec<JobInfo>, _>>()?;
-        jobs.reverse();
-        Ok(jobs)
-    }
-
     /// The job's specification as stored, its deadline relative to `from`.
     fn stored_spec(
         &self,
@@ -187,11 +160,7 @@ impl Inner {
         budget: Money,
         from: f64,
     ) -> Result<(JobSpec, f64), ApiError> {
-        let (estimate, procs, mem, cpt, reserved): (f64, u32, i64, i64, Option<f64>) = self.db.query_row(
-            "SELECT estimate, procs, mem_mb, cpus_per_task, reserved FROM jobs WHERE id = ?1",
-            params![id as i64],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )?;
+        let (estimate, procs, mem, cpt, reserved) = store::jobs::stored_request(&self.db, id)?;
         let spec = spec_of(
             estimate,
             deadline_at - from,
@@ -264,10 +233,7 @@ impl Inner {
         };
         if job.state == JobState::Held {
             // No promise to re-decide: the new terms are decided when the job is released.
-            self.db.execute(
-                "UPDATE jobs SET deadline = ?2 - submit_time, deadline_at = ?2, budget = ?3 WHERE id = ?1",
-                params![id as i64, deadline_at, budget.0],
-            )?;
+            store::jobs::set_terms(&self.db, id, deadline_at, budget)?;
             return Ok(ChangeAnswer {
                 accepted: true,
                 reason: Some("held: the new deadline and budget are decided when the job is released".into()),
@@ -280,11 +246,7 @@ impl Inner {
             job.nodes.iter().filter_map(|n| self.nodes.get(n).map(|rt| rt.idx)).collect();
         let (full, _) = self.stored_spec(id, deadline_at, budget, now)?;
         // What it has done so far (the slowest part's CPU), and what of its price that earned.
-        let cpu_done: f64 = self.db.query_row(
-            "SELECT COALESCE(MIN(cpu_seconds), 0) FROM job_nodes WHERE job = ?1",
-            params![id as i64],
-            |r| r.get(0),
-        )?;
+        let cpu_done = store::nodes::min_cpu(&self.db, id)?.unwrap_or(0.0);
         let done = (cpu_done / full.estimate().max(1e-9)).clamp(0.0, 1.0);
         let earned = Money((previous_cost.0 as f64 * done).floor() as i64);
 
@@ -374,18 +336,8 @@ impl Inner {
             drop(tx);
             return Ok(refuse(e.to_string(), None, job));
         }
-        tx.execute(
-            "UPDATE jobs SET deadline = ?2 - submit_time, deadline_at = ?2, budget = ?3, cost = ?4, share = ?5, \
-             reserved = COALESCE(?6, reserved), reason = NULL, suggestion = NULL WHERE id = ?1",
-            params![
-                id as i64,
-                deadline_at,
-                budget.0,
-                new_cost.0,
-                share,
-                reserved_total.filter(|r| *r != full.estimate())
-            ],
-        )?;
+        let reserved = reserved_total.filter(|r| *r != full.estimate());
+        store::jobs::set_promise(&tx, id, deadline_at, budget, new_cost, share, reserved)?;
         tx.commit()?;
         if !node_idx.is_empty() {
             // The view holds the new promise: the whole job, from its submission, as a restart
@@ -411,13 +363,8 @@ impl Inner {
     /// Jobs waiting on `id` were admitted for the time after its promised finish (its
     /// deadline): a later deadline would break their promises, so it is refused while any waits.
     fn promised_to_dependents(&self, id: u64) -> Result<(), ApiError> {
-        let waiting: Vec<String> = self
-            .db
-            .prepare_cached(
-                "SELECT j.id FROM job_deps d JOIN jobs j ON j.id = d.job WHERE d.dep = ?1 AND j.waiting = 1 ORDER BY j.id",
-            )?
-            .query_map(params![id as i64], |r| r.get::<_, i64>(0).map(|v| v.to_string()))?
-            .collect::<Result<_, _>>()?;
+        let waiting: Vec<String> =
+            store::jobs::waiting_on(&self.db, id)?.into_iter().map(|j| j.to_string()).collect();
         if waiting.is_empty() {
             return Ok(());
         }
@@ -432,11 +379,7 @@ impl Inner {
     pub fn hold(&mut self, caller: &Caller, id: u64, now: f64) -> Result<JobInfo, ApiError> {
         let job = self.owned_job(caller, id)?;
         waits_refused(&job, "held")?;
-        let seen: bool = self.db.query_row(
-            "SELECT EXISTS (SELECT 1 FROM job_nodes WHERE job = ?1 AND seen = 1)",
-            params![id as i64],
-            |r| r.get(0),
-        )?;
+        let seen = store::jobs::seen(&self.db, id)?;
         if job.state != JobState::Pending || job.start_time.is_some() || seen {
             return Err(ApiError::Conflict(format!(
                 "job {id} is {}{}: only a PENDING job that has not started can be held",
@@ -446,10 +389,10 @@ impl Inner {
         }
         let tx = self.db.transaction()?;
         ledger::settle(&tx, id, Money::ZERO, now).map_err(|e| ApiError::Internal(e.to_string()))?;
-        tx.execute("DELETE FROM job_nodes WHERE job = ?1", params![id as i64])?;
-        tx.execute(
-            "UPDATE jobs SET state = 'HELD', share = 0, cost = 0, reason = ?2 WHERE id = ?1",
-            params![id as i64, format!("held by {}: `libra release {id}` admits it again", caller.name)],
+        store::jobs::hold(
+            &tx,
+            id,
+            &format!("held by {}: `libra release {id}` admits it again", caller.name),
         )?;
         tx.commit()?;
         self.cluster.release(id);
@@ -501,16 +444,9 @@ impl Inner {
             drop(tx);
             return Ok(refuse(e.to_string(), None, job));
         }
-        for (rank, n) in names.iter().enumerate() {
-            tx.execute(
-                "INSERT INTO job_nodes(job, node, rank) VALUES (?1, ?2, ?3)",
-                params![id as i64, n, rank as i64],
-            )?;
-        }
-        tx.execute(
-            "UPDATE jobs SET state = 'PENDING', share = ?2, cost = ?3, reason = ?4, suggestion = NULL, reserved = ?5 WHERE id = ?1",
-            params![id as i64, share, cost.0, reason, (reserved != spec.estimate()).then_some(reserved)],
-        )?;
+        store::jobs::place(&tx, id, &names)?;
+        let reserved_beyond = (reserved != spec.estimate()).then_some(reserved);
+        store::jobs::released(&tx, id, share, cost, reason, reserved_beyond)?;
         tx.commit()?;
         if !state_nodes.is_empty() {
             // As a submission now would be committed (and a restart rebuilds it: the same

@@ -24,16 +24,26 @@ pub enum ApiError {
     /// 429, with how many seconds to wait (Retry-After).
     #[error("{0}")]
     TooMany(String, u64),
+    /// A 500. The detail (a store's or a subsystem's own words) goes to the server's log
+    /// under a request id; the client gets the id only (`IntoResponse`).
     #[error("internal error: {0}")]
     Internal(String),
 }
 
+/// The header a 500 carries its request id in (the same id as in its body and the log).
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// A fresh request id: 16 hex digits, random, to find a failure in the server's log.
+fn request_id() -> String {
+    use rand::RngCore;
+    format!("{:016x}", rand::rng().next_u64())
+}
+
 impl From<rusqlite::Error> for ApiError {
-    /// The store's own words go to the server's log, not to the client: they can name tables,
-    /// paths and other users' data.
+    /// The store's own words go to the server's log, never to the client (`IntoResponse`):
+    /// they can name tables, paths and other users' data.
     fn from(e: rusqlite::Error) -> Self {
-        tracing::error!("store: {e}");
-        ApiError::Internal("the store failed; the server's log has the details".into())
+        ApiError::Internal(format!("store: {e}"))
     }
 }
 
@@ -55,7 +65,23 @@ impl IntoResponse for ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        let mut r = (status, Json(ErrorBody { error: self.to_string() })).into_response();
+        let (error, id) = match &self {
+            ApiError::Internal(detail) => {
+                let id = request_id();
+                tracing::error!(request_id = %id, "{detail}");
+                (
+                    format!(
+                        "internal error: the server could not complete this request; its log has the details under request id {id}"
+                    ),
+                    Some(id),
+                )
+            }
+            e => (e.to_string(), None),
+        };
+        let mut r = (status, Json(ErrorBody { error })).into_response();
+        if let Some(v) = id.and_then(|id| axum::http::HeaderValue::from_str(&id).ok()) {
+            r.headers_mut().insert(REQUEST_ID, v);
+        }
         if let ApiError::TooMany(_, secs) = &self {
             if let Ok(v) = axum::http::HeaderValue::from_str(&secs.to_string()) {
                 r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);

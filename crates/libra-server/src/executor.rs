@@ -21,7 +21,6 @@ use crate::app::App;
 use crate::config::{ExecutorConfig, ExecutorKind};
 use crate::error::ApiError;
 use crate::settle::{parts_ending, settle_job};
-use rusqlite::params;
 use std::sync::Arc;
 
 pub mod slurm;
@@ -85,10 +84,7 @@ impl crate::app::Inner {
     /// nothing (it used no CPU), its hold released.
     pub fn executor_refused(&mut self, job: u64, error: &str, now: f64) -> Result<bool, ApiError> {
         let tx = self.db.transaction()?;
-        let n = tx.execute(
-            "UPDATE job_nodes SET seen = 1, done = 1, failed = 1, error = ?2, end_time = ?3 WHERE job = ?1 AND done = 0",
-            params![job as i64, error, now],
-        )?;
+        let n = crate::store::jobs::refused_by_executor(&tx, job, error, now)?;
         let mut settled = None;
         if n > 0 {
             if let Some((ending, reason)) = parts_ending(&tx, job, now)? {

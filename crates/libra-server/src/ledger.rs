@@ -296,3 +296,21 @@ pub fn entries(conn: &Connection, user: Option<i64>, limit: u32) -> rusqlite::Re
 
 #[cfg(test)]
 mod tests;
+
+/// Everything charged for jobs since the store began.
+pub fn charged_total(conn: &Connection) -> rusqlite::Result<Money> {
+    conn.query_row("SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE kind = 'charge'", [], |r| r.get(0))
+        .map(Money)
+}
+
+/// Credit on hold for accepted jobs now, over every user (each user's last entry carries
+/// their running totals).
+pub fn held_total(conn: &Connection) -> rusqlite::Result<Money> {
+    conn.query_row(
+        "SELECT COALESCE(SUM(hold_total - charge_total - release_total), 0) FROM ledger \
+         WHERE id IN (SELECT MAX(id) FROM ledger GROUP BY user_id)",
+        [],
+        |r| r.get(0),
+    )
+    .map(Money)
+}

@@ -5,7 +5,6 @@
 pub mod app;
 pub mod audit;
 pub mod auth;
-pub mod backup;
 mod change;
 pub mod config;
 pub mod error;
@@ -16,7 +15,6 @@ pub mod login_guard;
 pub mod metrics;
 mod nodes;
 pub mod openapi;
-pub mod projects;
 mod queue;
 pub mod routes;
 pub mod sched;
@@ -28,6 +26,11 @@ pub mod tls;
 pub use app::App;
 pub use config::Config;
 pub use error::{ApiError, ServerError};
+/// The store's lock, backup and restore (`libra server backup` / `restore`).
+pub use store::backup;
+/// Shared accounts (projects) and their ledger: data and rules together in the store, as their
+/// holds and charges are drawn over allocation buckets inside one transaction.
+pub use store::projects;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -36,7 +39,7 @@ use std::time::Duration;
 /// Creates the `admin` account on an empty store. Returns the password when one was generated.
 pub fn bootstrap_admin(app: &App) -> Result<Option<String>, ServerError> {
     let g = app.lock();
-    let users: i64 = g.db.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
+    let users = store::users::count(&g.db)?;
     if users > 0 {
         return Ok(None);
     }
@@ -45,7 +48,7 @@ pub fn bootstrap_admin(app: &App) -> Result<Option<String>, ServerError> {
         None => (auth::new_token()[..16].to_string(), true),
     };
     let hash = auth::hash_password(&password).map_err(|e| ServerError::Invalid(e.to_string()))?;
-    g.db.execute("INSERT INTO users(name, pw_hash, admin) VALUES ('admin', ?1, 1)", rusqlite::params![hash])?;
+    store::users::insert(&g.db, "admin", &hash, true, None, false)?;
     Ok(generated.then_some(password))
 }
 
@@ -72,17 +75,16 @@ pub async fn serve(
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
                 tick.tick().await;
-                let r = {
-                    let mut g = app.lock();
-                    let now = app::now();
-                    g.check_nodes(now)
-                        .and_then(|()| {
-                            let grace = now - g.node_timeout;
-                            g.settle_stranded(now, Some(grace))
-                        })
-                        .and_then(|_| g.release_dependents(now))
-                        .and_then(|_| g.dispatch_queue(now))
-                };
+                let r = app
+                    .run(|g| {
+                        let now = app::now();
+                        g.check_nodes(now)?;
+                        let grace = now - g.node_timeout;
+                        g.settle_stranded(now, Some(grace))?;
+                        g.release_dependents(now)?;
+                        g.dispatch_queue(now)
+                    })
+                    .await;
                 if let Err(e) = r {
                     tracing::error!("scheduler tick: {e}");
                 }
@@ -223,6 +225,8 @@ pub fn run_with(config: Config, reloader: Option<Reloader>) -> Result<(), Server
 /// A server running on a thread of its own (benchmarks, embedding); stops when dropped.
 pub struct Background {
     pub addr: std::net::SocketAddr,
+    /// The running server's state (tests hold its writer to show what does not wait for it).
+    pub app: Arc<App>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -241,7 +245,8 @@ impl Drop for Background {
 /// Starts a server on its own runtime and thread, listening on `config.listen` (port 0 picks a
 /// free port; the chosen address is in the result).
 pub fn start_background(config: Config) -> Result<Background, ServerError> {
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Result<std::net::SocketAddr, ServerError>>();
+    type Started = Result<(std::net::SocketAddr, Arc<App>), ServerError>;
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel::<Started>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new().name("libra-server".into()).spawn(move || {
         let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
@@ -263,7 +268,8 @@ pub fn start_background(config: Config) -> Result<Background, ServerError> {
             };
             match started.await {
                 Ok((app, listener, tls)) => {
-                    let _ = addr_tx.send(listener.local_addr().map_err(ServerError::Io));
+                    let _ = addr_tx
+                        .send(listener.local_addr().map_err(ServerError::Io).map(|a| (a, app.clone())));
                     if let Err(e) = serve(app, listener, tls, async {
                         let _ = stop_rx.await;
                     })
@@ -278,8 +284,8 @@ pub fn start_background(config: Config) -> Result<Background, ServerError> {
             }
         });
     })?;
-    let addr = addr_rx
+    let (addr, app) = addr_rx
         .recv()
         .map_err(|_| ServerError::Invalid("the server thread ended before listening".into()))??;
-    Ok(Background { addr, stop: Some(stop_tx), thread: Some(thread) })
+    Ok(Background { addr, app, stop: Some(stop_tx), thread: Some(thread) })
 }

@@ -96,26 +96,13 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
     {
         let g = app.lock();
         let t = now();
-        let mut counts: std::collections::HashMap<String, i64> =
-            g.db.prepare_cached("SELECT state, COUNT(*) FROM jobs GROUP BY state")?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<Result<_, _>>()?;
+        let mut counts = crate::store::jobs::count_by_state(&g.db)?;
         for s in JobState::ALL {
             let n = counts.remove(s.as_str()).unwrap_or(0);
             jobs.get_or_create(&vec![("state", s.as_str().to_lowercase())]).set(n as f64);
         }
-        revenue.set(g.db.query_row(
-            "SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE kind = 'charge'",
-            [],
-            |r| r.get(0),
-        )?);
-        // Each user's last entry carries their running totals.
-        held.set(g.db.query_row(
-            "SELECT COALESCE(SUM(hold_total - charge_total - release_total), 0) FROM ledger \
-             WHERE id IN (SELECT MAX(id) FROM ledger GROUP BY user_id)",
-            [],
-            |r| r.get(0),
-        )?);
+        revenue.set(crate::ledger::charged_total(&g.db)?.0);
+        held.set(crate::ledger::held_total(&g.db)?.0);
         for (name, rt) in &g.nodes {
             let n = g.cluster.node(rt.idx);
             let l = vec![("node", name.clone())];
@@ -189,12 +176,11 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
 
 pub async fn metrics(State(app): State<Arc<App>>) -> Response {
     let app2 = app.clone();
-    match tokio::task::spawn_blocking(move || render(&app2)).await {
-        Ok(Ok(text)) => {
+    match crate::app::blocking(move || render(&app2)).await {
+        Ok(text) => {
             ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
         }
-        Ok(Err(e)) => e.into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -206,13 +192,23 @@ pub async fn healthz() -> &'static str {
 /// Ready for work: the store answers a query and at least one node is up (503 with the reason
 /// otherwise).
 pub async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let g = app.lock();
-    if let Err(e) = g.db.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)) {
-        return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: the store does not answer: {e}\n"))
-            .into_response();
-    }
-    let up = g.cluster.up_count();
-    let accepting = g.cluster.nodes().filter(|(_, n)| n.up && n.accepting).count();
+    let state = app
+        .run(|g| {
+            if let Err(e) = crate::store::answers(&g.db) {
+                return Ok(Err(e.to_string()));
+            }
+            let up = g.cluster.up_count();
+            Ok(Ok((up, g.cluster.nodes().filter(|(_, n)| n.up && n.accepting).count())))
+        })
+        .await;
+    let (up, accepting) = match state {
+        Ok(Ok(counts)) => counts,
+        Ok(Err(e)) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: the store does not answer: {e}\n"))
+                .into_response()
+        }
+        Err(e) => return e.into_response(),
+    };
     if up == 0 {
         return (StatusCode::SERVICE_UNAVAILABLE, "not ready: no node is up\n".to_string()).into_response();
     }

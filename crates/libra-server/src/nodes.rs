@@ -10,13 +10,10 @@ use crate::app::{Inner, NodeRt};
 use crate::error::ApiError;
 use crate::ledger::{self, LedgerError};
 use crate::settle::{settle_job, Settled};
-use libra_api::{
-    ExitReport, JobState, NodeJobShare, OutputAck, OutputChunk, RegisterRequest, StartJob, Stream,
-    SyncRequest, SyncResponse, OUTPUT_LIMIT,
-};
+use crate::store;
+use libra_api::{NodeJobShare, OutputAck, RegisterRequest, SyncRequest, SyncResponse};
 use libra_core::billing::Ending;
 use libra_core::{Money, NodeSpec};
-use rusqlite::{params, OptionalExtension};
 use std::collections::{HashMap, HashSet};
 
 /// Memory or disk a node did not state: nothing to check a request against.
@@ -108,12 +105,7 @@ impl Inner {
             Some(rt) => self.cluster.node(rt.idx).spec.price_base,
             None => default_price,
         };
-        self.db.execute(
-            "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen, account, switches_users, cred_hash) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9) \
-             ON CONFLICT(name) DO UPDATE SET cpus = excluded.cpus, mem_mb = excluded.mem_mb, mechanism = excluded.mechanism, up = 1, last_seen = excluded.last_seen, \
-             account = excluded.account, switches_users = excluded.switches_users, cred_hash = COALESCE(excluded.cred_hash, nodes.cred_hash)",
-            params![r.name, r.cpus, r.mem_mb as i64, r.mechanism, price, now, r.account, r.switches_users, minted_hash],
-        )?;
+        store::nodes::register(&self.db, r, price, now, minted_hash.as_deref())?;
         match self.nodes.get_mut(&r.name) {
             Some(rt) => {
                 rt.mechanism = r.mechanism.clone();
@@ -180,12 +172,8 @@ impl Inner {
                 )))
             }
         }
-        let mut given = self.db.prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM jobs WHERE id = ?1), EXISTS(SELECT 1 FROM job_nodes WHERE job = ?1 AND node = ?2)",
-        )?;
         for job in r.running.iter().map(|j| j.job).chain(r.exited.iter().map(|e| e.job)) {
-            let (exists, ours): (bool, bool) =
-                given.query_row(params![job as i64, r.name], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            let (exists, ours) = store::nodes::given(&self.db, job, &r.name)?;
             if exists && !ours {
                 tracing::warn!(node = %r.name, job, "a node reported on a job it was not given; refused");
                 return Err(ApiError::Forbidden(format!(
@@ -206,7 +194,7 @@ impl Inner {
         };
         rt.cred_hash = None;
         let idx = rt.idx;
-        self.db.execute("UPDATE nodes SET cred_hash = NULL WHERE name = ?1", params![name])?;
+        store::nodes::forget_credential(&self.db, name)?;
         tracing::warn!(node = %name, "an administrator forgot the node's credential");
         self.node_lost(name, idx, &format!("lost: an administrator forgot node {name}"), now)
     }
@@ -214,12 +202,8 @@ impl Inner {
     /// Marks a node down and settles its active jobs as lost (holds released).
     fn node_lost(&mut self, name: &str, idx: usize, reason: &str, now: f64) -> Result<Vec<u64>, ApiError> {
         self.cluster.set_up(idx, false);
-        self.db.execute("UPDATE nodes SET up = 0 WHERE name = ?1", params![name])?;
-        let jobs: Vec<u64> = self
-            .db
-            .prepare("SELECT j.id FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 AND j.state IN ('PENDING','RUNNING','SUSPENDED')")?
-            .query_map(params![name], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-            .collect::<Result<_, _>>()?;
+        store::nodes::set_down(&self.db, name)?;
+        let jobs = store::nodes::active_jobs(&self.db, name)?;
         for &job in &jobs {
             self.finish(job, Ending::Lost, Some(reason.to_string()), now)?;
         }
@@ -247,36 +231,16 @@ impl Inner {
         let mut settled: Vec<Settled> = Vec::new();
         let tx = self.db.transaction()?;
         if was_down {
-            tx.execute("UPDATE nodes SET up = 1, last_seen = ?2 WHERE name = ?1", params![r.name, now])?;
+            store::nodes::set_up(&tx, &r.name, now)?;
         }
-        let assigned: HashMap<u64, (JobState, bool)> = {
-            let mut st = tx.prepare_cached(
-                "SELECT j.id, j.state, n.seen FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0",
-            )?;
-            let rows = st.query_map(params![r.name], |row| {
-                let s: String = row.get(1)?;
-                Ok((
-                    row.get::<_, i64>(0)? as u64,
-                    (JobState::parse(&s).unwrap_or(JobState::Failed), row.get::<_, bool>(2)?),
-                ))
-            })?;
-            rows.collect::<Result<_, _>>()?
-        };
+        let assigned = store::nodes::assigned(&tx, &r.name)?;
         let mut running: Vec<u64> = Vec::new();
         for j in &r.running {
             match assigned.get(&j.job) {
                 Some((state, _)) if state.is_active() => {
-                    tx.prepare_cached(
-                        "UPDATE job_nodes SET seen = 1, cpu_seconds = MAX(cpu_seconds, ?3) WHERE job = ?1 AND node = ?2",
-                    )?
-                    .execute(params![j.job as i64, r.name, j.cpu_seconds])?;
-                    tx.prepare_cached(
-                        "UPDATE jobs SET start_time = COALESCE(start_time, ?2), state = CASE state WHEN 'PENDING' THEN 'RUNNING' ELSE state END, \
-                         cpu_seconds = (SELECT SUM(cpu_seconds) FROM job_nodes WHERE job = ?1) WHERE id = ?1",
-                    )?
-                    .execute(params![j.job as i64, j.start_time])?;
+                    store::nodes::running(&tx, j.job, &r.name, j.cpu_seconds, j.start_time)?;
                     for c in &j.output {
-                        store_output(&tx, j.job, &r.name, c)?;
+                        store::nodes::append_output(&tx, j.job, &r.name, c)?;
                     }
                     running.push(j.job);
                 }
@@ -286,7 +250,7 @@ impl Inner {
         let mut ended: Vec<u64> = Vec::new();
         for e in &r.exited {
             if assigned.contains_key(&e.job) {
-                record_exit(&tx, &r.name, e, now)?;
+                store::nodes::record_exit(&tx, &r.name, e, now)?;
                 // The executor's own record of the end, if it came first, has the last word.
                 crate::executor::slurm::apply_slurm_end(&tx, e.job)?;
                 ended.push(e.job);
@@ -298,10 +262,7 @@ impl Inner {
         for (job, (state, seen)) in &assigned {
             if *seen && state.is_active() && !reported.contains(job) {
                 // The node ran it and no longer knows it (the agent restarted without it).
-                tx.execute(
-                    "UPDATE job_nodes SET done = 1, failed = 1, lost = 1 WHERE job = ?1 AND node = ?2",
-                    params![*job as i64, r.name],
-                )?;
+                store::nodes::part_lost(&tx, *job, &r.name)?;
                 ended.push(*job);
             }
         }
@@ -319,7 +280,7 @@ impl Inner {
         tx.commit()?;
         let gone: HashSet<u64> = settled.iter().map(|s| s.job).collect();
         for j in r.running.iter().filter(|j| running.contains(&j.job) && !gone.contains(&j.job)) {
-            if let Some(min_cpu) = self.min_cpu(j.job)? {
+            if let Some(min_cpu) = store::nodes::min_cpu(&self.db, j.job)? {
                 let _ = self.cluster.report_progress(j.job, min_cpu, now);
             }
         }
@@ -332,12 +293,6 @@ impl Inner {
         Ok(resp)
     }
 
-    fn min_cpu(&self, job: u64) -> rusqlite::Result<Option<f64>> {
-        self.db
-            .prepare_cached("SELECT MIN(cpu_seconds) FROM job_nodes WHERE job = ?1")?
-            .query_row(params![job as i64], |r| r.get(0))
-    }
-
     /// Where the server's copy of each running job's output ends on this node.
     fn output_acks(
         &self,
@@ -345,14 +300,9 @@ impl Inner {
         running: &[u64],
         gone: &HashSet<u64>,
     ) -> rusqlite::Result<Vec<OutputAck>> {
-        let mut st =
-            self.db.prepare_cached("SELECT out_end, err_end FROM job_nodes WHERE job = ?1 AND node = ?2")?;
         let mut acks = Vec::with_capacity(running.len());
         for &job in running.iter().filter(|j| !gone.contains(j)) {
-            if let Some((out, err)) = st
-                .query_row(params![job as i64, node], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
-                .optional()?
-            {
+            if let Some((out, err)) = store::nodes::output_end(&self.db, job, node)? {
                 acks.push(OutputAck { job, stdout: out.max(0) as u64, stderr: err.max(0) as u64 });
             }
         }
@@ -364,56 +314,10 @@ impl Inner {
         let running: HashMap<u64, bool> = r.running.iter().map(|j| (j.job, j.suspended)).collect();
         let switches = self.nodes.get(&r.name).is_some_and(|rt| rt.switches_users);
         let exited: HashSet<u64> = r.exited.iter().map(|e| e.job).collect();
-        let mut st = self.db.prepare_cached(
-            "SELECT j.id, j.state, j.command, COALESCE(j.reserved, j.estimate), j.submit_time, j.deadline_at, j.share, n.seen, j.mem_mb, j.procs, \
-             j.cpus_per_task, j.name, n.rank, j.workdir, j.env, j.stdout_pattern, j.stderr_pattern, j.time_limit, \
-             (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)), \
-             (SELECT COALESCE(u.unix_user, u.name) FROM users u WHERE u.id = j.user_id), \
-             (SELECT u.allow_root FROM users u WHERE u.id = j.user_id), j.array_id, j.array_task, j.slurm_id \
-             FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
-             AND j.state IN ('PENDING','RUNNING','SUSPENDED') AND j.waiting = 0 AND (?2 = 0 OR j.slurm_id IS NOT NULL)",
-        )?;
         // Under an executor that launches jobs itself (Slurm), the node's agent adopts a job
         // only once the executor has it (its id is known).
-        let rows = st.query_map(params![r.name, self.exec.launches_itself], |row| {
-            let state: String = row.get(1)?;
-            let command: String = row.get(2)?;
-            let env: Option<String> = row.get(14)?;
-            let nodes: Option<String> = row.get(18)?;
-            Ok((
-                StartJob {
-                    job: row.get::<_, i64>(0)? as u64,
-                    command: serde_json::from_str(&command).unwrap_or_default(),
-                    estimate: row.get(3)?,
-                    submit_time: row.get(4)?,
-                    deadline_at: row.get(5)?,
-                    share: row.get(6)?,
-                    suspended: state == "SUSPENDED",
-                    mem_mb: row.get::<_, i64>(8)?.max(0) as u64,
-                    procs: row.get::<_, i64>(9)?.clamp(1, i64::from(u32::MAX)) as u32,
-                    cpus_per_task: row.get::<_, i64>(10)?.clamp(1, i64::from(u32::MAX)) as u32,
-                    name: row.get(11)?,
-                    rank: row.get::<_, i64>(12)?.clamp(0, i64::from(u32::MAX)) as u32,
-                    workdir: row.get(13)?,
-                    env: env.and_then(|e| serde_json::from_str(&e).ok()),
-                    stdout: row.get(15)?,
-                    stderr: row.get(16)?,
-                    time_limit: row.get(17)?,
-                    nodes: nodes.map(|n| n.split(',').map(str::to_string).collect()).unwrap_or_default(),
-                    // An agent that cannot switch accounts runs every job as its own.
-                    unix_user: if switches { row.get(19)? } else { None },
-                    allow_root: row.get::<_, Option<bool>>(20)?.unwrap_or(false),
-                    array_id: row.get::<_, Option<i64>>(21)?.map(|a| a as u64),
-                    array_task: row
-                        .get::<_, Option<i64>>(22)?
-                        .map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
-                    slurm_job_id: row.get::<_, Option<i64>>(23)?.map(|t| t as u64),
-                },
-                row.get::<_, bool>(7)?,
-            ))
-        })?;
-        for row in rows {
-            let (start, seen) = row?;
+        let rows = store::nodes::to_run(&self.db, &r.name, self.exec.launches_itself, switches)?;
+        for (start, seen) in rows {
             match running.get(&start.job) {
                 Some(&is_suspended) => {
                     resp.promises.push(libra_api::JobPromise {
@@ -449,70 +353,6 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-fn record_exit(tx: &rusqlite::Transaction, node: &str, e: &ExitReport, now: f64) -> rusqlite::Result<()> {
-    let failed = e.error.is_some() || e.signal.is_some() || e.exit_code != Some(0);
-    let error = e.error.as_ref().map(|err| format!("node {node}: {err}"));
-    tx.execute(
-        "UPDATE job_nodes SET seen = 1, done = 1, exit_code = ?3, failed = ?4, cpu_seconds = MAX(cpu_seconds, ?5), end_time = ?6, \
-         timed_out = ?7, error = ?8 WHERE job = ?1 AND node = ?2",
-        params![
-            e.job as i64,
-            node,
-            e.exit_code.or(e.signal.map(|s| 128 + s)),
-            failed,
-            e.cpu_seconds,
-            e.end_time.min(now),
-            e.timed_out,
-            error
-        ],
-    )?;
-    for c in &e.output {
-        store_output(tx, e.job, node, c)?;
-    }
-    tx.execute(
-        "UPDATE jobs SET start_time = COALESCE(start_time, ?2), cpu_seconds = (SELECT SUM(cpu_seconds) FROM job_nodes WHERE job = ?1) WHERE id = ?1",
-        params![e.job as i64, e.start_time],
-    )?;
-    Ok(())
-}
-
-/// Appends a chunk of a job's output where the stored copy ends (a chunk sent again is
-/// ignored; one that starts past the end marks the copy truncated), keeping the last
-/// `OUTPUT_LIMIT` bytes.
-fn store_output(tx: &rusqlite::Transaction, job: u64, node: &str, c: &OutputChunk) -> rusqlite::Result<()> {
-    let Ok(bytes) = c.bytes() else {
-        tracing::warn!(job, node, "an output chunk that is not base64 was ignored");
-        return Ok(());
-    };
-    let (data, start, end) = match c.stream {
-        Stream::Stdout => ("out", "out_start", "out_end"),
-        Stream::Stderr => ("err", "err_start", "err_end"),
-    };
-    let row: Option<(Option<Vec<u8>>, i64)> = tx
-        .prepare_cached(&format!("SELECT {data}, {end} FROM job_nodes WHERE job = ?1 AND node = ?2"))?
-        .query_row(params![job as i64, node], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let Some((kept, kept_end)) = row else { return Ok(()) };
-    let kept_end = kept_end.max(0) as u64;
-    if c.offset < kept_end || bytes.is_empty() {
-        return Ok(());
-    }
-    let skipped = c.offset > kept_end;
-    let mut buf = if skipped { Vec::new() } else { kept.unwrap_or_default() };
-    buf.extend_from_slice(&bytes);
-    let new_end = c.offset + bytes.len() as u64;
-    let cut = buf.len().saturating_sub(OUTPUT_LIMIT);
-    if cut > 0 {
-        buf.drain(..cut);
-    }
-    let new_start = new_end - buf.len() as u64;
-    tx.prepare_cached(&format!(
-        "UPDATE job_nodes SET {data} = ?3, {start} = ?4, {end} = ?5, out_truncated = out_truncated OR ?6 WHERE job = ?1 AND node = ?2"
-    ))?
-    .execute(params![job as i64, node, buf, new_start as i64, new_end as i64, skipped || cut > 0 || new_start > 0])?;
-    Ok(())
 }
 
 /// A running job pays as it goes: once the CPU it has used nears what is held for it, the hold
@@ -561,12 +401,6 @@ fn charge_as_it_runs(tx: &rusqlite::Transaction, job: u64, now: f64) -> Result<O
 impl Inner {
     /// Jobs the store says a node should be running now.
     pub fn active_on(&self, node: &str) -> rusqlite::Result<HashSet<u64>> {
-        self.db
-            .prepare_cached(
-                "SELECT j.id FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
-                 AND j.state IN ('PENDING','RUNNING','SUSPENDED')",
-            )?
-            .query_map(params![node], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-            .collect()
+        Ok(store::nodes::active_jobs(&self.db, node)?.into_iter().collect())
     }
 }

@@ -7,10 +7,9 @@
 use crate::app::{spec_of, Inner};
 use crate::error::ApiError;
 use crate::ledger;
+use crate::store;
 use libra_core::billing::Ending;
 use libra_core::policy::{Dispatch, Queued};
-use libra_core::Money;
-use rusqlite::params;
 
 impl Inner {
     /// Returns true when a job was started (the node agents have work).
@@ -18,26 +17,7 @@ impl Inner {
         if !self.policy.space_shared() {
             return Ok(false);
         }
-        let queued: Vec<(Queued, Money, u64)> = self
-            .db
-            .prepare_cached(
-                "SELECT id, submit_time, estimate, procs, deadline_at, budget, mem_mb FROM jobs \
-                 WHERE state = 'PENDING' AND waiting = 0 AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = jobs.id) ORDER BY id",
-            )?
-            .query_map([], |r| {
-                Ok((
-                    Queued {
-                        job: r.get::<_, i64>(0)? as u64,
-                        submit: r.get(1)?,
-                        estimate: r.get(2)?,
-                        procs: r.get(3)?,
-                        deadline_abs: r.get(4)?,
-                    },
-                    Money(r.get(5)?),
-                    r.get::<_, i64>(6)?.max(0) as u64,
-                ))
-            })?
-            .collect::<Result<_, _>>()?;
+        let queued = store::jobs::queued(&self.db)?;
         if queued.is_empty() {
             return Ok(false);
         }
@@ -62,16 +42,8 @@ impl Inner {
                     let share =
                         nodes.iter().map(|&i| self.cluster.node(i).spec.job_cap(1)).fold(1.0, f64::min);
                     let tx = self.db.transaction()?;
-                    for (rank, n) in names.iter().enumerate() {
-                        tx.execute(
-                            "INSERT INTO job_nodes(job, node, rank) VALUES (?1, ?2, ?3)",
-                            params![job as i64, n, rank as i64],
-                        )?;
-                    }
-                    tx.execute(
-                        "UPDATE jobs SET cost = ?2, share = ?3, reason = NULL WHERE id = ?1",
-                        params![job as i64, cost.0, share],
-                    )?;
+                    store::jobs::place(&tx, job, &names)?;
+                    store::jobs::dispatched(&tx, job, cost, share)?;
                     ledger::reduce_hold(&tx, job, cost, now)
                         .map_err(|e| ApiError::Internal(e.to_string()))?;
                     tx.commit()?;

@@ -13,7 +13,6 @@ use libra_api::{JobInfo, JobState, NodePrice, QuoteResponse, SubmitRequest};
 use libra_core::billing::Ending;
 use libra_core::policy::suggest;
 use libra_core::{Decision, JobSpec, Money};
-use rusqlite::{params, OptionalExtension};
 
 pub const MAX_COMMAND_ARGS: usize = 4096;
 /// Limits on what a submission may store (a rejected submission is stored too).
@@ -156,14 +155,7 @@ impl Inner {
         for (caller, req, key) in items {
             let req = &*self.executor_defaults(req);
             let one = check_request(req).and_then(|()| {
-                tx.execute_batch("SAVEPOINT submission")?;
-                let r = self.store_submission(&tx, caller, req, *key, now);
-                tx.execute_batch(if r.is_ok() {
-                    "RELEASE submission"
-                } else {
-                    "ROLLBACK TO submission; RELEASE submission"
-                })?;
-                r
+                store::in_savepoint(&tx, || self.store_submission(&tx, caller, req, *key, now))
             });
             stored.push(one.map(|(id, state, admitted)| {
                 if let Some((nodes, reserved)) = admitted {
@@ -221,19 +213,11 @@ impl Inner {
         // A retried submission (the client lost the first answer) gets the job the first one
         // made: decided once, held once.
         if let Some(key) = key {
-            let earlier: Option<(i64, String)> = tx
-                .prepare_cached("SELECT id, state FROM jobs WHERE user_id = ?1 AND idem_key = ?2")?
-                .query_row(params![caller.id, key], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            if let Some((id, state)) = earlier {
-                return Ok((id as u64, JobState::parse(&state).unwrap_or(JobState::Failed), None));
+            if let Some((id, state)) = store::jobs::by_idempotency_key(tx, caller.id, key)? {
+                return Ok((id, state, None));
             }
         }
-        let active: i64 = tx
-            .prepare_cached(
-                "SELECT COUNT(*) FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED')",
-            )?
-            .query_row(params![caller.id], |r| r.get(0))?;
+        let active = store::jobs::active_count(tx, caller.id)?;
         if active >= i64::from(self.max_active_jobs) {
             return Err(ApiError::TooMany(
                 format!(
@@ -295,55 +279,50 @@ impl Inner {
         let node_names: Vec<String> = nodes.iter().map(|&i| self.node_name(i)).collect();
         let deadline_at = now + spec.deadline();
         let mut state = state;
-        tx.prepare_cached(
-            "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved, \
-             workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key, cpus_per_task, project_id) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
-        )?
-        .execute(params![
-            caller.id,
-            req.name,
-            state.as_str(),
-            stored_command(&req.command, state)?,
-            spec.estimate(),
-            spec.procs(),
-            spec.resources.mem_mb as i64,
-            spec.deadline(),
-            spec.budget().0,
-            now,
-            deadline_at,
-            share,
-            cost.0,
-            reason,
-            suggestion.map(|s| serde_json::to_string(&s)).transpose()?,
-            (reserved != spec.estimate()).then_some(reserved),
-            // A refusal keeps no environment: it will never run, and it would only fill the store.
-            req.workdir,
-            req.env.as_ref().filter(|_| state == JobState::Pending).map(serde_json::to_string).transpose()?,
-            req.stdout,
-            req.stderr,
-            req.time_limit,
-            key,
-            spec.resources.cpus_per_task,
-            project,
-        ])?;
-        let id = tx.last_insert_rowid() as u64;
+        let id = store::jobs::insert(
+            tx,
+            &store::jobs::NewJob {
+                user: caller.id,
+                name: req.name.as_deref(),
+                state,
+                command: stored_command(&req.command, state)?,
+                estimate: spec.estimate(),
+                procs: spec.procs(),
+                mem_mb: spec.resources.mem_mb as i64,
+                deadline: spec.deadline(),
+                budget: spec.budget(),
+                submit_time: now,
+                deadline_at,
+                share,
+                cost,
+                reason: reason.as_deref(),
+                suggestion: suggestion.map(|s| serde_json::to_string(&s)).transpose()?,
+                reserved: (reserved != spec.estimate()).then_some(reserved),
+                workdir: req.workdir.as_deref(),
+                // A refusal keeps no environment: it will never run, and it would only fill
+                // the store.
+                env: req
+                    .env
+                    .as_ref()
+                    .filter(|_| state == JobState::Pending)
+                    .map(serde_json::to_string)
+                    .transpose()?,
+                stdout: req.stdout.as_deref(),
+                stderr: req.stderr.as_deref(),
+                time_limit: req.time_limit,
+                idem_key: key,
+                cpus_per_task: spec.resources.cpus_per_task,
+                project,
+            },
+        )?;
         if state == JobState::Pending {
             match ledger::hold(tx, caller.id, id, cost, spec.budget(), now) {
-                Ok(()) => {
-                    let mut ins =
-                        tx.prepare_cached("INSERT INTO job_nodes(job, node, rank) VALUES (?1, ?2, ?3)")?;
-                    for (rank, n) in node_names.iter().enumerate() {
-                        ins.execute(params![id as i64, n, rank as i64])?;
-                    }
-                }
+                Ok(()) => store::jobs::place(tx, id, &node_names)?,
                 Err(e) => {
                     state = JobState::Rejected;
                     reason = Some(e.to_string());
-                    tx.execute(
-                        "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0, env = NULL, command = ?3 WHERE id = ?1",
-                        params![id as i64, reason, stored_command(&req.command, JobState::Rejected)?],
-                    )?;
+                    let command = stored_command(&req.command, JobState::Rejected)?;
+                    store::jobs::reject(tx, id, reason.as_deref(), &command)?;
                 }
             }
         }
@@ -426,15 +405,7 @@ impl Inner {
     /// A job the caller may touch: their own, or any for an administrator. Another user's job is
     /// refused with 403 (it is not hidden behind a 404: the id is not a secret, the job is).
     pub fn owned_job(&self, caller: &Caller, id: u64) -> Result<JobInfo, ApiError> {
-        let owner = store::job_owner(&self.db, id)?
-            .ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
-        if owner != caller.id && !caller.admin {
-            return Err(ApiError::Forbidden(format!(
-                "forbidden: job {id} belongs to another user; {} may see and change only their own jobs",
-                caller.name
-            )));
-        }
-        store::job(&self.db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+        owned_job(&self.db, caller, id)
     }
 
     /// Cancels an active job: its owner pays for the CPU it used (nothing before it starts); a
@@ -483,7 +454,21 @@ impl Inner {
 }
 
 mod array;
+pub(crate) use array::array as owned_array;
 pub(crate) mod deps;
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// Job `id`, if the caller may see it: their own, any for an administrator.
+pub fn owned_job(db: &rusqlite::Connection, caller: &Caller, id: u64) -> Result<JobInfo, ApiError> {
+    let owner =
+        store::job_owner(db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))?;
+    if owner != caller.id && !caller.admin {
+        return Err(ApiError::Forbidden(format!(
+            "forbidden: job {id} belongs to another user; {} may see and change only their own jobs",
+            caller.name
+        )));
+    }
+    store::job(db, id)?.ok_or_else(|| ApiError::NotFound(format!("job {id} does not exist")))
+}

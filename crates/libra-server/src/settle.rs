@@ -7,10 +7,11 @@
 use crate::app::Inner;
 use crate::error::ApiError;
 use crate::ledger;
+use crate::store;
 use libra_api::JobState;
-use libra_core::billing::{self, Ending, Outcome, Usage};
+use libra_core::billing::{self, Ending, Outcome};
 use libra_core::Money;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 
 /// A job settled in a transaction, for the in-memory view once it commits.
 #[derive(Debug, Clone)]
@@ -30,24 +31,7 @@ pub fn state_of(o: Outcome) -> JobState {
     }
 }
 
-/// What a job was quoted and has used so far, from the store.
-pub fn usage(conn: &Connection, job: u64) -> rusqlite::Result<Option<(JobState, Usage)>> {
-    conn.prepare_cached("SELECT state, cost, budget, estimate, procs, cpu_seconds FROM jobs WHERE id = ?1")?
-        .query_row(params![job as i64], |r| {
-            let state: String = r.get(0)?;
-            Ok((
-                JobState::parse(&state).unwrap_or(JobState::Failed),
-                Usage {
-                    quoted: Money(r.get(1)?),
-                    budget: Money(r.get(2)?),
-                    estimate: r.get(3)?,
-                    procs: r.get::<_, i64>(4)?.clamp(1, i64::from(u32::MAX)) as u32,
-                    cpu_seconds: r.get(5)?,
-                },
-            ))
-        })
-        .optional()
-}
+pub use crate::store::endings::usage;
 
 /// Settles an active job inside `conn`'s open transaction. None when the job is not active
 /// (settled already: settling twice does nothing).
@@ -81,12 +65,7 @@ pub fn settle_job(
         note.push_str(&format!(" (capped at the {charged} the owner's credit could cover)"));
     }
     let final_state = state_of(s.outcome);
-    conn.prepare_cached(
-        "UPDATE jobs SET state = ?2, charged = ?3, reason = COALESCE(?4, reason), settlement = ?5, \
-         end_time = COALESCE(end_time, ?6) WHERE id = ?1",
-    )?
-    .execute(params![job as i64, final_state.as_str(), charged.0, reason, note, now])?;
-    conn.prepare_cached("UPDATE job_nodes SET done = 1 WHERE job = ?1")?.execute(params![job as i64])?;
+    store::endings::settled(conn, job, final_state, charged, reason.as_deref(), &note, now)?;
     Ok(Some(Settled { job, state: final_state, charged }))
 }
 
@@ -97,64 +76,30 @@ pub fn parts_ending(
     job: u64,
     now: f64,
 ) -> Result<Option<(Ending, Option<String>)>, ApiError> {
-    let row: Option<(i64, i64, i64, i64, Option<f64>, f64)> = conn
-        .prepare_cached(
-            "SELECT SUM(done = 0), SUM(lost), SUM(failed), SUM(timed_out), MAX(end_time), \
-             (SELECT deadline_at FROM jobs WHERE id = ?1) FROM job_nodes WHERE job = ?1",
-        )?
-        .query_row(params![job as i64], |r| {
-            Ok((
-                r.get::<_, Option<i64>>(0)?.unwrap_or(1),
-                r.get::<_, Option<i64>>(1)?.unwrap_or(0),
-                r.get::<_, Option<i64>>(2)?.unwrap_or(0),
-                r.get::<_, Option<i64>>(3)?.unwrap_or(0),
-                r.get(4)?,
-                r.get::<_, Option<f64>>(5)?.unwrap_or(f64::INFINITY),
-            ))
-        })
-        .optional()?;
+    let row = store::endings::parts(conn, job)?;
     let Some((open, lost, failed, timed_out, end, deadline_at)) = row else { return Ok(None) };
     if open > 0 {
         return Ok(None);
     }
     // A job an executor launched itself (Slurm) has ended only once that executor says so too
     // (`executor::slurm`: its completion record, or the grace period after it left the queue).
-    let external_open: bool = conn
-        .prepare_cached("SELECT slurm_id IS NOT NULL AND slurm_end IS NULL FROM jobs WHERE id = ?1")?
-        .query_row(params![job as i64], |r| r.get(0))
-        .optional()?
-        .unwrap_or(false);
+    let external_open = store::endings::executor_open(conn, job)?;
     if external_open {
         return Ok(None);
     }
     if lost > 0 {
-        let node: Option<String> = conn
-            .query_row("SELECT node FROM job_nodes WHERE job = ?1 AND lost = 1", params![job as i64], |r| {
-                r.get(0)
-            })
-            .optional()?;
+        let node = store::endings::lost_node(conn, job)?;
         let why = format!("lost: node {} no longer runs it", node.unwrap_or_default());
         return Ok(Some((Ending::Lost, Some(why))));
     }
     // The first failing part says why (a start error, a signal, an exit code).
-    let why: Option<(Option<i32>, Option<String>)> = conn
-        .query_row(
-            "SELECT exit_code, error FROM job_nodes WHERE job = ?1 AND failed = 1 ORDER BY rank LIMIT 1",
-            params![job as i64],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
+    let why = store::endings::first_failure(conn, job)?;
     let exit_code: Option<i32> = match &why {
         Some((code, _)) => *code,
-        None => {
-            conn.query_row("SELECT MAX(exit_code) FROM job_nodes WHERE job = ?1", params![job as i64], |r| {
-                r.get(0)
-            })?
-        }
+        None => store::endings::max_exit_code(conn, job)?,
     };
     let end = end.unwrap_or(now).min(now);
-    conn.prepare_cached("UPDATE jobs SET end_time = ?2, exit_code = ?3 WHERE id = ?1")?
-        .execute(params![job as i64, end, exit_code])?;
+    store::endings::ended(conn, job, end, exit_code)?;
     let late = end > deadline_at + libra_core::metrics::DEADLINE_EPS;
     let reason = match why {
         Some((_, Some(error))) => Some(error),
@@ -204,22 +149,9 @@ impl Inner {
     /// node had started when its deadline passed before that instant. Run at start-up (ended
     /// jobs only: the nodes have not reported yet) and on every scheduler tick.
     pub fn settle_stranded(&mut self, now: f64, unstarted_before: Option<f64>) -> Result<usize, ApiError> {
-        let ended: Vec<u64> = self
-            .db
-            .prepare_cached(
-                "SELECT j.id FROM jobs j WHERE j.state IN ('PENDING','RUNNING','SUSPENDED') \
-                 AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id) \
-                 AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.done = 0)",
-            )?
-            .query_map([], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-            .collect::<Result<_, _>>()?;
-        let unstarted: Vec<u64> = self
-            .db
-            .prepare_cached(
-                "SELECT id FROM jobs WHERE state IN ('PENDING','SUSPENDED','HELD') AND start_time IS NULL AND deadline_at < ?1",
-            )?
-            .query_map(params![unstarted_before.unwrap_or(f64::NEG_INFINITY)], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-            .collect::<Result<_, _>>()?;
+        let ended = store::endings::ended_unsettled(&self.db)?;
+        let unstarted =
+            store::endings::unstarted_by(&self.db, unstarted_before.unwrap_or(f64::NEG_INFINITY))?;
         if ended.is_empty() && unstarted.is_empty() {
             return Ok(0);
         }

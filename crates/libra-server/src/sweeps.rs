@@ -12,6 +12,7 @@
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ServerError};
+use crate::store::hosted;
 use libra_api::{SweepCreate, SweepInfo, SweepJob, SweepUsage};
 use libra_broker::create::{create_from_text, CreateError, TextSweep};
 use libra_broker::engine::{self, EngineOptions};
@@ -20,7 +21,6 @@ use libra_broker::state::ExperimentState;
 use libra_broker::store::{Store, StoreError};
 use libra_broker::view;
 use libra_core::dbc::Algorithm;
-use rusqlite::{params, OptionalExtension};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -30,14 +30,6 @@ pub const MAX_JOBS: u64 = 100_000;
 /// The largest plan and resources texts a hosted sweep may be created with.
 pub const MAX_PLAN_BYTES: usize = 256 * 1024;
 pub const MAX_RESOURCES_BYTES: usize = 64 * 1024;
-
-/// Who owns each hosted experiment. In the broker database, beside the experiments, so that
-/// one file holds a sweep whole; the broker itself never reads it.
-const OWNERS: &str = "CREATE TABLE IF NOT EXISTS hosted (
-    exp_id INTEGER PRIMARY KEY,
-    user_id INTEGER NOT NULL,
-    user_name TEXT NOT NULL
-)";
 
 pub struct Sweeps {
     pub db: PathBuf,
@@ -145,7 +137,7 @@ impl Sweeps {
 
     fn store(&self) -> Result<Store, ApiError> {
         let s = Store::open(&self.db)?;
-        s.conn.execute_batch(OWNERS)?;
+        hosted::init(&s.conn)?;
         Ok(s)
     }
 
@@ -170,9 +162,7 @@ impl Sweeps {
     }
 
     fn server_store(&self) -> Result<rusqlite::Connection, rusqlite::Error> {
-        let c = rusqlite::Connection::open(&self.server_db)?;
-        c.busy_timeout(std::time::Duration::from_secs(5))?;
-        Ok(c)
+        crate::store::open_other(&self.server_db)
     }
 
     /// Mints the credential a sweep of `who` uses on this server: a token of theirs marked as
@@ -184,17 +174,17 @@ impl Sweeps {
     }
 
     fn bind_credential(&self, token: &str, exp: i64) -> Result<(), ApiError> {
-        self.server_store()?.execute(
-            "UPDATE tokens SET sweep = ?2 WHERE hash = ?1",
-            params![crate::auth::token_digest(token), exp],
-        )?;
-        Ok(())
+        Ok(crate::store::users::bind_sweep_token(
+            &self.server_store()?,
+            &crate::auth::token_digest(token),
+            exp,
+        )?)
     }
 
     fn drop_credential(&self, token: &str) {
         if let Err(e) = self
             .server_store()
-            .and_then(|c| c.execute("DELETE FROM tokens WHERE hash = ?1", [crate::auth::token_digest(token)]))
+            .and_then(|c| crate::store::users::delete_token(&c, &crate::auth::token_digest(token)))
         {
             tracing::error!("dropping an unused sweep credential: {e}");
         }
@@ -203,7 +193,7 @@ impl Sweeps {
     /// Revokes the sweep's credential (it has ended). Failing to is logged: the credential
     /// still expires.
     fn revoke(&self, exp: i64) {
-        match self.server_store().and_then(|c| c.execute("DELETE FROM tokens WHERE sweep = ?1", [exp])) {
+        match self.server_store().and_then(|c| crate::store::users::revoke_sweep_tokens(&c, exp)) {
             Ok(0) => {}
             Ok(_) => tracing::info!(exp, "hosted sweep ended: its credential is revoked"),
             Err(e) => tracing::error!(exp, "revoking the hosted sweep's credential: {e}"),
@@ -213,11 +203,7 @@ impl Sweeps {
     /// Cancels every active hosted sweep of user `uid` (a disabled or removed account).
     pub fn cancel_owned_by(self: &Arc<Self>, admin: &Caller, uid: i64, now: f64) -> Result<(), ApiError> {
         let store = self.store()?;
-        let ids: Vec<i64> = store
-            .conn
-            .prepare("SELECT exp_id FROM hosted WHERE user_id = ?1")?
-            .query_map([uid], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
+        let ids = hosted::of_user(&store.conn, uid)?;
         for id in ids {
             if !store.experiment(id)?.state.is_final() {
                 self.action(admin, id, "cancel", now)?;
@@ -472,10 +458,7 @@ impl Sweeps {
             }
         };
         let store = self.store()?;
-        store.conn.execute(
-            "INSERT INTO hosted (exp_id, user_id, user_name) VALUES (?1, ?2, ?3)",
-            params![id, who.id, who.name],
-        )?;
+        hosted::add(&store.conn, id, who.id, &who.name)?;
         self.start_engine(id);
         Ok(view::info(&store, id, &who.name, now)?)
     }
@@ -485,12 +468,7 @@ impl Sweeps {
             who.require_admin("list everyone's sweeps")?;
         }
         let store = self.store()?;
-        let rows: Vec<(i64, i64, String)> = {
-            let mut st =
-                store.conn.prepare("SELECT exp_id, user_id, user_name FROM hosted ORDER BY exp_id")?;
-            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-            rows.collect::<Result<_, _>>()?
-        };
+        let rows = hosted::all(&store.conn)?;
         rows.into_iter()
             .filter(|(_, uid, _)| all || *uid == who.id)
             .map(|(id, _, name)| Ok(view::info(&store, id, &name, now)?))
@@ -530,10 +508,7 @@ impl Sweeps {
             }
             store.set_deadline(exp, d)?;
             // The sweep's credential must last as long as the sweep may run.
-            self.server_store()?.execute(
-                "UPDATE tokens SET expires = MAX(expires, ?2) WHERE sweep = ?1",
-                params![exp, d + CREDENTIAL_GRACE],
-            )?;
+            crate::store::users::extend_sweep_tokens(&self.server_store()?, exp, d + CREDENTIAL_GRACE)?;
         }
         if let Some(b) = budget {
             if b.is_negative() {
@@ -606,12 +581,7 @@ impl Sweeps {
 }
 
 fn owner(store: &Store, exp: i64) -> Result<Option<(i64, String)>, ApiError> {
-    Ok(store
-        .conn
-        .query_row("SELECT user_id, user_name FROM hosted WHERE exp_id = ?1", [exp], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()?)
+    Ok(hosted::owner(&store.conn, exp)?)
 }
 
 /// Records a cancellation no engine will record: attempts left running are lost, pending jobs

@@ -23,7 +23,6 @@ use crate::config::{ExecutorConfig, ExecutorKind};
 use crate::error::ApiError;
 use crate::settle::{parts_ending, settle_job};
 use libra_api::{SlurmJobComp, SlurmJobCompAck};
-use rusqlite::{params, OptionalExtension};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
@@ -162,10 +161,7 @@ impl Slurm {
                 match outcome {
                     Ok(id) => {
                         let g = app.lock();
-                        g.db.execute(
-                            "UPDATE jobs SET slurm_id = ?2 WHERE id = ?1 AND slurm_id IS NULL",
-                            params![l.job as i64, id as i64],
-                        )?;
+                        crate::store::slurm::set_id(&g.db, l.job, id)?;
                         tracing::info!(job = l.job, slurm_job = id, node = %l.nodes.join(","), "handed to Slurm");
                         new_ids = true;
                         drop(g);
@@ -187,28 +183,20 @@ impl Slurm {
             match self.cli.run("scancel", &[&id.to_string()]) {
                 Ok(_) | Err(SlurmError::Refused(_)) => {
                     // A held job gives its Slurm job up: its release is submitted anew.
-                    app.lock().db.execute(
-                        "UPDATE jobs SET slurm_cancelled = (state <> 'HELD'), \
-                         slurm_suspended = CASE state WHEN 'HELD' THEN 0 ELSE slurm_suspended END, \
-                         slurm_id = CASE state WHEN 'HELD' THEN NULL ELSE slurm_id END WHERE id = ?1",
-                        params![job as i64],
-                    )?;
+                    crate::store::slurm::cancelled(&app.lock().db, job)?;
                     tracing::info!(job, slurm_job = id, "scancel");
                 }
                 Err(e) => tracing::warn!(job, slurm_job = id, "scancel: {e}"),
             }
         }
-        for (list, verb, flag) in [(&todo.suspend, "suspend", 1), (&todo.resume, "resume", 0)] {
+        for (list, verb, flag) in [(&todo.suspend, "suspend", true), (&todo.resume, "resume", false)] {
             for &(job, id) in list {
                 // A job Slurm has not started cannot be suspended: recorded anyway, so it is not
                 // tried every round (the agent freezes what it adopts).
                 if let Err(e) = self.cli.run("scontrol", &[verb, &id.to_string()]) {
                     tracing::warn!(job, slurm_job = id, "scontrol {verb}: {e}");
                 }
-                app.lock().db.execute(
-                    "UPDATE jobs SET slurm_suspended = ?2 WHERE id = ?1",
-                    params![job as i64, flag],
-                )?;
+                crate::store::slurm::set_suspended(&app.lock().db, job, flag)?;
             }
         }
         self.settle_missing(app, &todo.active)?;
@@ -247,10 +235,7 @@ impl Slurm {
                     "gone from Slurm's queue with no completion record: settled from its agent's report"
                 );
                 let mut g = app.lock();
-                g.db.execute(
-                    "UPDATE jobs SET slurm_end = ?2, slurm_reported = ?2 WHERE id = ?1 AND slurm_end IS NULL",
-                    params![job as i64, t],
-                )?;
+                crate::store::slurm::gone(&g.db, job, t)?;
                 g.slurm_settle_after_grace(t, 0.0)?;
                 missing.remove(&job);
             }
@@ -260,62 +245,14 @@ impl Slurm {
 }
 
 fn todo(g: &Inner) -> Result<Todo, ApiError> {
-    let mut t = Todo::default();
-    let mut st = g.db.prepare_cached(
-        "SELECT j.id, COALESCE(u.unix_user, u.name), u.allow_root, j.command, j.env, j.workdir, j.stdout_pattern, \
-         j.stderr_pattern, j.name, j.mem_mb, j.deadline_at, j.time_limit, j.cpus_per_task, j.array_id, j.array_task, \
-         (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)), \
-         (SELECT MIN(x.cpus) FROM nodes x JOIN job_nodes m ON m.node = x.name WHERE m.job = j.id) \
-         FROM jobs j JOIN users u ON u.id = j.user_id \
-         WHERE j.state IN ('PENDING','RUNNING') AND j.slurm_id IS NULL AND j.waiting = 0 \
-         AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.done = 0) ORDER BY j.id",
-    )?;
-    t.submit = st
-        .query_map([], |r| {
-            let command: String = r.get(3)?;
-            let env: Option<String> = r.get(4)?;
-            let nodes: Option<String> = r.get(15)?;
-            Ok(Launch {
-                job: r.get::<_, i64>(0)? as u64,
-                user: r.get(1)?,
-                allow_root: r.get(2)?,
-                command: serde_json::from_str(&command).unwrap_or_default(),
-                env: env.and_then(|e| serde_json::from_str(&e).ok()),
-                workdir: r.get(5)?,
-                stdout: r.get(6)?,
-                stderr: r.get(7)?,
-                name: r.get(8)?,
-                mem_mb: r.get::<_, i64>(9)?.max(0) as u64,
-                deadline_at: r.get(10)?,
-                time_limit: r.get(11)?,
-                cpus_per_task: r.get::<_, i64>(12)?.clamp(1, i64::from(u32::MAX)) as u32,
-                array_id: r.get::<_, Option<i64>>(13)?.map(|a| a as u64),
-                array_task: r.get::<_, Option<i64>>(14)?.map(|a| a.clamp(0, i64::from(u32::MAX)) as u32),
-                nodes: nodes.map(|n| n.split(',').map(str::to_string).collect()).unwrap_or_default(),
-                node_cpus: r.get::<_, Option<f64>>(16)?.unwrap_or(1.0),
-            })
-        })?
-        .collect::<Result<_, _>>()?;
-    let pairs = |sql: &str| -> rusqlite::Result<Vec<(u64, u64)>> {
-        g.db.prepare_cached(sql)?
-            .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)))?
-            .collect()
-    };
-    // Settled or held by Libra while Slurm still has it.
-    t.cancel = pairs(
-        "SELECT id, slurm_id FROM jobs WHERE slurm_id IS NOT NULL AND slurm_end IS NULL AND slurm_cancelled = 0 \
-         AND state NOT IN ('PENDING','RUNNING','SUSPENDED')",
-    )?;
-    t.suspend = pairs(
-        "SELECT id, slurm_id FROM jobs WHERE slurm_id IS NOT NULL AND slurm_end IS NULL AND state = 'SUSPENDED' AND slurm_suspended = 0",
-    )?;
-    t.resume = pairs(
-        "SELECT id, slurm_id FROM jobs WHERE slurm_id IS NOT NULL AND slurm_end IS NULL AND state IN ('PENDING','RUNNING') AND slurm_suspended = 1",
-    )?;
-    t.active = pairs(
-        "SELECT id, slurm_id FROM jobs WHERE slurm_id IS NOT NULL AND slurm_end IS NULL AND state IN ('PENDING','RUNNING','SUSPENDED')",
-    )?;
-    Ok(t)
+    use crate::store::slurm::{self as q, Pending};
+    Ok(Todo {
+        submit: q::launches(&g.db)?,
+        cancel: q::pending(&g.db, Pending::Cancel)?,
+        suspend: q::pending(&g.db, Pending::Suspend)?,
+        resume: q::pending(&g.db, Pending::Resume)?,
+        active: q::pending(&g.db, Pending::Active)?,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -598,12 +535,7 @@ fn state_name(state: u32) -> &'static str {
 /// Nothing when Slurm has not reported yet. The agent cannot know the exit code of a job it
 /// did not start; Slurm does.
 pub fn apply_slurm_end(tx: &rusqlite::Connection, job: u64) -> rusqlite::Result<()> {
-    let row: Option<(Option<String>, Option<i64>, Option<f64>)> = tx
-        .prepare_cached(
-            "SELECT slurm_state, slurm_exit, slurm_end FROM jobs WHERE id = ?1 AND slurm_end IS NOT NULL",
-        )?
-        .query_row(params![job as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
+    let row = crate::store::slurm::end(tx, job)?;
     let Some((state, status, end)) = row else { return Ok(()) };
     let state = state.unwrap_or_else(|| "UNKNOWN".into());
     // A wait status: the signal in the low bits, else the exit code above them.
@@ -614,20 +546,18 @@ pub fn apply_slurm_end(tx: &rusqlite::Connection, job: u64) -> rusqlite::Result<
         "UNKNOWN" => code.is_none().then(|| "Slurm's completion record never came".to_string()),
         other => Some(format!("Slurm ended it: {other}")),
     };
-    tx.prepare_cached(
-        "UPDATE job_nodes SET exit_code = COALESCE(?2, exit_code), failed = ?3, timed_out = ?4, \
-         error = COALESCE(?5, error), end_time = COALESCE(?6, end_time), lost = (lost OR ?7) WHERE job = ?1",
-    )?
-    .execute(params![
-        job as i64,
-        code,
-        failed || (state == "UNKNOWN" && code.is_none()),
-        state == "TIMEOUT",
-        error,
-        end,
-        state == "NODE_FAIL"
-    ])?;
-    Ok(())
+    crate::store::slurm::end_parts(
+        tx,
+        job,
+        &crate::store::slurm::PartsEnd {
+            code,
+            failed: failed || (state == "UNKNOWN" && code.is_none()),
+            timed_out: state == "TIMEOUT",
+            error,
+            end,
+            lost: state == "NODE_FAIL",
+        },
+    )
 }
 
 impl Inner {
@@ -641,21 +571,14 @@ impl Inner {
         now: f64,
     ) -> Result<SlurmJobCompAck, ApiError> {
         let tx = self.db.transaction()?;
-        let mut job: Option<u64> = tx
-            .query_row("SELECT id FROM jobs WHERE slurm_id = ?1", params![rec.job_id as i64], |r| {
-                r.get::<_, i64>(0).map(|v| v as u64)
-            })
-            .optional()?;
+        let mut job = crate::store::slurm::job_of(&tx, rec.job_id)?;
         let ours = rec.partition.as_deref().is_some_and(|p| p.split(',').any(|p| p == partition));
         if job.is_none() && ours && state_name(rec.job_state) != "CANCELLED" {
             // Submitted just before a crash, its id never recorded: the comment names it (only
             // Libra submits to its partition, and nobody may change a comment there). A
             // cancelled one is a held job's old Slurm job.
             if let Some(j) = rec.comment.as_deref().and_then(libra_job_of) {
-                let n = tx.execute(
-                    "UPDATE jobs SET slurm_id = ?2 WHERE id = ?1 AND slurm_id IS NULL",
-                    params![j as i64, rec.job_id as i64],
-                )?;
+                let n = crate::store::slurm::set_id(&tx, j, rec.job_id)?;
                 job = (n > 0).then_some(j);
             }
         }
@@ -664,11 +587,8 @@ impl Inner {
             return Ok(SlurmJobCompAck { job: None, settled: false });
         };
         let end = if rec.end > 0.0 { rec.end.min(now) } else { now };
-        tx.execute(
-            "UPDATE jobs SET slurm_state = ?2, slurm_exit = ?3, slurm_start = ?4, slurm_end = ?5, slurm_reported = ?6 \
-             WHERE id = ?1 AND slurm_end IS NULL",
-            params![job as i64, state_name(rec.job_state), rec.exit_code, (rec.start > 0.0).then_some(rec.start), end, now],
-        )?;
+        let start = (rec.start > 0.0).then_some(rec.start);
+        crate::store::slurm::record_end(&tx, job, state_name(rec.job_state), rec.exit_code, start, end, now)?;
         apply_slurm_end(&tx, job)?;
         let mut settled = None;
         if let Some((ending, reason)) = parts_ending(&tx, job, now)? {
@@ -691,21 +611,14 @@ impl Inner {
     /// Jobs Slurm ended more than `grace` seconds ago whose agent never reported its end:
     /// settled with the CPU it last reported.
     pub fn slurm_settle_after_grace(&mut self, now: f64, grace: f64) -> Result<usize, ApiError> {
-        let late: Vec<u64> = self
-            .db
-            .prepare_cached(
-                "SELECT id FROM jobs WHERE state IN ('PENDING','RUNNING','SUSPENDED') AND slurm_reported IS NOT NULL \
-                 AND slurm_reported <= ?1",
-            )?
-            .query_map(params![now - grace], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-            .collect::<Result<_, _>>()?;
+        let late = crate::store::slurm::reported_by(&self.db, now - grace)?;
         if late.is_empty() {
             return Ok(0);
         }
         let tx = self.db.transaction()?;
         let mut settled = Vec::new();
         for job in late {
-            tx.execute("UPDATE job_nodes SET done = 1 WHERE job = ?1 AND done = 0", params![job as i64])?;
+            crate::store::slurm::parts_done(&tx, job)?;
             apply_slurm_end(&tx, job)?;
             if let Some((ending, reason)) = parts_ending(&tx, job, now)? {
                 settled.extend(settle_job(&tx, job, ending, reason, now)?);
@@ -724,6 +637,7 @@ impl Inner {
 mod tests {
     use super::*;
     use libra_core::Money;
+    use rusqlite::params;
 
     fn launch() -> Launch {
         Launch {

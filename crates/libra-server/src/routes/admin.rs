@@ -6,20 +6,28 @@ use crate::auth;
 use crate::error::ApiError;
 use crate::ledger;
 use crate::projects;
+use crate::store;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::*;
 use libra_core::policy::{Placement, BEYOND_POLICY_NAMES};
 use libra_core::{Money, POLICY_NAMES};
-use rusqlite::{params, OptionalExtension};
+
 use std::sync::Arc;
 
 type Res<T> = Result<Json<T>, ApiError>;
 
 pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<NodeInfo>> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("list the nodes")?;
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("list the nodes")?;
+        Ok(Json(node_infos(g)))
+    })
+    .await
+}
+
+/// Every node as the cluster view and its agent's last report have it, by name.
+fn node_infos(g: &crate::app::Inner) -> Vec<NodeInfo> {
     let t = now();
     let mut v: Vec<NodeInfo> = g
         .nodes
@@ -48,7 +56,7 @@ pub async fn nodes(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<N
         })
         .collect();
     v.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Json(v))
+    v
 }
 
 /// Forgets a node's credential: the node must join again with the join token, and its jobs
@@ -58,11 +66,15 @@ pub async fn node_forget(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Res<NodeForgotten> {
-    let jobs_lost = {
-        let mut g = app.lock();
-        g.caller(&headers)?.require_admin("forget a node")?;
-        g.forget_node(&name, now())?
-    };
+    let jobs_lost = app
+        .run({
+            let name = name.clone();
+            move |g| {
+                g.caller(&headers)?.require_admin("forget a node")?;
+                g.forget_node(&name, now())
+            }
+        })
+        .await?;
     app.changed();
     Ok(Json(NodeForgotten { name, jobs_lost }))
 }
@@ -82,15 +94,19 @@ pub async fn node_action(
             )))
         }
     };
-    {
-        let mut g = app.lock();
-        g.caller(&headers)?.require_admin(&format!("{action} a node"))?;
-        g.set_drained(&name, drained)?;
-        // Undrained capacity may start queued jobs (space-shared policies) at once.
-        g.dispatch_queue(now())?;
-    }
+    let all = app
+        .run({
+            let name = name.clone();
+            move |g| {
+                g.caller(&headers)?.require_admin(&format!("{action} a node"))?;
+                g.set_drained(&name, drained)?;
+                // Undrained capacity may start queued jobs (space-shared policies) at once.
+                g.dispatch_queue(now())?;
+                Ok(node_infos(g))
+            }
+        })
+        .await?;
     app.changed();
-    let Json(all) = nodes(State(app), headers).await?;
     all.into_iter()
         .find(|n| n.name == name)
         .map(Json)
@@ -103,16 +119,20 @@ pub async fn usage(
     headers: HeaderMap,
     Query(q): Query<UsageQuery>,
 ) -> Res<Vec<UsageRow>> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("see the cluster's usage")?;
-    Ok(Json(projects::usage(&g.db, &q)?))
+    app.read(headers, move |db, who| {
+        who.require_admin("see the cluster's usage")?;
+        Ok(Json(projects::usage(db, &q)?))
+    })
+    .await
 }
 
 /// Every shared account with its credit, allocations and members.
 pub async fn accounts(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<AccountInfo>> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("list the accounts")?;
-    Ok(Json(projects::list(&g.db, now())?))
+    app.read(headers, move |db, who| {
+        who.require_admin("list the accounts")?;
+        Ok(Json(projects::list(db, now())?))
+    })
+    .await
 }
 
 pub async fn account_create(
@@ -120,9 +140,11 @@ pub async fn account_create(
     headers: HeaderMap,
     Body(a): Body<AccountCreate>,
 ) -> Res<AccountInfo> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("create accounts")?;
-    Ok(Json(projects::create(&g.db, &a.name, now())?))
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("create accounts")?;
+        Ok(Json(projects::create(&g.db, &a.name, now())?))
+    })
+    .await
 }
 
 /// Each account change is one transaction: the membership, the default, the entries.
@@ -130,10 +152,7 @@ fn in_tx<T>(
     g: &crate::app::Inner,
     f: impl FnOnce(&rusqlite::Connection) -> Result<T, projects::ProjectError>,
 ) -> Result<T, ApiError> {
-    let tx = g.db.unchecked_transaction()?;
-    let v = f(&tx)?;
-    tx.commit()?;
-    Ok(v)
+    Ok(store::in_transaction(&g.db, f)?)
 }
 
 pub async fn account_add_user(
@@ -142,9 +161,11 @@ pub async fn account_add_user(
     Path(name): Path<String>,
     Body(a): Body<AccountUserAdd>,
 ) -> Res<AccountInfo> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("add users to accounts")?;
-    in_tx(&g, |db| projects::add_user(db, &name, &a.user, a.limit, a.default, now())).map(Json)
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("add users to accounts")?;
+        in_tx(g, |db| projects::add_user(db, &name, &a.user, a.limit, a.default, now())).map(Json)
+    })
+    .await
 }
 
 pub async fn account_remove_user(
@@ -153,9 +174,11 @@ pub async fn account_remove_user(
     Path(name): Path<String>,
     Body(a): Body<AccountUserRemove>,
 ) -> Res<AccountInfo> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("remove users from accounts")?;
-    in_tx(&g, |db| projects::remove_user(db, &name, &a.user, now())).map(Json)
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("remove users from accounts")?;
+        in_tx(g, |db| projects::remove_user(db, &name, &a.user, now())).map(Json)
+    })
+    .await
 }
 
 pub async fn account_default(
@@ -164,9 +187,11 @@ pub async fn account_default(
     Path(name): Path<String>,
     Body(a): Body<AccountDefault>,
 ) -> Res<AccountInfo> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("set users' default accounts")?;
-    in_tx(&g, |db| projects::set_default(db, &name, &a.user, now())).map(Json)
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("set users' default accounts")?;
+        in_tx(g, |db| projects::set_default(db, &name, &a.user, now())).map(Json)
+    })
+    .await
 }
 
 pub async fn account_deposit(
@@ -175,10 +200,12 @@ pub async fn account_deposit(
     Path(name): Path<String>,
     Body(a): Body<AccountDeposit>,
 ) -> Res<AccountInfo> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    who.require_admin("change credit")?;
-    in_tx(&g, |db| projects::deposit(db, &name, a.amount, who.id, now())).map(Json)
+    app.run(move |g| {
+        let who = g.caller(&headers)?;
+        who.require_admin("change credit")?;
+        in_tx(g, |db| projects::deposit(db, &name, a.amount, who.id, now())).map(Json)
+    })
+    .await
 }
 
 pub async fn account_transfer(
@@ -186,11 +213,13 @@ pub async fn account_transfer(
     headers: HeaderMap,
     Body(a): Body<AccountTransfer>,
 ) -> Res<TransferResponse> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    who.require_admin("move credit")?;
-    in_tx(&g, |db| projects::transfer(db, &a.from, &a.to, a.amount, who.id, now()))
-        .map(|(from, to)| Json(TransferResponse { from, to }))
+    app.run(move |g| {
+        let who = g.caller(&headers)?;
+        who.require_admin("move credit")?;
+        in_tx(g, |db| projects::transfer(db, &a.from, &a.to, a.amount, who.id, now()))
+            .map(|(from, to)| Json(TransferResponse { from, to }))
+    })
+    .await
 }
 
 pub async fn account_allocate(
@@ -199,16 +228,20 @@ pub async fn account_allocate(
     Path(name): Path<String>,
     Body(a): Body<AccountAllocate>,
 ) -> Res<AccountInfo> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    who.require_admin("allocate credit")?;
-    in_tx(&g, |db| projects::allocate(db, &name, a.amount, a.start, a.end, who.id, now())).map(Json)
+    app.run(move |g| {
+        let who = g.caller(&headers)?;
+        who.require_admin("allocate credit")?;
+        in_tx(g, |db| projects::allocate(db, &name, a.amount, a.start, a.end, who.id, now())).map(Json)
+    })
+    .await
 }
 
 pub async fn pricing(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PricingInfo> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("see the pricing parameters")?;
-    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("see the pricing parameters")?;
+        Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
+    })
+    .await
 }
 
 /// All or nothing: every field is checked (the policy built with the new parameters, the base
@@ -219,18 +252,20 @@ pub async fn set_pricing(
     headers: HeaderMap,
     Body(p): Body<SetPricing>,
 ) -> Res<PricingInfo> {
-    let mut g = app.lock();
-    g.caller(&headers)?.require_admin("change prices")?;
-    let mut params = g.pricing;
-    params.alpha = p.alpha.unwrap_or(params.alpha);
-    params.beta = p.beta.unwrap_or(params.beta);
-    params.libra_gamma = p.libra_gamma.unwrap_or(params.libra_gamma);
-    params.libra_delta = p.libra_delta.unwrap_or(params.libra_delta);
-    if p.node.is_some() && p.price_base.is_none() {
-        return Err(ApiError::BadRequest("price_base: give the new base price for the node".into()));
-    }
-    g.set_pricing_and_price_base(params, p.price_base.map(|pb| (p.node.as_deref(), pb)))?;
-    Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("change prices")?;
+        let mut params = g.pricing;
+        params.alpha = p.alpha.unwrap_or(params.alpha);
+        params.beta = p.beta.unwrap_or(params.beta);
+        params.libra_gamma = p.libra_gamma.unwrap_or(params.libra_gamma);
+        params.libra_delta = p.libra_delta.unwrap_or(params.libra_delta);
+        if p.node.is_some() && p.price_base.is_none() {
+            return Err(ApiError::BadRequest("price_base: give the new base price for the node".into()));
+        }
+        g.set_pricing_and_price_base(params, p.price_base.map(|pb| (p.node.as_deref(), pb)))?;
+        Ok(Json(PricingInfo { params: g.pricing, nodes: g.node_prices(None, None, now()) }))
+    })
+    .await
 }
 
 fn policy_info(policy: &dyn libra_core::Policy) -> PolicyInfo {
@@ -243,9 +278,11 @@ fn policy_info(policy: &dyn libra_core::Policy) -> PolicyInfo {
 }
 
 pub async fn policy(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<PolicyInfo> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("see the policy")?;
-    Ok(Json(policy_info(g.policy.as_ref())))
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("see the policy")?;
+        Ok(Json(policy_info(g.policy.as_ref())))
+    })
+    .await
 }
 
 pub async fn set_policy(
@@ -253,11 +290,13 @@ pub async fn set_policy(
     headers: HeaderMap,
     Body(p): Body<SetPolicy>,
 ) -> Res<PolicyInfo> {
-    let mut g = app.lock();
-    g.caller(&headers)?.require_admin("change the policy")?;
-    let pricing = g.pricing;
-    g.set_policy(&p.policy, pricing, p.placement)?;
-    Ok(Json(policy_info(g.policy.as_ref())))
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("change the policy")?;
+        let pricing = g.pricing;
+        g.set_policy(&p.policy, pricing, p.placement)?;
+        Ok(Json(policy_info(g.policy.as_ref())))
+    })
+    .await
 }
 
 pub async fn job_action(
@@ -266,21 +305,20 @@ pub async fn job_action(
     Path((id, action)): Path<(u64, String)>,
     _ignored: axum::body::Bytes,
 ) -> Res<JobInfo> {
-    let job = {
-        let mut g = app.lock();
-        let who = g.caller(&headers)?;
-        who.require_admin(&format!("{action} jobs"))?;
-        match action.as_str() {
-            "suspend" => g.suspend_resume(id, true)?,
-            "resume" => g.suspend_resume(id, false)?,
-            "cancel" => g.cancel(&who, id, now())?,
-            _ => {
-                return Err(ApiError::NotFound(format!(
+    let job = app
+        .run(move |g| {
+            let who = g.caller(&headers)?;
+            who.require_admin(&format!("{action} jobs"))?;
+            match action.as_str() {
+                "suspend" => g.suspend_resume(id, true),
+                "resume" => g.suspend_resume(id, false),
+                "cancel" => g.cancel(&who, id, now()),
+                _ => Err(ApiError::NotFound(format!(
                     "action: '{action}' is not one of suspend, resume, cancel"
-                )))
+                ))),
             }
-        }
-    };
+        })
+        .await?;
     app.changed();
     Ok(Json(job))
 }
@@ -313,32 +351,25 @@ pub async fn users(
     headers: HeaderMap,
     Query(page): Query<Page>,
 ) -> Res<Vec<UserInfo>> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("list users")?;
-    #[allow(clippy::type_complexity)]
-    let ids: Vec<(i64, bool, String, bool, bool, bool)> =
-        g.db.prepare(
-            "SELECT id, admin, COALESCE(unix_user, name), allow_root, disabled, removed FROM users \
-             WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2",
-        )?
-        .query_map(params![page.after, page_limit(&page)], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-        })?
-        .collect::<Result<_, _>>()?;
-    let mut v = Vec::new();
-    for (id, admin, unix_user, allow_root, disabled, removed) in ids {
-        let b = ledger::balance(&g.db, id)?;
-        v.push(UserInfo {
-            name: b.user,
-            admin,
-            available: b.available,
-            held: b.held,
-            unix_user,
-            allow_root,
-            state: user_state(disabled, removed).into(),
-        });
-    }
-    Ok(Json(v))
+    app.read(headers, move |db, who| {
+        who.require_admin("list users")?;
+        let ids = store::users::page(db, page.after.as_deref(), page_limit(&page))?;
+        let mut v = Vec::new();
+        for (id, admin, unix_user, allow_root, disabled, removed) in ids {
+            let b = ledger::balance(db, id)?;
+            v.push(UserInfo {
+                name: b.user,
+                admin,
+                available: b.available,
+                held: b.held,
+                unix_user,
+                allow_root,
+                state: user_state(disabled, removed).into(),
+            });
+        }
+        Ok(Json(v))
+    })
+    .await
 }
 
 /// disable, enable or remove a user. Disabling or removing revokes every token of theirs
@@ -352,85 +383,64 @@ pub async fn user_action(
     Path((name, action)): Path<(String, String)>,
     _ignored: axum::body::Bytes,
 ) -> Res<UserActionResponse> {
-    let (resp, admin, uid) = {
-        let mut g = app.lock();
-        let admin = g.caller(&headers)?;
-        admin.require_admin(&format!("{action} users"))?;
-        if !["disable", "enable", "remove"].contains(&action.as_str()) {
-            return Err(ApiError::NotFound(format!(
-                "action: '{action}' is not one of disable, enable, remove"
-            )));
-        }
-        let (uid, disabled, removed): (i64, bool, bool) =
-            g.db.query_row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .optional()?
-            .ok_or_else(|| ApiError::NotFound(format!("user: '{name}' does not exist")))?;
-        if uid == admin.id && action != "enable" {
-            return Err(ApiError::BadRequest(format!(
-                "user: {name} is you: an administrator cannot {action} their own account (another administrator can)"
-            )));
-        }
-        if removed {
-            return Err(ApiError::Conflict(format!("user: {name} was removed; nothing can change it")));
-        }
-        let t = now();
-        let mut cancelled = Vec::new();
-        let mut revoked = 0;
-        let state = match action.as_str() {
-            "enable" => {
-                g.db.execute("UPDATE users SET disabled = 0 WHERE id = ?1", params![uid])?;
-                "active"
+    let (resp, admin, uid) = app
+        .run(move |g| {
+            let admin = g.caller(&headers)?;
+            admin.require_admin(&format!("{action} users"))?;
+            if !["disable", "enable", "remove"].contains(&action.as_str()) {
+                return Err(ApiError::NotFound(format!(
+                    "action: '{action}' is not one of disable, enable, remove"
+                )));
             }
-            _ => {
-                let remove = action == "remove";
-                let tx = g.db.unchecked_transaction()?;
-                if remove {
-                    // No password verifies against this: the account can never log in again.
-                    tx.execute(
-                        "UPDATE users SET disabled = 1, removed = 1, pw_hash = '!removed' WHERE id = ?1",
-                        params![uid],
-                    )?;
-                } else {
-                    tx.execute("UPDATE users SET disabled = 1 WHERE id = ?1", params![uid])?;
+            let (uid, disabled, removed) = store::users::state(&g.db, &name)?
+                .ok_or_else(|| ApiError::NotFound(format!("user: '{name}' does not exist")))?;
+            if uid == admin.id && action != "enable" {
+                return Err(ApiError::BadRequest(format!(
+                    "user: {name} is you: an administrator cannot {action} their own account (another administrator can)"
+                )));
+            }
+            if removed {
+                return Err(ApiError::Conflict(format!("user: {name} was removed; nothing can change it")));
+            }
+            let t = now();
+            let mut cancelled = Vec::new();
+            let mut revoked = 0;
+            let state = match action.as_str() {
+                "enable" => {
+                    store::users::enable(&g.db, uid)?;
+                    "active"
                 }
-                revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1", params![uid])? as u64;
-                tx.commit()?;
-                g.forget_tokens();
-                let active: Vec<i64> = g
-                    .db
-                    .prepare(
-                        "SELECT id FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED') ORDER BY id",
-                    )?
-                    .query_map(params![uid], |r| r.get(0))?
-                    .collect::<Result<_, _>>()?;
-                for id in active {
-                    match g.cancel(&admin, id as u64, t) {
-                        Ok(_) => cancelled.push(id as u64),
-                        // Ended on its own in between: nothing left to cancel.
-                        Err(ApiError::Conflict(_)) => {}
-                        Err(e) => return Err(e),
+                _ => {
+                    let remove = action == "remove";
+                    revoked = store::users::disable(&g.db, uid, remove)?;
+                    g.forget_tokens();
+                    for id in store::users::active_jobs(&g.db, uid)? {
+                        match g.cancel(&admin, id, t) {
+                            Ok(_) => cancelled.push(id),
+                            // Ended on its own in between: nothing left to cancel.
+                            Err(ApiError::Conflict(_)) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    if !disabled || remove {
+                        tracing::info!(user = %name, by = %admin.name, action = %action, "account changed");
+                    }
+                    if remove {
+                        "removed"
+                    } else {
+                        "disabled"
                     }
                 }
-                if !disabled || remove {
-                    tracing::info!(user = %name, by = %admin.name, action = %action, "account changed");
-                }
-                if remove {
-                    "removed"
-                } else {
-                    "disabled"
-                }
-            }
-        };
-        let resp = UserActionResponse {
-            user: name.clone(),
-            state: state.into(),
-            cancelled_jobs: cancelled,
-            revoked_tokens: revoked,
-        };
-        (resp, admin, uid)
-    };
+            };
+            let resp = UserActionResponse {
+                user: name.clone(),
+                state: state.into(),
+                cancelled_jobs: cancelled,
+                revoked_tokens: revoked,
+            };
+            Ok((resp, admin, uid))
+        })
+        .await?;
     if resp.state != "active" {
         let sweeps = app.sweeps.clone();
         tokio::task::spawn_blocking(move || sweeps.cancel_owned_by(&admin, uid, now()))
@@ -446,15 +456,17 @@ pub async fn audit(
     headers: HeaderMap,
     Query(page): Query<Page>,
 ) -> Res<Vec<AuditEntry>> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("read the audit log")?;
-    let after = match &page.after {
-        None => None,
-        Some(a) => Some(a.parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(format!("after: '{a}' is not an audit entry id (a whole number)"))
-        })?),
-    };
-    Ok(Json(crate::audit::entries(&g.db, page_limit(&page), after)?))
+    app.read(headers, move |db, who| {
+        who.require_admin("read the audit log")?;
+        let after = match &page.after {
+            None => None,
+            Some(a) => Some(a.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!("after: '{a}' is not an audit entry id (a whole number)"))
+            })?),
+        };
+        Ok(Json(crate::audit::entries(db, page_limit(&page), after)?))
+    })
+    .await
 }
 
 /// A Unix account name as `useradd` accepts them.
@@ -477,10 +489,8 @@ pub async fn user_add(
     headers: HeaderMap,
     Body(u): Body<UserAdd>,
 ) -> Res<UserInfo> {
-    {
-        let g = app.lock();
-        g.caller(&headers)?.require_admin("add users")?;
-    }
+    let h = headers.clone();
+    app.run(move |g| g.caller(&h)?.require_admin("add users")).await?;
     auth::valid_user_name(&u.name)?;
     if u.password.len() < 4 {
         return Err(ApiError::BadRequest("password: give at least 4 characters".into()));
@@ -490,42 +500,45 @@ pub async fn user_add(
     {
         // Where no agent can switch accounts, every job runs as the agents' own account: a
         // mapping to another would be a promise nobody keeps.
-        let g = app.lock();
-        let accounts: std::collections::BTreeSet<&str> =
-            g.nodes.values().map(|n| n.account.as_str()).collect();
-        let single = !g.nodes.is_empty() && g.nodes.values().all(|n| !n.switches_users);
-        if single && u.unix_user.is_some() && !accounts.contains(unix_user.as_str()) {
-            return Err(ApiError::BadRequest(format!(
-                "unix_user: this cluster's node agents are not root, so every job runs as their own account ({}); a user cannot be mapped to {unix_user} here",
-                accounts.into_iter().collect::<Vec<_>>().join(", ")
-            )));
-        }
+        let (mapped, unix) = (u.unix_user.is_some(), unix_user.clone());
+        app.run(move |g| {
+            let accounts: std::collections::BTreeSet<&str> =
+                g.nodes.values().map(|n| n.account.as_str()).collect();
+            let single = !g.nodes.is_empty() && g.nodes.values().all(|n| !n.switches_users);
+            if single && mapped && !accounts.contains(unix.as_str()) {
+                return Err(ApiError::BadRequest(format!(
+                    "unix_user: this cluster's node agents are not root, so every job runs as their own account ({}); a user cannot be mapped to {unix} here",
+                    accounts.into_iter().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            Ok(())
+        })
+        .await?;
     }
     let pw = u.password.clone();
     let hash = app.login_guard.hash(move |mem| auth::hash_password_in(&pw, mem)).await??;
-    let g = app.lock();
-    if auth::user_id(&g.db, &u.name)?.is_some() {
-        return Err(ApiError::Conflict(format!("name: user '{}' already exists", u.name)));
-    }
-    if projects::name_taken(&g.db, &u.name)? {
-        return Err(ApiError::Conflict(format!(
-            "name: '{}' is the name of an account; a user's personal account takes their name, choose another",
-            u.name
-        )));
-    }
-    g.db.execute(
-        "INSERT INTO users(name, pw_hash, admin, unix_user, allow_root) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![u.name, hash, u.admin, u.unix_user, u.allow_root],
-    )?;
-    Ok(Json(UserInfo {
-        name: u.name,
-        admin: u.admin,
-        available: Money::ZERO,
-        held: Money::ZERO,
-        unix_user,
-        allow_root: u.allow_root,
-        state: "active".into(),
-    }))
+    app.run(move |g| {
+        if auth::user_id(&g.db, &u.name)?.is_some() {
+            return Err(ApiError::Conflict(format!("name: user '{}' already exists", u.name)));
+        }
+        if projects::name_taken(&g.db, &u.name)? {
+            return Err(ApiError::Conflict(format!(
+                "name: '{}' is the name of an account; a user's personal account takes their name, choose another",
+                u.name
+            )));
+        }
+        store::users::insert(&g.db, &u.name, &hash, u.admin, u.unix_user.as_deref(), u.allow_root)?;
+        Ok(Json(UserInfo {
+            name: u.name,
+            admin: u.admin,
+            available: Money::ZERO,
+            held: Money::ZERO,
+            unix_user,
+            allow_root: u.allow_root,
+            state: "active".into(),
+        }))
+    })
+    .await
 }
 
 pub async fn credit(
@@ -533,11 +546,13 @@ pub async fn credit(
     headers: HeaderMap,
     Body(c): Body<CreditRequest>,
 ) -> Res<Balance> {
-    let g = app.lock();
-    g.caller(&headers)?.require_admin("change credit")?;
-    let (id, _) = auth::user_id(&g.db, &c.user)?
-        .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
-    ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))
+    app.run(move |g| {
+        g.caller(&headers)?.require_admin("change credit")?;
+        let (id, _) = auth::user_id(&g.db, &c.user)?
+            .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
+        ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))
+    })
+    .await
 }
 
 /// `POST /api/admin/backup`: a consistent copy of the live store, made without stopping the
@@ -548,7 +563,7 @@ pub async fn backup(
     headers: HeaderMap,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
-    app.lock().caller(&headers)?.require_admin("take a backup of the store")?;
+    app.run(move |g| g.caller(&headers)?.require_admin("take a backup of the store")).await?;
     let db = app.config.db.clone();
     let (bytes, contents) = tokio::task::spawn_blocking(move || crate::backup::backup_bytes(&db))
         .await

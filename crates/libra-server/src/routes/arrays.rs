@@ -20,16 +20,14 @@ pub async fn submit(
     Body(req): Body<ArrayRequest>,
 ) -> Res<ArrayResponse> {
     let key = super::user::idempotency_key(&headers)?;
-    let worker = Arc::clone(&app);
-    let answer = tokio::task::spawn_blocking(move || {
-        let mut g = worker.lock();
-        let t = now();
-        let who = g.caller(&headers)?;
-        g.take_submission(&who, t)?;
-        g.submit_array(&who, &req, key.as_deref(), t)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("the array was lost before it was decided: {e}")))??;
+    let answer = app
+        .run(move |g| {
+            let t = now();
+            let who = g.caller(&headers)?;
+            g.take_submission(&who, t)?;
+            g.submit_array(&who, &req, key.as_deref(), t)
+        })
+        .await?;
     if answer.accepted {
         app.changed();
     }
@@ -37,9 +35,7 @@ pub async fn submit(
 }
 
 pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<Vec<JobInfo>> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(g.array(&who, id)?))
+    app.read(headers, move |db, who| Ok(Json(crate::sched::owned_array(db, &who, id)?))).await
 }
 
 /// Reads and ignores a body, as the other action routes do (`user::cancel` says why).
@@ -49,11 +45,12 @@ pub async fn cancel(
     Path(id): Path<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<Vec<JobInfo>> {
-    let tasks = {
-        let mut g = app.lock();
-        let who = g.caller(&headers)?;
-        g.cancel_array(&who, id, now())?
-    };
+    let tasks = app
+        .run(move |g| {
+            let who = g.caller(&headers)?;
+            g.cancel_array(&who, id, now())
+        })
+        .await?;
     app.changed();
     Ok(Json(tasks))
 }

@@ -32,7 +32,13 @@ pub async fn register(
     Body(r): Body<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
     let (joining, digest) = node_secret(&app, &headers)?;
-    let credential = app.lock().register_node(&r, joining, &digest, app.config.default_price_base, now())?;
+    let price_base = app.config.default_price_base;
+    let (r, credential) = app
+        .run(move |g| {
+            let c = g.register_node(&r, joining, &digest, price_base, now())?;
+            Ok((r, c))
+        })
+        .await?;
     Ok(Json(RegisterResponse { name: r.name, period: app.config.period, credential }))
 }
 
@@ -47,11 +53,14 @@ pub async fn sync(
     let notified = app.work.notified();
     tokio::pin!(notified);
     notified.as_mut().enable();
-    let resp = {
-        let mut g = app.lock();
-        g.check_sync(&r, joining, &digest)?;
-        g.sync(&r, now())?
-    };
+    let (r, resp) = app
+        .run(move |g| {
+            g.check_sync(&r, joining, &digest)?;
+            let resp = g.sync(&r, now())?;
+            Ok((r, resp))
+        })
+        .await?;
+    let r = Arc::new(r);
     let idle =
         resp.start.is_empty() && resp.kill.is_empty() && resp.suspend.is_empty() && resp.resume.is_empty();
     if !idle || resp.reregister || r.wait_ms == 0 || !r.exited.is_empty() {
@@ -65,13 +74,17 @@ pub async fn sync(
         notified.set(app.work.notified());
         notified.as_mut().enable();
         let mut again = resp.clone();
-        {
-            let g = app.lock();
-            g.commands(&r, &mut again)?;
-            // A job cancelled while we waited: the node still reports it running.
-            let active = g.active_on(&r.name)?;
-            again.kill.extend(r.running.iter().map(|j| j.job).filter(|j| !active.contains(j)));
-        }
+        let again = {
+            let r = r.clone();
+            app.run(move |g| {
+                g.commands(&r, &mut again)?;
+                // A job cancelled while we waited: the node still reports it running.
+                let active = g.active_on(&r.name)?;
+                again.kill.extend(r.running.iter().map(|j| j.job).filter(|j| !active.contains(j)));
+                Ok(again)
+            })
+            .await?
+        };
         if !(again.start.is_empty()
             && again.kill.is_empty()
             && again.suspend.is_empty()
@@ -107,7 +120,8 @@ pub async fn slurm_jobcomp(
                 .into(),
         )),
     }
-    let ack = app.lock().slurm_jobcomp(&r, &app.config.executor.partition, now())?;
+    let partition = app.config.executor.partition.clone();
+    let ack = app.run(move |g| g.slurm_jobcomp(&r, &partition, now())).await?;
     app.changed();
     Ok(Json(ack))
 }

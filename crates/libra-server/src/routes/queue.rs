@@ -33,9 +33,7 @@ pub async fn queue(
     headers: HeaderMap,
     Params(q): Params<QueueQuery>,
 ) -> Res<Vec<QueueEntry>> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(g.queue(&who, &q)?))
+    app.read(headers, move |db, who| Ok(Json(crate::change::queue(db, &who, &q)?))).await
 }
 
 pub async fn history(
@@ -43,9 +41,7 @@ pub async fn history(
     headers: HeaderMap,
     Params(q): Params<HistoryQuery>,
 ) -> Res<Vec<JobInfo>> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(g.history(&who, &q)?))
+    app.read(headers, move |db, who| Ok(Json(crate::change::history(db, &who, &q)?))).await
 }
 
 pub async fn update(
@@ -54,11 +50,12 @@ pub async fn update(
     Path(id): Path<u64>,
     Body(req): Body<UpdateRequest>,
 ) -> Res<ChangeAnswer> {
-    let answer = {
-        let mut g = app.lock();
-        let who = g.caller(&headers)?;
-        g.update(&who, id, &req, now())?
-    };
+    let answer = app
+        .run(move |g| {
+            let who = g.caller(&headers)?;
+            g.update(&who, id, &req, now())
+        })
+        .await?;
     app.changed();
     Ok(Json(answer))
 }
@@ -70,11 +67,12 @@ pub async fn hold(
     Path(id): Path<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<JobInfo> {
-    let job = {
-        let mut g = app.lock();
-        let who = g.caller(&headers)?;
-        g.hold(&who, id, now())?
-    };
+    let job = app
+        .run(move |g| {
+            let who = g.caller(&headers)?;
+            g.hold(&who, id, now())
+        })
+        .await?;
     app.changed();
     Ok(Json(job))
 }
@@ -85,11 +83,12 @@ pub async fn release(
     Path(id): Path<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<ChangeAnswer> {
-    let answer = {
-        let mut g = app.lock();
-        let who = g.caller(&headers)?;
-        g.release(&who, id, now())?
-    };
+    let answer = app
+        .run(move |g| {
+            let who = g.caller(&headers)?;
+            g.release(&who, id, now())
+        })
+        .await?;
     app.changed();
     Ok(Json(answer))
 }

@@ -20,12 +20,10 @@ async fn with_caller<T: Send + 'static>(
     headers: &HeaderMap,
     f: impl FnOnce(Caller, &Arc<crate::sweeps::Sweeps>) -> Result<T, ApiError> + Send + 'static,
 ) -> Res<T> {
-    let who = app.lock().caller(headers)?;
+    let headers = headers.clone();
+    let who = app.run(move |g| g.caller(&headers)).await?;
     let sweeps = app.sweeps.clone();
-    tokio::task::spawn_blocking(move || f(who, &sweeps))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map(Json)
+    crate::app::blocking(move || f(who, &sweeps)).await.map(Json)
 }
 
 pub async fn create(

@@ -10,7 +10,6 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Json;
 use libra_api::*;
-use rusqlite::params;
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,11 +26,13 @@ pub async fn login(
 ) -> Result<Json<LoginResponse>, Response> {
     let named = |e: ApiError| crate::audit::with_caller(e, &req.user);
     let (id, admin) = check_password(&app, &req.user, &req.password, peer.ip()).await.map_err(named)?;
-    let (token, expires) = {
-        let g = app.lock();
-        let t = now();
-        (auth::issue_token(&g.db, id, g.token_ttl, None, t).map_err(|e| named(e.into()))?, t + g.token_ttl)
-    };
+    let (token, expires) = app
+        .run(move |g| {
+            let t = now();
+            Ok((auth::issue_token(&g.db, id, g.token_ttl, None, t)?, t + g.token_ttl))
+        })
+        .await
+        .map_err(named)?;
     Ok(Json(LoginResponse { token, user: req.user, admin, expires: Some(expires) }))
 }
 
@@ -58,22 +59,8 @@ async fn check_password(
             1,
         ));
     };
-    let found = {
-        let g = app.lock();
-        g.db.query_row(
-            "SELECT id, pw_hash, admin, disabled, removed FROM users WHERE name = ?1",
-            params![user],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, bool>(2)?,
-                    r.get::<_, bool>(3)? || r.get::<_, bool>(4)?,
-                ))
-            },
-        )
-        .ok()
-    };
+    let name = user.to_string();
+    let found = app.run(move |g| Ok(store::users::login(&g.db, &name).ok().flatten())).await?;
     // Argon2 is slow on purpose: verify off the async workers and outside the lock; an unknown
     // (or removed) user is checked against a decoy so that both take the same time.
     // A removed account's hash is no hash at all: checked against the decoy too, so that it
@@ -108,17 +95,19 @@ pub async fn logout(
     headers: HeaderMap,
     _ignored: axum::body::Bytes,
 ) -> Res<serde_json::Value> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    if who.sweep.is_some() {
-        return Err(ApiError::Forbidden(
-            "forbidden: a hosted sweep's credential ends with its sweep; it cannot log out".into(),
-        ));
-    }
-    let digest = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
-    g.db.execute("DELETE FROM tokens WHERE hash = ?1", params![digest])?;
-    g.forget_tokens();
-    Ok(Json(serde_json::json!({ "user": who.name, "logged_out": true })))
+    app.run(move |g| {
+        let who = g.caller(&headers)?;
+        if who.sweep.is_some() {
+            return Err(ApiError::Forbidden(
+                "forbidden: a hosted sweep's credential ends with its sweep; it cannot log out".into(),
+            ));
+        }
+        let digest = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
+        store::users::delete_token(&g.db, &digest)?;
+        g.forget_tokens();
+        Ok(Json(serde_json::json!({ "user": who.name, "logged_out": true })))
+    })
+    .await
 }
 
 /// Changes the caller's password (the current one required) and revokes every other token of
@@ -129,7 +118,8 @@ pub async fn passwd(
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     Body(req): Body<PasswdRequest>,
 ) -> Res<PasswdResponse> {
-    let who = app.lock().caller(&headers)?;
+    let h = headers.clone();
+    let who = app.run(move |g| g.caller(&h)).await?;
     if who.sweep.is_some() {
         return Err(ApiError::Forbidden(
             "forbidden: a hosted sweep's credential cannot change its owner's password".into(),
@@ -146,15 +136,13 @@ pub async fn passwd(
     })?;
     let pw = req.new_password.clone();
     let hash = app.login_guard.hash(move |mem| auth::hash_password_in(&pw, mem)).await??;
-    let g = app.lock();
-    let keep = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
-    let tx = g.db.unchecked_transaction()?;
-    tx.execute("UPDATE users SET pw_hash = ?2 WHERE id = ?1", params![who.id, hash])?;
-    let revoked =
-        tx.execute("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![who.id, keep])?;
-    tx.commit()?;
-    g.forget_tokens();
-    Ok(Json(PasswdResponse { user: who.name, revoked_tokens: revoked as u64 }))
+    app.run(move |g| {
+        let keep = auth::bearer(&headers).map(auth::token_digest).unwrap_or_default();
+        let revoked = store::users::set_password(&g.db, who.id, &hash, &keep)?;
+        g.forget_tokens();
+        Ok(Json(PasswdResponse { user: who.name, revoked_tokens: revoked }))
+    })
+    .await
 }
 
 /// `Idempotency-Key`: a client that retries a submission after losing the answer sends the same
@@ -190,7 +178,8 @@ async fn handed_on(app: &Arc<App>, job: JobInfo) -> JobInfo {
         let notified = app.work.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        match crate::store::job(&app.lock().db, job.id) {
+        let id = job.id;
+        match app.run(move |g| Ok(crate::store::job(&g.db, id)?)).await {
             Ok(Some(j)) => job = j,
             _ => return job,
         }
@@ -229,9 +218,11 @@ pub async fn quote(
     headers: HeaderMap,
     Body(req): Body<QuoteRequest>,
 ) -> Res<QuoteResponse> {
-    let g = app.lock();
-    let caller = g.caller(&headers)?;
-    Ok(Json(g.quote(&req.spec, Some(caller.id as u64), now())?))
+    app.run(move |g| {
+        let caller = g.caller(&headers)?;
+        Ok(Json(g.quote(&req.spec, Some(caller.id as u64), now())?))
+    })
+    .await
 }
 
 #[derive(Deserialize)]
@@ -253,19 +244,18 @@ pub async fn list(
     headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> Res<Vec<JobInfo>> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    if q.all {
-        who.require_admin("list everyone's jobs")?;
-    }
-    let limit = q.limit.unwrap_or(1000).min(MAX_PAGE);
-    Ok(Json(store::jobs(&g.db, if q.all { None } else { Some(who.id) }, limit, q.after)?))
+    app.read(headers, move |db, who| {
+        if q.all {
+            who.require_admin("list everyone's jobs")?;
+        }
+        let limit = q.limit.unwrap_or(1000).min(MAX_PAGE);
+        Ok(Json(store::jobs(db, if q.all { None } else { Some(who.id) }, limit, q.after)?))
+    })
+    .await
 }
 
 pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(g.owned_job(&who, id)?))
+    app.read(headers, move |db, who| Ok(Json(crate::sched::owned_job(db, &who, id)?))).await
 }
 
 /// Actions take no body but read whatever a client sends anyway (`_ignored`, here and in the
@@ -277,11 +267,12 @@ pub async fn cancel(
     Path(id): Path<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<JobInfo> {
-    let job = {
-        let mut g = app.lock();
-        let who = g.caller(&headers)?;
-        g.cancel(&who, id, now())?
-    };
+    let job = app
+        .run(move |g| {
+            let who = g.caller(&headers)?;
+            g.cancel(&who, id, now())
+        })
+        .await?;
     app.changed();
     Ok(Json(job))
 }
@@ -304,23 +295,20 @@ pub async fn output(
     Path(id): Path<u64>,
     Query(q): Query<OutputQuery>,
 ) -> Res<JobOutput> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    let job = g.owned_job(&who, id)?;
-    Ok(Json(store::output(&g.db, id, job.state, q.rank, q.stdout_from, q.stderr_from)?))
+    app.read(headers, move |db, who| {
+        let job = crate::sched::owned_job(db, &who, id)?;
+        Ok(Json(store::output(db, id, job.state, q.rank, q.stdout_from, q.stderr_from)?))
+    })
+    .await
 }
 
 pub async fn balance(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Balance> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(ledger::balance(&g.db, who.id)?))
+    app.read(headers, move |db, who| Ok(Json(ledger::balance(db, who.id)?))).await
 }
 
 /// The caller's accounts: their personal one and the shared ones they are a member of.
 pub async fn accounts(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<MyAccount>> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(crate::projects::mine(&g.db, who.id, now())?))
+    app.read(headers, move |db, who| Ok(Json(crate::projects::mine(db, who.id, now())?))).await
 }
 
 /// One account: one of the caller's (any for an administrator).
@@ -329,9 +317,10 @@ pub async fn account(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Res<MyAccount> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(crate::projects::one(&g.db, who.id, &who.name, who.admin, &name, now())?))
+    app.read(headers, move |db, who| {
+        Ok(Json(crate::projects::one(db, who.id, &who.name, who.admin, &name, now())?))
+    })
+    .await
 }
 
 /// One account's ledger entries, newest first: one of the caller's (any for an administrator).
@@ -340,13 +329,12 @@ pub async fn account_ledger(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Res<Vec<AccountEntry>> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(crate::projects::entries(&g.db, who.id, &who.name, who.admin, &name, 10_000)?))
+    app.read(headers, move |db, who| {
+        Ok(Json(crate::projects::entries(db, who.id, &who.name, who.admin, &name, 10_000)?))
+    })
+    .await
 }
 
 pub async fn ledger(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Vec<LedgerEntry>> {
-    let g = app.lock();
-    let who = g.caller(&headers)?;
-    Ok(Json(ledger::entries(&g.db, Some(who.id), 10_000)?))
+    app.read(headers, move |db, who| Ok(Json(ledger::entries(db, Some(who.id), 10_000)?))).await
 }

@@ -10,7 +10,6 @@ use crate::error::ApiError;
 use crate::store;
 use libra_api::{parse_array, ArrayRequest, ArrayResponse, JobInfo, JobState, RefusedTask};
 use libra_core::{Decision, JobSpec, RejectReason, Suggestion};
-use rusqlite::{params, OptionalExtension};
 
 /// Ids the trial admissions of a suggestion take in the cluster view while they are decided:
 /// far above any job id the store hands out, and released before the trial returns.
@@ -48,14 +47,7 @@ impl Inner {
             ));
         }
         if let Some(key) = key {
-            let earlier: Option<(i64, Option<i64>)> = self
-                .db
-                .query_row(
-                    "SELECT id, array_id FROM jobs WHERE user_id = ?1 AND idem_key = ?2",
-                    params![caller.id, key],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
+            let earlier = store::jobs::array_by_idempotency_key(&self.db, caller.id, key)?;
             match earlier {
                 Some((_, Some(array_id))) => {
                     let tasks = store::array_tasks(&self.db, array_id as u64)?;
@@ -99,9 +91,7 @@ impl Inner {
                     now
                 ));
                 let array_id = *first.get_or_insert(id);
-                attempt!(tx
-                    .prepare_cached("UPDATE jobs SET array_id = ?2, array_task = ?3 WHERE id = ?1")
-                    .and_then(|mut st| st.execute(params![id as i64, array_id as i64, i64::from(task)])));
+                attempt!(store::jobs::set_array_task(&tx, id, array_id, task));
                 if let Some((nodes, reserved)) = admitted {
                     // The next task's decision must see this one.
                     attempt!(self
@@ -239,13 +229,7 @@ impl Inner {
     /// Every task of array `id`, if the caller may see the array (it is theirs, or they are an
     /// administrator).
     pub fn array(&self, caller: &Caller, id: u64) -> Result<Vec<JobInfo>, ApiError> {
-        let head = self.owned_job(caller, id)?;
-        if head.array_id != Some(id) {
-            return Err(ApiError::NotFound(format!(
-                "array {id} does not exist: job {id} is no array's first task"
-            )));
-        }
-        Ok(store::array_tasks(&self.db, id)?)
+        array(&self.db, caller, id)
     }
 
     /// Cancels every active task of array `id`, each settled as `cancel` settles one job.
@@ -259,4 +243,15 @@ impl Inner {
         }
         Ok(store::array_tasks(&self.db, id)?)
     }
+}
+
+/// The tasks of array `id`, if the caller may see it.
+pub fn array(db: &rusqlite::Connection, caller: &Caller, id: u64) -> Result<Vec<JobInfo>, ApiError> {
+    let head = crate::sched::owned_job(db, caller, id)?;
+    if head.array_id != Some(id) {
+        return Err(ApiError::NotFound(format!(
+            "array {id} does not exist: job {id} is no array's first task"
+        )));
+    }
+    Ok(store::array_tasks(db, id)?)
 }

@@ -6,15 +6,16 @@
 //! Everything lives in the store (`jobs.waiting`, `jobs.wait_window`, `job_deps`): a restart
 //! rebuilds the view from it and the next tick carries on.
 
-use crate::app::{spec_of, Inner};
+use crate::app::Inner;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::store::deps::{self, dep_row, stored, DepJob};
 use libra_api::JobState;
 use libra_core::billing::Ending;
 use libra_core::cluster::{Cluster, ClusterError};
 use libra_core::dependency::{self, DepKind, DepStatus, Dependency, TooLate, Verdict};
-use libra_core::{JobSpec, Money, NodeIdx};
-use rusqlite::{params, Connection, OptionalExtension};
+use libra_core::{JobSpec, NodeIdx};
+use rusqlite::Connection;
 use std::collections::BTreeMap;
 
 /// A submission's dependencies, checked: the jobs it waits on (arrays expanded) and how long
@@ -103,37 +104,7 @@ impl DepPlan {
     }
 }
 
-/// A job named as a dependency, as the store has it.
-#[derive(Debug, Clone, Copy)]
-struct DepJob {
-    state: JobState,
-    deadline_at: f64,
-    end: Option<f64>,
-    submit: f64,
-    exit_code: Option<i32>,
-}
-
-/// The columns `DepJob::from_row` reads, of a `jobs` row aliased `alias`.
-fn dep_columns(alias: &str) -> String {
-    ["state", "deadline_at", "end_time", "submit_time", "exit_code"]
-        .iter()
-        .map(|c| format!("{alias}.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 impl DepJob {
-    fn from_row(r: &rusqlite::Row, offset: usize) -> rusqlite::Result<DepJob> {
-        let s: String = r.get(offset)?;
-        Ok(DepJob {
-            state: JobState::parse(&s).unwrap_or(JobState::Failed),
-            deadline_at: r.get(offset + 1)?,
-            end: r.get(offset + 2)?,
-            submit: r.get(offset + 3)?,
-            exit_code: r.get(offset + 4)?,
-        })
-    }
-
     /// How it stands: open until its promised finish, or ended, successfully or not.
     fn status(&self) -> DepStatus {
         let end = self.end.unwrap_or(self.submit);
@@ -163,16 +134,6 @@ impl DepJob {
         };
         format!("dependency {job} {how}")
     }
-}
-
-/// A job's owner, its array, and how it stands as a dependency.
-fn dep_row(conn: &Connection, id: u64) -> rusqlite::Result<Option<(i64, Option<i64>, DepJob)>> {
-    conn.prepare_cached(&format!(
-        "SELECT j.user_id, j.array_id, {} FROM jobs j WHERE j.id = ?1",
-        dep_columns("j")
-    ))?
-    .query_row(params![id as i64], |r| Ok((r.get(0)?, r.get(1)?, DepJob::from_row(r, 2)?)))
-    .optional()
 }
 
 impl Inner {
@@ -213,17 +174,9 @@ impl Inner {
             // The jobs this entry stands for: one job, one task of an array, or every task of
             // an array named by its id.
             let ids: Vec<u64> = match d.task {
-                Some(t) => conn
-                    .prepare_cached("SELECT id FROM jobs WHERE array_id = ?1 AND array_task = ?2")?
-                    .query_row(params![d.job as i64, i64::from(t)], |r| r.get::<_, i64>(0))
-                    .optional()?
-                    .map(|i| vec![i as u64])
-                    .ok_or_else(|| unknown(d))?,
+                Some(t) => deps::array_task(conn, d.job, t)?.map(|i| vec![i]).ok_or_else(|| unknown(d))?,
                 None => match dep_row(conn, d.job)? {
-                    Some((_, Some(a), _)) if a as u64 == d.job => conn
-                        .prepare_cached("SELECT id FROM jobs WHERE array_id = ?1 ORDER BY array_task")?
-                        .query_map(params![a], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-                        .collect::<Result<_, _>>()?,
+                    Some((_, Some(a), _)) if a as u64 == d.job => deps::array_tasks(conn, d.job)?,
                     Some(_) => vec![d.job],
                     None => return Err(unknown(d)),
                 },
@@ -303,21 +256,10 @@ impl Inner {
             DepPlan::Wait(_, w) => Some(w.deadline()),
             _ => None,
         };
-        conn.prepare_cached(
-            "UPDATE jobs SET dependency = ?2, waiting = ?3, wait_window = ?4, reason = CASE WHEN ?3 THEN ?5 ELSE reason END WHERE id = ?1",
-        )?
-        .execute(params![
-            id as i64,
-            serde_json::to_string(&d.given)?,
-            waits,
-            window.filter(|_| waits),
-            format!("waiting on dependencies: {}", dependency::format_list(&d.given)),
-        ])?;
+        let reason = format!("waiting on dependencies: {}", dependency::format_list(&d.given));
+        deps::record(conn, id, &serde_json::to_string(&d.given)?, waits, window.filter(|_| waits), &reason)?;
         if state != JobState::Rejected {
-            let mut ins = conn.prepare_cached("INSERT INTO job_deps(job, dep, kind) VALUES (?1, ?2, ?3)")?;
-            for (dep, kind) in &d.rows {
-                ins.execute(params![id as i64, *dep as i64, kind.as_str()])?;
-            }
+            deps::record_rows(conn, id, &d.rows)?;
         }
         Ok(())
     }
@@ -327,25 +269,7 @@ impl Inner {
     /// dependency failed, was cancelled or refused. Run on every scheduler tick. Returns
     /// whether a job was let go (the node agents have work).
     pub fn release_dependents(&mut self, now: f64) -> Result<bool, ApiError> {
-        let rows: Vec<(u64, String, u64, DepKind, DepJob)> = self
-            .db
-            .prepare_cached(&format!(
-                "SELECT j.id, j.state, d.dep, d.kind, {} \
-                 FROM jobs j JOIN job_deps d ON d.job = j.id JOIN jobs dj ON dj.id = d.dep \
-                 WHERE j.waiting = 1 ORDER BY j.id, d.dep",
-                dep_columns("dj")
-            ))?
-            .query_map([], |r| {
-                let kind: String = r.get(3)?;
-                Ok((
-                    r.get::<_, i64>(0)? as u64,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)? as u64,
-                    DepKind::parse(&kind).unwrap_or(DepKind::AfterOk),
-                    DepJob::from_row(r, 4)?,
-                ))
-            })?
-            .collect::<Result<_, _>>()?;
+        let rows = deps::waiting(&self.db)?;
         // Per waiting job: every dependency met, or the first one broken.
         let mut jobs: BTreeMap<u64, (JobState, bool, Option<String>)> = BTreeMap::new();
         for (job, state, dep, kind, dj) in rows {
@@ -364,12 +288,12 @@ impl Inner {
         for (job, (state, all_met, broken)) in jobs {
             if !state.is_active() {
                 // Ended while it waited (cancelled, or its deadline passed): it waits no more.
-                self.db.execute("UPDATE jobs SET waiting = 0 WHERE id = ?1", params![job as i64])?;
+                deps::stop_waiting(&self.db, job, false)?;
                 continue;
             }
             if let Some(why) = broken {
                 tracing::info!(job, "{why}: cancelled, its hold released");
-                self.db.execute("UPDATE jobs SET waiting = 0 WHERE id = ?1", params![job as i64])?;
+                deps::stop_waiting(&self.db, job, false)?;
                 self.finish(job, Ending::Withdrawn, Some(why), now)?;
                 continue;
             }
@@ -386,7 +310,7 @@ impl Inner {
     /// holds its real work from now to its deadline (at most the share it held while waiting,
     /// when the dependencies kept their promise).
     fn let_go(&mut self, job: u64, now: f64) -> Result<(), ApiError> {
-        self.db.execute("UPDATE jobs SET waiting = 0, reason = NULL WHERE id = ?1", params![job as i64])?;
+        deps::stop_waiting(&self.db, job, true)?;
         if let Some(c) = self.cluster.release(job) {
             let (spec, reserved, deadline_at) = stored(&self.db, job)?;
             let mut spec = spec;
@@ -402,13 +326,7 @@ impl Inner {
     /// After a restart: the view holds each waiting job at its window's share, as it did
     /// before (`commit_admitted`), not at what its work over the whole deadline would need.
     pub(crate) fn recommit_waiting(&mut self) -> Result<(), ApiError> {
-        let waiting: Vec<(u64, f64)> = self
-            .db
-            .prepare(
-                "SELECT id, submit_time FROM jobs WHERE waiting = 1 AND state IN ('PENDING','RUNNING','SUSPENDED')",
-            )?
-            .query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
+        let waiting = deps::waiting_jobs(&self.db)?;
         for (job, submit) in waiting {
             let Some(c) = self.cluster.release(job) else { continue };
             let (spec, reserved, _) = stored(&self.db, job)?;
@@ -420,29 +338,6 @@ impl Inner {
         }
         Ok(())
     }
-}
-
-/// The stored job's specification (deadline relative to its submission), the work reserved
-/// for it, and its absolute deadline.
-fn stored(conn: &Connection, job: u64) -> rusqlite::Result<(JobSpec, f64, f64)> {
-    conn.query_row(
-        "SELECT estimate, deadline, budget, procs, mem_mb, cpus_per_task, COALESCE(reserved, estimate), deadline_at FROM jobs WHERE id = ?1",
-        params![job as i64],
-        |r| {
-            Ok((
-                spec_of(
-                    r.get(0)?,
-                    r.get(1)?,
-                    Money(r.get(2)?),
-                    r.get(3)?,
-                    r.get::<_, i64>(4)?.max(0) as u64,
-                    r.get::<_, i64>(5)?.clamp(1, i64::from(u32::MAX)) as u32,
-                ),
-                r.get(6)?,
-                r.get(7)?,
-            ))
-        },
-    )
 }
 
 /// Puts an accepted job in the view: as usual, or, for a job that waits on dependencies, its
@@ -457,12 +352,7 @@ pub(crate) fn commit_admitted(
     since: f64,
     nodes: &[NodeIdx],
 ) -> Result<(), ClusterError> {
-    let window: Option<f64> = conn
-        .prepare_cached("SELECT wait_window FROM jobs WHERE id = ?1 AND waiting = 1")
-        .and_then(|mut st| st.query_row(params![id as i64], |r| r.get(0)).optional())
-        .ok()
-        .flatten()
-        .flatten();
+    let window = deps::wait_window(conn, id).ok().flatten();
     let Some(window) = window else {
         return cluster.commit_spec_reserving(id, spec, reserved, since, nodes, since);
     };

@@ -59,10 +59,7 @@ impl From<ProjectError> for crate::ApiError {
             ProjectError::NotMember { .. } => ApiError::Forbidden(e.to_string()),
             ProjectError::Invalid(_) => ApiError::BadRequest(e.to_string()),
             ProjectError::Conflict(_) => ApiError::Conflict(e.to_string()),
-            ProjectError::Ledger(LedgerError::Store(s)) => {
-                tracing::error!("store: {s}");
-                ApiError::Internal("the store failed; the server's log has the details".into())
-            }
+            ProjectError::Ledger(LedgerError::Store(s)) => ApiError::Internal(format!("store: {s}")),
             ProjectError::Ledger(l) => ApiError::BadRequest(l.to_string()),
         }
     }

@@ -2,11 +2,23 @@
 //! hold, a settlement, a node's state) is one transaction, so a SIGKILL at any moment leaves
 //! either all of it or none of it.
 
+pub mod audit;
+pub mod backup;
+pub mod deps;
+pub mod endings;
+pub mod hosted;
+pub mod jobs;
+pub mod nodes;
+pub mod projects;
+pub mod slurm;
+pub mod users;
+
 use libra_api::{JobInfo, JobOutput, JobState, OutputPart};
 use libra_core::policy::Suggestion;
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS users (
@@ -285,6 +297,89 @@ pub fn open(path: &Path, sync_full: bool) -> Result<Connection, StoreError> {
     )
     .map_err(StoreError::ReadOnly)?;
     Ok(conn)
+}
+
+/// The most idle read connections kept (more are opened when more readers come at once, and
+/// closed after).
+const MAX_IDLE_READERS: usize = 4;
+
+/// Read-only connections to the store, for requests that only read: in WAL mode each sees the
+/// last committed state without waiting for the writer's transaction or its fsync, and cannot
+/// write (crash safety stays with the one writer connection and its full sync).
+pub struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    pub fn new(path: &Path) -> Readers {
+        Readers { path: path.to_path_buf(), idle: Mutex::default() }
+    }
+
+    /// Runs `f` with a read connection (an idle one, or a new one).
+    pub fn with<T, E: From<rusqlite::Error>>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        let r = f(&conn);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        r
+    }
+}
+
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    use rusqlite::OpenFlags;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "query_only", true)?;
+    Ok(conn)
+}
+
+/// `f` in one transaction on `db`: committed if it succeeds, rolled back if it fails.
+pub fn in_transaction<T, E: From<rusqlite::Error>>(
+    db: &Connection,
+    f: impl FnOnce(&Connection) -> Result<T, E>,
+) -> Result<T, E> {
+    let tx = db.unchecked_transaction()?;
+    let v = f(&tx)?;
+    tx.commit()?;
+    Ok(v)
+}
+
+/// `f` inside a savepoint of the transaction `db` is in: what it wrote is kept if it
+/// succeeds and undone if it fails, the rest of the transaction untouched either way.
+pub fn in_savepoint<T, E: From<rusqlite::Error>>(
+    db: &Connection,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    db.execute_batch("SAVEPOINT one")?;
+    let r = f();
+    db.execute_batch(if r.is_ok() { "RELEASE one" } else { "ROLLBACK TO one; RELEASE one" })?;
+    r
+}
+
+/// Whether the store answers a query (readiness).
+pub fn answers(db: &Connection) -> rusqlite::Result<()> {
+    db.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)).map(drop)
+}
+
+/// Another connection to the store at `path` (the hosted sweeps' threads, which do not hold
+/// the state), waiting up to 5 s for the writer's lock.
+pub fn open_other(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open(path)?;
+    c.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(c)
 }
 
 pub fn open_memory() -> Result<Connection, StoreError> {

@@ -1,0 +1,177 @@
+//! Users and their API tokens.
+
+use crate::auth::Caller;
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// What a login checks: the user's id, password hash, whether an administrator, and whether
+/// locked out (disabled or removed).
+pub fn login(db: &Connection, name: &str) -> rusqlite::Result<Option<(i64, String, bool, bool)>> {
+    db.query_row(
+        "SELECT id, pw_hash, admin, disabled, removed FROM users WHERE name = ?1",
+        params![name],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, bool>(3)? || r.get::<_, bool>(4)?)),
+    )
+    .optional()
+}
+
+pub fn count(db: &Connection) -> rusqlite::Result<i64> {
+    db.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))
+}
+
+pub fn insert(
+    db: &Connection,
+    name: &str,
+    pw_hash: &str,
+    admin: bool,
+    unix_user: Option<&str>,
+    allow_root: bool,
+) -> rusqlite::Result<()> {
+    db.execute(
+        "INSERT INTO users(name, pw_hash, admin, unix_user, allow_root) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![name, pw_hash, admin, unix_user, allow_root],
+    )?;
+    Ok(())
+}
+
+/// One page of users by name, after `after`: (id, admin, Unix account, allow_root, disabled,
+/// removed).
+#[allow(clippy::type_complexity)]
+pub fn page(
+    db: &Connection,
+    after: Option<&str>,
+    limit: u32,
+) -> rusqlite::Result<Vec<(i64, bool, String, bool, bool, bool)>> {
+    db.prepare_cached(
+        "SELECT id, admin, COALESCE(unix_user, name), allow_root, disabled, removed FROM users \
+         WHERE (?1 IS NULL OR name > ?1) ORDER BY name LIMIT ?2",
+    )?
+    .query_map(params![after, limit], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+    })?
+    .collect()
+}
+
+/// (id, disabled, removed) of the user named `name`.
+pub fn state(db: &Connection, name: &str) -> rusqlite::Result<Option<(i64, bool, bool)>> {
+    db.query_row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    })
+    .optional()
+}
+
+pub fn enable(db: &Connection, user: i64) -> rusqlite::Result<()> {
+    db.execute("UPDATE users SET disabled = 0 WHERE id = ?1", params![user])?;
+    Ok(())
+}
+
+/// Disables the user (and with `remove`, removes them: no password verifies against theirs
+/// again) and revokes every token of theirs, in one transaction. Returns the tokens revoked.
+pub fn disable(db: &Connection, user: i64, remove: bool) -> rusqlite::Result<u64> {
+    let tx = db.unchecked_transaction()?;
+    if remove {
+        tx.execute(
+            "UPDATE users SET disabled = 1, removed = 1, pw_hash = '!removed' WHERE id = ?1",
+            params![user],
+        )?;
+    } else {
+        tx.execute("UPDATE users SET disabled = 1 WHERE id = ?1", params![user])?;
+    }
+    let revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1", params![user])? as u64;
+    tx.commit()?;
+    Ok(revoked)
+}
+
+/// The user's jobs that have not ended, oldest first.
+pub fn active_jobs(db: &Connection, user: i64) -> rusqlite::Result<Vec<u64>> {
+    db.prepare_cached(
+        "SELECT id FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED') ORDER BY id",
+    )?
+    .query_map(params![user], |r| r.get::<_, i64>(0).map(|v| v as u64))?
+    .collect()
+}
+
+/// A new password hash, and every token of the user's revoked but `keep` (a digest), in one
+/// transaction. Returns the tokens revoked.
+pub fn set_password(db: &Connection, user: i64, pw_hash: &str, keep: &str) -> rusqlite::Result<u64> {
+    let tx = db.unchecked_transaction()?;
+    tx.execute("UPDATE users SET pw_hash = ?2 WHERE id = ?1", params![user, pw_hash])?;
+    let revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![user, keep])?;
+    tx.commit()?;
+    Ok(revoked as u64)
+}
+
+/// Revokes the token with this digest.
+pub fn delete_token(db: &Connection, digest: &str) -> rusqlite::Result<()> {
+    db.execute("DELETE FROM tokens WHERE hash = ?1", params![digest])?;
+    Ok(())
+}
+
+/// The name of the token's owner, whether or not the token still works.
+pub fn token_owner(db: &Connection, digest: &str) -> rusqlite::Result<Option<String>> {
+    db.query_row(
+        "SELECT u.name FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
+        params![digest],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// The caller a token digest names, with whether their account is disabled and removed.
+pub fn token_caller(db: &Connection, digest: &str) -> rusqlite::Result<Option<(Caller, bool, bool)>> {
+    db.prepare_cached(
+        "SELECT u.id, u.name, u.admin, t.sweep, t.expires, u.disabled, u.removed \
+         FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
+    )?
+    .query_row(params![digest], |r| {
+        Ok((
+            Caller {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                admin: r.get(2)?,
+                sweep: r.get(3)?,
+                expires: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+            },
+            r.get(5)?,
+            r.get(6)?,
+        ))
+    })
+    .optional()
+}
+
+pub fn insert_token(
+    db: &Connection,
+    digest: &str,
+    user: i64,
+    created: f64,
+    expires: f64,
+    sweep: Option<i64>,
+) -> rusqlite::Result<()> {
+    db.execute(
+        "INSERT INTO tokens(hash, user_id, created, expires, sweep) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![digest, user, created, expires, sweep],
+    )?;
+    Ok(())
+}
+
+/// The id of the user named `name`, and whether an administrator.
+pub fn id_of(db: &Connection, name: &str) -> rusqlite::Result<Option<(i64, bool)>> {
+    db.query_row("SELECT id, admin FROM users WHERE name = ?1", params![name], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
+
+/// The token with this digest belongs to hosted sweep `sweep`.
+pub fn bind_sweep_token(db: &Connection, digest: &str, sweep: i64) -> rusqlite::Result<()> {
+    db.execute("UPDATE tokens SET sweep = ?2 WHERE hash = ?1", params![digest, sweep])?;
+    Ok(())
+}
+
+/// Revokes the tokens of hosted sweep `sweep`; returns how many.
+pub fn revoke_sweep_tokens(db: &Connection, sweep: i64) -> rusqlite::Result<usize> {
+    db.execute("DELETE FROM tokens WHERE sweep = ?1", params![sweep])
+}
+
+/// The tokens of hosted sweep `sweep` last at least until `until`.
+pub fn extend_sweep_tokens(db: &Connection, sweep: i64, until: f64) -> rusqlite::Result<()> {
+    db.execute("UPDATE tokens SET expires = MAX(expires, ?2) WHERE sweep = ?1", params![sweep, until])?;
+    Ok(())
+}
