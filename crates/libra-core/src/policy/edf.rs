@@ -93,6 +93,11 @@ pub struct LibraEdf {
     pub pricing: PricingParams,
     pub kind: PricingKind,
     pub placement: Placement,
+    /// Charge the work reserved rather than the user's estimate: the price per CPU-second of
+    /// the estimate is scaled by `reserve / estimate`, so a padded job pays for the capacity it
+    /// holds (`libra-risk`). Off for `libra-edf` (whose reserve is the estimate) and for
+    /// `libra-risk-est`, which prices the estimate alone.
+    pub charge_reserved: bool,
 }
 
 impl LibraEdf {
@@ -102,7 +107,17 @@ impl LibraEdf {
     }
 
     pub fn with_placement(pricing: PricingParams, kind: PricingKind, placement: Placement) -> Self {
-        LibraEdf { pricing, kind, placement }
+        LibraEdf { pricing, kind, placement, charge_reserved: false }
+    }
+
+    /// The factor the price of the user's estimate is multiplied by for `reserve` CPU-seconds
+    /// committed: 1, or `reserve / estimate` when the reservation is charged.
+    fn charge_factor(&self, spec: &JobSpec, reserve: f64) -> f64 {
+        if self.charge_reserved && spec.estimate() > 0.0 && reserve > spec.estimate() {
+            reserve / spec.estimate()
+        } else {
+            1.0
+        }
     }
 
     /// The EDF test on node `j` with a job of `estimate` CPU-seconds due in `deadline`, at most
@@ -138,7 +153,8 @@ impl LibraEdf {
     }
 
     /// The nodes that pass the EDF test for `spec` at `deadline`, with `reserve` CPU-seconds
-    /// committed, priced on the user's own estimate.
+    /// committed, priced on the user's own estimate (scaled to the reservation when it is
+    /// charged).
     fn candidates(
         &self,
         spec: &JobSpec,
@@ -149,6 +165,7 @@ impl LibraEdf {
         now: f64,
     ) -> Vec<Candidate> {
         let parallel = spec.procs() > 1;
+        let factor = self.charge_factor(spec, reserve);
         res.iter()
             .filter(|&&j| {
                 let cap = cluster.node(j).spec.job_cap(spec.cpus_per_task());
@@ -156,7 +173,7 @@ impl LibraEdf {
             })
             .map(|&j| {
                 let (res_max, res_free) = LibraPlus::res_free(cluster, j, reserve, deadline, now);
-                let rate = self.rate_on(cluster, j, deadline, res_max, res_free);
+                let rate = self.rate_on(cluster, j, deadline, res_max, res_free) * factor;
                 // Only least loaded reads the load: it is one more pass over the node's jobs.
                 let load = match self.placement {
                     Placement::LeastLoaded => cluster.node_load(j, now),
@@ -177,7 +194,9 @@ impl LibraEdf {
         now: f64,
     ) -> Option<f64> {
         let (res_max, res_free) = LibraPlus::res_free(cluster, j, reserve, spec.deadline(), now);
-        Some(self.rate_on(cluster, j, spec.deadline(), res_max, res_free)).filter(|r| r.is_finite())
+        let rate =
+            self.rate_on(cluster, j, spec.deadline(), res_max, res_free) * self.charge_factor(spec, reserve);
+        Some(rate).filter(|r| r.is_finite())
     }
 
     /// The least budget accepted now for `spec` with `reserve` CPU-seconds committed.
@@ -196,7 +215,8 @@ impl LibraEdf {
     }
 
     /// Algorithm 1 with the EDF test as the deadline check. `reserve` is the work admitted
-    /// against (the estimate, or a padded one); the price is applied to the user's estimate.
+    /// against (the estimate, or a padded one); the price is applied to the user's estimate,
+    /// scaled to the reservation if `charge_reserved`.
     pub fn decide_with(&self, spec: &JobSpec, reserve: f64, cluster: &Cluster, now: f64) -> Decision {
         self.admit(spec, reserve, cluster, now, true)
     }

@@ -204,8 +204,10 @@ pub const POLICY_NAMES: &[&str] = &["libra", "libra+$", "fifo", "fcfs-bf", "sjf-
 const TIME_SHARED_POLICY_NAMES: &[&str] = &["libra", "libra+$"];
 
 /// The policies that go past the seeds (issue 6): EDF admission with each pricing function, and
-/// the risk-aware variant.
-pub const BEYOND_POLICY_NAMES: &[&str] = &["libra-edf", "libra-edf-libra", "libra-edf-flat", "libra-risk"];
+/// the risk-aware variant charging the padded work (`libra-risk`) or the estimate
+/// (`libra-risk-est`, issue 6's first version).
+pub const BEYOND_POLICY_NAMES: &[&str] =
+    &["libra-edf", "libra-edf-libra", "libra-edf-flat", "libra-risk", "libra-risk-est"];
 
 /// Checks pricing coefficients: finite and non-negative.
 pub fn validate_pricing(p: &PricingParams) -> Result<(), PolicyError> {
@@ -250,7 +252,8 @@ pub fn build_policy_with(
         "libra-edf" => edf(PricingKind::LibraPlus),
         "libra-edf-libra" => edf(PricingKind::Libra),
         "libra-edf-flat" => edf(PricingKind::Flat),
-        "libra-risk" => Box::new(LibraRisk::with_placement(pricing, time_shared(Placement::BestFit))),
+        "libra-risk" => Box::new(LibraRisk::charging(pricing, time_shared(Placement::BestFit), true)),
+        "libra-risk-est" => Box::new(LibraRisk::charging(pricing, time_shared(Placement::BestFit), false)),
         _ => return Err(PolicyError::Unknown(name.to_string())),
     };
     if placement.is_some() && p.placement().is_none() {

@@ -10,8 +10,8 @@ use crate::share::{node_shares, JobControl};
 use proptest::prelude::*;
 
 /// Every policy that decides at submission (and so chooses nodes and prices at once).
-const TIME_SHARED: [&str; 6] =
-    ["libra", "libra+$", "libra-edf", "libra-edf-libra", "libra-edf-flat", "libra-risk"];
+const TIME_SHARED: [&str; 7] =
+    ["libra", "libra+$", "libra-edf", "libra-edf-libra", "libra-edf-flat", "libra-risk", "libra-risk-est"];
 
 fn node(name: &str, cpus: f64, price_base: f64) -> NodeSpec {
     NodeSpec { name: name.into(), cpus, mem_mb: 1 << 20, disk_mb: 1 << 20, price_base }

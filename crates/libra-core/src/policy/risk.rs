@@ -1,9 +1,14 @@
 //! `libra-risk`: `libra-edf` that admits against a padded estimate. It learns, online from the
 //! jobs that complete, how far each user's estimates fall short (the ratio of actual runtime to
 //! estimate) and reserves `estimate * factor`, where the factor is the 90th percentile of that
-//! user's recent ratios (or of everyone's, until the user has a history). The price is still
-//! applied to the user's own estimate: the padding is the cluster's insurance, not the user's
-//! bill.
+//! user's recent ratios (or of everyone's, until the user has a history).
+//!
+//! `libra-risk` charges what it reserves: the Libra+$ price over the window with the padded work
+//! committed, applied to the padded work (quoted per CPU-second of the user's estimate, scaled
+//! by the factor), so a job pays for the capacity it holds and its budget is checked against
+//! that. `libra-risk-est`, the first version, prices the same window but applies the price to
+//! the user's own estimate: the padding is the cluster's insurance, not the user's bill; it
+//! admits more jobs for their budget and earns less per job.
 //!
 //! The idea follows Tsafrir, Etsion and Feitelson ("Backfilling using system-generated
 //! predictions rather than user runtime estimates", IEEE TPDS 18(6), 2007), who predict a job's
@@ -53,20 +58,28 @@ fn quantile(q: &VecDeque<f64>) -> f64 {
 #[derive(Debug)]
 pub struct LibraRisk {
     inner: LibraEdf,
+    /// Charges the padded work (`libra-risk`) or the user's estimate (`libra-risk-est`).
+    charge_reserved: bool,
     history: Mutex<History>,
 }
 
 impl LibraRisk {
-    /// Best fit, as Algorithm 1.
+    /// `libra-risk`: best fit, as Algorithm 1, charging the padded work.
     pub fn new(pricing: PricingParams) -> Self {
         Self::with_placement(pricing, Placement::BestFit)
     }
 
+    /// `libra-risk` with a placement.
     pub fn with_placement(pricing: PricingParams, placement: Placement) -> Self {
-        LibraRisk {
-            inner: LibraEdf::with_placement(pricing, PricingKind::LibraPlus, placement),
-            history: Mutex::new(History::default()),
-        }
+        Self::charging(pricing, placement, true)
+    }
+
+    /// `libra-risk` (`charge_reserved`) or `libra-risk-est` (the price applied to the user's
+    /// estimate).
+    pub fn charging(pricing: PricingParams, placement: Placement, charge_reserved: bool) -> Self {
+        let mut inner = LibraEdf::with_placement(pricing, PricingKind::LibraPlus, placement);
+        inner.charge_reserved = charge_reserved;
+        LibraRisk { inner, charge_reserved, history: Mutex::new(History::default()) }
     }
 
     /// The factor the user's next estimate is padded by (1 = no padding).
@@ -84,7 +97,11 @@ impl LibraRisk {
 
 impl Policy for LibraRisk {
     fn name(&self) -> &'static str {
-        "libra-risk"
+        if self.charge_reserved {
+            "libra-risk"
+        } else {
+            "libra-risk-est"
+        }
     }
 
     fn decide(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
@@ -116,7 +133,9 @@ impl Policy for LibraRisk {
         }
     }
 
-    /// The price over the window with the padded work reserved, applied to the user's estimate.
+    /// The price over the window with the padded work reserved, per CPU-second of the user's
+    /// estimate: scaled by the padding factor under `libra-risk`, so that `estimate x price` is
+    /// the padded work's cost.
     fn price(
         &self,
         spec: &JobSpec,
@@ -162,5 +181,56 @@ mod tests {
         assert_eq!(r.factor(Some(2)), 1.0);
         let spec = JobSpec::simple(10.0, 100.0, crate::Money::from_credits(100));
         assert!((r.reserved_estimate(&spec, Some(1)) - 15.0).abs() < 1e-9);
+    }
+
+    fn taught(charge_reserved: bool) -> LibraRisk {
+        let r = LibraRisk::charging(PricingParams::default(), Placement::BestFit, charge_reserved);
+        for _ in 0..5 {
+            r.observe(Some(1), 100.0, 150.0);
+        }
+        r
+    }
+
+    #[test]
+    fn libra_risk_charges_the_padded_work_and_libra_risk_est_the_estimate() {
+        use crate::pricing::cost_at;
+        let mut c = Cluster::new();
+        c.add_node(crate::cluster::NodeSpec::uniprocessor("n0", 1.0));
+        c.commit(9, 30.0, 100.0, &[0], 0.0).unwrap();
+        let spec = JobSpec::simple(20.0, 100.0, Money::from_credits(1000));
+        let (risk, est) = (taught(true), taught(false));
+        assert_eq!((risk.name(), est.name()), ("libra-risk", "libra-risk-est"));
+        let (p_risk, p_est) =
+            (risk.price(&spec, Some(1), &c, 0, 0.0).unwrap(), est.price(&spec, Some(1), &c, 0, 0.0).unwrap());
+        // Both price the same window with 30 CPU-seconds reserved; libra-risk bills the 30.
+        assert!((p_risk - 1.5 * p_est).abs() < 1e-9, "{p_risk} vs {p_est}");
+        let cost = |d: Decision| match d {
+            Decision::Accept { cost, .. } => cost,
+            other => panic!("{other:?}"),
+        };
+        let (c_risk, c_est) =
+            (cost(risk.decide_as(&spec, Some(1), &c, 0.0)), cost(est.decide_as(&spec, Some(1), &c, 0.0)));
+        assert_eq!(Some(c_risk), cost_at(20.0, p_risk));
+        assert_eq!(Some(c_risk), cost_at(30.0, p_est));
+        assert!(c_risk > c_est);
+        // The budget is checked against what is charged: a budget between the two admits the
+        // job under libra-risk-est only, and the least budget quoted is the charge.
+        let between = Money(c_est.cents() + (c_risk.cents() - c_est.cents()) / 2);
+        let tight = JobSpec::simple(20.0, 100.0, between);
+        assert!(est.decide_as(&tight, Some(1), &c, 0.0).is_accept());
+        assert!(!risk.decide_as(&tight, Some(1), &c, 0.0).is_accept());
+        assert_eq!(risk.least_budget(&spec, Some(1), &c, 0.0), Some(c_risk));
+        // With nothing learnt (factor 1) the two are the same policy.
+        let fresh = LibraRisk::new(PricingParams::default());
+        assert_eq!(
+            fresh.price(&spec, Some(1), &c, 0, 0.0),
+            LibraRisk::charging(PricingParams::default(), Placement::BestFit, false).price(
+                &spec,
+                Some(1),
+                &c,
+                0,
+                0.0
+            )
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! The policies past the seeds (`libra-edf`, `libra-risk`) against the published ones: the
-//! arrival delay factor study with Libra+$ pricing, and the under-estimate study at beta 0.1
-//! and 0.5.
+//! The policies past the seeds (`libra-edf`, `libra-risk`, `libra-risk-est`) against the
+//! published ones: the arrival delay factor study with Libra+$ pricing, and the under-estimate
+//! study at beta 0.1 and 0.5 (each risk variant at both, to compare at the same beta).
 
 use super::libraplus::{Axis, Study};
 
@@ -33,6 +33,8 @@ pub fn studies() -> Vec<Study> {
                 ("libra-edf", Some(0.1)),
                 ("libra-risk", Some(0.1)),
                 ("libra-risk", Some(0.5)),
+                ("libra-risk-est", Some(0.1)),
+                ("libra-risk-est", Some(0.5)),
             ],
         },
     ]

@@ -32,7 +32,8 @@ impl Point {
     /// The label a plot's legend shows: Libra+$ runs are told apart by beta, except in the
     /// beta study, where beta is the x axis.
     pub fn series(&self) -> String {
-        let priced = matches!(self.policy.as_str(), "libra+$" | "libra-edf" | "libra-risk");
+        let priced =
+            matches!(self.policy.as_str(), "libra+$" | "libra-edf" | "libra-risk" | "libra-risk-est");
         if priced && self.study != "beta" {
             format!("{} beta={}", self.policy, self.beta)
         } else {
@@ -49,7 +50,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("libraplus-fig4", "Libra+$ Fig. 4: arrival delay factor for several beta"),
     ("libraplus-fig5", "Libra+$ Fig. 5: share of high-urgency jobs for several beta"),
     ("libraplus-fig6", "Libra+$ Fig. 6: runtime under-estimates for several beta"),
-    ("beyond", "libra-edf and libra-risk against Libra, Libra+$ and EDF-BF (arrival delay, under-estimates)"),
+    ("beyond", "libra-edf, libra-risk and libra-risk-est against Libra, Libra+$ and EDF-BF (arrival delay, under-estimates)"),
     (
         "placement",
         "node choice under Libra+$ and Libra: best fit, least loaded, cheapest; QoS, profit, price paid",
