@@ -167,7 +167,8 @@ fn libra_risk_in_the_cluster_learns_pads_and_asks_nodes_for_edf_control() {
         let start = g.sync(&sync("n1", vec![], vec![]), now).unwrap().start;
         let s = start.iter().find(|s| s.job == padded.id).unwrap();
         assert!((s.estimate - 20.0).abs() < 1e-9, "reserved {}", s.estimate);
-        // The padding is the cluster's insurance, not the user's bill: priced on the estimate.
+        // The user's estimate stays as given; libra-risk bills the reserved work by scaling the
+        // price per CPU-second of the estimate by the padding (libra-risk-est prices the estimate).
         assert_eq!(padded.estimate, 10.0);
     }
     // After a restart the policy has relearnt the history, and the view holds the padded work.

@@ -50,8 +50,8 @@ pub enum AdminCommand {
     Pricing(PricingArgs),
     /// Show the admission policy and its node choice, or set them.
     Policy {
-        /// libra+$, libra, libra-edf, libra-risk (past the papers), or a space-shared baseline:
-        /// fifo, fcfs-bf, sjf-bf, edf-bf (`libra admin policy` shows the one in force).
+        /// libra+$, libra, libra-edf, libra-risk, libra-risk-est (past the papers), or a space-shared
+        /// baseline: fifo, fcfs-bf, sjf-bf, edf-bf (`libra admin policy` shows the one in force).
         name: Option<String>,
         /// How a time-shared policy chooses among the nodes that accept a job: best-fit (the
         /// Libra+$ paper's, the default of libra+$ and the EDF policies), least-loaded (the Libra
