@@ -1,5 +1,6 @@
 use super::table17_4::{self, run_all};
 use super::table17_6;
+use crate::farm::Calibration;
 use libra_core::dbc::Algorithm;
 
 #[test]
@@ -28,8 +29,8 @@ fn table17_4_libra_planners_meet_the_target() {
 
 #[test]
 fn table17_6_cost_is_cheaper_and_time_is_faster() {
-    let t = table17_6::run(Algorithm::Time, true);
-    let c = table17_6::run(Algorithm::Cost, true);
+    let t = table17_6::run(Algorithm::Time, true, Calibration::Bound);
+    let c = table17_6::run(Algorithm::Cost, true, Calibration::Bound);
     assert!(t.within_deadline_and_budget && c.within_deadline_and_budget);
     assert!(c.cost < t.cost);
     assert!(t.time_min < c.time_min);
@@ -64,6 +65,8 @@ mod budget {
                 budget: Money::from_credits(budget),
                 spent: Money::ZERO,
                 fallback_secs: 90.0,
+                calibration: crate::farm::Calibration::default(),
+                assumed_secs: None,
             };
             let out = virtual_time::run(farm, &vec![90.0; jobs], &[1.0; 10]);
             prop_assert!(out.cost <= Money::from_credits(budget), "{a}: spent {} of {budget}", out.cost);
