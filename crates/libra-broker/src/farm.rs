@@ -378,6 +378,70 @@ mod tests {
         assert_eq!(f.decide(0.0, 8).start, vec![2, 0]);
     }
 
+    /// Three single-slot queues priced 1, 2, 3 with nothing known about the job length, six
+    /// jobs, deadline 100 s; fallback costing at 1000 s, far from any bound.
+    fn unmeasured(budget: i64, calibration: Calibration) -> Farm {
+        let q = |name: &str, price: f64| {
+            let cfg = ResourceConfig {
+                slots: 1,
+                price,
+                ..ResourceConfig::new(name, KindSpec::Testqueue(TestqueueSpec::new(10.0)))
+            };
+            FarmResource::new(cfg, None)
+        };
+        Farm {
+            resources: vec![q("a", 1.0), q("b", 2.0), q("c", 3.0)],
+            algorithm: Algorithm::Cost,
+            deadline: 100.0,
+            budget: Money::from_credits(budget),
+            spent: Money::ZERO,
+            fallback_secs: 1000.0,
+            calibration,
+            assumed_secs: None,
+        }
+    }
+
+    #[test]
+    fn without_a_length_the_deadline_and_budget_bound_it_and_decide_what_starts() {
+        // Budget 600: jobs up to 50 s fit (two a queue on all three, 2*50*(1+2+3) = 600), and
+        // 50 s jobs need all three queues.
+        let mut f = unmeasured(600, Calibration::Bound);
+        let l = f.bound_secs(0.0, 6).unwrap();
+        assert!((l - 50.0).abs() < 1e-3, "{l}");
+        assert_eq!(f.decide(0.0, 6).start, vec![1, 1, 1]);
+        // Budget 300: three a queue on the two cheap ones costs 9 L, so L <= 33.33; two a queue
+        // on all three (12 L, L > 33.33) would cost over 400. The dear queue is not needed.
+        let mut f = unmeasured(300, Calibration::Bound);
+        let l = f.bound_secs(0.0, 6).unwrap();
+        assert!((l - 100.0 / 3.0).abs() < 1e-2, "{l}");
+        assert_eq!(f.decide(0.0, 6).start, vec![1, 1, 0]);
+        // The jobs started are held at the assumed length (33.33 s: each job's cost is rounded
+        // up to the cent, so 33.334 s would cost 300.03), not at the fallback's 1000 s.
+        assert_eq!(f.start(0, 1, 1, 0.0), Money::from_cents(3333));
+        // The rule it replaced probes every queue whatever the deadline and budget (costing a
+        // probe at the fallback, here 10 s, so that the budget allows all three).
+        let mut old = unmeasured(300, Calibration::ProbeAll);
+        old.fallback_secs = 10.0;
+        assert_eq!(old.decide(0.0, 6).start, vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn once_measured_the_others_are_assumed_no_slower_than_the_slowest_measured() {
+        let mut f = unmeasured(600, Calibration::Bound);
+        assert_eq!(f.decide(0.0, 6).start, vec![1, 1, 1]);
+        for (r, a) in [(0, 1), (1, 2)] {
+            f.start(r, a, a, 0.0);
+        }
+        f.start(2, 3, 3, 0.0);
+        // The cheap queues' jobs took 10 s; the dear one's is still running.
+        f.finish(0, 1, 10.0, 10.0, true);
+        f.finish(1, 2, 10.0, 10.0, true);
+        let d = f.decide(10.0, 3);
+        assert_eq!(f.assumed_secs, Some(10.0));
+        // Three more 10 s jobs fit on the cheapest queue by the deadline: only it gets one.
+        assert_eq!(d.start, vec![1, 0, 0]);
+    }
+
     #[test]
     fn charges_never_exceed_the_budget_even_when_jobs_overrun() {
         let mut f = farm(1_000.0, 25);

@@ -119,6 +119,20 @@ pub fn optimum(deadline: f64) -> Option<Money> {
 /// Runs one cell. `prior`: Libra's planners start from the queue's declared job length;
 /// without it, `calibration` says how they treat the queues not yet measured.
 pub fn run_cell(a: Algorithm, deadline: f64, budget: i64, prior: bool, calibration: Calibration) -> Cell {
+    run_cell_costing(a, deadline, budget, prior, calibration, JOB_SECS)
+}
+
+/// As `run_cell`, with the seconds a job on an unmeasured queue is costed at when nothing else
+/// is known (`Farm::fallback_secs`): the tests vary it to show that the no-prior planners do
+/// not lean on the true length through it.
+pub fn run_cell_costing(
+    a: Algorithm,
+    deadline: f64,
+    budget: i64,
+    prior: bool,
+    calibration: Calibration,
+    fallback_secs: f64,
+) -> Cell {
     let farm = Farm {
         resources: queues()
             .into_iter()
@@ -131,7 +145,7 @@ pub fn run_cell(a: Algorithm, deadline: f64, budget: i64, prior: bool, calibrati
         deadline,
         budget: Money::from_credits(budget),
         spent: Money::ZERO,
-        fallback_secs: JOB_SECS,
+        fallback_secs,
         calibration,
         assumed_secs: None,
     };
