@@ -200,6 +200,8 @@ impl Engine {
             budget: e.budget,
             spent: store.spent(exp)?,
             fallback_secs: e.estimate_secs.unwrap_or(60.0),
+            calibration: crate::farm::Calibration::default(),
+            assumed_secs: None,
         };
         let total = {
             let c = store.counts(exp)?;

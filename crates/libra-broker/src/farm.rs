@@ -80,6 +80,35 @@ impl FarmResource {
     }
 }
 
+/// How Libra's planners treat a resource whose job length is neither measured nor declared.
+/// (The seed's heuristics always probe every such resource, as published.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Calibration {
+    /// Assume the longest job length with which the jobs left could still all be done by the
+    /// deadline within the budget (`Farm::bound_secs`): the planner then starts what the
+    /// sweep would need if the jobs were that long, and nothing more. If the jobs are as long
+    /// as the user's deadline and budget allow, that is exactly enough; if shorter, it costs a
+    /// few jobs on queues the optimum would not use. The measured length replaces the
+    /// assumption on each resource as soon as one of its jobs ends, and once any resource is
+    /// measured the others are assumed no slower than the slowest measured one.
+    #[default]
+    Bound,
+    /// One probe job on each unmeasured resource (only when the measured ones cannot carry
+    /// the jobs), like the seed's calibration: the rule before `Bound`, kept for comparison
+    /// (experiments name it `<planner>+probe-all`).
+    ProbeAll,
+}
+
+impl Calibration {
+    /// The suffix experiments give a planner run with this rule.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Calibration::Bound => "",
+            Calibration::ProbeAll => "+probe-all",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Farm {
     pub resources: Vec<FarmResource>,
@@ -90,6 +119,10 @@ pub struct Farm {
     pub spent: Money,
     /// CPU seconds per job assumed for costing a resource nothing is known about.
     pub fallback_secs: f64,
+    pub calibration: Calibration,
+    /// The job length `Calibration::Bound` assumed at the last `decide` for resources not yet
+    /// measured, so that the jobs it starts are held at what the plan priced them.
+    pub assumed_secs: Option<f64>,
 }
 
 /// What to do now: jobs to start per resource, and the plan they came from.
@@ -119,13 +152,78 @@ impl Farm {
 
     /// The planning problem at `now` for `pending` jobs not yet started.
     pub fn input(&self, now: f64, pending: u64) -> PlanInput {
+        self.input_assuming(now, pending, self.assumption(now, pending))
+    }
+
+    /// The job length to assume for unmeasured resources at `now`: `None` for the seed's
+    /// heuristics, for `ProbeAll`, when every available resource has a length, or when no
+    /// length makes the jobs feasible (then the planners probe, as before).
+    fn assumption(&self, now: f64, pending: u64) -> Option<f64> {
+        let use_prior = !self.algorithm.is_nimrod();
+        if !use_prior || self.calibration != Calibration::Bound {
+            return None;
+        }
+        if !self.resources.iter().any(|r| r.available && r.secs_per_job(true).is_none()) {
+            return None;
+        }
+        let bound = self.bound_secs(now, pending)?;
+        // Once some resources are measured, the bound alone would make the others look as
+        // slow as the whole time left (the measured ones suffice), and a time-optimising
+        // planner would never try them: assume them no slower than the slowest measured one.
+        let slowest = self
+            .resources
+            .iter()
+            .filter(|r| r.done > 0)
+            .filter_map(|r| r.secs_per_job(true))
+            .reduce(f64::max);
+        Some(slowest.map_or(bound, |s| s.min(bound)))
+    }
+
+    /// The longest job length `L` such that, if every unmeasured resource took `L` seconds a
+    /// job, the cheapest schedule of the `pending` jobs would still meet the deadline within
+    /// the budget left (`dbc::optimal_cost`, the same capacity and cost model the planners
+    /// use). Feasibility only gets harder as `L` grows (fewer jobs fit, each costs more), so
+    /// this is a bisection. It is the user's own deadline and budget read as a bound on the
+    /// job length, not a guess of it: whenever the jobs are no longer than this, a plan made
+    /// with it carries every job in time and within the budget. `time_left` if even jobs that
+    /// long fit (the measured resources suffice); `None` if no length fits.
+    pub fn bound_secs(&self, now: f64, pending: u64) -> Option<f64> {
+        let time_left = self.deadline - now;
+        if pending == 0 || time_left <= 0.0 {
+            return None;
+        }
+        let fits = |l: f64| {
+            let input = self.input_assuming(now, pending, Some(l));
+            dbc::optimal_cost(&input).is_some_and(|c| c <= input.budget_left)
+        };
+        if fits(time_left) {
+            return Some(time_left);
+        }
+        // A millisecond job is the shortest the engine measures (see the bench's local queue).
+        let (mut lo, mut hi) = (1e-3f64, time_left);
+        if !fits(lo) {
+            return None;
+        }
+        while hi - lo > 1e-6 * hi.max(1.0) {
+            let mid = 0.5 * (lo + hi);
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
+    }
+
+    fn input_assuming(&self, now: f64, pending: u64, assumed: Option<f64>) -> PlanInput {
         let use_prior = !self.algorithm.is_nimrod();
         let time_left = self.deadline - now;
+        let fallback = assumed.unwrap_or(self.fallback_secs);
         let resources = self
             .resources
             .iter()
             .map(|r| {
-                let spj = r.secs_per_job(use_prior);
+                let spj = r.secs_per_job(use_prior).or(assumed);
                 let mut slots: Vec<f64> = r
                     .running
                     .iter()
@@ -145,7 +243,7 @@ impl Farm {
                 ResourceState {
                     slot_free_in: slots,
                     secs_per_job: spj,
-                    cost_per_job: money_for(r.cfg.price_at(now), r.cpu_per_job(self.fallback_secs)),
+                    cost_per_job: money_for(r.cfg.price_at(now), r.cpu_per_job(fallback)),
                     available: r.available,
                 }
             })
@@ -155,8 +253,9 @@ impl Farm {
 
     /// Re-plans at `now` and says how many jobs to start on each resource now. Never starts a
     /// job whose hold would take spending plus holds above the budget.
-    pub fn decide(&self, now: f64, pending: u64) -> Decision {
-        let input = self.input(now, pending);
+    pub fn decide(&mut self, now: f64, pending: u64) -> Decision {
+        self.assumed_secs = self.assumption(now, pending);
+        let input = self.input_assuming(now, pending, self.assumed_secs);
         let plan = dbc::plan(self.algorithm, &input);
         let mut room = input.budget_left.cents();
         let mut start = vec![0usize; self.resources.len()];
@@ -177,14 +276,20 @@ impl Farm {
     /// What one more job on resource `r` is expected to cost at `now`.
     pub fn job_cost(&self, r: usize, now: f64) -> Money {
         let res = &self.resources[r];
-        money_for(res.cfg.price_at(now), res.cpu_per_job(self.fallback_secs))
+        money_for(res.cfg.price_at(now), res.cpu_per_job(self.cost_secs()))
+    }
+
+    /// Seconds a job on an unmeasured resource is costed at: the last assumption, else the
+    /// fallback.
+    fn cost_secs(&self) -> f64 {
+        self.assumed_secs.unwrap_or(self.fallback_secs)
     }
 
     /// Records a start on resource `r`; returns the hold placed on the budget.
     pub fn start(&mut self, r: usize, attempt: i64, job: i64, now: f64) -> Money {
         let res = &self.resources[r];
         let price = res.cfg.price_at(now);
-        let hold = money_for(price, res.cpu_per_job(self.fallback_secs));
+        let hold = money_for(price, res.cpu_per_job(self.cost_secs()));
         self.resources[r].running.push(Running { attempt, job, started: now, hold, price });
         hold
     }
@@ -255,21 +360,86 @@ mod tests {
             budget: Money::from_credits(budget),
             spent: Money::ZERO,
             fallback_secs: 10.0,
+            calibration: Calibration::Bound,
+            assumed_secs: None,
         }
     }
 
     #[test]
     fn steering_the_deadline_and_budget_changes_the_plan() {
         // 8 jobs of 10 s: the cheap pair carries them all in 40 s.
-        let f = farm(100.0, 1_000);
+        let mut f = farm(100.0, 1_000);
         assert_eq!(f.decide(0.0, 8).start, vec![2, 0]);
         // Deadline moved to 20 s: the cheap pair holds 4, the dear pair is needed now.
-        let mut f = f;
         f.deadline = 20.0;
         assert_eq!(f.decide(0.0, 8).start, vec![2, 2]);
         // Budget cut to what 4 cheap jobs cost (4 * 10 credits): no dear job starts.
         f.budget = Money::from_credits(40);
         assert_eq!(f.decide(0.0, 8).start, vec![2, 0]);
+    }
+
+    /// Three single-slot queues priced 1, 2, 3 with nothing known about the job length, six
+    /// jobs, deadline 100 s; fallback costing at 1000 s, far from any bound.
+    fn unmeasured(budget: i64, calibration: Calibration) -> Farm {
+        let q = |name: &str, price: f64| {
+            let cfg = ResourceConfig {
+                slots: 1,
+                price,
+                ..ResourceConfig::new(name, KindSpec::Testqueue(TestqueueSpec::new(10.0)))
+            };
+            FarmResource::new(cfg, None)
+        };
+        Farm {
+            resources: vec![q("a", 1.0), q("b", 2.0), q("c", 3.0)],
+            algorithm: Algorithm::Cost,
+            deadline: 100.0,
+            budget: Money::from_credits(budget),
+            spent: Money::ZERO,
+            fallback_secs: 1000.0,
+            calibration,
+            assumed_secs: None,
+        }
+    }
+
+    #[test]
+    fn without_a_length_the_deadline_and_budget_bound_it_and_decide_what_starts() {
+        // Budget 600: jobs up to 50 s fit (two a queue on all three, 2*50*(1+2+3) = 600), and
+        // 50 s jobs need all three queues.
+        let mut f = unmeasured(600, Calibration::Bound);
+        let l = f.bound_secs(0.0, 6).unwrap();
+        assert!((l - 50.0).abs() < 1e-3, "{l}");
+        assert_eq!(f.decide(0.0, 6).start, vec![1, 1, 1]);
+        // Budget 300: three a queue on the two cheap ones costs 9 L, so L <= 33.33; two a queue
+        // on all three (12 L, L > 33.33) would cost over 400. The dear queue is not needed.
+        let mut f = unmeasured(300, Calibration::Bound);
+        let l = f.bound_secs(0.0, 6).unwrap();
+        assert!((l - 100.0 / 3.0).abs() < 1e-2, "{l}");
+        assert_eq!(f.decide(0.0, 6).start, vec![1, 1, 0]);
+        // The jobs started are held at the assumed length (33.33 s: each job's cost is rounded
+        // up to the cent, so 33.334 s would cost 300.03), not at the fallback's 1000 s.
+        assert_eq!(f.start(0, 1, 1, 0.0), Money::from_cents(3333));
+        // The rule it replaced probes every queue whatever the deadline and budget (costing a
+        // probe at the fallback, here 10 s, so that the budget allows all three).
+        let mut old = unmeasured(300, Calibration::ProbeAll);
+        old.fallback_secs = 10.0;
+        assert_eq!(old.decide(0.0, 6).start, vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn once_measured_the_others_are_assumed_no_slower_than_the_slowest_measured() {
+        let mut f = unmeasured(600, Calibration::Bound);
+        assert_eq!(f.decide(0.0, 6).start, vec![1, 1, 1]);
+        for (r, a) in [(0, 1), (1, 2)] {
+            f.start(r, a, a, 0.0);
+        }
+        f.start(2, 3, 3, 0.0);
+        // The cheap queues' jobs took 10 s; the dear one's is still running.
+        f.finish(0, 1, 10.0, 10.0, true);
+        f.finish(1, 2, 10.0, 10.0, true);
+        let d = f.decide(10.0, 3);
+        assert_eq!(f.assumed_secs, Some(10.0));
+        // Three more 10 s jobs fit on the cheapest queue by the deadline: only it gets one.
+        assert_eq!(d.start, vec![1, 0, 0]);
     }
 
     #[test]

@@ -277,3 +277,43 @@ fn raising_the_budget_of_a_stalled_sweep_lets_it_finish() {
     assert_eq!(store.counts(s.exp).unwrap().done, 10);
     assert!(store.spent(s.exp).unwrap() <= Money::from_credits(20));
 }
+
+/// A job's own stdout/stderr files exist only when it wrote to them (creating two files per job
+/// is what made big sweeps slow on ext4), hold all its commands' output in order, and a
+/// background process the job leaves behind neither holds the job up nor loses its output.
+#[test]
+fn job_output_files_appear_only_when_written_and_keep_everything() {
+    let plan = r#"
+parameter x integer range from 1 to 4 step 1
+task main
+    shexec "test $x -eq 1 || exit 0; echo one; echo two; echo err 1>&2"
+    shexec "test $x -eq 2 || exit 0; (sleep 2; echo late) &"
+    shexec "test $x -eq 3 || exit 0; head -c 300000 /dev/zero | tr '\\0' a"
+endtask
+"#;
+    let s = setup(plan, TWO_LOCAL, Algorithm::Time, 1000, 0);
+    let t0 = std::time::Instant::now();
+    assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "done");
+    // The background `sleep 2` of job 2 kept its stdout open: the sweep did not wait for it.
+    assert!(t0.elapsed() < std::time::Duration::from_millis(1800), "{:?}", t0.elapsed());
+    let store = Store::open(&s.db).unwrap();
+    let dirs: Vec<std::path::PathBuf> = {
+        let mut r = store.results(s.exp).unwrap();
+        r.sort_by_key(|r| r.index);
+        r.iter().map(|r| std::path::PathBuf::from(r.output.as_ref().unwrap())).collect()
+    };
+    let read = |d: &std::path::Path, f: &str| std::fs::read_to_string(d.join(f)).ok();
+    assert_eq!(read(&dirs[0], "stdout").as_deref(), Some("one\ntwo\n"));
+    assert_eq!(read(&dirs[0], "stderr").as_deref(), Some("err\n"));
+    assert_eq!(read(&dirs[2], "stdout").map(|t| t.len()), Some(300_000), "more than a pipe holds");
+    assert_eq!(read(&dirs[2], "stderr"), None);
+    // Job 4 printed nothing: no file at all.
+    assert!(dirs[3].is_dir());
+    assert_eq!((read(&dirs[3], "stdout"), read(&dirs[3], "stderr")), (None, None));
+    // The late line of job 2's background process still reaches its file.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while read(&dirs[1], "stdout").as_deref() != Some("late\n") {
+        assert!(std::time::Instant::now() < deadline, "the background output never arrived");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

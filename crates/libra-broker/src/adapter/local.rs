@@ -397,12 +397,20 @@ fn record_copies(node: &Path, files: &[String]) {
     }
 }
 
-fn open_out(node: &Path, target: &Option<(Option<PathBuf>, bool)>, default: &str) -> Result<Stdio, String> {
+/// Where one output stream of a command goes.
+enum Sink {
+    /// Discarded, or a file the plan named (opened now: the plan asked for it).
+    Now(Stdio),
+    /// The job's own `stdout` / `stderr` file, created only once the command writes to it.
+    Lazy(PathBuf),
+}
+
+fn open_out(node: &Path, target: &Option<(Option<PathBuf>, bool)>, default: &str) -> Result<Sink, String> {
     let (path, append) = match target {
-        Some((None, _)) => return Ok(Stdio::null()),
+        Some((None, _)) => return Ok(Sink::Now(Stdio::null())),
         Some((Some(p), a)) => (p.clone(), *a),
         // The job's own stdout/stderr files gather the output of all its commands.
-        None => (node.join(default), true),
+        None => return Ok(Sink::Lazy(node.join(default))),
     };
     let f: File = OpenOptions::new()
         .create(true)
@@ -411,7 +419,108 @@ fn open_out(node: &Path, target: &Option<(Option<PathBuf>, bool)>, default: &str
         .truncate(!append)
         .open(&path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Stdio::from(f))
+    Ok(Sink::Now(Stdio::from(f)))
+}
+
+/// A job's own output file behind a pipe: the file is created at the first byte. Most jobs of
+/// a large sweep print nothing, and creating two files per job (and deleting them later) was
+/// most of what a job cost the file system: on ext4 without a journal the inode allocator skips
+/// every inode deleted in the last minutes, so back-to-back sweeps of 10,000 jobs slowed down
+/// run after run (REPRODUCING.md, "Bench").
+struct LazyOut {
+    path: PathBuf,
+    read: File,
+    file: Option<File>,
+}
+
+impl LazyOut {
+    /// Moves what the pipe holds into the file. True at the end of the stream.
+    fn pump(&mut self, buf: &mut [u8]) -> bool {
+        use std::io::{Read, Write};
+        match self.read.read(buf) {
+            Ok(0) => true,
+            Ok(n) => {
+                if self.file.is_none() {
+                    match OpenOptions::new().create(true).append(true).open(&self.path) {
+                        Ok(f) => self.file = Some(f),
+                        Err(e) => {
+                            tracing::warn!(path = %self.path.display(), "cannot record the job's output: {e}")
+                        }
+                    }
+                }
+                if let Some(f) = self.file.as_mut() {
+                    if let Err(e) = f.write_all(&buf[..n]) {
+                        tracing::warn!(path = %self.path.display(), "cannot record the job's output: {e}");
+                        self.file = None;
+                    }
+                }
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => false,
+            Err(_) => true,
+        }
+    }
+}
+
+/// A pipe whose write end becomes the command's stream (both ends close on exec).
+fn lazy_pipe(path: PathBuf) -> Result<(Stdio, LazyOut), String> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 fills two descriptors, which are owned from here on.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("a pipe for {}: {}", path.display(), std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors were just created and nothing else owns them.
+    let (read, write) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    Ok((Stdio::from(write), LazyOut { path, read, file: None }))
+}
+
+/// Relays the pipes into their files until they end, or until the command `pid` has exited
+/// while something it left behind still holds a pipe open: then a thread of its own keeps
+/// relaying (`pid` None: until the end), so that the job ends when its command does, as it did
+/// with plain files.
+fn relay(mut outs: Vec<LazyOut>, pid: Option<i32>) {
+    use std::os::fd::AsRawFd;
+    let mut buf = vec![0u8; 64 * 1024];
+    while !outs.is_empty() {
+        let mut fds: Vec<libc::pollfd> = outs
+            .iter()
+            .map(|o| libc::pollfd { fd: o.read.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        let timeout = if pid.is_some() { 200 } else { -1 };
+        // SAFETY: a valid array of pollfd of the given length.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if r < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        if r == 0 {
+            if pid.is_some_and(exited) {
+                let rest = std::mem::take(&mut outs);
+                std::thread::spawn(move || relay(rest, None));
+            }
+            continue;
+        }
+        for i in (0..fds.len()).rev() {
+            if fds[i].revents != 0 && outs[i].pump(&mut buf) {
+                outs.remove(i);
+            }
+        }
+    }
+}
+
+/// Has our child `pid` exited? (Looked at without reaping it: wait4 reaps it with its rusage.)
+fn exited(pid: i32) -> bool {
+    // SAFETY: an all-zero siginfo_t is valid for the kernel to fill.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waiting on our own child with a valid pointer; WNOWAIT leaves it unreaped.
+    let r = unsafe {
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+    };
+    // SAFETY: si_pid is set by waitid for a child that changed state (0 when none did).
+    r == 0 && unsafe { info.si_pid() } != 0
 }
 
 /// Runs one command and returns its exit code (None if killed by a signal) and CPU seconds.
@@ -446,15 +555,29 @@ fn exec(
             c
         }
     };
-    cmd.current_dir(node)
-        .stdin(Stdio::null())
-        .stdout(open_out(node, out, "stdout")?)
-        .stderr(open_out(node, err, "stderr")?);
-    let child = cmd.spawn().map_err(|e| format!("cannot run {:?}: {e}", words.first()))?;
+    let mut lazy = Vec::new();
+    let mut stdio = |sink: Sink| -> Result<Stdio, String> {
+        match sink {
+            Sink::Now(s) => Ok(s),
+            Sink::Lazy(path) => {
+                let (s, l) = lazy_pipe(path)?;
+                lazy.push(l);
+                Ok(s)
+            }
+        }
+    };
+    let (so, se) = (stdio(open_out(node, out, "stdout")?)?, stdio(open_out(node, err, "stderr")?)?);
+    cmd.current_dir(node).stdin(Stdio::null()).stdout(so).stderr(se);
+    let spawned = cmd.spawn();
+    // The write ends of the pipes live in `cmd`: closed here, so that the relay sees the end
+    // of the streams when the command (and whatever it started) is done.
+    drop(cmd);
+    let child = spawned.map_err(|e| format!("cannot run {:?}: {e}", words.first()))?;
     let pid = child.id() as i32;
     if let Ok(mut p) = pids.lock() {
         p.insert(pid);
     }
+    relay(lazy, Some(pid));
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value for the kernel to overwrite.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };

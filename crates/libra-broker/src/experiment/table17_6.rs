@@ -3,7 +3,7 @@
 //! against cost optimisation.
 
 use super::virtual_time::{self, VirtualOutcome};
-use crate::farm::{Farm, FarmResource};
+use crate::farm::{Calibration, Farm, FarmResource};
 use crate::resources::{KindSpec, ResourceConfig, TestqueueSpec};
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
@@ -66,7 +66,20 @@ pub struct Run {
 pub const ALGORITHMS: [Algorithm; 4] =
     [Algorithm::NimrodTime, Algorithm::NimrodCost, Algorithm::Time, Algorithm::Cost];
 
-pub fn run(a: Algorithm, prior: bool) -> Run {
+/// Every run: without the prior, also Libra's planners as `<planner>+probe-all` (the rule they
+/// had before, for comparison).
+pub fn run_all(prior: bool) -> Vec<Run> {
+    let mut runs: Vec<Run> = ALGORITHMS.iter().map(|&a| run(a, prior, Calibration::Bound)).collect();
+    if !prior {
+        runs.extend(
+            ALGORITHMS.iter().filter(|a| !a.is_nimrod()).map(|&a| run(a, prior, Calibration::ProbeAll)),
+        );
+    }
+    runs
+}
+
+/// One run; `calibration` matters only without the prior.
+pub fn run(a: Algorithm, prior: bool, calibration: Calibration) -> Run {
     let res = resources();
     let speeds: Vec<f64> = SHAPES.iter().map(|s| s.3).collect();
     let farm = Farm {
@@ -79,6 +92,8 @@ pub fn run(a: Algorithm, prior: bool) -> Run {
         budget: Money::from_credits(BUDGET),
         spent: Money::ZERO,
         fallback_secs: 330.0,
+        calibration,
+        assumed_secs: None,
     };
     let out = virtual_time::run(farm, &job_secs(), &speeds);
     let (seed, jobs) = match a {
@@ -86,7 +101,7 @@ pub fn run(a: Algorithm, prior: bool) -> Run {
         _ => (SEED_COST_OPT, SHAPES.map(|s| s.5).to_vec()),
     };
     Run {
-        algorithm: a.name().to_string(),
+        algorithm: super::table17_4::name(a, calibration),
         completed_pct: 100.0 * out.completed as f64 / JOBS as f64,
         time_min: out.time / 60.0,
         cost: out.cost.as_credits_f64(),

@@ -21,13 +21,25 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Where the scratch directory (database, job directories) goes: the system's temporary
+    /// directory by default. Point it at a disk file system to measure what jobs cost there
+    /// (`df -T DIR` tells; a tmpfs hides it). Removed at the end.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     if a.jobs == 0 || a.slots == 0 {
         anyhow::bail!("--jobs and --slots must be at least 1");
     }
-    let scratch = std::env::temp_dir().join(format!("libra-sweep-bench-{}", std::process::id()));
+    let parent = a.dir.clone().unwrap_or_else(std::env::temp_dir);
+    if !parent.is_dir() {
+        anyhow::bail!(
+            "--dir: {} is not a directory (the scratch directory goes inside it)",
+            parent.display()
+        );
+    }
+    let scratch = parent.join(format!("libra-sweep-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let report = libra_broker::bench::run(&scratch, a.jobs, a.slots, a.rounds, !a.no_xargs);
     let _ = std::fs::remove_dir_all(&scratch);

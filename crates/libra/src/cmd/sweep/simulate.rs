@@ -66,6 +66,8 @@ pub fn run(a: SimulateArgs) -> anyhow::Result<()> {
         budget: a.budget,
         spent: Money::ZERO,
         fallback_secs: 60.0,
+        calibration: libra_broker::farm::Calibration::default(),
+        assumed_secs: None,
     };
     let n = usize::try_from(jobs.total).context("too many jobs to simulate")?;
     let out = virtual_time::run(farm, &vec![1.0; n], &speeds);
