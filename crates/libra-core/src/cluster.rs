@@ -180,6 +180,154 @@ impl Commitment {
     }
 }
 
+/// u, the unit round-off of f64 (half an ulp of 1).
+const U: f64 = f64::EPSILON / 2.0;
+/// A relative slack far above every rounding in the bounds below (each is a few u, u ~ 1.1e-16).
+const SLACK: f64 = 1e-12;
+
+/// Lower bound on one job's share on a node from `e.as_of` on: `share(t) >= a - b * (t - as_of)`
+/// for every `t >= as_of` at which the entry is unchanged. Returns `(a, b)`, `b >= 0`.
+///
+/// Why, with `R = E - cpu_done`, `L = D - as_of`, `r = rate`, `tau = t - as_of` (reals, from
+/// the entry's float fields; every input finite, `cpu_done >= 0`, `r >= 0`, `cap >= 0`; else
+/// `(0, 0)`, true since Algorithm 2 clamps every share to `[0, cap]`):
+/// - `fb`, the least of Algorithm 2's fallback branches (`0` when `E <= 0`, else the admitted
+///   share, clamped), bounds a share that has overrun its estimate or its deadline.
+/// - Otherwise the share is `clamp(fl(rem / left))`. Its float computation
+///   `fl(E - fl(cpu_done + fl(r * fl(tau))))` is at most `3.1 u E` below the exact remaining
+///   work `R - r tau` (the CPU term is below `E` in this branch), and the division and the
+///   deadline's subtraction lose at most `3 u` more, relatively; so the share is at least
+///   `(1 - 4u) (R' - r tau) / (L - tau)` with `R' = R - 3.1 u E`, and, since `0 < L - tau <= L`,
+///   at least `(1 - 4u) (R' - r tau) / L` when that is positive, and at least 0 when not.
+///   `a = min(fb, cap, (1 - SLACK) R' / L)` and `b = (1 + SLACK) r / L` are that line, rounded
+///   the safe way (`R'` lowered by `SLACK (|E| + cpu)`, `L` taken a little high for `a` and a
+///   little low for `b`; `SLACK` covers the `4u` and every rounding of these few operations).
+/// - A job already overrun (`R <= 0`) or due (`L <= 0`) at `as_of` stays so (the float
+///   remaining work never grows as `t` grows, nor does the time left): `a = fb`, `b = 0`.
+/// The line holds in every branch since `a <= fb` and `a <= cap`.
+fn share_bound(e: &NodeEntry) -> (f64, f64) {
+    let finite = e.estimate.is_finite()
+        && e.cpu_done.is_finite()
+        && e.rate.is_finite()
+        && e.as_of.is_finite()
+        && e.deadline_abs.is_finite()
+        && e.admitted_share.is_finite()
+        && e.cap.is_finite();
+    if !finite || e.cpu_done < 0.0 || e.rate < 0.0 || e.cap < 0.0 {
+        return (0.0, 0.0);
+    }
+    let fb = if e.estimate <= 0.0 { 0.0 } else { e.admitted_share.clamp(0.0, e.cap) };
+    let rem = e.estimate - e.cpu_done;
+    let left = e.deadline_abs - e.as_of;
+    if rem <= 0.0 || left <= 0.0 {
+        return (fb, 0.0);
+    }
+    let rem_low = rem - SLACK * (e.estimate.abs() + e.cpu_done);
+    if rem_low <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let a = (rem_low / (left * (1.0 + SLACK)) * (1.0 - SLACK)).min(fb).min(e.cap);
+    let b = if e.rate == 0.0 { 0.0 } else { e.rate / (left * (1.0 - SLACK)) * (1.0 + SLACK) };
+    (a.max(0.0), b)
+}
+
+/// A node's running lower bound on its load (the sum of its jobs' Algorithm 2 shares), kept at
+/// commit, release and progress (where the code touches the node anyway) in O(1) amortised, so
+/// that admission can rule out a node that is full without reading its jobs.
+///
+/// It holds the sums over the node's jobs of `share_bound`'s `a`, `b` and `b * as_of`, so that
+/// the bound at `t` is `sum a - t sum b + sum b as_of`: the sum of the jobs' lines, valid from
+/// `from`, the latest `as_of`. Sums kept by adding and subtracting are not exact in floats: each
+/// operation's rounding is added to `err` (at most `u (|sum| + |term|)` per operation), `at`
+/// subtracts `err`, the evaluation's own rounding and the gap between the exact sum of shares
+/// and `node_load`'s float sum of them (at most `k u` times the sum of the caps, the shares
+/// being non-negative), all doubled. Every `k + 16` operations the sums are recomputed from the
+/// entries, which resets `err` (amortised O(1)).
+#[derive(Debug, Clone, Copy, Default)]
+struct LoadBound {
+    a: f64,
+    b: f64,
+    b_as_of: f64,
+    /// Rounding so far of `a` and `b_as_of` (absolute) and of `b` (to be multiplied by `|t|`).
+    err: f64,
+    err_b: f64,
+    /// Sum of the jobs' caps (for the float sum's own rounding) and the number of jobs.
+    caps: f64,
+    jobs: usize,
+    from: f64,
+    ops: usize,
+}
+
+impl LoadBound {
+    fn add(&mut self, e: &NodeEntry, jobs_after: usize) {
+        let (a, b) = share_bound(e);
+        let bt = b * e.as_of;
+        self.err += U * (self.a.abs() + a.abs() + self.b_as_of.abs() + 2.0 * bt.abs());
+        self.err_b += U * (self.b.abs() + b);
+        self.a += a;
+        self.b += b;
+        self.b_as_of += bt;
+        self.caps += e.cap.abs();
+        self.jobs = jobs_after;
+        self.from = self.from.max(e.as_of);
+        self.ops += 1;
+    }
+
+    fn remove(&mut self, e: &NodeEntry) {
+        let (a, b) = share_bound(e);
+        let bt = b * e.as_of;
+        self.err += U * (self.a.abs() + a.abs() + self.b_as_of.abs() + 2.0 * bt.abs());
+        self.err_b += U * (self.b.abs() + b);
+        self.a -= a;
+        self.b -= b;
+        self.b_as_of -= bt;
+        self.jobs = self.jobs.saturating_sub(1);
+        // `from` stays: a later start only makes the bound answer at fewer instants. `caps`
+        // stays too: a larger sum only widens the margin.
+        self.ops += 1;
+        if self.jobs == 0 {
+            // No job left: the sums restart exact.
+            *self = LoadBound { from: f64::NEG_INFINITY, ..LoadBound::default() };
+        }
+    }
+
+    /// Recomputes the sums from the entries once enough operations have gone by.
+    fn settle(&mut self, entries: &[NodeEntry]) {
+        if self.ops <= entries.len() + 16 {
+            return;
+        }
+        let mut fresh = LoadBound { from: f64::NEG_INFINITY, ..LoadBound::default() };
+        for (k, e) in entries.iter().enumerate() {
+            fresh.add(e, k + 1);
+        }
+        fresh.ops = 0;
+        *self = fresh;
+    }
+
+    /// The bound at `t`: at most `node_load(t)` for the node's current jobs, for `t >= from`.
+    #[inline]
+    fn at(&self, t: f64) -> f64 {
+        if self.jobs == 0 {
+            // node_load of no job is -0.0; nothing to bound (and no job to skip reading).
+            return f64::NEG_INFINITY;
+        }
+        if !(t >= self.from) || !t.is_finite() {
+            return f64::NEG_INFINITY;
+        }
+        let bt = self.b * t;
+        let v = (self.a + self.b_as_of) - bt;
+        let rounding = 3.0 * U * (self.a.abs() + self.b_as_of.abs() + bt.abs());
+        let sum_gap = (self.jobs as f64 + 1.0) * U * self.caps;
+        let margin = 2.0 * (self.err + self.err_b * t.abs() + rounding + sum_gap);
+        let lb = v - margin;
+        if lb.is_finite() {
+            lb
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClusterError {
     #[error("job {0} is already committed")]
@@ -196,6 +344,9 @@ pub enum ClusterError {
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
     nodes: Vec<Node>,
+    /// Each node's running lower bound on its load (`LoadBound`), beside `nodes` in one
+    /// contiguous array so that admission can rule a full node out without reading its jobs.
+    bounds: Vec<LoadBound>,
     slots: Vec<Option<Commitment>>,
     free_slots: Vec<usize>,
     index: HashMap<u64, usize>,
@@ -236,6 +387,7 @@ impl Cluster {
             mem_used: 0,
             disk_used: 0,
         });
+        self.bounds.push(LoadBound { from: f64::NEG_INFINITY, ..LoadBound::default() });
         self.nodes.len() - 1
     }
 
@@ -384,6 +536,7 @@ impl Cluster {
         };
         for &n in nodes {
             let node = &mut self.nodes[n];
+            self.bounds[n].add(&entry, node.entries.len() + 1);
             node.slots.push(slot);
             node.entries.push(entry);
             node.mem_used = node.mem_used.saturating_add(mem_mb);
@@ -401,11 +554,16 @@ impl Cluster {
             c.rate = rate;
             c.as_of = now;
             for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
-                if let Some(e) = self.nodes[n].entries.get_mut(pos) {
+                let node = &mut self.nodes[n];
+                let k = node.entries.len();
+                if let Some(e) = node.entries.get_mut(pos) {
+                    self.bounds[n].remove(e);
                     e.cpu_done = cpu_done;
                     e.rate = rate;
                     e.as_of = now;
+                    self.bounds[n].add(e, k);
                 }
+                self.bounds[n].settle(&node.entries);
             }
         }
         Ok(())
@@ -426,7 +584,9 @@ impl Cluster {
                 continue;
             }
             node.slots.swap_remove(pos);
-            node.entries.swap_remove(pos);
+            let gone = node.entries.swap_remove(pos);
+            self.bounds[n].remove(&gone);
+            self.bounds[n].settle(&node.entries);
             node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
             node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
             // The entry that moved into `pos` belongs to another job: tell it where it is now.
@@ -508,6 +668,13 @@ impl Cluster {
         limit: f64,
         bar: f64,
     ) -> Option<f64> {
+        // The node's running bound first: when it already proves the answer, no job is read.
+        // `load_lower_bound <= node_load` and float addition never decreases in an operand, so
+        // bound + extra above `limit` (or at `bar`) puts node_load + extra there too.
+        let lb = self.load_lower_bound(i, now) + extra;
+        if lb > limit || lb >= bar {
+            return None;
+        }
         let mut load = -0.0;
         for e in &self.nodes[i].entries {
             load += e.share(now);
@@ -523,6 +690,14 @@ impl Cluster {
         } else {
             Some(total)
         }
+    }
+
+    /// A lower bound on `node_load(i, now)` read from node `i`'s running totals alone, without
+    /// its jobs (`LoadBound`); `-inf` when the totals say nothing at `now` (before the node's
+    /// latest progress report).
+    #[inline]
+    pub fn load_lower_bound(&self, i: NodeIdx, now: f64) -> f64 {
+        self.bounds.get(i).map_or(f64::NEG_INFINITY, |b| b.at(now))
     }
 
     /// The jobs of node `i` as job control sees them at `now`, in the order of `node_entries`.
@@ -576,7 +751,80 @@ mod tests {
         assert_eq!(c.idle_nodes().collect::<Vec<_>>(), vec![0]);
     }
 
+    #[test]
+    fn load_bound_proves_a_full_node_and_never_overstates() {
+        let mut c = Cluster::homogeneous(2, 1.0);
+        // 90 s of work due in 100 s: 0.9 of the node; no progress reported (rate 0), so the
+        // share can only grow until the deadline.
+        c.commit(1, 90.0, 100.0, &[0], 0.0).unwrap();
+        for t in [0.0, 10.0, 50.0, 99.0, 100.0, 500.0] {
+            let lb = c.load_lower_bound(0, t);
+            assert!(lb > 0.899 && lb <= c.node_load(0, t), "t={t}: {lb} vs {}", c.node_load(0, t));
+        }
+        // Running at full speed from t=10: the share falls, and so does the bound, linearly.
+        c.set_progress(1, 10.0, 1.0, 10.0).unwrap();
+        let (l10, l50) = (c.load_lower_bound(0, 10.0), c.load_lower_bound(0, 50.0));
+        assert!(l10 > 0.88 && l10 <= c.node_load(0, 10.0));
+        assert!(l50 < l10 && l50 <= c.node_load(0, 50.0));
+        // Before the latest report the totals say nothing; an empty node has none.
+        assert_eq!(c.load_lower_bound(0, 5.0), f64::NEG_INFINITY);
+        assert_eq!(c.load_lower_bound(1, 5.0), f64::NEG_INFINITY);
+        c.release(1);
+        assert_eq!(c.load_lower_bound(0, 50.0), f64::NEG_INFINITY);
+    }
+
     proptest::proptest! {
+        /// The running bound of every node is at most its load, to the float, at every instant
+        /// from its latest report on, whatever the commits, progress reports (any rate,
+        /// overruns, due jobs) and releases that built it; round values make shares and
+        /// deadlines meet exactly.
+        #[test]
+        fn load_bound_is_below_node_load(
+            ops in proptest::collection::vec((0u8..4, 0u64..24, proptest::collection::vec(0usize..3, 1..3), 0usize..5, 0.0f64..400.0, proptest::prop_oneof![proptest::strategy::Just(0.0), proptest::strategy::Just(1.0), 0.0f64..3.0]), 1..120),
+            probes in proptest::collection::vec(0.0f64..2000.0, 1..8),
+        ) {
+            let round = [1.0, 10.0, 100.0, 0.5, 1e-7];
+            let mut c = Cluster::new();
+            for (i, cpus) in [1.0, 4.0, 0.5].into_iter().enumerate() {
+                c.add_node(NodeSpec { name: format!("n{i}"), cpus, mem_mb: 0, disk_mb: 0, price_base: 1.0 });
+            }
+            let mut now = 0.0;
+            for (op, job, mut nodes, ri, x, rate) in ops {
+                nodes.sort();
+                nodes.dedup();
+                let v = if ri < 4 { round[ri] * (1.0 + (x / 100.0).floor()) } else { x };
+                match op {
+                    0 | 3 => { let _ = c.commit_with(job, v, now + v * (0.5 + rate), &nodes, now, (0, 0, 1 + (job % 3) as u32)); }
+                    1 => { let _ = c.set_progress(job, v * 0.5, rate, now); }
+                    _ => { c.release(job); }
+                }
+                now += x / 10.0;
+                for n in 0..3 {
+                    for &dt in &probes {
+                        for t in [now, now + dt, now + dt.floor()] {
+                            let lb = c.load_lower_bound(n, t);
+                            let load = c.node_load(n, t);
+                            proptest::prop_assert!(lb <= load, "node {} t={}: bound {} above load {}", n, t, lb, load);
+                        }
+                    }
+                    // The instants where a share changes branch: each job's deadline and the
+                    // end of its estimate at its rate.
+                    for e in c.node_entries(n).to_vec() {
+                        let mut ts = vec![e.deadline_abs, e.as_of];
+                        if e.rate > 0.0 {
+                            ts.push(e.as_of + (e.estimate - e.cpu_done) / e.rate);
+                        }
+                        for t in ts {
+                            for t in [t, t.next_down(), t.next_up()] {
+                                let lb = c.load_lower_bound(n, t);
+                                proptest::prop_assert!(lb <= c.node_load(n, t), "node {} t={}", n, t);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+
         /// Whatever the order of commits, progress reports and releases, each node's compact
         /// entries agree with the jobs' commitments.
         #[test]

@@ -80,6 +80,12 @@ impl LibraPlus {
     ) -> Option<(f64, f64, f64)> {
         let node = cluster.node(j);
         let limit = node.spec.cpus + SHARE_EPS;
+        // A node whose running bound already proves it full is refused without reading its
+        // jobs: `load_lower_bound <= node_load` and float addition never decreases in an
+        // operand, so the full load plus `share` is above `limit` too.
+        if cluster.load_lower_bound(j, now) + share > limit {
+            return None;
+        }
         let res_max = node.spec.cpus * deadline.max(0.0);
         let (mut load, mut committed) = (0.0, 0.0);
         for c in cluster.node_entries(j) {
