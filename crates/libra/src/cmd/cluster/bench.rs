@@ -171,8 +171,10 @@ fn measure(a: &ClusterBench, dir: &Path) -> Result<Vec<Row>> {
         eprintln!("admission latency at {n} nodes ...");
         let srv = server(dir, &format!("lat-{n}"), 80_000.0)?;
         let url = format!("http://{}", srv.addr);
-        simulated_nodes(&url, n)?;
+        // The user before the nodes: simulated agents switch no accounts, and a cluster of such
+        // agents refuses a user mapped to an account they do not run as.
         let (_, user) = clients(&url)?;
+        simulated_nodes(&url, n)?;
         let mut lat = Vec::with_capacity(a.latency_samples);
         for _ in 0..a.latency_samples {
             let t0 = Instant::now();
@@ -321,8 +323,8 @@ fn active_levels(a: &ClusterBench, dir: &Path) -> Result<Vec<Row>> {
     let n = a.active_nodes;
     let srv = server(dir, "active", 80_000.0)?;
     let url = format!("http://{}", srv.addr);
-    simulated_nodes(&url, n)?;
     let (_, user) = clients(&url)?;
+    simulated_nodes(&url, n)?;
     let mut active = 0usize;
     let mut cpu_at = Vec::new();
     for &level in &a.active {
