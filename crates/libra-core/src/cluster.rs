@@ -598,14 +598,23 @@ impl Cluster {
                 let node = &mut self.nodes[n];
                 let k = node.entries.len();
                 if let Some(e) = node.entries.get_mut(pos) {
-                    self.bounds[n].remove(e);
+                    // A job at a rate before and after contributes (0, 0) to the bound both
+                    // times, true at every instant (a share is never below 0): the node's
+                    // totals are left alone, and not even read (the simulator updates every
+                    // job on a touched node at every event).
+                    let touches_bound = e.rate == 0.0 || rate == 0.0;
+                    if touches_bound {
+                        self.bounds[n].remove(e);
+                    }
                     e.cpu_done = cpu_done;
                     e.rate = rate;
                     e.as_of = now;
-                    self.bounds[n].add(e, k);
+                    if touches_bound {
+                        self.bounds[n].add(e, k);
+                        self.bounds[n].settle(&node.entries);
+                        self.quick[n] = self.bounds[n].quick();
+                    }
                 }
-                self.bounds[n].settle(&node.entries);
-                self.quick[n] = self.bounds[n].quick();
             }
         }
         Ok(())
