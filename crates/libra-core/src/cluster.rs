@@ -204,6 +204,7 @@ const SLACK: f64 = 1e-12;
 ///   little low for `b`; `SLACK` covers the `4u` and every rounding of these few operations).
 /// - A job already overrun (`R <= 0`) or due (`L <= 0`) at `as_of` stays so (the float
 ///   remaining work never grows as `t` grows, nor does the time left): `a = fb`, `b = 0`.
+///
 /// The line holds in every branch since `a <= fb` and `a <= cap`.
 ///
 /// A job progressing at a rate (the simulator's model) contributes `(0, 0)` today, first thing,
