@@ -1,7 +1,9 @@
 //! `libra bench cluster`: the running cluster's speed, measured on this machine and printed as
 //! a table (a benchmark, not a test): durable submissions per second through the API, admission
-//! latency at 10, 100 and 1,000 (simulated) nodes, acceptance-to-start latency on a real node
-//! agent, the share error of the enforcement, and `libra submit` as a whole command.
+//! latency at 10, 100 and 1,000 (simulated) nodes, admission latency and server CPU per
+//! submission with 1,000 to 100,000 jobs already active on 1,000 nodes, acceptance-to-start
+//! latency on a real node agent, the share error of the enforcement, and `libra submit` as a
+//! whole command.
 
 use crate::output::{emit, table, Render, Text};
 use anyhow::{bail, Context, Result};
@@ -43,6 +45,18 @@ pub struct ClusterBench {
     /// Runs of the `libra submit` command.
     #[arg(long, default_value_t = 30)]
     pub cli_runs: usize,
+    /// Active jobs (comma-separated, ascending) at which admission latency and server CPU per
+    /// submission are measured on `--active-nodes` nodes. The jobs are submitted first by
+    /// `--clients` threads and stay active (the nodes are simulated and run nothing), so the
+    /// last level costs that many submissions of setup (about a minute for 100,000). Empty: skip.
+    #[arg(long, default_value = "1000,10000,100000", value_delimiter = ',')]
+    pub active: Vec<usize>,
+    /// Simulated nodes for the active-jobs run.
+    #[arg(long, default_value_t = 1000)]
+    pub active_nodes: usize,
+    /// Only the active-jobs run (for comparing two builds side by side).
+    #[arg(long)]
+    pub only_active: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -124,6 +138,12 @@ fn simulated_nodes(url: &str, n: usize) -> Result<()> {
 }
 
 fn cluster(a: ClusterBench) -> Result<()> {
+    if a.active.windows(2).any(|w| w[0] >= w[1]) {
+        bail!(
+            "--active: the levels must be ascending active-job counts, such as 1000,10000,100000 (got {:?})",
+            a.active
+        );
+    }
     let dir = std::env::temp_dir().join(format!("libra-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let result = measure(&a, &dir);
@@ -145,14 +165,19 @@ impl Render for [Row] {
 }
 
 fn measure(a: &ClusterBench, dir: &Path) -> Result<Vec<Row>> {
+    if a.only_active {
+        return active_levels(a, dir);
+    }
     let mut rows = Vec::new();
     // Admission latency at 10, 100, 1000 simulated nodes (agents that registered and stay up).
     for n in [10usize, 100, 1000] {
         eprintln!("admission latency at {n} nodes ...");
         let srv = server(dir, &format!("lat-{n}"), 80_000.0)?;
         let url = format!("http://{}", srv.addr);
-        simulated_nodes(&url, n)?;
+        // The user before the nodes: simulated agents switch no accounts, and a cluster of such
+        // agents refuses a user mapped to an account they do not run as.
         let (_, user) = clients(&url)?;
+        simulated_nodes(&url, n)?;
         let mut lat = Vec::with_capacity(a.latency_samples);
         for _ in 0..a.latency_samples {
             let t0 = Instant::now();
@@ -238,7 +263,123 @@ fn measure(a: &ClusterBench, dir: &Path) -> Result<Vec<Row>> {
             });
         }
     }
+    rows.extend(active_levels(a, dir)?);
     rows.extend(real_node(dir)?);
+    Ok(rows)
+}
+
+/// CPU seconds this process has used, all threads.
+fn process_cpu() -> f64 {
+    // SAFETY: getrusage writes only the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// CPU seconds the calling thread has used.
+fn thread_cpu() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes only the struct it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return f64::NAN;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Submits `n` tiny jobs from `clients` threads at once (setup, not timed).
+fn fill(user: &Client, n: usize, clients: usize) -> Result<()> {
+    let clients = clients.max(1);
+    let handles: Vec<_> = (0..clients)
+        .map(|k| {
+            let u = user.clone();
+            let mine = n / clients + usize::from(k < n % clients);
+            std::thread::spawn(move || -> Result<()> {
+                for _ in 0..mine {
+                    let j = u.submit(&tiny())?;
+                    if !j.state.is_active() {
+                        bail!("a filler job was not accepted: {:?}", j.reason);
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// Admission with many jobs active: one server with `--active-nodes` simulated nodes, filled
+/// to each level of `--active` in turn; at each level `--latency-samples` submissions one after
+/// another, timed (p50, p99) and with the server's CPU per submission: the process's CPU
+/// (getrusage) less the submitting thread's own (the server runs in this process; its
+/// background work during the run counts, the client's does not).
+fn active_levels(a: &ClusterBench, dir: &Path) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    if a.active.is_empty() {
+        return Ok(rows);
+    }
+    let n = a.active_nodes;
+    let srv = server(dir, "active", 80_000.0)?;
+    let url = format!("http://{}", srv.addr);
+    let (_, user) = clients(&url)?;
+    simulated_nodes(&url, n)?;
+    let mut active = 0usize;
+    let mut cpu_at = Vec::new();
+    for &level in &a.active {
+        if level > active {
+            eprintln!("filling to {level} active jobs on {n} nodes ...");
+            fill(&user, level - active, a.clients)?;
+            active = level;
+        }
+        eprintln!("admission with {active} active jobs on {n} nodes ...");
+        let mut lat = Vec::with_capacity(a.latency_samples);
+        let (p0, t0) = (process_cpu(), thread_cpu());
+        for _ in 0..a.latency_samples {
+            let t = Instant::now();
+            let j = user.submit(&tiny())?;
+            lat.push(t.elapsed().as_secs_f64() * 1e3);
+            if j.state != JobState::Pending {
+                bail!("a benchmark job was not accepted: {:?}", j.reason);
+            }
+        }
+        let server_cpu = (process_cpu() - p0) - (thread_cpu() - t0);
+        active += a.latency_samples;
+        let per = server_cpu / a.latency_samples.max(1) as f64 * 1e3;
+        cpu_at.push((level, per));
+        rows.push(Row {
+            metric: format!("admission latency p50, {n} nodes, {level} active"),
+            value: pct(&mut lat, 0.5),
+            unit: "ms",
+            aim: String::new(),
+        });
+        rows.push(Row {
+            metric: format!("admission latency p99, {n} nodes, {level} active"),
+            value: pct(&mut lat, 0.99),
+            unit: "ms",
+            aim: "< 5 ms".into(),
+        });
+        rows.push(Row {
+            metric: format!("server CPU per submission, {n} nodes, {level} active"),
+            value: per,
+            unit: "ms",
+            aim: String::new(),
+        });
+    }
+    if let (Some(&(lo, first)), Some(&(hi, last))) = (cpu_at.first(), cpu_at.last()) {
+        if hi > lo {
+            rows.push(Row {
+                metric: format!("server CPU per submission, {hi} / {lo} active"),
+                value: last / first,
+                unit: "x",
+                aim: "<= 2 (flat)".into(),
+            });
+        }
+    }
     Ok(rows)
 }
 
