@@ -48,7 +48,8 @@ pub struct ClusterBench {
     /// Active jobs (comma-separated, ascending) at which admission latency and server CPU per
     /// submission are measured on `--active-nodes` nodes. The jobs are submitted first by
     /// `--clients` threads and stay active (the nodes are simulated and run nothing), so the
-    /// last level costs that many submissions of setup (about a minute for 100,000). Empty: skip.
+    /// last level costs that many submissions of setup (about 15 minutes for 100,000 on a 2-core
+    /// machine: the store's per-submission work grows with the active jobs). Empty: skip.
     #[arg(long, default_value = "1000,10000,100000", value_delimiter = ',')]
     pub active: Vec<usize>,
     /// Simulated nodes for the active-jobs run.

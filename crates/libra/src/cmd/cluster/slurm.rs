@@ -3,6 +3,7 @@
 //! jobcomp.lua that tells the server when a job ends, and the slurm.conf lines. Each is printed
 //! (to review, or to put in place by other means) or written with `--install`.
 
+use crate::output::{emit, Render, Text};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use std::io::Write;
@@ -156,9 +157,9 @@ pub fn run(a: SlurmArgs) -> Result<()> {
                 let old =
                     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
                 let new = merge_conf(&old, &text);
-                return emit(&c.out, "/etc/slurm/slurm.conf", &new);
+                return deliver(&c.out, "/etc/slurm/slurm.conf", &new);
             }
-            emit(&c.out, "/etc/slurm/slurm.conf", &text)
+            deliver(&c.out, "/etc/slurm/slurm.conf", &text)
         }
         SlurmCmd::JobSubmitLua(j) => {
             for p in &j.partitions {
@@ -169,7 +170,7 @@ pub fn run(a: SlurmArgs) -> Result<()> {
                 uids.push(uid_of(u)?);
             }
             let text = job_submit_lua(&j.partitions, &uids, j.default_is_libra);
-            emit(&j.out, "/etc/slurm/job_submit.lua", &text)
+            deliver(&j.out, "/etc/slurm/job_submit.lua", &text)
         }
         SlurmCmd::JobcompLua(j) => {
             let url = j.server.trim_end_matches('/');
@@ -181,7 +182,7 @@ pub fn run(a: SlurmArgs) -> Result<()> {
             }
             ensure_token(&j.token_file)?;
             let text = jobcomp_lua(url, &j.token_file, j.ca.as_deref(), &j.curl);
-            emit(&j.out, "/etc/slurm/jobcomp.lua", &text)
+            deliver(&j.out, "/etc/slurm/jobcomp.lua", &text)
         }
     }
 }
@@ -203,7 +204,26 @@ fn uid_of(user: &str) -> Result<u32> {
     }
 }
 
-fn emit(out: &Output, default: &str, text: &str) -> Result<()> {
+/// A generated file: printed, or written in place with `--install`.
+#[derive(serde::Serialize)]
+struct Generated<'a> {
+    path: &'a Path,
+    text: &'a str,
+    installed: bool,
+}
+
+impl Render for Generated<'_> {
+    fn text(&self) -> Text {
+        // Installed: the file is the answer, and "wrote PATH" went to stderr.
+        if self.installed {
+            Text::new()
+        } else {
+            Text::new().raw(self.text)
+        }
+    }
+}
+
+fn deliver(out: &Output, default: &str, text: &str) -> Result<()> {
     let path = out.path.clone().unwrap_or_else(|| default.into());
     if out.install {
         write_atomic(&path, text)?;
@@ -211,12 +231,7 @@ fn emit(out: &Output, default: &str, text: &str) -> Result<()> {
             eprintln!("wrote {}", path.display());
         }
     }
-    if out.json {
-        println!("{}", serde_json::json!({"path": path, "text": text, "installed": out.install}));
-    } else if !out.install {
-        print!("{text}");
-    }
-    Ok(())
+    emit(&Generated { path: &path, text, installed: out.install }, out.json)
 }
 
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
