@@ -352,3 +352,76 @@ fn the_placement_is_set_with_the_policy_and_survives_a_restart() {
     .unwrap();
     assert_eq!(app.lock().policy.placement(), Some(Placement::BestFit));
 }
+
+/// The count of active jobs a submission checks against max_active_jobs is kept by the store's
+/// triggers: it equals the jobs counted one by one after every kind of change (accepted,
+/// refused after its row was written, held, released, cancelled, ended on a node), and the
+/// limit refuses the submission past it.
+#[test]
+fn the_kept_count_of_active_jobs_follows_every_change_and_enforces_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = App::open(Config {
+        db: dir.path().join("t.db"),
+        join_token: "join-token".into(),
+        sync_full: false,
+        max_active_jobs: 3,
+        ..Config::default()
+    })
+    .unwrap();
+    app.lock()
+        .register(
+            &RegisterRequest {
+                name: "n1".into(),
+                cpus: 1.0,
+                mem_mb: 0,
+                mechanism: "none".into(),
+                account: String::new(),
+                switches_users: false,
+            },
+            1.0,
+            now,
+        )
+        .unwrap();
+    let u = user(&app, "u", 1000);
+    let v = user(&app, "v", 1000);
+    let mut g = app.lock();
+    let kept = |g: &crate::app::Inner, c: &Caller| crate::store::jobs::active_count(&g.db, c.id).unwrap();
+    let agree = |g: &crate::app::Inner| {
+        assert_eq!(crate::store::jobs::active_counts_disagreeing(&g.db).unwrap(), vec![]);
+    };
+    let a = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+    let b = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+    assert_eq!((a.state, b.state), (JobState::Pending, JobState::Pending));
+    assert_eq!(kept(&g, &u), 2);
+    // Refused by the policy (the node cannot finish it) and by the budget: never active.
+    let late = g.submit(&u, &req(90.0, 100.0, 100), now).unwrap();
+    let poor = g.submit(&u, &req(10.0, 100.0, 0), now).unwrap();
+    assert_eq!((late.state, poor.state), (JobState::Rejected, JobState::Rejected));
+    assert_eq!(kept(&g, &u), 2);
+    agree(&g);
+    // Held (not active: no promise, nothing on hold) and released (active again).
+    g.hold(&u, b.id, now + 1.0).unwrap();
+    assert_eq!(kept(&g, &u), 1);
+    agree(&g);
+    g.release(&u, b.id, now + 2.0).unwrap();
+    assert_eq!(kept(&g, &u), 2);
+    agree(&g);
+    // The third is the limit; the fourth is refused for it.
+    let c = g.submit(&u, &req(1.0, 100.0, 100), now + 3.0).unwrap();
+    assert_eq!(c.state, JobState::Pending);
+    let refused = g.submit(&u, &req(1.0, 100.0, 100), now + 3.0).unwrap_err();
+    assert!(refused.to_string().contains("max_active_jobs = 3"), "{refused}");
+    // Another user's count is their own.
+    g.submit(&v, &req(1.0, 100.0, 100), now + 3.0).unwrap();
+    assert_eq!((kept(&g, &u), kept(&g, &v)), (3, 1));
+    // Cancelled, and ended on the node: no longer active, and a submission fits again.
+    g.cancel(&u, c.id, now + 4.0).unwrap();
+    g.sync(&sync("n1", vec![], vec![]), now + 4.0).unwrap();
+    g.sync(&sync("n1", vec![], vec![exit(a.id, 10.0, now + 4.0, now + 14.0)]), now + 15.0).unwrap();
+    assert_eq!(crate::store::job(&g.db, a.id).unwrap().unwrap().state, JobState::Completed);
+    assert_eq!(kept(&g, &u), 1);
+    agree(&g);
+    assert_eq!(g.submit(&u, &req(1.0, 100.0, 100), now + 16.0).unwrap().state, JobState::Pending);
+    agree(&g);
+}

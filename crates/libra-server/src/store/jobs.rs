@@ -185,12 +185,20 @@ pub fn by_idempotency_key(
         .optional()
 }
 
-/// How many of the user's jobs have not ended.
+/// How many of the user's jobs have not ended: the count the store's triggers keep (one row).
 pub fn active_count(db: &Connection, user: i64) -> rusqlite::Result<i64> {
-    db.prepare_cached(
-        "SELECT COUNT(*) FROM jobs WHERE user_id = ?1 AND state IN ('PENDING','RUNNING','SUSPENDED')",
-    )?
-    .query_row(params![user], |r| r.get(0))
+    db.prepare_cached("SELECT active_jobs FROM users WHERE id = ?1")?.query_row(params![user], |r| r.get(0))
+}
+
+/// The users whose kept count of active jobs differs from their jobs counted one by one:
+/// (user, kept, counted). Empty in a consistent store (the crash tests check it).
+pub fn active_counts_disagreeing(db: &Connection) -> rusqlite::Result<Vec<(i64, i64, i64)>> {
+    let mut st = db.prepare(
+        "SELECT id, active_jobs, (SELECT COUNT(*) FROM jobs WHERE jobs.user_id = users.id \
+         AND jobs.state IN ('PENDING','RUNNING','SUSPENDED')) AS counted FROM users WHERE active_jobs <> counted",
+    )?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    rows.collect()
 }
 
 /// A submission as it is stored.

@@ -256,11 +256,22 @@ fn processes_under(dir: &Path) -> Vec<i32> {
     pids
 }
 
-/// SQLite's own check of the database file, as found after a crash.
+/// SQLite's own check of the database file, as found after a crash, and the store's kept
+/// counts of active jobs against the jobs themselves.
 fn integrity(db: &Path) -> Result<String> {
     let c = Connection::open(db)?;
     c.busy_timeout(Duration::from_secs(10))?;
-    Ok(c.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))?)
+    let check = c.query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))?;
+    if check != "ok" {
+        return Ok(check);
+    }
+    let off = libra_server::store::jobs::active_counts_disagreeing(&c)?;
+    Ok(match off.first() {
+        None => check,
+        Some((user, kept, counted)) => {
+            format!("user {user}'s kept count of active jobs is {kept}, its jobs count {counted}")
+        }
+    })
 }
 
 pub fn run(a: TortureArgs) -> Result<()> {
