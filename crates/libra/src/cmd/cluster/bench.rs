@@ -49,8 +49,9 @@ pub struct ClusterBench {
     /// submission are measured on `--active-nodes` nodes. The jobs are submitted first by
     /// `--clients` threads and stay active (the nodes are simulated and run nothing), so the
     /// last level costs that many submissions of setup (about 15 minutes for 100,000 on a 2-core
-    /// machine: the store's per-submission work grows with the active jobs). Empty: skip.
-    #[arg(long, default_value = "1000,10000,100000", value_delimiter = ',')]
+    /// machine before the store kept each user's count of active jobs; about a minute now).
+    /// `--active` with no value skips this part.
+    #[arg(long, default_value = "1000,10000,100000", value_delimiter = ',', num_args = 0..=1)]
     pub active: Vec<usize>,
     /// Simulated nodes for the active-jobs run.
     #[arg(long, default_value_t = 1000)]
@@ -420,14 +421,15 @@ fn burn(secs: f64, deadline: f64) -> Result<SubmitRequest> {
 
 /// CPU seconds of the process whose working directory is the job's.
 fn job_cpu(workdir: &Path, job: u64) -> Option<f64> {
-    // Every process working in the job's directory: the job and the keeper that waits for it.
+    // Every process working in the job's directory or under it: the keeper that waits for the
+    // job (in the record directory) and the job itself (in its scratch directory inside it).
     let want: PathBuf = workdir.join(format!("job-{job}"));
     // SAFETY: sysconf has no memory effects.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let mut total = None;
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        if std::fs::read_link(format!("/proc/{pid}/cwd")).ok().as_deref() != Some(want.as_path()) {
+        if !std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&want)) {
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
