@@ -6,13 +6,15 @@ use libra_api::{JobState, RegisterRequest, SubmitRequest};
 use libra_core::{JobSpec, Money};
 
 pub(crate) fn app(dir: &std::path::Path) -> App {
-    App::open(Config {
-        db: dir.join("t.db"),
-        join_token: "join-token".into(),
-        sync_full: false,
-        ..Config::default()
-    })
-    .unwrap()
+    app_with(dir, |_| {})
+}
+
+/// A server's state over a throwaway store, its configuration changed by `tweak` first.
+pub(crate) fn app_with(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> App {
+    let mut config =
+        Config { db: dir.join("t.db"), join_token: "join-token".into(), sync_full: false, ..Config::default() };
+    tweak(&mut config);
+    App::open(config).unwrap()
 }
 
 pub(crate) fn user(app: &App, name: &str, credit: i64) -> Caller {
@@ -361,28 +363,8 @@ fn the_placement_is_set_with_the_policy_and_survives_a_restart() {
 fn the_kept_count_of_active_jobs_follows_every_change_and_enforces_the_limit() {
     let dir = tempfile::tempdir().unwrap();
     let now = 1000.0;
-    let app = App::open(Config {
-        db: dir.path().join("t.db"),
-        join_token: "join-token".into(),
-        sync_full: false,
-        max_active_jobs: 3,
-        ..Config::default()
-    })
-    .unwrap();
-    app.lock()
-        .register(
-            &RegisterRequest {
-                name: "n1".into(),
-                cpus: 1.0,
-                mem_mb: 0,
-                mechanism: "none".into(),
-                account: String::new(),
-                switches_users: false,
-            },
-            1.0,
-            now,
-        )
-        .unwrap();
+    let app = app_with(dir.path(), |c| c.max_active_jobs = 3);
+    register(&app, "n1", 1.0, now);
     let u = user(&app, "u", 1000);
     let v = user(&app, "v", 1000);
     let mut g = app.lock();
