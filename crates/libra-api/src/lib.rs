@@ -11,12 +11,14 @@
 
 mod array;
 mod client;
+mod clock;
 mod queue;
 mod sweep;
 mod types;
 
 pub use array::*;
 pub use client::{new_idempotency_key, Client, ClientError};
+pub use clock::unix_now;
 pub use queue::*;
 pub use sweep::*;
 pub use types::*;

@@ -36,9 +36,7 @@ pub enum EngineError {
     NoResource(i64),
 }
 
-pub fn now_unix() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
+pub use libra_api::unix_now as now_unix;
 
 /// How long a resource that refused a job or did not answer is left out of the plan.
 pub const SIT_OUT_SECS: f64 = 15.0;

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Relative change of a job's required share below which the kernel is not re-told.
 pub const SHARE_HYSTERESIS: f64 = 0.10;
@@ -288,9 +288,7 @@ pub fn group_name(name: &str, workdir: &std::path::Path) -> String {
     format!("{name}-{:08x}", h as u32)
 }
 
-pub fn unix_now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
+pub use libra_api::unix_now;
 
 pub struct Agent {
     cfg: AgentConfig,

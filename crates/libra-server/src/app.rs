@@ -14,7 +14,6 @@ use libra_core::{Cluster, JobSpec, Money, NodeIdx, Policy, PricingParams};
 use rusqlite::Connection;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 pub struct App {
@@ -132,9 +131,7 @@ pub struct Inner {
 /// without bound).
 const MAX_CACHED_TOKENS: usize = 10_000;
 
-pub fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
+pub use libra_api::unix_now as now;
 
 impl App {
     pub fn open(config: Config) -> Result<App, ServerError> {

@@ -11,8 +11,12 @@ pub(crate) fn app(dir: &std::path::Path) -> App {
 
 /// A server's state over a throwaway store, its configuration changed by `tweak` first.
 pub(crate) fn app_with(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> App {
-    let mut config =
-        Config { db: dir.join("t.db"), join_token: "join-token".into(), sync_full: false, ..Config::default() };
+    let mut config = Config {
+        db: dir.join("t.db"),
+        join_token: "join-token".into(),
+        sync_full: false,
+        ..Config::default()
+    };
     tweak(&mut config);
     App::open(config).unwrap()
 }

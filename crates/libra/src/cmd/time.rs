@@ -5,15 +5,12 @@
 use jiff::civil::DateTime;
 use jiff::tz::TimeZone;
 use jiff::{Span, SpanTotal, Timestamp, Unit};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const DURATION_FORMS: &str = "give e.g. 90s, 10m, 2h, 1d, 1h30m or a number of seconds";
 const TIME_FORMS: &str =
     "2026-11-22T21:00:00Z, 2026-11-22T21:00:00+05:00, 2026-11-22 21:00 (UTC) or @UNIXSECONDS";
 
-pub fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
+pub use libra_api::unix_now as now;
 
 /// A length of time in seconds: `90s`, `10m`, `2h`, `1d`, `1h30m`, `2h 30m`, `1.5h`, or a plain
 /// number of seconds. Zero is a duration; what must be longer checks it itself.
