@@ -96,7 +96,15 @@ pub fn simulate_reference(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConf
                     rec.nodes = nodes.clone();
                     if job.runtime <= 0.0 {
                         rec.outcome.finish = Some(now);
-                    } else if cluster.commit(i as u64, job.estimate, now + job.deadline, &nodes, now).is_ok()
+                    } else if cluster
+                        .commit(
+                            i as u64,
+                            policy.reserved_estimate(&spec, user),
+                            now + job.deadline,
+                            &nodes,
+                            now,
+                        )
+                        .is_ok()
                     {
                         touched.extend(nodes.iter().copied());
                         running.push((i, nodes.clone(), 0.0, vec![0.0; nodes.len()]));
