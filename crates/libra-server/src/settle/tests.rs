@@ -352,3 +352,120 @@ fn output_is_kept_per_node_once_whatever_is_sent_twice() {
     let o = crate::store::output(&g.db, j.id, JobState::Completed, None, 0, 0).unwrap();
     assert_eq!((o.stdout.as_str(), o.truncated), ("!", true));
 }
+
+/// The tick's two sweeps read kept state (each job's count of open parts, kept by triggers)
+/// through partial indexes instead of scanning every active job. After every kind of change
+/// (admitted on one node and on two, held and released, cancelled, one part and then every
+/// part exited, parts an earlier version closed without a settlement, never started, lost with
+/// its node) the kept counts equal the parts counted one by one, and both sweeps return what
+/// the full scans they replaced return, in the same order.
+#[test]
+fn the_ticks_sweeps_find_what_the_full_scans_found_after_every_change() {
+    use crate::store::endings::{ended_unsettled, unstarted_by, ENDED_UNSETTLED, UNSTARTED_BY};
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    node(&app, "n2", 0, now);
+    let u = user(&app, "u", 10_000);
+    let mut g = app.lock();
+    // Rows of column `col` of `sql`, its one parameter (if it has one) bound to `t`.
+    fn rows<T: rusqlite::types::FromSql>(db: &rusqlite::Connection, sql: &str, t: f64, col: usize) -> Vec<T> {
+        let mut st = db.prepare(sql).unwrap();
+        if st.parameter_count() == 1 {
+            st.raw_bind_parameter(1, t).unwrap();
+        }
+        let mut rows = st.raw_query();
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().unwrap() {
+            out.push(r.get(col).unwrap());
+        }
+        out
+    }
+    let scan = |db: &rusqlite::Connection, sql: &str, t: f64| -> Vec<u64> {
+        rows::<i64>(db, sql, t, 0).into_iter().map(|v| v as u64).collect()
+    };
+    let agree = |g: &crate::app::Inner| {
+        assert_eq!(crate::store::jobs::open_parts_disagreeing(&g.db).unwrap(), vec![]);
+        // The full scans as they were, with the order SQLite read them in (the state index).
+        let ended = scan(
+            &g.db,
+            "SELECT j.id FROM jobs j WHERE j.state IN ('PENDING','RUNNING','SUSPENDED') \
+             AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id) \
+             AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.done = 0) \
+             ORDER BY j.state, j.id",
+            0.0,
+        );
+        assert_eq!(ended_unsettled(&g.db).unwrap(), ended);
+        for t in [f64::NEG_INFINITY, now, now + 5.0, now + 5.5, now + 50.0, now + 1e9, f64::INFINITY] {
+            let unstarted = scan(
+                &g.db,
+                "SELECT id FROM jobs WHERE state IN ('PENDING','SUSPENDED','HELD') \
+                 AND start_time IS NULL AND deadline_at < ?1 ORDER BY state, id",
+                t,
+            );
+            assert_eq!(unstarted_by(&g.db, t).unwrap(), unstarted, "at {t}");
+        }
+    };
+    let open = |g: &crate::app::Inner, job: u64| -> Option<i64> {
+        g.db.query_row("SELECT open_parts FROM jobs WHERE id = ?1", [job as i64], |r| r.get(0)).unwrap()
+    };
+    agree(&g);
+    let a = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+    let mut two = req(10.0, 100.0, 100);
+    two.spec.resources.procs = 2;
+    let b = g.submit(&u, &two, now).unwrap();
+    let c = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+    let d = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+    let f = g.submit(&u, &req(1.0, 5.0, 100), now).unwrap();
+    let refused = g.submit(&u, &req(95.0, 100.0, 100), now).unwrap();
+    assert_eq!(refused.state, JobState::Rejected);
+    assert_eq!((open(&g, a.id), open(&g, b.id), open(&g, refused.id)), (Some(1), Some(2), None));
+    agree(&g);
+    g.hold(&u, c.id, now + 1.0).unwrap();
+    assert_eq!(open(&g, c.id), None, "a held job has no parts");
+    agree(&g);
+    g.release(&u, c.id, now + 2.0).unwrap();
+    assert_eq!(open(&g, c.id), Some(1));
+    agree(&g);
+    g.cancel(&u, d.id, now + 3.0).unwrap();
+    assert_eq!(open(&g, d.id), Some(0));
+    agree(&g);
+    // The nodes start what they are given; a ends, then one part of b, then the other.
+    g.sync(&sync("n1", vec![], vec![]), now + 4.0).unwrap();
+    g.sync(&sync("n2", vec![], vec![]), now + 4.0).unwrap();
+    g.sync(&sync("n1", vec![], vec![exit(a.id, 10.0, now + 4.0, now + 14.0)]), now + 15.0).unwrap();
+    assert_eq!(crate::store::job(&g.db, a.id).unwrap().unwrap().state, JobState::Completed);
+    agree(&g);
+    g.sync(&sync("n1", vec![], vec![exit(b.id, 10.0, now + 4.0, now + 14.0)]), now + 15.0).unwrap();
+    assert_eq!(open(&g, b.id), Some(1), "one part of two ended");
+    agree(&g);
+    g.sync(&sync("n2", vec![], vec![exit(b.id, 10.0, now + 4.0, now + 14.0)]), now + 15.0).unwrap();
+    assert_eq!(crate::store::job(&g.db, b.id).unwrap().unwrap().state, JobState::Completed);
+    agree(&g);
+    // What an earlier version could leave: every part of e ended, e not settled. The sweeps
+    // find e and f (due at now + 5, never started), and the tick settles both.
+    let e = g.submit(&u, &req(10.0, 100.0, 100), now + 16.0).unwrap();
+    g.db.execute(
+        "UPDATE job_nodes SET seen = 1, done = 1, end_time = ?2 WHERE job = ?1",
+        rusqlite::params![e.id as i64, now + 17.0],
+    )
+    .unwrap();
+    assert_eq!(ended_unsettled(&g.db).unwrap(), vec![e.id]);
+    assert_eq!(unstarted_by(&g.db, now + 20.0).unwrap(), vec![f.id], "e is due later");
+    agree(&g);
+    g.settle_stranded(now + 20.0, Some(now + 20.0)).unwrap();
+    assert_eq!(ended_unsettled(&g.db).unwrap(), Vec::<u64>::new());
+    assert_eq!(unstarted_by(&g.db, f64::INFINITY).unwrap(), vec![c.id], "c waits for its node");
+    assert_eq!(crate::store::job(&g.db, f.id).unwrap().unwrap().state, JobState::Deadline);
+    agree(&g);
+    // Lost with its nodes.
+    g.check_nodes(now + 1e6).unwrap();
+    assert!(!crate::store::job(&g.db, c.id).unwrap().unwrap().state.is_active());
+    agree(&g);
+    // The sweeps read their partial indexes, not every active job.
+    for (sql, index) in [(ENDED_UNSETTLED, "jobs_parts_ended"), (UNSTARTED_BY, "jobs_unstarted")] {
+        let plan: Vec<String> = rows(&g.db, &format!("EXPLAIN QUERY PLAN {sql}"), now, 3);
+        assert!(plan.iter().any(|p| p.contains(&format!("INDEX {index} "))), "{sql}: {plan:?}");
+    }
+}

@@ -103,22 +103,27 @@ pub fn ended(db: &Connection, job: u64, end: f64, exit_code: Option<i32>) -> rus
 }
 
 /// Active jobs every part of which has ended (unsettled: a store from before exits and
-/// settlements shared a transaction).
+/// settlements shared a transaction), in the order of state, then id (the order the full scan
+/// this replaced read them in, by the state index: settlements are written in the same order).
+///
+/// `open_parts` is `SUM(done = 0)` over the job's parts, NULL when it has none (kept by the
+/// triggers of migration 12), so `open_parts = 0` is "some part, and no open one"; the partial
+/// index `jobs_parts_ended` holds exactly these jobs, so the query reads only them.
 pub fn ended_unsettled(db: &Connection) -> rusqlite::Result<Vec<u64>> {
-    db.prepare_cached(
-        "SELECT j.id FROM jobs j WHERE j.state IN ('PENDING','RUNNING','SUSPENDED') \
-         AND EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id) \
-         AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id AND n.done = 0)",
-    )?
-    .query_map([], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-    .collect()
+    db.prepare_cached(ENDED_UNSETTLED)?.query_map([], |r| r.get::<_, i64>(0).map(|v| v as u64))?.collect()
 }
 
-/// Jobs never started whose deadline passed before `t`.
+pub(crate) const ENDED_UNSETTLED: &str =
+    "SELECT id FROM jobs WHERE open_parts = 0 AND state IN ('PENDING','RUNNING','SUSPENDED') ORDER BY state, id";
+
+/// Jobs never started whose deadline passed before `t`, in the order of state, then id (as
+/// `ended_unsettled`). The partial index `jobs_unstarted` (unstarted jobs by state and
+/// deadline) gives exactly the unstarted jobs due before `t`, not every unstarted one.
 pub fn unstarted_by(db: &Connection, t: f64) -> rusqlite::Result<Vec<u64>> {
-    db.prepare_cached(
-        "SELECT id FROM jobs WHERE state IN ('PENDING','SUSPENDED','HELD') AND start_time IS NULL AND deadline_at < ?1",
-    )?
-    .query_map(params![t], |r| r.get::<_, i64>(0).map(|v| v as u64))?
-    .collect()
+    db.prepare_cached(UNSTARTED_BY)?
+        .query_map(params![t], |r| r.get::<_, i64>(0).map(|v| v as u64))?
+        .collect()
 }
+
+pub(crate) const UNSTARTED_BY: &str = "SELECT id FROM jobs WHERE state IN ('PENDING','SUSPENDED','HELD') \
+     AND start_time IS NULL AND deadline_at < ?1 ORDER BY state, id";

@@ -201,6 +201,19 @@ pub fn active_counts_disagreeing(db: &Connection) -> rusqlite::Result<Vec<(i64, 
     rows.collect()
 }
 
+/// The jobs whose kept count of open parts (`open_parts`, migration 12) differs from their
+/// parts counted one by one: (job, kept, counted), NULL as None (no parts). Empty in a
+/// consistent store (the crash tests check it).
+#[allow(clippy::type_complexity)]
+pub fn open_parts_disagreeing(db: &Connection) -> rusqlite::Result<Vec<(u64, Option<i64>, Option<i64>)>> {
+    let mut st = db.prepare(
+        "SELECT id, open_parts, (SELECT SUM(done = 0) FROM job_nodes WHERE job = jobs.id) AS counted \
+         FROM jobs WHERE open_parts IS NOT counted",
+    )?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, r.get(2)?)))?;
+    rows.collect()
+}
+
 /// A submission as it is stored.
 pub struct NewJob<'a> {
     pub user: i64,

@@ -257,7 +257,7 @@ fn processes_under(dir: &Path) -> Vec<i32> {
 }
 
 /// SQLite's own check of the database file, as found after a crash, and the store's kept
-/// counts of active jobs against the jobs themselves.
+/// counts (each user's active jobs, each job's open parts) against what they count.
 fn integrity(db: &Path) -> Result<String> {
     let c = Connection::open(db)?;
     c.busy_timeout(Duration::from_secs(10))?;
@@ -266,10 +266,14 @@ fn integrity(db: &Path) -> Result<String> {
         return Ok(check);
     }
     let off = libra_server::store::jobs::active_counts_disagreeing(&c)?;
-    Ok(match off.first() {
+    if let Some((user, kept, counted)) = off.first() {
+        return Ok(format!("user {user}'s kept count of active jobs is {kept}, its jobs count {counted}"));
+    }
+    let open = libra_server::store::jobs::open_parts_disagreeing(&c)?;
+    Ok(match open.first() {
         None => check,
-        Some((user, kept, counted)) => {
-            format!("user {user}'s kept count of active jobs is {kept}, its jobs count {counted}")
+        Some((job, kept, counted)) => {
+            format!("job {job}'s kept count of open parts is {kept:?}, its parts count {counted:?}")
         }
     })
 }
