@@ -3,6 +3,7 @@
 //! the policies only read it. No clock: every query takes `now`.
 
 use crate::job::JobSpec;
+use crate::load_line::{job_line, JobLine, NodeLine};
 use crate::share::{required_share, ControlledJob};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -157,6 +158,8 @@ pub struct Commitment {
     /// Where this job's entry sits in each node's `entries` (parallel to `nodes`), so progress
     /// updates need no search.
     entry_pos: Vec<usize>,
+    /// Its contribution to its nodes' load lower bound, as last added (`load_line`).
+    line: JobLine,
 }
 
 impl Commitment {
@@ -201,6 +204,9 @@ pub struct Cluster {
     index: HashMap<u64, usize>,
     /// See `Node::max_jobs`: given to every node, present and future.
     max_jobs_per_node: Option<usize>,
+    /// Each node's lower bound on its load (`load_line`), side by side so that admission reads a
+    /// few bytes per node before it reads any node's jobs.
+    load_lines: Vec<NodeLine>,
 }
 
 impl Cluster {
@@ -236,6 +242,7 @@ impl Cluster {
             mem_used: 0,
             disk_used: 0,
         });
+        self.load_lines.push(NodeLine::default());
         self.nodes.len() - 1
     }
 
@@ -345,6 +352,7 @@ impl Cluster {
         let cap =
             nodes.iter().map(|&n| self.nodes[n].spec.job_cap(cpus_per_task)).fold(f64::INFINITY, f64::min);
         let admitted_share = required_share(estimate, 0.0, deadline_abs, now, cap, cap);
+        let line = job_line(estimate, deadline_abs, admitted_share, cap, 0.0, now, 0.0);
         let c = Commitment {
             job,
             estimate,
@@ -360,6 +368,7 @@ impl Cluster {
             cpus_per_task,
             cap,
             entry_pos: nodes.iter().map(|&n| self.nodes[n].entries.len()).collect(),
+            line,
         };
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -388,6 +397,7 @@ impl Cluster {
             node.entries.push(entry);
             node.mem_used = node.mem_used.saturating_add(mem_mb);
             node.disk_used = node.disk_used.saturating_add(disk_mb);
+            self.load_lines[n].add(line, now);
         }
         self.index.insert(job, slot);
         Ok(())
@@ -400,12 +410,16 @@ impl Cluster {
             c.cpu_done = cpu_done;
             c.rate = rate;
             c.as_of = now;
+            let old = c.line;
+            c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate);
             for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
-                if let Some(e) = self.nodes[n].entries.get_mut(pos) {
+                let node = &mut self.nodes[n];
+                if let Some(e) = node.entries.get_mut(pos) {
                     e.cpu_done = cpu_done;
                     e.rate = rate;
                     e.as_of = now;
                 }
+                self.load_lines[n].replace(old, c.line, now);
             }
         }
         Ok(())
@@ -429,6 +443,11 @@ impl Cluster {
             node.entries.swap_remove(pos);
             node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
             node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
+            if node.slots.is_empty() {
+                self.load_lines[n].clear();
+            } else {
+                self.load_lines[n].remove(c.line);
+            }
             // The entry that moved into `pos` belongs to another job: tell it where it is now.
             if let Some(&moved) = node.slots.get(pos) {
                 if let Some(m) = self.slots[moved].as_mut() {
@@ -479,6 +498,15 @@ impl Cluster {
     /// All commitments.
     pub fn commitments(&self) -> impl Iterator<Item = &Commitment> {
         self.slots.iter().filter_map(|s| s.as_ref())
+    }
+
+    /// At most `node_load(i, now)` as admission sums it (entry order, floats), read from a few
+    /// bytes per node without reading the node's jobs (`load_line`: why it holds); 0 when it
+    /// cannot say (a query before one of the node's updates). A node whose bound plus a job's
+    /// share is above its capacity refuses the job, as the full sum would.
+    #[inline]
+    pub fn load_lower_bound(&self, i: NodeIdx, now: f64) -> f64 {
+        self.load_lines[i].lower_bound(now, self.nodes[i].entries.len())
     }
 
     /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).

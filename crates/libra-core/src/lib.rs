@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod dbc;
 pub mod dependency;
 pub mod job;
+pub mod load_line;
 pub mod metrics;
 pub mod money;
 pub mod policy;

@@ -66,6 +66,13 @@ impl Libra {
         if share > node.job_cap(spec.cpus_per_task()) + SHARE_EPS {
             return None;
         }
+        // The same two refusals from the node's load lower bound, without reading its jobs
+        // (`Cluster::load_lower_bound`: at most the sum below, and adding `share` rounds
+        // monotonically).
+        let least = cluster.load_lower_bound(j, now) + share;
+        if least > node.cpus + SHARE_EPS || least >= bar {
+            return None;
+        }
         // `node_load + share`, or None when above the capacity or at least `bar` (stopping as
         // soon as the partial load proves it).
         let load = cluster.node_load_plus_below(j, now, share, node.cpus + SHARE_EPS, bar)?;
@@ -98,6 +105,7 @@ impl Libra {
         let mut chooser =
             Chooser::new(spec.procs() as usize, spec.budget(), self.placement, Placement::LeastLoaded);
         let mut count = 0usize;
+        let share = new_job_share(spec.estimate(), spec.deadline());
         for (j, node) in cluster.nodes() {
             cluster.prefetch_entries(j + PREFETCH_AHEAD);
             if !node.has_resources(mem, disk) {
@@ -107,6 +115,12 @@ impl Libra {
                 Some(w) if prune && self.placement == Placement::LeastLoaded => w.load,
                 _ => f64::INFINITY,
             };
+            // No node's load with the job is below the job's share alone (shares are >= +0 and
+            // the float sum rounds monotonically), so once the worst kept is at that bar every
+            // later node is ruled out above: stop here.
+            if bar <= share {
+                break;
+            }
             if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
                 count += 1;
                 chooser.push(c);

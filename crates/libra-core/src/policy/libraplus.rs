@@ -114,6 +114,11 @@ impl LibraPlus {
         if share > nspec.job_cap(spec.cpus_per_task()) + SHARE_EPS {
             return None;
         }
+        // A node whose load is provably above what the job leaves room for is refused without
+        // reading its jobs (`Cluster::load_lower_bound`: at most the sum computed below).
+        if cluster.load_lower_bound(j, now) + share > nspec.cpus + SHARE_EPS {
+            return None;
+        }
         let (load, res_max, res_free) =
             Self::load_and_res_free_within(cluster, j, spec_estimate, deadline, now, share)?;
         let rate = self.rate(nspec, res_max, res_free);

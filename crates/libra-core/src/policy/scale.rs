@@ -91,9 +91,24 @@ fn bare(d: Decision) -> Decision {
 /// One step of a cluster's history: commit a job on some nodes, report progress, or release.
 #[derive(Debug, Clone)]
 enum Op {
-    Commit { job: u64, nodes: Vec<usize>, estimate: f64, deadline: f64, cpt: u32 },
-    Progress { job: u64, cpu: f64, rate: f64 },
-    Release { job: u64 },
+    Commit {
+        job: u64,
+        nodes: Vec<usize>,
+        estimate: f64,
+        deadline: f64,
+        cpt: u32,
+    },
+    /// At `rate`, or (`factor`) at that multiple of the job's share at the instant: below, at
+    /// and above it, the cases the node's load lower bound treats apart.
+    Progress {
+        job: u64,
+        cpu: f64,
+        rate: f64,
+        factor: Option<f64>,
+    },
+    Release {
+        job: u64,
+    },
 }
 
 /// Seconds either from a few round values (so that loads tie, which the orders break by node)
@@ -106,8 +121,9 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0u64..16, proptest::collection::vec(0usize..6, 1..4), secs(1.0, 400.0), secs(90.0, 800.0), 1u32..3)
             .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
-        2 => (0u64..16, secs(0.0, 500.0), prop_oneof![Just(0.0), Just(0.5), 0.0f64..1.5])
-            .prop_map(|(job, cpu, rate)| Op::Progress { job, cpu, rate }),
+        2 => (0u64..16, secs(0.0, 500.0), prop_oneof![Just(0.0), Just(0.5), 0.0f64..1.5],
+              prop_oneof![2 => Just(None), 1 => prop_oneof![Just(0.5), Just(1.0), Just(1.25), Just(20.0)].prop_map(Some)])
+            .prop_map(|(job, cpu, rate, factor)| Op::Progress { job, cpu, rate, factor }),
         1 => (0u64..16).prop_map(|job| Op::Release { job }),
     ]
 }
@@ -130,8 +146,12 @@ fn build(cpus: &[u8], ops: &[Op]) -> (Cluster, f64) {
                 let spec = JobSpec::simple(*estimate, *deadline, Money(0)).with_cpus_per_task(*cpt);
                 let _ = c.commit_spec(*job, &spec, now, &nodes, now);
             }
-            Op::Progress { job, cpu, rate } => {
-                let _ = c.set_progress(*job, *cpu, *rate, now);
+            Op::Progress { job, cpu, rate, factor } => {
+                let rate = match (factor, c.required_share(*job, now)) {
+                    (Some(f), Some(share)) => share * f,
+                    _ => *rate,
+                };
+                let _ = c.set_progress(*job, *cpu, rate, now);
             }
             Op::Release { job } => {
                 c.release(*job);
