@@ -185,6 +185,17 @@ fn the_reference_follows_the_fast_engine_only_between_interchangeable_nodes() {
     assert!(!FollowTies::interchangeable(&cluster, &[0, 1], &[1, 2]));
 }
 
+/// One run of the fast engine and one of the reference model, each with its own instance of the
+/// policy (the learning ones keep state), the reference following the fast engine's choices only
+/// between interchangeable nodes.
+fn both_engines(jobs: &[SimJob], name: &str, cfg: ClusterConfig) -> (SimResult, SimResult) {
+    let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
+    let fast = simulate(jobs, policy.as_ref(), cfg);
+    let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
+    let slow = simulate_reference(jobs, &FollowTies::new(policy.as_ref(), &fast.records), cfg);
+    (fast, slow)
+}
+
 fn arb_workload() -> impl Strategy<Value = Vec<SimJob>> {
     proptest::collection::vec((0.0f64..100.0, 1.0f64..100.0, 1.0f64..6.0, 1u32..3), 1..40).prop_map(|v| {
         let mut t = 0.0;
@@ -207,10 +218,7 @@ proptest! {
     fn accepted_jobs_meet_deadlines_and_engines_agree(jobs in arb_workload(), which in 0..4u8) {
         let cfg = ClusterConfig { nodes: 3, price_base: 1.0 };
         let name = ["libra", "libra+$", "libra-edf", "libra-risk"][which as usize];
-        let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
-        let fast = simulate(&jobs, policy.as_ref(), cfg);
-        let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
-        let slow = simulate_reference(&jobs, &FollowTies::new(policy.as_ref(), &fast.records), cfg);
+        let (fast, slow) = both_engines(&jobs, name, cfg);
         for (a, b) in fast.records.iter().zip(&slow.records) {
             prop_assert_eq!(&a.verdict, &b.verdict);
             if a.outcome.accepted {
@@ -299,10 +307,7 @@ proptest! {
     fn edf_policies_meet_every_deadline_with_parallel_jobs(jobs in arb_mixed_workload(4), which in 0..5usize) {
         let cfg = ClusterConfig { nodes: 5, price_base: 1.0 };
         let name = ["libra-edf", "libra-edf-libra", "libra-edf-flat", "libra-risk", "libra-risk-est"][which];
-        let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
-        let fast = simulate(&jobs, policy.as_ref(), cfg);
-        let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
-        let slow = simulate_reference(&jobs, &FollowTies::new(policy.as_ref(), &fast.records), cfg);
+        let (fast, slow) = both_engines(&jobs, name, cfg);
         for (a, b) in fast.records.iter().zip(&slow.records) {
             prop_assert_eq!(&a.verdict, &b.verdict);
             if a.outcome.accepted {
