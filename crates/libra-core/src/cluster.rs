@@ -53,14 +53,57 @@ pub struct Node {
     /// The most jobs the node runs at once (an executor's own limit, such as Slurm's
     /// OverSubscribe=FORCE:N; usize::MAX: none).
     pub max_jobs: usize,
-    /// A compact copy of each committed job's progress, kept beside the node so that admission,
-    /// which reads every node, walks contiguous memory. Same order as `slots`.
-    entries: Vec<NodeEntry>,
+    /// A compact copy of each committed job's entry, kept beside the node so that admission,
+    /// which reads every node, walks contiguous memory; split in two so that it reads as few
+    /// bytes as it can. `progress` holds what every share needs (40 bytes a job); `terms` the
+    /// rest, read only off the common case (`Node::share`). Both in the order of `slots`.
+    progress: Vec<EntryProgress>,
+    terms: Vec<EntryTerms>,
+    /// At most the `cap` of every job on the node (+inf when it has none): a share at or below
+    /// it needs no clamp, so the job's `terms` need not be read. Lowered at each commit, raised
+    /// only when the node empties (a floor that is too low costs a read, never a wrong share).
+    cap_floor: f64,
     mem_used: u64,
     disk_used: u64,
 }
 
-/// What a node needs to know about one of its jobs to compute its share.
+/// The part of a job's entry on a node that every share computation reads: its progress and
+/// the window it must finish in. Admission walks these side by side for every job on every
+/// node it considers, so they are kept to 40 bytes (a node best fit piles 100,000 jobs onto is
+/// read in full at every submission: 4 MB instead of 7).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EntryProgress {
+    pub estimate: f64,
+    pub deadline_abs: f64,
+    pub cpu_done: f64,
+    pub as_of: f64,
+    pub rate: f64,
+}
+
+impl EntryProgress {
+    #[inline]
+    pub fn cpu_at(&self, now: f64) -> f64 {
+        self.cpu_done + self.rate * (now - self.as_of).max(0.0)
+    }
+
+    #[inline]
+    pub fn remaining_estimate(&self, now: f64) -> f64 {
+        (self.estimate - self.cpu_at(now)).max(0.0)
+    }
+}
+
+/// The rest of a job's entry on a node: needed for a share only when the job has overrun or is
+/// past its deadline (`admitted_share`) or its share may be above what it can use (`cap`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct EntryTerms {
+    job: u64,
+    procs: u32,
+    admitted_share: f64,
+    cap: f64,
+}
+
+/// What a node knows about one of its jobs to compute its share (its `EntryProgress` and
+/// `EntryTerms` together).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NodeEntry {
     pub job: u64,
@@ -111,6 +154,44 @@ impl NodeEntry {
 }
 
 impl Node {
+    /// Algorithm 2's share of the node's `k`th job at `now`: `NodeEntry::share` bit for bit,
+    /// reading the job's `terms` only off the common case. In that case (work left, deadline
+    /// ahead, quotient at most `cap_floor`) `required_share` takes the same quotient of the
+    /// same differences, and its clamp to `[0, cap]` leaves it alone: the quotient of two
+    /// positive numbers is at least +0, and it is at most `cap_floor <= cap`. Anything else
+    /// (NaN included) goes through `required_share` itself with the job's terms.
+    #[inline]
+    fn share(&self, k: usize, now: f64) -> f64 {
+        let p = &self.progress[k];
+        let cpu = p.cpu_at(now);
+        let remaining = p.estimate - cpu;
+        let left = p.deadline_abs - now;
+        if remaining > 0.0 && left > 0.0 {
+            let s = remaining / left;
+            if s <= self.cap_floor {
+                return s;
+            }
+        }
+        let t = &self.terms[k];
+        required_share(p.estimate, cpu, p.deadline_abs, now, t.admitted_share, t.cap)
+    }
+
+    /// The node's `k`th entry in full.
+    fn entry(&self, k: usize) -> NodeEntry {
+        let (p, t) = (&self.progress[k], &self.terms[k]);
+        NodeEntry {
+            job: t.job,
+            procs: t.procs,
+            estimate: p.estimate,
+            deadline_abs: p.deadline_abs,
+            admitted_share: t.admitted_share,
+            cpu_done: p.cpu_done,
+            as_of: p.as_of,
+            rate: p.rate,
+            cap: t.cap,
+        }
+    }
+
     pub fn job_count(&self) -> usize {
         self.slots.len()
     }
@@ -238,7 +319,9 @@ impl Cluster {
             accepting: true,
             slots: Vec::new(),
             max_jobs: self.max_jobs_per_node.unwrap_or(usize::MAX),
-            entries: Vec::new(),
+            progress: Vec::new(),
+            terms: Vec::new(),
+            cap_floor: f64::INFINITY,
             mem_used: 0,
             disk_used: 0,
         });
@@ -367,7 +450,7 @@ impl Cluster {
             disk_mb,
             cpus_per_task,
             cap,
-            entry_pos: nodes.iter().map(|&n| self.nodes[n].entries.len()).collect(),
+            entry_pos: nodes.iter().map(|&n| self.nodes[n].progress.len()).collect(),
             line,
         };
         let slot = match self.free_slots.pop() {
@@ -380,21 +463,15 @@ impl Cluster {
                 self.slots.len() - 1
             }
         };
-        let entry = NodeEntry {
-            job,
-            procs: u32::try_from(nodes.len()).unwrap_or(u32::MAX),
-            estimate,
-            deadline_abs,
-            admitted_share,
-            cpu_done: 0.0,
-            as_of: now,
-            rate: 0.0,
-            cap,
-        };
+        let progress = EntryProgress { estimate, deadline_abs, cpu_done: 0.0, as_of: now, rate: 0.0 };
+        let terms =
+            EntryTerms { job, procs: u32::try_from(nodes.len()).unwrap_or(u32::MAX), admitted_share, cap };
         for &n in nodes {
             let node = &mut self.nodes[n];
             node.slots.push(slot);
-            node.entries.push(entry);
+            node.progress.push(progress);
+            node.terms.push(terms);
+            node.cap_floor = node.cap_floor.min(cap);
             node.mem_used = node.mem_used.saturating_add(mem_mb);
             node.disk_used = node.disk_used.saturating_add(disk_mb);
             self.load_lines[n].add(line, now);
@@ -414,7 +491,7 @@ impl Cluster {
             c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate);
             for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
                 let node = &mut self.nodes[n];
-                if let Some(e) = node.entries.get_mut(pos) {
+                if let Some(e) = node.progress.get_mut(pos) {
                     e.cpu_done = cpu_done;
                     e.rate = rate;
                     e.as_of = now;
@@ -440,10 +517,12 @@ impl Cluster {
                 continue;
             }
             node.slots.swap_remove(pos);
-            node.entries.swap_remove(pos);
+            node.progress.swap_remove(pos);
+            node.terms.swap_remove(pos);
             node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
             node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
             if node.slots.is_empty() {
+                node.cap_floor = f64::INFINITY;
                 self.load_lines[n].clear();
             } else {
                 self.load_lines[n].remove(c.line);
@@ -470,9 +549,30 @@ impl Cluster {
         self.nodes[i].slots.iter().filter_map(move |&s| self.slots[s].as_ref())
     }
 
-    /// The compact progress records of the jobs on node `i` (the fast path for admission).
-    pub fn node_entries(&self, i: NodeIdx) -> &[NodeEntry] {
-        &self.nodes[i].entries
+    /// The entries of the jobs on node `i`, in the node's order.
+    pub fn node_entries(&self, i: NodeIdx) -> impl ExactSizeIterator<Item = NodeEntry> + '_ {
+        let node = &self.nodes[i];
+        (0..node.progress.len()).map(|k| node.entry(k))
+    }
+
+    /// Each job on node `i` and its share at `now` (`NodeEntry::share`, bit for bit), in the
+    /// order of `node_entries`: what job control under Algorithm 2 sets.
+    pub fn node_job_shares(&self, i: NodeIdx, now: f64) -> impl ExactSizeIterator<Item = (u64, f64)> + '_ {
+        let node = &self.nodes[i];
+        node.terms.iter().enumerate().map(move |(k, t)| (t.job, node.share(k, now)))
+    }
+
+    /// Each job's share on node `i` at `now` (`NodeEntry::share`, bit for bit) and its
+    /// progress, in the order of `node_entries`: the fast path for admission, which reads the
+    /// rest of an entry only when the share needs it.
+    #[inline]
+    pub fn node_shares(
+        &self,
+        i: NodeIdx,
+        now: f64,
+    ) -> impl ExactSizeIterator<Item = (f64, &EntryProgress)> + '_ {
+        let node = &self.nodes[i];
+        node.progress.iter().enumerate().map(move |(k, p)| (node.share(k, now), p))
     }
 
     /// A hint that node `i`'s entries are about to be read. Admission reads every node's
@@ -484,10 +584,10 @@ impl Cluster {
         #[cfg(target_arch = "x86_64")]
         if let Some(n) = self.nodes.get(i) {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = n.entries.as_ptr().cast::<i8>();
+            let p = n.progress.as_ptr().cast::<i8>();
             // SAFETY: a prefetch is only a hint: it never faults and reads nothing into the
             // program, whatever the address (here the start of a live or dangling-empty Vec).
-            // The two lines hold the first two entries, enough for most nodes.
+            // The two lines hold the first entries, enough for most nodes.
             unsafe {
                 _mm_prefetch(p, _MM_HINT_T0);
                 _mm_prefetch(p.wrapping_add(64), _MM_HINT_T0);
@@ -506,12 +606,13 @@ impl Cluster {
     /// share is above its capacity refuses the job, as the full sum would.
     #[inline]
     pub fn load_lower_bound(&self, i: NodeIdx, now: f64) -> f64 {
-        self.load_lines[i].lower_bound(now, self.nodes[i].entries.len())
+        self.load_lines[i].lower_bound(now, self.nodes[i].progress.len())
     }
 
     /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).
     pub fn node_load(&self, i: NodeIdx, now: f64) -> f64 {
-        self.nodes[i].entries.iter().map(|e| e.share(now)).sum()
+        let node = &self.nodes[i];
+        (0..node.progress.len()).map(|k| node.share(k, now)).sum()
     }
 
     /// `node_load(i, now) + extra` when that is at most `limit`; `None` when it is above. Stops
@@ -537,8 +638,9 @@ impl Cluster {
         bar: f64,
     ) -> Option<f64> {
         let mut load = -0.0;
-        for e in &self.nodes[i].entries {
-            load += e.share(now);
+        let node = &self.nodes[i];
+        for k in 0..node.progress.len() {
+            load += node.share(k, now);
             let t = load + extra;
             if t > limit || t >= bar {
                 return None;
@@ -555,7 +657,7 @@ impl Cluster {
 
     /// The jobs of node `i` as job control sees them at `now`, in the order of `node_entries`.
     pub fn controlled_jobs(&self, i: NodeIdx, now: f64) -> Vec<ControlledJob> {
-        self.nodes[i].entries.iter().map(|e| e.controlled(now)).collect()
+        self.node_entries(i).map(|e| e.controlled(now)).collect()
     }
 
     pub fn required_share(&self, job: u64, now: f64) -> Option<f64> {
@@ -628,7 +730,7 @@ mod tests {
                 }
                 for j in c.commitments() {
                     for &n in &j.nodes {
-                        proptest::prop_assert_eq!(c.node_entries(n).iter().filter(|e| e.job == j.job).count(), 1);
+                        proptest::prop_assert_eq!(c.node_entries(n).filter(|e| e.job == j.job).count(), 1);
                     }
                 }
             }

@@ -35,7 +35,6 @@ enum Demand {
 fn node_demands(cluster: &Cluster, j: NodeIdx, now: f64) -> Vec<Demand> {
     cluster
         .node_entries(j)
-        .iter()
         .map(|e| {
             let rem = e.remaining_estimate(now);
             if rem <= 0.0 || e.deadline_abs <= now {

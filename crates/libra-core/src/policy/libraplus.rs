@@ -55,8 +55,7 @@ impl LibraPlus {
         let node = cluster.node(j);
         let res_max = node.spec.cpus * deadline.max(0.0);
         let (mut load, mut committed) = (0.0, 0.0);
-        for c in cluster.node_entries(j) {
-            let req = c.share(now);
+        for (req, c) in cluster.node_shares(j, now) {
             let rem = c.remaining_estimate(now);
             load += req;
             committed +=
@@ -82,8 +81,7 @@ impl LibraPlus {
         let limit = node.spec.cpus + SHARE_EPS;
         let res_max = node.spec.cpus * deadline.max(0.0);
         let (mut load, mut committed) = (0.0, 0.0);
-        for c in cluster.node_entries(j) {
-            let req = c.share(now);
+        for (req, c) in cluster.node_shares(j, now) {
             load += req;
             if load + share > limit {
                 return None;

@@ -195,6 +195,30 @@ proptest! {
         prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
     }
 
+    /// The shares admission reads (`node_shares`, which reads a job's cap and admitted share
+    /// only off the common case) are the entries' own `NodeEntry::share`, bit for bit, and
+    /// `node_load` is their sum, at the history's end and later (overruns, passed deadlines,
+    /// shares above a job's cap on small nodes), and after releases have emptied nodes.
+    #[test]
+    fn node_shares_are_the_entries_shares_to_the_bit(
+        cpus in proptest::collection::vec(0u8..4, 6),
+        ops in proptest::collection::vec(op(), 0..60),
+        later in prop_oneof![Just(0.0), 0.0f64..1000.0, 1e3f64..1e6],
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        for n in 0..c.node_count() {
+            let fast: Vec<u64> = c.node_shares(n, now).map(|(s, _)| s.to_bits()).collect();
+            let full: Vec<u64> = c.node_entries(n).map(|e| e.share(now).to_bits()).collect();
+            prop_assert_eq!(&fast, &full);
+            let by_job: Vec<(u64, u64)> = c.node_job_shares(n, now).map(|(j, s)| (j, s.to_bits())).collect();
+            let full_by_job: Vec<(u64, u64)> = c.node_entries(n).map(|e| (e.job, e.share(now).to_bits())).collect();
+            prop_assert_eq!(by_job, full_by_job);
+            let sum: f64 = c.node_entries(n).map(|e| e.share(now)).sum();
+            prop_assert_eq!(c.node_load(n, now).to_bits(), sum.to_bits());
+        }
+    }
+
     /// The early-exit load is `node_load + extra` bit for bit when within the limit (and below
     /// the bar), and `None` exactly when the full sum is above the limit (or at the bar).
     #[test]

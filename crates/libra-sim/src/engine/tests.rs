@@ -107,7 +107,7 @@ impl<'a> FollowTies<'a> {
     /// Whether `theirs` is `ours` with some nodes swapped for nodes holding the same jobs.
     fn interchangeable(cluster: &libra_core::Cluster, ours: &[NodeIdx], theirs: &[NodeIdx]) -> bool {
         let jobs_on = |n: NodeIdx| {
-            let mut v: Vec<u64> = cluster.node_entries(n).iter().map(|e| e.job).collect();
+            let mut v: Vec<u64> = cluster.node_entries(n).map(|e| e.job).collect();
             v.sort_unstable();
             v
         };
