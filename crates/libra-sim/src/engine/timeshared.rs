@@ -22,15 +22,28 @@ struct Active {
     as_of: f64,
     rate: f64,
     nodes: Vec<NodeIdx>,
-    /// Where the job sits in each of its nodes' lists (`pos[i]` in `nodes[i]`), so that its
-    /// weight there is read without searching the list.
+    /// Where the job sits in each of its nodes' lists (`pos[i]` in `nodes[i]`).
     pos: Vec<usize>,
+    /// The rate the job gets on each of its nodes (parallel to `nodes`), as of that node's
+    /// last job control: its weight over the node's sum, at most 1. A node's weights change
+    /// only when job control runs on it, so the rates of the nodes an event did not touch are
+    /// still right, and a job's rate (the least of these, in node order, as before) is read
+    /// from one array instead of from every node it spans.
+    rates: Vec<f64>,
+}
+
+/// A job on a node: its index, the weight it holds here, and which of its nodes this is (the
+/// index into its `nodes`, `pos` and `rates`).
+#[derive(Debug, Clone, Copy)]
+struct OnNode {
+    job: usize,
+    weight: f64,
+    at: usize,
 }
 
 #[derive(Debug, Clone, Default)]
 struct NodeSim {
-    /// The jobs on the node and the weight each holds here.
-    jobs: Vec<(usize, f64)>,
+    jobs: Vec<OnNode>,
     weight_sum: f64,
 }
 
@@ -117,12 +130,16 @@ impl State<'_> {
                 }
                 let pos = nodes
                     .iter()
-                    .map(|&n| {
-                        self.nodes[n].jobs.push((i, 0.0));
+                    .enumerate()
+                    .map(|(at, &n)| {
+                        self.nodes[n].jobs.push(OnNode { job: i, weight: 0.0, at });
                         self.nodes[n].jobs.len() - 1
                     })
                     .collect();
-                self.active[i] = Some(Active { done: 0.0, as_of: now, rate: 0.0, nodes: nodes.clone(), pos });
+                // Every rate is set by the job control on all its nodes just below.
+                let rates = vec![0.0; nodes.len()];
+                self.active[i] =
+                    Some(Active { done: 0.0, as_of: now, rate: 0.0, nodes: nodes.clone(), pos, rates });
                 self.job_control(&nodes, now);
             }
             Decision::Reject { reason, .. } => rec.verdict = Verdict::Rejected(reason),
@@ -141,14 +158,12 @@ impl State<'_> {
         let nodes = a.nodes;
         for (&n, &p) in nodes.iter().zip(&a.pos) {
             let list = &mut self.nodes[n].jobs;
-            debug_assert_eq!(list[p].0, i);
+            debug_assert_eq!(list[p].job, i);
             list.swap_remove(p);
             // The job that was last now sits at `p`: tell it.
-            if let Some(&(moved, _)) = list.get(p) {
-                if let Some(m) = self.active[moved].as_mut() {
-                    if let Some(at) = m.nodes.iter().position(|&x| x == n) {
-                        m.pos[at] = p;
-                    }
+            if let Some(&moved) = list.get(p) {
+                if let Some(m) = self.active[moved.job].as_mut() {
+                    m.pos[moved.at] = p;
                 }
             }
         }
@@ -162,7 +177,7 @@ impl State<'_> {
         let mut affected = std::mem::take(&mut self.affected);
         affected.clear();
         for &n in touched {
-            for &(k, _) in &self.nodes[n].jobs {
+            for &OnNode { job: k, .. } in &self.nodes[n].jobs {
                 if self.mark[k] != self.event_no {
                     self.mark[k] = self.event_no;
                     affected.push(k);
@@ -181,12 +196,12 @@ impl State<'_> {
             // The cluster's entries of the node and the node's own list hold the same jobs in
             // different orders: the shares go through `scratch`, by job.
             match control {
-                // Algorithm 2 is each job's own share: read straight from the node's entries,
-                // the very computation `node_shares` makes on `controlled_jobs` (same inputs,
-                // same function), without building either vector.
+                // Algorithm 2 is each job's own share: read straight from the node's entries
+                // (`Cluster::node_job_shares`, bit for bit what `node_shares` computes on
+                // `controlled_jobs`), without building either vector.
                 JobControl::Libra => {
-                    for e in self.cluster.node_entries(n) {
-                        self.scratch[e.job as usize] = e.share(now);
+                    for (job, share) in self.cluster.node_job_shares(n, now) {
+                        self.scratch[job as usize] = share;
                     }
                 }
                 JobControl::Edf => {
@@ -199,11 +214,19 @@ impl State<'_> {
             }
             let node = &mut self.nodes[n];
             let mut sum = 0.0;
-            for (k, w) in node.jobs.iter_mut() {
-                *w = self.scratch[*k];
-                sum += *w;
+            for j in node.jobs.iter_mut() {
+                j.weight = self.scratch[j.job];
+                sum += j.weight;
             }
             node.weight_sum = sum;
+            // Each job's rate here, for `reschedule`: work-conserving proportional share.
+            let count = node.jobs.len().max(1) as f64;
+            for j in &node.jobs {
+                let rate = if sum > 1e-12 { (j.weight / sum).min(1.0) } else { 1.0 / count };
+                if let Some(a) = self.active[j.job].as_mut() {
+                    a.rates[j.at] = rate;
+                }
+            }
         }
         for &k in &affected {
             self.reschedule(k, now);
@@ -213,19 +236,8 @@ impl State<'_> {
 
     fn reschedule(&mut self, k: usize, now: f64) {
         let Some(a) = self.active[k].as_ref() else { return };
-        let rate = a
-            .nodes
-            .iter()
-            .zip(&a.pos)
-            .map(|(&n, &p)| {
-                let node = &self.nodes[n];
-                if node.weight_sum > 1e-12 {
-                    (node.jobs[p].1 / node.weight_sum).min(1.0)
-                } else {
-                    1.0 / node.jobs.len().max(1) as f64
-                }
-            })
-            .fold(f64::INFINITY, f64::min);
+        // A parallel job advances at the pace of its slowest node.
+        let rate = a.rates.iter().copied().fold(f64::INFINITY, f64::min);
         let rate = if rate.is_finite() { rate } else { 0.0 };
         let done = a.done;
         let Some(a) = self.active[k].as_mut() else { return };
