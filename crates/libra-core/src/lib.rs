@@ -8,6 +8,8 @@ pub mod billing;
 pub mod cluster;
 pub mod dbc;
 pub mod dependency;
+#[cfg(test)]
+pub(crate) mod history;
 pub mod job;
 pub mod load_line;
 pub mod metrics;

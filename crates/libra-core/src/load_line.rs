@@ -159,74 +159,30 @@ impl NodeLine {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::{Cluster, NodeSpec};
-    use crate::job::JobSpec;
-    use crate::money::Money;
+    use crate::cluster::Cluster;
+    use crate::history::{build, node, secs, Op, Rate};
     use proptest::prelude::*;
 
-    /// One step of a node history. Progress is set at a rate relative to the job's share at
-    /// that instant (`factor`: 0, below, at, above it) or at an absolute rate.
-    #[derive(Debug, Clone)]
-    enum Op {
-        Commit { job: u64, nodes: Vec<usize>, estimate: f64, deadline: f64, cpt: u32 },
-        Progress { job: u64, cpu: f64, factor: f64, absolute: Option<f64> },
-        Release { job: u64 },
-        Wait { secs: f64 },
-    }
-
-    fn secs(lo: f64, hi: f64) -> impl Strategy<Value = f64> {
-        prop_oneof![(0usize..4).prop_map(move |i| (lo + 10.0) * [1.0, 2.0, 4.0, 8.0][i]), lo..hi]
-    }
-
+    /// Progress at a rate relative to the job's share at that instant (0, below, at, just
+    /// above, above it) or at an absolute rate.
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             3 => (0u64..12, proptest::collection::vec(0usize..3, 1..3), secs(1.0, 400.0), secs(20.0, 800.0), 1u32..3)
                 .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
-            3 => (0u64..12, secs(0.0, 500.0), prop_oneof![Just(0.0), Just(0.5), Just(1.0), Just(1.0 + 1e-15), Just(1.5), Just(40.0)],
-                  prop_oneof![3 => Just(None), 1 => (0.0f64..2.0).prop_map(Some)])
-                .prop_map(|(job, cpu, factor, absolute)| Op::Progress { job, cpu, factor, absolute }),
+            3 => (0u64..12, secs(0.0, 500.0), prop_oneof![
+                    3 => prop_oneof![Just(0.0), Just(0.5), Just(1.0), Just(1.0 + 1e-15), Just(1.5), Just(40.0)].prop_map(Rate::OfShare),
+                    1 => (0.0f64..2.0).prop_map(Rate::Absolute),
+                 ])
+                .prop_map(|(job, cpu, rate)| Op::Progress { job, cpu, rate }),
             1 => (0u64..12).prop_map(|job| Op::Release { job }),
             2 => secs(0.0, 300.0).prop_map(|secs| Op::Wait { secs }),
         ]
     }
 
     /// Three nodes of 0.5, 1 and 4 CPUs (with cpus_per_task 1 or 2, caps below and at the
-    /// node), and the history applied at `t0`; returns the cluster and the time reached.
-    fn build(ops: &[Op], t0: f64) -> (Cluster, f64) {
-        let mut c = Cluster::new();
-        for (i, cpus) in [0.5, 1.0, 4.0].into_iter().enumerate() {
-            c.add_node(NodeSpec {
-                name: format!("n{i}"),
-                cpus,
-                mem_mb: 1 << 20,
-                disk_mb: 1 << 20,
-                price_base: 1.0,
-            });
-        }
-        let mut now = t0;
-        for op in ops {
-            match op {
-                Op::Commit { job, nodes, estimate, deadline, cpt } => {
-                    let mut nodes = nodes.clone();
-                    nodes.sort_unstable();
-                    nodes.dedup();
-                    let spec = JobSpec::simple(*estimate, *deadline, Money(0)).with_cpus_per_task(*cpt);
-                    let _ = c.commit_spec(*job, &spec, now, &nodes, now);
-                }
-                Op::Progress { job, cpu, factor, absolute } => {
-                    if let Some(share) = c.required_share(*job, now) {
-                        let rate = absolute.unwrap_or(share * factor);
-                        let _ = c.set_progress(*job, *cpu, rate, now);
-                    }
-                }
-                Op::Release { job } => {
-                    c.release(*job);
-                }
-                Op::Wait { secs } => now += secs,
-            }
-            now += 1.0;
-        }
-        (c, now)
+    /// node).
+    fn nodes() -> Vec<crate::cluster::NodeSpec> {
+        [0.5, 1.0, 4.0].into_iter().enumerate().map(|(i, cpus)| node(i, cpus, 1.0)).collect()
     }
 
     /// Instants where a share changes branch or is most delicate: each job's deadline and the
@@ -261,7 +217,7 @@ mod tests {
             t0 in prop_oneof![Just(0.0), Just(3.0e7), Just(1.7e9)],
             later in proptest::collection::vec(prop_oneof![Just(0.0), 0.0f64..2000.0], 4),
         ) {
-            let (c, end) = build(&ops, t0);
+            let (c, end) = build(&nodes(), &ops, t0);
             let mut instants: Vec<f64> = later.iter().map(|l| end + l).collect();
             instants.extend(delicate(&c, end));
             for t in instants {

@@ -6,7 +6,8 @@
 
 use super::placement::{choose, Candidate};
 use super::*;
-use crate::cluster::{Cluster, NodeSpec, SHARE_EPS};
+use crate::cluster::{Cluster, SHARE_EPS};
+use crate::history::{self, node, secs, Op, Rate};
 use crate::pricing::{cost_at, libra_rate, libraplus_rate, putil};
 use proptest::prelude::*;
 
@@ -88,78 +89,30 @@ fn bare(d: Decision) -> Decision {
     }
 }
 
-/// One step of a cluster's history: commit a job on some nodes, report progress, or release.
-#[derive(Debug, Clone)]
-enum Op {
-    Commit {
-        job: u64,
-        nodes: Vec<usize>,
-        estimate: f64,
-        deadline: f64,
-        cpt: u32,
-    },
-    /// At `rate`, or (`factor`) at that multiple of the job's share at the instant: below, at
-    /// and above it, the cases the node's load lower bound treats apart.
-    Progress {
-        job: u64,
-        cpu: f64,
-        rate: f64,
-        factor: Option<f64>,
-    },
-    Release {
-        job: u64,
-    },
-}
-
-/// Seconds either from a few round values (so that loads tie, which the orders break by node)
-/// or from a range.
-fn secs(lo: f64, hi: f64) -> impl Strategy<Value = f64> {
-    prop_oneof![(0usize..4).prop_map(move |i| (lo + 10.0) * [1.0, 2.0, 4.0, 8.0][i]), lo..hi]
-}
-
+/// Commits, releases, and progress at an absolute rate or (a third of the time) at a multiple of
+/// the job's share at the instant: below, at and above it, the cases the node's load lower
+/// bound treats apart.
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0u64..16, proptest::collection::vec(0usize..6, 1..4), secs(1.0, 400.0), secs(90.0, 800.0), 1u32..3)
             .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
-        2 => (0u64..16, secs(0.0, 500.0), prop_oneof![Just(0.0), Just(0.5), 0.0f64..1.5],
-              prop_oneof![2 => Just(None), 1 => prop_oneof![Just(0.5), Just(1.0), Just(1.25), Just(20.0)].prop_map(Some)])
-            .prop_map(|(job, cpu, rate, factor)| Op::Progress { job, cpu, rate, factor }),
+        2 => (0u64..16, secs(0.0, 500.0), prop_oneof![
+                2 => prop_oneof![Just(0.0), Just(0.5), 0.0f64..1.5].prop_map(Rate::Absolute),
+                1 => prop_oneof![Just(0.5), Just(1.0), Just(1.25), Just(20.0)].prop_map(Rate::OfShare),
+             ])
+            .prop_map(|(job, cpu, rate)| Op::Progress { job, cpu, rate }),
         1 => (0u64..16).prop_map(|job| Op::Release { job }),
     ]
 }
 
 /// Six nodes of mixed sizes and prices, and the history applied one step a second.
 fn build(cpus: &[u8], ops: &[Op]) -> (Cluster, f64) {
-    let mut c = Cluster::new();
-    for (i, &k) in cpus.iter().enumerate() {
-        let cpus = [0.5, 1.0, 2.0, 4.0][usize::from(k)];
-        let price_base = [0.8, 1.0, 1.25][i % 3];
-        c.add_node(NodeSpec { name: format!("n{i}"), cpus, mem_mb: 1 << 20, disk_mb: 1 << 20, price_base });
-    }
-    let mut now = 0.0;
-    for op in ops {
-        match op {
-            Op::Commit { job, nodes, estimate, deadline, cpt } => {
-                let mut nodes = nodes.clone();
-                nodes.sort_unstable();
-                nodes.dedup();
-                let spec = JobSpec::simple(*estimate, *deadline, Money(0)).with_cpus_per_task(*cpt);
-                let _ = c.commit_spec(*job, &spec, now, &nodes, now);
-            }
-            Op::Progress { job, cpu, rate, factor } => {
-                let rate = match (factor, c.required_share(*job, now)) {
-                    (Some(f), Some(share)) => share * f,
-                    _ => *rate,
-                };
-                let _ = c.set_progress(*job, *cpu, rate, now);
-            }
-            Op::Release { job } => {
-                c.release(*job);
-            }
-        }
-        now += 1.0;
-    }
-    (c, now)
+    let nodes: Vec<_> = cpus
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| node(i, [0.5, 1.0, 2.0, 4.0][usize::from(k)], [0.8, 1.0, 1.25][i % 3]))
+        .collect();
+    history::build(&nodes, ops, 0.0)
 }
 
 proptest! {
