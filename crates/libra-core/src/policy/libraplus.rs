@@ -55,11 +55,11 @@ impl LibraPlus {
         let node = cluster.node(j);
         let res_max = node.spec.cpus * deadline.max(0.0);
         let (mut load, mut committed) = (0.0, 0.0);
-        for (req, c) in cluster.node_shares(j, now) {
-            let rem = c.remaining_estimate(now);
+        for e in cluster.node_shares(j, now) {
+            let (req, rem) = (e.share, e.remaining);
             load += req;
             committed +=
-                if rem > 0.0 && c.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
+                if rem > 0.0 && e.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
         }
         (load, res_max, res_max - committed - estimate.max(0.0))
     }
@@ -81,14 +81,15 @@ impl LibraPlus {
         let limit = node.spec.cpus + SHARE_EPS;
         let res_max = node.spec.cpus * deadline.max(0.0);
         let (mut load, mut committed) = (0.0, 0.0);
-        for (req, c) in cluster.node_shares(j, now) {
+        for e in cluster.node_shares(j, now) {
+            let req = e.share;
             load += req;
             if load + share > limit {
                 return None;
             }
-            let rem = c.remaining_estimate(now);
+            let rem = e.remaining;
             committed +=
-                if rem > 0.0 && c.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
+                if rem > 0.0 && e.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
         }
         if load + share > limit {
             return None;

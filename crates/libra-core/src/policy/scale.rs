@@ -11,6 +11,25 @@ use crate::history::{self, node, secs, Op, Rate};
 use crate::pricing::{cost_at, libra_rate, libraplus_rate, putil};
 use proptest::prelude::*;
 
+/// A node's load and eq. (6) from its entries in full (`NodeEntry`), as admission computed them
+/// before it read shares through `Cluster::node_shares`.
+fn load_and_res_free(cluster: &Cluster, j: usize, estimate: f64, window: f64, now: f64) -> (f64, f64, f64) {
+    let res_max = cluster.node(j).spec.cpus * window.max(0.0);
+    let (mut load, mut committed) = (0.0, 0.0);
+    for c in cluster.node_entries(j) {
+        let req = c.share(now);
+        let rem = c.remaining_estimate(now);
+        load += req;
+        committed += if rem > 0.0 && c.deadline_abs > now { rem.min(req * window) } else { req * window };
+    }
+    (load, res_max, res_max - committed - estimate.max(0.0))
+}
+
+/// `Cluster::node_load` from the entries in full.
+fn node_load(cluster: &Cluster, j: usize, now: f64) -> f64 {
+    cluster.node_entries(j).map(|e| e.share(now)).sum()
+}
+
 /// Libra+$ as it was: every node with the resources, its full load and eq. (6), then `choose`.
 fn libraplus_direct(p: &LibraPlus, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
     let procs = spec.procs() as usize;
@@ -27,7 +46,7 @@ fn libraplus_direct(p: &LibraPlus, spec: &JobSpec, cluster: &Cluster, now: f64) 
             if share > n.job_cap(spec.cpus_per_task()) + SHARE_EPS {
                 return None;
             }
-            let (load, res_max, res_free) = LibraPlus::load_and_res_free(cluster, j, e, d, now);
+            let (load, res_max, res_free) = load_and_res_free(cluster, j, e, d, now);
             if load + share > n.cpus + SHARE_EPS {
                 return None;
             }
@@ -64,12 +83,12 @@ fn libra_direct(p: &Libra, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decis
             if share > n.job_cap(spec.cpus_per_task()) + SHARE_EPS {
                 return None;
             }
-            let load = cluster.node_load(j, now) + share;
+            let load = node_load(cluster, j, now) + share;
             if load > n.cpus + SHARE_EPS {
                 return None;
             }
             let res_free = match p.placement {
-                Placement::BestFit => LibraPlus::res_free(cluster, j, e, d, now).1,
+                Placement::BestFit => load_and_res_free(cluster, j, e, d, now).2,
                 _ => 0.0,
             };
             Some(Candidate { node: j, res_free, load, rate: libra_rate(&p.pricing, d), cost })
@@ -148,10 +167,12 @@ proptest! {
         prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
     }
 
-    /// The shares admission reads (`node_shares`, which reads a job's cap and admitted share
-    /// only off the common case) are the entries' own `NodeEntry::share`, bit for bit, and
-    /// `node_load` is their sum, at the history's end and later (overruns, passed deadlines,
-    /// shares above a job's cap on small nodes), and after releases have emptied nodes.
+    /// The shares admission reads (`node_shares`: 16 bytes a job on a node whose jobs are all
+    /// at rate 0, 40 otherwise, and a job's cap and admitted share only off the common case)
+    /// are the entries' own `NodeEntry::share`, bit for bit, with the same work left and
+    /// deadline; `node_load` is their sum and eq. (6) is as computed from the entries in full.
+    /// At the history's end and later (overruns, passed deadlines, shares above a job's cap on
+    /// small nodes), after nodes went from all still to moving and back, and emptied.
     #[test]
     fn node_shares_are_the_entries_shares_to_the_bit(
         cpus in proptest::collection::vec(0u8..4, 6),
@@ -161,14 +182,21 @@ proptest! {
         let (c, end) = build(&cpus, &ops);
         let now = end + later;
         for n in 0..c.node_count() {
-            let fast: Vec<u64> = c.node_shares(n, now).map(|(s, _)| s.to_bits()).collect();
-            let full: Vec<u64> = c.node_entries(n).map(|e| e.share(now).to_bits()).collect();
+            let fast: Vec<(u64, f64, u64)> =
+                c.node_shares(n, now).map(|e| (e.share.to_bits(), e.remaining, e.deadline_abs.to_bits())).collect();
+            let full: Vec<(u64, f64, u64)> = c
+                .node_entries(n)
+                .map(|e| (e.share(now).to_bits(), e.remaining_estimate(now), e.deadline_abs.to_bits()))
+                .collect();
             prop_assert_eq!(&fast, &full);
             let by_job: Vec<(u64, u64)> = c.node_job_shares(n, now).map(|(j, s)| (j, s.to_bits())).collect();
             let full_by_job: Vec<(u64, u64)> = c.node_entries(n).map(|e| (e.job, e.share(now).to_bits())).collect();
             prop_assert_eq!(by_job, full_by_job);
-            let sum: f64 = c.node_entries(n).map(|e| e.share(now)).sum();
-            prop_assert_eq!(c.node_load(n, now).to_bits(), sum.to_bits());
+            prop_assert_eq!(c.node_load(n, now).to_bits(), node_load(&c, n, now).to_bits());
+            let (e, w) = (100.0, 600.0);
+            let (load, res_max, res_free) = load_and_res_free(&c, n, e, w, now);
+            let fast = LibraPlus::load_and_res_free(&c, n, e, w, now);
+            prop_assert_eq!((load.to_bits(), res_max.to_bits(), res_free.to_bits()), (fast.0.to_bits(), fast.1.to_bits(), fast.2.to_bits()));
         }
     }
 
