@@ -73,6 +73,14 @@ pub struct Node {
     disk_used: u64,
 }
 
+/// CPU-seconds done at `now` by a job that had done `cpu_done` at `as_of` and progresses at
+/// `rate` since. The one formula every copy of a job's progress uses, so that admission, job
+/// control and the fast paths get the same bits.
+#[inline]
+fn cpu_at(cpu_done: f64, rate: f64, as_of: f64, now: f64) -> f64 {
+    cpu_done + rate * (now - as_of).max(0.0)
+}
+
 /// The part of a job's entry on a node that every share computation reads: its progress and
 /// the window it must finish in. Admission walks these side by side for every job on every
 /// node it considers, so they are kept to 40 bytes (a node best fit piles 100,000 jobs onto is
@@ -89,7 +97,7 @@ pub struct EntryProgress {
 impl EntryProgress {
     #[inline]
     pub fn cpu_at(&self, now: f64) -> f64 {
-        self.cpu_done + self.rate * (now - self.as_of).max(0.0)
+        cpu_at(self.cpu_done, self.rate, self.as_of, now)
     }
 
     #[inline]
@@ -217,7 +225,7 @@ pub struct NodeEntry {
 
 impl NodeEntry {
     pub fn cpu_at(&self, now: f64) -> f64 {
-        self.cpu_done + self.rate * (now - self.as_of).max(0.0)
+        cpu_at(self.cpu_done, self.rate, self.as_of, now)
     }
 
     pub fn remaining_estimate(&self, now: f64) -> f64 {
@@ -412,7 +420,7 @@ pub struct Commitment {
 
 impl Commitment {
     pub fn cpu_at(&self, now: f64) -> f64 {
-        self.cpu_done + self.rate * (now - self.as_of).max(0.0)
+        cpu_at(self.cpu_done, self.rate, self.as_of, now)
     }
 
     pub fn remaining_estimate(&self, now: f64) -> f64 {
