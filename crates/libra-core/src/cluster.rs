@@ -38,7 +38,62 @@ impl NodeSpec {
     /// The most a job whose task may use `cpus_per_task` CPUs at once can get on this node:
     /// that many CPUs, or the whole node if it has fewer.
     pub fn job_cap(&self, cpus_per_task: u32) -> f64 {
-        self.cpus.min(f64::from(cpus_per_task.max(1)))
+        job_cap(self.cpus, cpus_per_task)
+    }
+}
+
+/// `NodeSpec::job_cap` of a node of `cpus`.
+#[inline]
+fn job_cap(cpus: f64, cpus_per_task: u32) -> f64 {
+    cpus.min(f64::from(cpus_per_task.max(1)))
+}
+
+/// What admission reads of each node before the node itself, kept side by side for every node
+/// (48 bytes): its capacity and base price, how many jobs it has, and the lower bound on its
+/// load (`load_line`). On 10,000 nodes most nodes an arrival meets are refused by these bytes
+/// or are idle, and reading them instead of each node's own struct (three times the size) is
+/// most of what a pass over the nodes costs.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeHot {
+    line: NodeLine,
+    cpus: f64,
+    price_base: f64,
+    jobs: u32,
+}
+
+impl NodeHot {
+    fn of(spec: &NodeSpec) -> Self {
+        NodeHot { line: NodeLine::default(), cpus: spec.cpus, price_base: spec.price_base, jobs: 0 }
+    }
+
+    /// `NodeSpec::cpus`.
+    #[inline]
+    pub fn cpus(&self) -> f64 {
+        self.cpus
+    }
+
+    /// `NodeSpec::price_base`.
+    #[inline]
+    pub fn price_base(&self) -> f64 {
+        self.price_base
+    }
+
+    /// `NodeSpec::job_cap`, bit for bit.
+    #[inline]
+    pub fn job_cap(&self, cpus_per_task: u32) -> f64 {
+        job_cap(self.cpus, cpus_per_task)
+    }
+
+    /// Whether the node has no job (`Node::is_idle`).
+    #[inline]
+    pub fn is_idle(&self) -> bool {
+        self.jobs == 0
+    }
+
+    /// `Cluster::load_lower_bound` of this node.
+    #[inline]
+    pub fn load_lower_bound(&self, now: f64) -> f64 {
+        self.line.lower_bound(now, self.jobs as usize)
     }
 }
 
@@ -49,16 +104,14 @@ pub struct Node {
     /// Whether the node takes new jobs. A drained node (`false`) keeps its commitments, so the
     /// promises made on it are kept, but its capacity leaves admission and dispatch at once.
     pub accepting: bool,
+    /// The slots of the node's jobs: the order of its entries. A job's entry (`Entries`, by
+    /// slot) is one record however many nodes it spans, so a progress update writes it once,
+    /// not once per node: a parallel job of 128 nodes used to cost 128 scattered writes at every
+    /// update, a third of the simulator's time on 10,000 nodes.
     slots: Vec<usize>,
     /// The most jobs the node runs at once (an executor's own limit, such as Slurm's
     /// OverSubscribe=FORCE:N; usize::MAX: none).
     pub max_jobs: usize,
-    /// A compact copy of each committed job's entry, kept beside the node so that admission,
-    /// which reads every node, walks contiguous memory; split in two so that it reads as few
-    /// bytes as it can. `progress` holds what every share needs (40 bytes a job); `terms` the
-    /// rest, read only off the common case (`Node::share`). Both in the order of `slots`.
-    progress: Vec<EntryProgress>,
-    terms: Vec<EntryTerms>,
     /// At most the `cap` of every job on the node (+inf when it has none): a share at or below
     /// it needs no clamp, so the job's `terms` need not be read. Lowered at each commit, raised
     /// only when the node empties (a floor that is too low costs a read, never a wrong share).
@@ -74,17 +127,16 @@ pub struct Node {
 }
 
 /// CPU-seconds done at `now` by a job that had done `cpu_done` at `as_of` and progresses at
-/// `rate` since. The one formula every copy of a job's progress uses, so that admission, job
+/// `rate` since. The one formula every reader of a job's progress uses, so that admission, job
 /// control and the fast paths get the same bits.
 #[inline]
 fn cpu_at(cpu_done: f64, rate: f64, as_of: f64, now: f64) -> f64 {
     cpu_done + rate * (now - as_of).max(0.0)
 }
 
-/// The part of a job's entry on a node that every share computation reads: its progress and
-/// the window it must finish in. Admission walks these side by side for every job on every
-/// node it considers, so they are kept to 40 bytes (a node best fit piles 100,000 jobs onto is
-/// read in full at every submission: 4 MB instead of 7).
+/// The part of a job's entry that every share computation reads: its progress and the window it
+/// must finish in, 40 bytes. Admission reads it for every job on every node it considers; the
+/// rest of the entry (`EntryTerms`) only off the common case.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EntryProgress {
     pub estimate: f64,
@@ -144,6 +196,7 @@ pub struct EntryShare {
 /// The shares of a node's jobs at an instant, in entry order (`Cluster::node_shares`).
 pub struct Shares<'a> {
     node: &'a Node,
+    entries: Entries<'a>,
     k: usize,
     now: f64,
     /// Read the node's `still` entries (every job still, `now` finite) rather than `progress`.
@@ -157,8 +210,8 @@ impl Iterator for Shares<'_> {
     // job (returning the entry through memory) cost as much as the arithmetic.
     #[inline(always)]
     fn next(&mut self) -> Option<EntryShare> {
-        let (node, k, now) = (self.node, self.k, self.now);
-        if k >= node.progress.len() {
+        let (node, entries, k, now) = (self.node, self.entries, self.k, self.now);
+        if k >= node.slots.len() {
             return None;
         }
         self.k += 1;
@@ -175,13 +228,13 @@ impl Iterator for Shares<'_> {
             };
             let share = match quick {
                 Some(s) => s,
-                None => node.share_off_the_common_case(k, now),
+                None => node.share_off_the_common_case(entries, k, now),
             };
             EntryShare { share, remaining: q.remaining.max(0.0), deadline_abs: q.deadline_abs }
         } else {
-            let p = &node.progress[k];
+            let p = entries.progress(node.slots[k]);
             EntryShare {
-                share: node.share(k, now),
+                share: node.share(entries, k, now),
                 remaining: p.remaining_estimate(now),
                 deadline_abs: p.deadline_abs,
             }
@@ -189,14 +242,14 @@ impl Iterator for Shares<'_> {
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.node.progress.len() - self.k;
+        let n = self.node.slots.len() - self.k;
         (n, Some(n))
     }
 }
 
 impl ExactSizeIterator for Shares<'_> {}
 
-/// The rest of a job's entry on a node: needed for a share only when the job has overrun or is
+/// The rest of a job's entry: needed for a share only when the job has overrun or is
 /// past its deadline (`admitted_share`) or its share may be above what it can use (`cap`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct EntryTerms {
@@ -257,6 +310,26 @@ impl NodeEntry {
     }
 }
 
+/// Every live job's entry, by slot (`Cluster::progress` and `Cluster::terms`; a freed slot's
+/// entry is stale until the slot is reused, and no node lists it).
+#[derive(Clone, Copy)]
+struct Entries<'a> {
+    progress: &'a [EntryProgress],
+    terms: &'a [EntryTerms],
+}
+
+impl<'a> Entries<'a> {
+    #[inline(always)]
+    fn progress(self, slot: usize) -> &'a EntryProgress {
+        &self.progress[slot]
+    }
+
+    #[inline(always)]
+    fn terms(self, slot: usize) -> &'a EntryTerms {
+        &self.terms[slot]
+    }
+}
+
 impl Node {
     /// Algorithm 2's share of the node's `k`th job at `now`: `NodeEntry::share` bit for bit,
     /// reading the job's `terms` only off the common case. In that case (work left, deadline
@@ -265,8 +338,9 @@ impl Node {
     /// positive numbers is at least +0, and it is at most `cap_floor <= cap`. Anything else
     /// (NaN included) goes through `required_share` itself with the job's terms.
     #[inline]
-    fn share(&self, k: usize, now: f64) -> f64 {
-        let p = &self.progress[k];
+    fn share(&self, entries: Entries<'_>, k: usize, now: f64) -> f64 {
+        let slot = self.slots[k];
+        let p = entries.progress(slot);
         let cpu = p.cpu_at(now);
         let remaining = p.estimate - cpu;
         let left = p.deadline_abs - now;
@@ -276,84 +350,83 @@ impl Node {
                 return s;
             }
         }
-        let t = &self.terms[k];
+        let t = entries.terms(slot);
         required_share(p.estimate, cpu, p.deadline_abs, now, t.admitted_share, t.cap)
     }
 
     /// `share`, kept out of line for the callers that have already tried its common case.
     #[cold]
     #[inline(never)]
-    fn share_off_the_common_case(&self, k: usize, now: f64) -> f64 {
-        self.share(k, now)
+    fn share_off_the_common_case(&self, entries: Entries<'_>, k: usize, now: f64) -> f64 {
+        self.share(entries, k, now)
     }
 
-    /// Adds an entry at the end.
-    fn push_entry(&mut self, p: EntryProgress, t: EntryTerms) {
-        if !is_still(&p) {
+    /// Adds the job in `slot` (entry `p`, cap `cap`) at the end.
+    fn push_entry(&mut self, slot: usize, p: &EntryProgress, cap: f64) {
+        if !is_still(p) {
             self.moving += 1;
             self.still.clear();
         } else if self.moving == 0 {
-            self.still.push(Still::of(&p));
+            self.still.push(Still::of(p));
         }
-        self.progress.push(p);
-        self.terms.push(t);
-        self.cap_floor = self.cap_floor.min(t.cap);
+        self.slots.push(slot);
+        self.cap_floor = self.cap_floor.min(cap);
     }
 
-    /// Sets the progress of the `k`th entry.
-    fn set_entry_progress(&mut self, k: usize, cpu_done: f64, rate: f64, as_of: f64) {
-        let Some(p) = self.progress.get_mut(k) else { return };
-        let was = is_still(p);
-        p.cpu_done = cpu_done;
-        p.rate = rate;
-        p.as_of = as_of;
-        let (is, p) = (is_still(p), *p);
-        match (was, is) {
-            (true, true) if self.moving == 0 => self.still[k] = Still::of(&p),
+    /// The `k`th entry's progress has changed from one that `was` still to `p`: the kept count
+    /// of moving jobs and the `still` entries follow. Nothing to do while the job moves.
+    fn entry_progress_changed(&mut self, entries: Entries<'_>, k: usize, was: bool, p: &EntryProgress) {
+        match (was, is_still(p)) {
+            (true, true) if self.moving == 0 => {
+                if let Some(q) = self.still.get_mut(k) {
+                    *q = Still::of(p);
+                }
+            }
             (true, false) => {
                 self.moving += 1;
                 self.still.clear();
             }
             (false, true) => {
                 self.moving -= 1;
-                self.rebuild_still();
+                self.rebuild_still(entries);
             }
             _ => {}
         }
     }
 
     /// Removes the `k`th entry; the last takes its place.
-    fn remove_entry(&mut self, k: usize) {
-        let p = self.progress.swap_remove(k);
-        self.terms.swap_remove(k);
+    fn remove_entry(&mut self, entries: Entries<'_>, k: usize) {
+        let p = *entries.progress(self.slots[k]);
+        self.slots.swap_remove(k);
         if !is_still(&p) {
             self.moving -= 1;
-            self.rebuild_still();
+            self.rebuild_still(entries);
         } else if self.moving == 0 {
             self.still.swap_remove(k);
         }
-        if self.progress.is_empty() {
+        if self.slots.is_empty() {
             self.cap_floor = f64::INFINITY;
         }
     }
 
-    /// `still` from `progress`, once no job on the node is moving (a no-op before).
-    fn rebuild_still(&mut self) {
+    /// `still` from the entries, once no job on the node is moving (a no-op before).
+    fn rebuild_still(&mut self, entries: Entries<'_>) {
         if self.moving == 0 {
             self.still.clear();
-            self.still.extend(self.progress.iter().map(Still::of));
+            self.still.extend(self.slots.iter().map(|&s| Still::of(entries.progress(s))));
         }
     }
 
     /// The node's jobs' shares at `now`, in entry order.
     #[inline]
-    fn shares_at(&self, now: f64) -> Shares<'_> {
-        Shares { node: self, k: 0, now, still: self.moving == 0 && now.is_finite() }
+    fn shares_at<'a>(&'a self, entries: Entries<'a>, now: f64) -> Shares<'a> {
+        Shares { node: self, entries, k: 0, now, still: self.moving == 0 && now.is_finite() }
     }
 
     /// The node's `k`th entry in full.
-    fn entry(&self, k: usize) -> NodeEntry {
-        let (p, t) = (&self.progress[k], &self.terms[k]);
+    fn entry(&self, entries: Entries<'_>, k: usize) -> NodeEntry {
+        let slot = self.slots[k];
+        let (p, t) = (entries.progress(slot), entries.terms(slot));
         NodeEntry {
             job: t.job,
             procs: t.procs,
@@ -456,13 +529,17 @@ pub enum ClusterError {
 pub struct Cluster {
     nodes: Vec<Node>,
     slots: Vec<Option<Commitment>>,
+    /// Each slot's entry (parallel to `slots`): what admission and job control read of a job,
+    /// side by side for every job in the cluster (`Entries`).
+    progress: Vec<EntryProgress>,
+    terms: Vec<EntryTerms>,
     free_slots: Vec<usize>,
     index: HashMap<u64, usize>,
     /// See `Node::max_jobs`: given to every node, present and future.
     max_jobs_per_node: Option<usize>,
-    /// Each node's lower bound on its load (`load_line`), side by side so that admission reads a
-    /// few bytes per node before it reads any node's jobs.
-    load_lines: Vec<NodeLine>,
+    /// Each node's `NodeHot` (its lower bound on its load among them), side by side so that
+    /// admission reads a few bytes per node before it reads the node.
+    hot: Vec<NodeHot>,
 }
 
 impl Cluster {
@@ -494,15 +571,13 @@ impl Cluster {
             accepting: true,
             slots: Vec::new(),
             max_jobs: self.max_jobs_per_node.unwrap_or(usize::MAX),
-            progress: Vec::new(),
-            terms: Vec::new(),
             cap_floor: f64::INFINITY,
             moving: 0,
             still: Vec::new(),
             mem_used: 0,
             disk_used: 0,
         });
-        self.load_lines.push(NodeLine::default());
+        self.hot.push(NodeHot::of(&self.nodes[self.nodes.len() - 1].spec));
         self.nodes.len() - 1
     }
 
@@ -534,6 +609,7 @@ impl Cluster {
     pub fn set_price_base(&mut self, i: NodeIdx, price: f64) {
         if let Some(n) = self.nodes.get_mut(i) {
             n.spec.price_base = price;
+            self.hot[i].price_base = price;
         }
     }
 
@@ -627,29 +703,34 @@ impl Cluster {
             disk_mb,
             cpus_per_task,
             cap,
-            entry_pos: nodes.iter().map(|&n| self.nodes[n].progress.len()).collect(),
+            entry_pos: nodes.iter().map(|&n| self.nodes[n].slots.len()).collect(),
             line,
-        };
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.slots[s] = Some(c);
-                s
-            }
-            None => {
-                self.slots.push(Some(c));
-                self.slots.len() - 1
-            }
         };
         let progress = EntryProgress { estimate, deadline_abs, cpu_done: 0.0, as_of: now, rate: 0.0 };
         let terms =
             EntryTerms { job, procs: u32::try_from(nodes.len()).unwrap_or(u32::MAX), admitted_share, cap };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.slots[s] = Some(c);
+                self.progress[s] = progress;
+                self.terms[s] = terms;
+                s
+            }
+            None => {
+                self.slots.push(Some(c));
+                self.progress.push(progress);
+                self.terms.push(terms);
+                self.slots.len() - 1
+            }
+        };
         for &n in nodes {
             let node = &mut self.nodes[n];
-            node.slots.push(slot);
-            node.push_entry(progress, terms);
+            node.push_entry(slot, &progress, cap);
             node.mem_used = node.mem_used.saturating_add(mem_mb);
             node.disk_used = node.disk_used.saturating_add(disk_mb);
-            self.load_lines[n].add(line, now);
+            let hot = &mut self.hot[n];
+            hot.line.add(line, now);
+            hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
         }
         self.index.insert(job, slot);
         Ok(())
@@ -664,10 +745,21 @@ impl Cluster {
             c.as_of = now;
             let old = c.line;
             c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate);
+            let p = &mut self.progress[slot];
+            let was = is_still(p);
+            p.cpu_done = cpu_done;
+            p.rate = rate;
+            p.as_of = now;
+            let p = *p;
+            // A moving job that stays moving (every update of the simulator's) changes nothing
+            // a node keeps: its nodes are not touched, bar their load lines.
+            let nodes_keep_it = was || is_still(&p);
+            let entries = Entries { progress: &self.progress, terms: &self.terms };
             for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
-                let node = &mut self.nodes[n];
-                node.set_entry_progress(pos, cpu_done, rate, now);
-                self.load_lines[n].replace(old, c.line, now);
+                if nodes_keep_it {
+                    self.nodes[n].entry_progress_changed(entries, pos, was, &p);
+                }
+                self.hot[n].line.replace(old, c.line, now);
             }
         }
         Ok(())
@@ -682,19 +774,21 @@ impl Cluster {
     pub fn release(&mut self, job: u64) -> Option<Commitment> {
         let slot = self.index.remove(&job)?;
         let c = self.slots[slot].take()?;
+        let entries = Entries { progress: &self.progress, terms: &self.terms };
         for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
             let node = &mut self.nodes[n];
             if pos >= node.slots.len() {
                 continue;
             }
-            node.slots.swap_remove(pos);
-            node.remove_entry(pos);
+            node.remove_entry(entries, pos);
             node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
             node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
+            let hot = &mut self.hot[n];
+            hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
             if node.slots.is_empty() {
-                self.load_lines[n].clear();
+                hot.line.clear();
             } else {
-                self.load_lines[n].remove(c.line);
+                hot.line.remove(c.line);
             }
             // The entry that moved into `pos` belongs to another job: tell it where it is now.
             if let Some(&moved) = node.slots.get(pos) {
@@ -720,15 +814,15 @@ impl Cluster {
 
     /// The entries of the jobs on node `i`, in the node's order.
     pub fn node_entries(&self, i: NodeIdx) -> impl ExactSizeIterator<Item = NodeEntry> + '_ {
-        let node = &self.nodes[i];
-        (0..node.progress.len()).map(|k| node.entry(k))
+        let (node, entries) = (&self.nodes[i], self.entries());
+        (0..node.slots.len()).map(move |k| node.entry(entries, k))
     }
 
     /// Each job on node `i` and its share at `now` (`NodeEntry::share`, bit for bit), in the
     /// order of `node_entries`: what job control under Algorithm 2 sets.
     pub fn node_job_shares(&self, i: NodeIdx, now: f64) -> impl ExactSizeIterator<Item = (u64, f64)> + '_ {
-        let node = &self.nodes[i];
-        node.terms.iter().enumerate().map(move |(k, t)| (t.job, node.share(k, now)))
+        let (node, entries) = (&self.nodes[i], self.entries());
+        (0..node.slots.len()).map(move |k| (entries.terms(node.slots[k]).job, node.share(entries, k, now)))
     }
 
     /// Each job's share on node `i` at `now` (`NodeEntry::share`, bit for bit), its work left
@@ -737,7 +831,12 @@ impl Cluster {
     /// otherwise, and the rest of an entry only when the share needs it.
     #[inline]
     pub fn node_shares(&self, i: NodeIdx, now: f64) -> Shares<'_> {
-        self.nodes[i].shares_at(now)
+        self.nodes[i].shares_at(self.entries(), now)
+    }
+
+    #[inline(always)]
+    fn entries(&self) -> Entries<'_> {
+        Entries { progress: &self.progress, terms: &self.terms }
     }
 
     /// A hint that node `i`'s entries are about to be read. Admission reads every node's
@@ -749,7 +848,7 @@ impl Cluster {
         #[cfg(target_arch = "x86_64")]
         if let Some(n) = self.nodes.get(i) {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = n.progress.as_ptr().cast::<i8>();
+            let p = n.slots.as_ptr().cast::<i8>();
             // SAFETY: a prefetch is only a hint: it never faults and reads nothing into the
             // program, whatever the address (here the start of a live or dangling-empty Vec).
             // The two lines hold the first entries, enough for most nodes.
@@ -771,7 +870,13 @@ impl Cluster {
     /// share is above its capacity refuses the job, as the full sum would.
     #[inline]
     pub fn load_lower_bound(&self, i: NodeIdx, now: f64) -> f64 {
-        self.load_lines[i].lower_bound(now, self.nodes[i].progress.len())
+        self.hot[i].load_lower_bound(now)
+    }
+
+    /// Node `i`'s `NodeHot`.
+    #[inline]
+    pub fn node_hot(&self, i: NodeIdx) -> &NodeHot {
+        &self.hot[i]
     }
 
     /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).
@@ -880,6 +985,7 @@ mod tests {
                 nodes.dedup();
                 match op {
                     0 => { let _ = c.commit(job, 10.0 + x, 100.0 + x, &nodes, 0.0); }
+                    1 if x > 45.0 => c.set_price_base(nodes[0], x),
                     1 => { let _ = c.set_progress(job, x, if x < 25.0 { 0.5 } else { 0.0 }, x); }
                     _ => { c.release(job); }
                 }
@@ -891,11 +997,17 @@ mod tests {
                         proptest::prop_assert_eq!(e.as_of, j.as_of);
                     }
                 }
-                for node in &c.nodes {
+                for (node, hot) in c.nodes.iter().zip(&c.hot) {
+                    // What admission reads first is the node's own.
+                    proptest::prop_assert_eq!(hot.jobs as usize, node.slots.len());
+                    proptest::prop_assert_eq!(hot.is_idle(), node.is_idle());
+                    proptest::prop_assert_eq!(hot.cpus().to_bits(), node.spec.cpus.to_bits());
+                    proptest::prop_assert_eq!(hot.price_base().to_bits(), node.spec.price_base.to_bits());
                     // The kept count of moving jobs, and the still entries while there are none.
-                    let moving = node.progress.iter().filter(|p| !is_still(p)).count();
+                    let progress: Vec<EntryProgress> = node.slots.iter().map(|&s| c.progress[s]).collect();
+                    let moving = progress.iter().filter(|p| !is_still(p)).count();
                     proptest::prop_assert_eq!(node.moving, moving);
-                    let still: Vec<Still> = if moving == 0 { node.progress.iter().map(Still::of).collect() } else { Vec::new() };
+                    let still: Vec<Still> = if moving == 0 { progress.iter().map(Still::of).collect() } else { Vec::new() };
                     proptest::prop_assert_eq!(&node.still, &still);
                 }
                 for j in c.commitments() {

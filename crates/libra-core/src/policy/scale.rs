@@ -124,7 +124,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// Six nodes of mixed sizes and prices, and the history applied one step a second.
+/// Nodes of mixed sizes and prices (the history's steps touch the first six; any more stay
+/// idle), and the history applied one step a second.
 fn build(cpus: &[u8], ops: &[Op]) -> (Cluster, f64) {
     let nodes: Vec<_> = cpus
         .iter()
@@ -140,19 +141,31 @@ proptest! {
     /// Same decision as the direct computation, under every placement, for jobs of one or
     /// several nodes, tight or loose deadlines and budgets, at the history's end and later
     /// (when progress at the assumed rates has overrun some estimates and passed some deadlines).
+    ///
+    /// Up to eight more nodes stay idle, of the same few sizes and prices, so that idle nodes of
+    /// one kind tie and more of a kind can take a job than it asks for; and any node may be
+    /// down or drained, so that the nodes with the resources are fewer or more than `procs`.
     #[test]
     fn one_pass_admission_decides_as_the_direct_computation(
-        cpus in proptest::collection::vec(0u8..4, 6),
+        cpus in proptest::collection::vec(0u8..4, 6..14),
         ops in proptest::collection::vec(op(), 0..60),
         later in prop_oneof![Just(0.0), 0.0f64..1000.0],
         estimate in secs(1.0, 300.0),
         deadline in secs(1.0, 600.0),
         budget in 0i64..100_000,
-        procs in 1u32..4,
+        procs in 1u32..6,
         cpt in 1u32..3,
         placement in 0usize..3,
+        off in proptest::collection::vec(0u8..8, 14),
     ) {
-        let (c, end) = build(&cpus, &ops);
+        let (mut c, end) = build(&cpus, &ops);
+        for (n, &o) in off.iter().enumerate().take(c.node_count()) {
+            match o {
+                0 => c.set_up(n, false),
+                1 => c.set_accepting(n, false),
+                _ => {}
+            }
+        }
         let now = end + later;
         let spec = JobSpec::simple(estimate, deadline, Money(budget)).with_procs(procs).with_cpus_per_task(cpt);
         let placement = Placement::ALL[placement];
