@@ -5,7 +5,9 @@
 
 use super::placement::{least_budget, Candidate, Chooser, Placement};
 use super::suggest::earliest_deadline;
-use super::{new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion};
+use super::{
+    new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
+};
 use crate::cluster::{Cluster, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
@@ -214,6 +216,9 @@ impl LibraPlus {
         let mut chooser = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
         let mut priced = 0usize;
         let mut idle = IdleKinds::default();
+        // The busy nodes the side-by-side bytes leave in, read in a second loop below: far
+        // apart in memory, so that loop asks for each node and its entries a few ahead.
+        let mut busy: Vec<NodeIdx> = Vec::new();
         for j in 0..cluster.node_count() {
             // Lines 9-16 where the node's few side-by-side bytes decide (`priced_node`'s first
             // two refusals, the same comparisons): most nodes of a large cluster end here, and
@@ -224,30 +229,30 @@ impl LibraPlus {
             if share > hot.job_cap(cpt) + SHARE_EPS || bound + share > hot.cpus() + SHARE_EPS {
                 continue;
             }
-            let kind = if hot.is_idle() {
-                let key = [hot.cpus().to_bits(), hot.price_base().to_bits(), bound.to_bits()];
-                match idle.find(key) {
-                    // Priced already, and no more of the kind can be chosen or need counting.
-                    Some(k) if k.exhausted(procs) => continue,
-                    Some(k) => Some(Ok(k)),
-                    None => Some(Err(key)),
-                }
-            } else {
-                None
+            if !hot.is_idle() {
+                busy.push(j);
+                continue;
+            }
+            let key = [hot.cpus().to_bits(), hot.price_base().to_bits(), bound.to_bits()];
+            let kind = match idle.find(key) {
+                // Priced already, and no more of the kind can be chosen or need counting.
+                Some(k) if k.exhausted(procs) => continue,
+                Some(k) => Ok(k),
+                None => Err(key),
             };
             // Lines 1-8: the resources.
             if !cluster.node(j).has_resources(mem, disk) {
                 continue;
             }
             match kind {
-                Some(Ok(k)) => {
+                Ok(k) => {
                     if let Some(c) = k.cand {
                         priced += 1;
                         k.offered += 1;
                         chooser.push(Candidate { node: j, ..c });
                     }
                 }
-                Some(Err(key)) => {
+                Err(key) => {
                     let c = self.priced_node(spec, share, deadline, j, cluster, now);
                     idle.add(key, c);
                     if let Some(c) = c {
@@ -255,12 +260,22 @@ impl LibraPlus {
                         chooser.push(c);
                     }
                 }
-                None => {
-                    if let Some(c) = self.priced_node(spec, share, deadline, j, cluster, now) {
-                        priced += 1;
-                        chooser.push(c);
-                    }
-                }
+            }
+        }
+        // The chooser's choice does not depend on the order it is offered nodes in.
+        for (i, &j) in busy.iter().enumerate() {
+            if let Some(&ahead) = busy.get(i + 2 * PREFETCH_AHEAD) {
+                cluster.prefetch_node(ahead);
+            }
+            if let Some(&ahead) = busy.get(i + PREFETCH_AHEAD) {
+                cluster.prefetch_entries(ahead);
+            }
+            if !cluster.node(j).has_resources(mem, disk) {
+                continue;
+            }
+            if let Some(c) = self.priced_node(spec, share, deadline, j, cluster, now) {
+                priced += 1;
+                chooser.push(c);
             }
         }
         if procs == 0 || priced < procs {
@@ -332,7 +347,10 @@ impl IdleKinds {
     const KINDS: usize = 4;
 
     fn find(&mut self, key: [u64; 3]) -> Option<&mut IdleKind> {
-        self.kinds.iter_mut().map_while(Option::as_mut).find(|k| k.key == key)
+        // Compared word by word: as one 24-byte comparison the compiler loaded the key it had
+        // just stored in two halves, and that stall was a sixth of the pass.
+        let same = |k: &&mut IdleKind| k.key[0] == key[0] && k.key[1] == key[1] && k.key[2] == key[2];
+        self.kinds.iter_mut().map_while(Option::as_mut).find(same)
     }
 
     fn add(&mut self, key: [u64; 3], cand: Option<Candidate>) {
