@@ -540,6 +540,12 @@ pub struct Cluster {
     /// Each node's `NodeHot` (its lower bound on its load among them), side by side so that
     /// admission reads a few bytes per node before it reads the node.
     hot: Vec<NodeHot>,
+    /// Bit `i % 64` of word `i / 64` is set when node `i` has no jobs: a pass can take the
+    /// busy nodes and the idle ones apart, each in index order, without reading either.
+    idle_bits: Vec<u64>,
+    /// The distinct (capacity, base price) pairs among the nodes, to the bit, with how many
+    /// nodes have each.
+    kinds: Vec<((u64, u64), usize)>,
 }
 
 impl Cluster {
@@ -577,8 +583,44 @@ impl Cluster {
             mem_used: 0,
             disk_used: 0,
         });
-        self.hot.push(NodeHot::of(&self.nodes[self.nodes.len() - 1].spec));
-        self.nodes.len() - 1
+        let i = self.nodes.len() - 1;
+        self.hot.push(NodeHot::of(&self.nodes[i].spec));
+        if i % 64 == 0 {
+            self.idle_bits.push(0);
+        }
+        self.idle_bits[i / 64] |= 1u64 << (i % 64);
+        self.count_kind(i, 1);
+        i
+    }
+
+    /// Counts node `i`'s (capacity, base price) in `kinds` once more (`by` 1) or once less (-1).
+    fn count_kind(&mut self, i: NodeIdx, by: isize) {
+        let spec = &self.nodes[i].spec;
+        let key = (spec.cpus.to_bits(), spec.price_base.to_bits());
+        match self.kinds.iter().position(|(k, _)| *k == key) {
+            Some(at) => {
+                let n = self.kinds[at].1.saturating_add_signed(by);
+                if n == 0 {
+                    self.kinds.swap_remove(at);
+                } else {
+                    self.kinds[at].1 = n;
+                }
+            }
+            None if by > 0 => self.kinds.push((key, by.unsigned_abs())),
+            None => {}
+        }
+    }
+
+    /// How many distinct (capacity, base price) pairs, to the bit, the nodes have.
+    pub fn node_kinds(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// The idle nodes as bits (`Cluster::idle_bits`): node `i` is idle when bit `i % 64` of
+    /// word `i / 64` is set. Bits past the last node are 0.
+    #[inline]
+    pub fn idle_words(&self) -> &[u64] {
+        &self.idle_bits
     }
 
     pub fn node_count(&self) -> usize {
@@ -607,9 +649,11 @@ impl Cluster {
     }
 
     pub fn set_price_base(&mut self, i: NodeIdx, price: f64) {
-        if let Some(n) = self.nodes.get_mut(i) {
-            n.spec.price_base = price;
+        if i < self.nodes.len() {
+            self.count_kind(i, -1);
+            self.nodes[i].spec.price_base = price;
             self.hot[i].price_base = price;
+            self.count_kind(i, 1);
         }
     }
 
@@ -731,6 +775,7 @@ impl Cluster {
             let hot = &mut self.hot[n];
             hot.line.add(line, now);
             hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
+            self.idle_bits[n / 64] &= !(1u64 << (n % 64));
         }
         self.index.insert(job, slot);
         Ok(())
@@ -787,6 +832,7 @@ impl Cluster {
             hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
             if node.slots.is_empty() {
                 hot.line.clear();
+                self.idle_bits[n / 64] |= 1u64 << (n % 64);
             } else {
                 hot.line.remove(c.line);
             }
@@ -1014,6 +1060,13 @@ mod tests {
                         proptest::prop_assert_eq!(e.as_of, j.as_of);
                     }
                 }
+                for (i, node) in c.nodes.iter().enumerate() {
+                    proptest::prop_assert_eq!(c.idle_bits[i / 64] >> (i % 64) & 1 == 1, node.is_idle());
+                }
+                let mut kinds: Vec<(u64, u64)> = c.nodes.iter().map(|n| (n.spec.cpus.to_bits(), n.spec.price_base.to_bits())).collect();
+                kinds.sort_unstable();
+                kinds.dedup();
+                proptest::prop_assert_eq!(c.node_kinds(), kinds.len());
                 for (node, hot) in c.nodes.iter().zip(&c.hot) {
                     // What admission reads first is the node's own.
                     proptest::prop_assert_eq!(hot.jobs as usize, node.slots.len());

@@ -8,7 +8,7 @@ use super::suggest::earliest_deadline;
 use super::{
     new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
 };
-use crate::cluster::{Cluster, NodeIdx, NodeSpec, SHARE_EPS};
+use crate::cluster::{Cluster, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
@@ -219,42 +219,65 @@ impl LibraPlus {
         // The busy nodes the side-by-side bytes leave in, read in a second loop below: far
         // apart in memory, so that loop asks for each node and its entries a few ahead.
         let mut busy: Vec<NodeIdx> = Vec::new();
-        for j in 0..cluster.node_count() {
-            // Lines 9-16 where the node's few side-by-side bytes decide (`priced_node`'s first
-            // two refusals, the same comparisons): most nodes of a large cluster end here, and
-            // the node itself is not read. Lines 1-8 are only counted when the job is refused
-            // (below), since a node that passes the deadline check has passed them.
-            let hot = cluster.node_hot(j);
-            let bound = hot.load_lower_bound(now);
-            if share > hot.job_cap(cpt) + SHARE_EPS || bound + share > hot.cpus() + SHARE_EPS {
-                continue;
+        let (words, n) = (cluster.idle_words(), cluster.node_count());
+        // Lines 9-16 where the node's few side-by-side bytes decide (`priced_node`'s first two
+        // refusals, the same comparisons): most nodes of a large cluster end here, and the node
+        // itself is not read. Lines 1-8 are only counted when the job is refused (below), since
+        // a node that passes the deadline check has passed them.
+        let refused = |hot: &NodeHot, bound: f64| {
+            share > hot.job_cap(cpt) + SHARE_EPS || bound + share > hot.cpus() + SHARE_EPS
+        };
+        for (w, &word) in words.iter().enumerate() {
+            let mut bits = !word;
+            while bits != 0 {
+                let j = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if j >= n {
+                    break;
+                }
+                let hot = cluster.node_hot(j);
+                if !refused(hot, hot.load_lower_bound(now)) {
+                    busy.push(j);
+                }
             }
-            if !hot.is_idle() {
-                busy.push(j);
-                continue;
-            }
-            let key = [hot.cpus().to_bits(), hot.price_base().to_bits(), bound.to_bits()];
-            let kind = match idle.find(key) {
-                // Priced already, and no more of the kind can be chosen or need counting.
-                Some(k) if k.exhausted(procs) => continue,
-                Some(k) => Ok(k),
-                None => Err(key),
-            };
-            // Lines 1-8: the resources.
-            if !cluster.node(j).has_resources(mem, disk) {
-                continue;
-            }
-            match kind {
-                Ok(k) => {
-                    if let Some(c) = k.cand {
+        }
+        // Then the idle nodes, in index order (`IdleKinds` relies on it), until every kind the
+        // cluster has is exhausted.
+        'idle: for (w, &word) in words.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                if idle.all_exhausted(cluster.node_kinds()) {
+                    break 'idle;
+                }
+                let j = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let hot = cluster.node_hot(j);
+                let bound = hot.load_lower_bound(now);
+                let key = [hot.cpus().to_bits(), hot.price_base().to_bits(), bound.to_bits()];
+                let found = idle.find(key).is_some();
+                if refused(hot, bound) {
+                    // So is every idle node of its kind: the same values, the same comparisons.
+                    if !found {
+                        idle.add(key, None, procs);
+                    }
+                    continue;
+                }
+                if idle.find(key).is_some_and(|k| k.exhausted(procs)) {
+                    // Priced already, and no more of the kind can be chosen or need counting.
+                    continue;
+                }
+                // Lines 1-8: the resources.
+                if !cluster.node(j).has_resources(mem, disk) {
+                    continue;
+                }
+                if found {
+                    if let Some(c) = idle.offer(key, procs) {
                         priced += 1;
-                        k.offered += 1;
                         chooser.push(Candidate { node: j, ..c });
                     }
-                }
-                Err(key) => {
+                } else {
                     let c = self.priced_node(spec, share, deadline, j, cluster, now);
-                    idle.add(key, c);
+                    idle.add(key, c, procs);
                     if let Some(c) = c {
                         priced += 1;
                         chooser.push(c);
@@ -322,9 +345,18 @@ impl LibraPlus {
 /// counted: `procs` priced nodes are enough for the job not to be refused for want of them. A
 /// kind whose first node fails the deadline check fails it on every node. On 10,000 nodes most
 /// of the nodes an arrival would price are idle.
+///
+/// An idle node's load line is the empty one, whose bound is +0 at every instant admission
+/// meets (`NodeLine::lower_bound`), so the kinds idle nodes can have are the cluster's
+/// (capacity, base price) pairs (`Cluster::node_kinds`). Once that many kinds with a bound of
+/// +0 are exhausted, no later idle node can be chosen or need counting, and the pass stops
+/// reading them. Should a bound ever not be +0, its kind is simply not counted and the pass
+/// reads on: slower, never different.
 #[derive(Default)]
 struct IdleKinds {
     kinds: [Option<IdleKind>; IdleKinds::KINDS],
+    /// How many of `kinds` with a bound of +0 are exhausted.
+    exhausted: usize,
 }
 
 struct IdleKind {
@@ -353,9 +385,31 @@ impl IdleKinds {
         self.kinds.iter_mut().map_while(Option::as_mut).find(same)
     }
 
-    fn add(&mut self, key: [u64; 3], cand: Option<Candidate>) {
+    /// The first node of a kind, with its candidate (offered to the chooser when `Some`).
+    fn add(&mut self, key: [u64; 3], cand: Option<Candidate>, procs: usize) {
         if let Some(free) = self.kinds.iter_mut().find(|k| k.is_none()) {
-            *free = Some(IdleKind { key, cand, offered: usize::from(cand.is_some()) });
+            let kind = IdleKind { key, cand, offered: usize::from(cand.is_some()) };
+            if kind.exhausted(procs) && key[2] == 0.0f64.to_bits() {
+                self.exhausted += 1;
+            }
+            *free = Some(kind);
         }
+    }
+
+    /// Another node of a kind found and not exhausted: its candidate, counted as offered.
+    fn offer(&mut self, key: [u64; 3], procs: usize) -> Option<Candidate> {
+        let kind = self.find(key)?;
+        let cand = kind.cand?;
+        kind.offered += 1;
+        if kind.exhausted(procs) && key[2] == 0.0f64.to_bits() {
+            self.exhausted += 1;
+        }
+        Some(cand)
+    }
+
+    /// Whether every kind of idle node a cluster of `kinds` (capacity, base price) pairs can
+    /// have is exhausted.
+    fn all_exhausted(&self, kinds: usize) -> bool {
+        self.exhausted >= kinds
     }
 }

@@ -127,10 +127,18 @@ fn op() -> impl Strategy<Value = Op> {
 /// Nodes of mixed sizes and prices (the history's steps touch the first six; any more stay
 /// idle), and the history applied one step a second.
 fn build(cpus: &[u8], ops: &[Op]) -> (Cluster, f64) {
+    build_priced(cpus, 3, ops)
+}
+
+/// `build` with base prices from the first `prices` (1 to 3) of three, so that a cluster can
+/// have as few (capacity, price) kinds as one.
+fn build_priced(cpus: &[u8], prices: usize, ops: &[Op]) -> (Cluster, f64) {
     let nodes: Vec<_> = cpus
         .iter()
         .enumerate()
-        .map(|(i, &k)| node(i, [0.5, 1.0, 2.0, 4.0][usize::from(k)], [0.8, 1.0, 1.25][i % 3]))
+        .map(|(i, &k)| {
+            node(i, [0.5, 1.0, 2.0, 4.0][usize::from(k)], [0.8, 1.0, 1.25][i % prices.clamp(1, 3)])
+        })
         .collect();
     history::build(&nodes, ops, 0.0)
 }
@@ -145,9 +153,12 @@ proptest! {
     /// Up to eight more nodes stay idle, of the same few sizes and prices, so that idle nodes of
     /// one kind tie and more of a kind can take a job than it asks for; and any node may be
     /// down or drained, so that the nodes with the resources are fewer or more than `procs`.
+    /// Half the clusters have one or two sizes and one or two prices, so that every kind of
+    /// idle node can be exhausted and the pass stop reading them.
     #[test]
     fn one_pass_admission_decides_as_the_direct_computation(
         cpus in proptest::collection::vec(0u8..4, 6..14),
+        few_kinds in proptest::option::of((0u8..4, 0u8..4, 1usize..3)),
         ops in proptest::collection::vec(op(), 0..60),
         later in prop_oneof![Just(0.0), 0.0f64..1000.0],
         estimate in secs(1.0, 300.0),
@@ -158,7 +169,14 @@ proptest! {
         placement in 0usize..3,
         off in proptest::collection::vec(0u8..8, 14),
     ) {
-        let (mut c, end) = build(&cpus, &ops);
+        let (mut c, end) = match few_kinds {
+            // Sizes from two values (often one) and one or two prices.
+            Some((a, b, prices)) => {
+                let two: Vec<u8> = cpus.iter().map(|&k| if k % 2 == 0 { a } else { b }).collect();
+                build_priced(&two, prices, &ops)
+            }
+            None => build(&cpus, &ops),
+        };
         for (n, &o) in off.iter().enumerate().take(c.node_count()) {
             match o {
                 0 => c.set_up(n, false),
