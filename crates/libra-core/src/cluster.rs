@@ -84,12 +84,6 @@ impl NodeHot {
         job_cap(self.cpus, cpus_per_task)
     }
 
-    /// Whether the node has no job (`Node::is_idle`).
-    #[inline]
-    pub fn is_idle(&self) -> bool {
-        self.jobs == 0
-    }
-
     /// `Cluster::load_lower_bound` of this node.
     #[inline]
     pub fn load_lower_bound(&self, now: f64) -> f64 {
@@ -1070,7 +1064,6 @@ mod tests {
                 for (node, hot) in c.nodes.iter().zip(&c.hot) {
                     // What admission reads first is the node's own.
                     proptest::prop_assert_eq!(hot.jobs as usize, node.slots.len());
-                    proptest::prop_assert_eq!(hot.is_idle(), node.is_idle());
                     proptest::prop_assert_eq!(hot.cpus().to_bits(), node.spec.cpus.to_bits());
                     proptest::prop_assert_eq!(hot.price_base().to_bits(), node.spec.price_base.to_bits());
                     // The kept count of moving jobs, and the still entries while there are none.

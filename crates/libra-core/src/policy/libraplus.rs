@@ -254,23 +254,24 @@ impl LibraPlus {
                 let hot = cluster.node_hot(j);
                 let bound = hot.load_lower_bound(now);
                 let key = [hot.cpus().to_bits(), hot.price_base().to_bits(), bound.to_bits()];
-                let found = idle.find(key).is_some();
-                if refused(hot, bound) {
-                    // So is every idle node of its kind: the same values, the same comparisons.
-                    if !found {
-                        idle.add(key, None, procs);
-                    }
+                // `Some(true)`: priced already, and no more of the kind can be chosen or need
+                // counting.
+                let known = idle.find(key).map(|k| k.exhausted(procs));
+                if known == Some(true) {
                     continue;
                 }
-                if idle.find(key).is_some_and(|k| k.exhausted(procs)) {
-                    // Priced already, and no more of the kind can be chosen or need counting.
+                if refused(hot, bound) {
+                    // So is every idle node of its kind: the same values, the same comparisons.
+                    if known.is_none() {
+                        idle.add(key, None, procs);
+                    }
                     continue;
                 }
                 // Lines 1-8: the resources.
                 if !cluster.node(j).has_resources(mem, disk) {
                     continue;
                 }
-                if found {
+                if known.is_some() {
                     if let Some(c) = idle.offer(key, procs) {
                         priced += 1;
                         chooser.push(Candidate { node: j, ..c });
