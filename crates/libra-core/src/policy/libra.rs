@@ -8,7 +8,7 @@ use super::suggest::earliest_deadline;
 use super::{
     new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
 };
-use crate::cluster::{Cluster, NodeIdx, SHARE_EPS};
+use crate::cluster::{Cluster, NodeHot, NodeIdx, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::policy::LibraPlus;
@@ -62,20 +62,17 @@ impl Libra {
     ) -> Option<Candidate> {
         let (e, d) = (spec.estimate(), spec.deadline());
         let share = new_job_share(e, d);
-        let node = &cluster.node(j).spec;
-        if share > node.job_cap(spec.cpus_per_task()) + SHARE_EPS {
+        let hot = cluster.node_hot(j);
+        if refused_by_capacity(hot, share, spec.cpus_per_task(), now) {
             return None;
         }
-        // The same two refusals from the node's load lower bound, without reading its jobs
-        // (`Cluster::load_lower_bound`: at most the sum below, and adding `share` rounds
-        // monotonically).
-        let least = cluster.load_lower_bound(j, now) + share;
-        if least > node.cpus + SHARE_EPS || least >= bar {
+        // The same bound against `bar`, without reading the node's jobs.
+        if hot.load_lower_bound(now) + share >= bar {
             return None;
         }
         // `node_load + share`, or None when above the capacity or at least `bar` (stopping as
         // soon as the partial load proves it).
-        let load = cluster.node_load_plus_below(j, now, share, node.cpus + SHARE_EPS, bar)?;
+        let load = cluster.node_load_plus_below(j, now, share, hot.cpus() + SHARE_EPS, bar)?;
         // Only best fit reads RESFree; the paper's Libra never computes it.
         let res_free = match self.placement {
             Placement::BestFit => LibraPlus::res_free(cluster, j, e, d, now).1,
@@ -106,28 +103,100 @@ impl Libra {
             Chooser::new(spec.procs() as usize, spec.budget(), self.placement, Placement::LeastLoaded);
         let mut count = 0usize;
         let share = new_job_share(spec.estimate(), spec.deadline());
-        for (j, node) in cluster.nodes() {
-            cluster.prefetch_entries(j + PREFETCH_AHEAD);
-            if !node.has_resources(mem, disk) {
-                continue;
-            }
-            let bar = match chooser.worst() {
-                Some(w) if prune && self.placement == Placement::LeastLoaded => w.load,
-                _ => f64::INFINITY,
-            };
+        let cpt = spec.cpus_per_task();
+        let least_loaded = prune && self.placement == Placement::LeastLoaded;
+        let bar = |chooser: &Chooser| match chooser.worst() {
+            Some(w) if least_loaded => w.load,
+            _ => f64::INFINITY,
+        };
+        // Nodes come in index order. The share test's refusals that the node's side-by-side
+        // bytes decide (capacity, and the bound against `bar`) come first, so a node they
+        // refuse is not read at all; a node refused for want of resources or by the bound is
+        // not counted either way, so the order of those checks changes nothing. The rest wait
+        // in `ahead`, a few at a time, while their structs and then their entries are asked
+        // for: they are far apart in memory. Each is checked again against the bar of its turn.
+        let mut ahead = Ahead::default();
+        let visit = |j: NodeIdx, chooser: &mut Chooser, count: &mut usize| {
+            let bar = bar(chooser);
             // No node's load with the job is below the job's share alone (shares are >= +0 and
             // the float sum rounds monotonically), so once the worst kept is at that bar every
             // later node is ruled out above: stop here.
             if bar <= share {
-                break;
+                return false;
             }
-            if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
-                count += 1;
-                chooser.push(c);
+            if cluster.node(j).has_resources(mem, disk) {
+                if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
+                    *count += 1;
+                    chooser.push(c);
+                }
+            }
+            true
+        };
+        'nodes: {
+            for j in 0..cluster.node_count() {
+                let hot = cluster.node_hot(j);
+                if refused_by_capacity(hot, share, cpt, now)
+                    || hot.load_lower_bound(now) + share >= bar(&chooser)
+                {
+                    continue;
+                }
+                if let Some(first) = ahead.push(j, cluster) {
+                    if !visit(first, &mut chooser, &mut count) {
+                        break 'nodes;
+                    }
+                }
+            }
+            while let Some(j) = ahead.pop() {
+                if !visit(j, &mut chooser, &mut count) {
+                    break;
+                }
             }
         }
         (count, chooser.finish())
     }
+}
+
+/// The nodes a pass will read next, oldest first: each node's struct is asked for when it
+/// joins, its entries `PREFETCH_AHEAD` later (once its struct is near), and it is read
+/// `2 * PREFETCH_AHEAD` after it joined.
+#[derive(Default)]
+struct Ahead {
+    ring: [NodeIdx; 2 * PREFETCH_AHEAD],
+    /// Nodes joined and nodes left.
+    pushed: usize,
+    popped: usize,
+}
+
+impl Ahead {
+    /// Adds `j`; returns the oldest node once `2 * PREFETCH_AHEAD` are waiting.
+    fn push(&mut self, j: NodeIdx, cluster: &Cluster) -> Option<NodeIdx> {
+        const N: usize = 2 * PREFETCH_AHEAD;
+        cluster.prefetch_node(j);
+        if self.pushed >= self.popped + PREFETCH_AHEAD {
+            cluster.prefetch_entries(self.ring[(self.pushed - PREFETCH_AHEAD) % N]);
+        }
+        let out = (self.pushed == self.popped + N).then(|| self.pop()).flatten();
+        self.ring[self.pushed % N] = j;
+        self.pushed += 1;
+        out
+    }
+
+    fn pop(&mut self) -> Option<NodeIdx> {
+        (self.popped < self.pushed).then(|| {
+            let j = self.ring[self.popped % (2 * PREFETCH_AHEAD)];
+            self.popped += 1;
+            j
+        })
+    }
+}
+
+/// The share test's first two refusals, from the node's side-by-side bytes alone: the job's
+/// share above what one of its tasks may use there, or the node's load bound
+/// (`Cluster::load_lower_bound`: at most the sum admission computes, and adding `share` rounds
+/// monotonically) plus the share above its capacity.
+fn refused_by_capacity(hot: &NodeHot, share: f64, cpus_per_task: u32, now: f64) -> bool {
+    share > hot.job_cap(cpus_per_task) + SHARE_EPS
+        || hot.load_lower_bound(now) + share > hot.cpus() + SHARE_EPS
 }
 
 impl Policy for Libra {
@@ -172,7 +241,8 @@ impl Libra {
     fn admit(&self, spec: &JobSpec, cluster: &Cluster, now: f64, suggest: bool) -> Decision {
         let procs = spec.procs() as usize;
         let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
-        let with_resources = cluster.nodes().filter(|(_, n)| n.has_resources(mem, disk)).count();
+        // Counted only up to what decides it.
+        let with_resources = cluster.nodes().filter(|(_, n)| n.has_resources(mem, disk)).take(procs).count();
         if procs == 0 || with_resources < procs {
             return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
         }

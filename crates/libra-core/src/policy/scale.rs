@@ -112,15 +112,20 @@ fn bare(d: Decision) -> Decision {
 /// the job's share at the instant: below, at and above it, the cases the node's load lower
 /// bound treats apart.
 fn op() -> impl Strategy<Value = Op> {
+    op_over(6, 16, 4)
+}
+
+/// `op` on the first `nodes` nodes, with job ids below `jobs` and at most `span - 1` nodes a job.
+fn op_over(nodes: usize, jobs: u64, span: usize) -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (0u64..16, proptest::collection::vec(0usize..6, 1..4), secs(1.0, 400.0), secs(90.0, 800.0), 1u32..3)
+        3 => (0u64..jobs, proptest::collection::vec(0usize..nodes, 1..span), secs(1.0, 400.0), secs(90.0, 800.0), 1u32..3)
             .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
-        2 => (0u64..16, secs(0.0, 500.0), prop_oneof![
+        2 => (0u64..jobs, secs(0.0, 500.0), prop_oneof![
                 2 => prop_oneof![Just(0.0), Just(0.5), 0.0f64..1.5].prop_map(Rate::Absolute),
                 1 => prop_oneof![Just(0.5), Just(1.0), Just(1.25), Just(20.0)].prop_map(Rate::OfShare),
              ])
             .prop_map(|(job, cpu, rate)| Op::Progress { job, cpu, rate }),
-        1 => (0u64..16).prop_map(|job| Op::Release { job }),
+        1 => (0u64..jobs).prop_map(|job| Op::Release { job }),
     ]
 }
 
@@ -196,6 +201,32 @@ proptest! {
         let direct = libra_direct(&l, &spec, &c, now);
         prop_assert_eq!(&bare(l.decide(&spec, &c, now)), &direct);
         prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
+    }
+
+    /// The same on 24 to 48 busy nodes, with jobs of up to 12 nodes: enough nodes that `libra`'s
+    /// pass holds some back while it asks for their memory (`Ahead`, 16 at a time) and reads
+    /// them later against a lower bar.
+    #[test]
+    fn one_pass_admission_decides_as_the_direct_computation_on_many_nodes(
+        cpus in proptest::collection::vec(0u8..4, 24..48),
+        ops in proptest::collection::vec(op_over(48, 64, 7), 0..200),
+        later in prop_oneof![Just(0.0), 0.0f64..1000.0],
+        estimate in secs(1.0, 300.0),
+        deadline in secs(1.0, 600.0),
+        budget in 0i64..100_000,
+        procs in 1u32..12,
+        placement in 0usize..3,
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        let spec = JobSpec::simple(estimate, deadline, Money(budget)).with_procs(procs);
+        let placement = Placement::ALL[placement];
+        let pricing = PricingParams::default();
+        let l = Libra::with_placement(pricing, placement);
+        let direct = libra_direct(&l, &spec, &c, now);
+        prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
+        let lp = LibraPlus::with_placement(pricing, placement);
+        prop_assert_eq!(&lp.decide_only(&spec, None, &c, now), &libraplus_direct(&lp, &spec, &c, now));
     }
 
     /// The shares admission reads (`node_shares`: 16 bytes a job on a node whose jobs are all
