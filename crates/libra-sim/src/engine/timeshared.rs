@@ -30,6 +30,10 @@ struct Active {
     /// still right, and a job's rate (the least of these, in node order, as before) is read
     /// from one array instead of from every node it spans.
     rates: Vec<f64>,
+    /// The job's actual runtime (`SimJob::runtime`), kept here with what `reschedule` reads of
+    /// the job anyway: the trace's record is elsewhere in memory, and reading it for this one
+    /// number was a cache miss at every rate change.
+    runtime: f64,
 }
 
 /// A job on a node: its index, the weight it holds here, and which of its nodes this is (the
@@ -138,8 +142,15 @@ impl State<'_> {
                     .collect();
                 // Every rate is set by the job control on all its nodes just below.
                 let rates = vec![0.0; nodes.len()];
-                self.active[i] =
-                    Some(Active { done: 0.0, as_of: now, rate: 0.0, nodes: nodes.clone(), pos, rates });
+                self.active[i] = Some(Active {
+                    done: 0.0,
+                    as_of: now,
+                    rate: 0.0,
+                    nodes: nodes.clone(),
+                    pos,
+                    rates,
+                    runtime: job.runtime,
+                });
                 self.job_control(&nodes, now);
             }
             Decision::Reject { reason, .. } => rec.verdict = Verdict::Rejected(reason),
@@ -239,12 +250,12 @@ impl State<'_> {
         // A parallel job advances at the pace of its slowest node.
         let rate = a.rates.iter().copied().fold(f64::INFINITY, f64::min);
         let rate = if rate.is_finite() { rate } else { 0.0 };
-        let done = a.done;
+        let (done, runtime) = (a.done, a.runtime);
         let Some(a) = self.active[k].as_mut() else { return };
         a.rate = rate;
         let _ = self.cluster.set_progress(k as u64, done, rate, now);
         if rate > 0.0 {
-            let left = (self.jobs[k].runtime - done).max(0.0);
+            let left = (runtime - done).max(0.0);
             self.queue.set(k, now + left / rate);
         } else {
             self.queue.remove(k);
