@@ -3,7 +3,7 @@
 //! the policies only read it. No clock: every query takes `now`.
 
 use crate::job::JobSpec;
-use crate::load_line::{job_line, JobLine, NodeLine};
+use crate::load_line::{job_line, JobLine, NodeLine, MAX_STALE_STEPS};
 use crate::share::{required_share, ControlledJob};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -84,7 +84,7 @@ impl NodeHot {
         job_cap(self.cpus, cpus_per_task)
     }
 
-    /// `Cluster::load_lower_bound` of this node.
+    /// `Cluster::load_lower_bound` of this node, given `Cluster::bound_clock(now)`.
     #[inline]
     pub fn load_lower_bound(&self, now: f64) -> f64 {
         self.line.lower_bound(now, self.jobs as usize)
@@ -483,6 +483,9 @@ pub struct Commitment {
     entry_pos: Vec<usize>,
     /// Its contribution to its nodes' load lower bound, as last added (`load_line`).
     line: JobLine,
+    /// How many progress updates in a row have only advanced the record along its own rate
+    /// since `line` was computed (`load_line::MAX_STALE_STEPS`: why the line may stay).
+    stale_steps: u8,
 }
 
 impl Commitment {
@@ -540,6 +543,12 @@ pub struct Cluster {
     /// The distinct (capacity, base price) pairs among the nodes, to the bit, with how many
     /// nodes have each.
     kinds: Vec<((u64, u64), usize)>,
+    /// The latest instant at which a job's line was kept through a progress update
+    /// (`set_progress`). A kept line is a lower bound from that update on, not before it, and
+    /// its nodes' `from` was not moved, so no bound is given at an earlier instant
+    /// (`bound_clock`). A simulator's clock never goes back; +0 at first, which only turns the
+    /// bounds off at negative instants.
+    kept_since: f64,
 }
 
 impl Cluster {
@@ -743,6 +752,7 @@ impl Cluster {
             cap,
             entry_pos: nodes.iter().map(|&n| self.nodes[n].slots.len()).collect(),
             line,
+            stale_steps: 0,
         };
         let progress = EntryProgress { estimate, deadline_abs, cpu_done: 0.0, as_of: now, rate: 0.0 };
         let terms =
@@ -779,11 +789,24 @@ impl Cluster {
     pub fn set_progress(&mut self, job: u64, cpu_done: f64, rate: f64, now: f64) -> Result<(), ClusterError> {
         let slot = *self.index.get(&job).ok_or(ClusterError::NoSuchJob(job))?;
         if let Some(c) = self.slots[slot].as_mut() {
+            // The record only moved along its own rate (the simulator's update of a job whose
+            // rate did not change, most of its updates): its line may stay as it is for a few
+            // such steps (`load_line::MAX_STALE_STEPS`), and its nodes' lines are not touched.
+            let advanced = rate.to_bits() == c.rate.to_bits()
+                && now >= c.as_of
+                && cpu_done.to_bits() == c.cpu_at(now).to_bits();
             c.cpu_done = cpu_done;
             c.rate = rate;
             c.as_of = now;
             let old = c.line;
-            c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate);
+            let keep_line = advanced && c.stale_steps < MAX_STALE_STEPS;
+            if keep_line {
+                c.stale_steps += 1;
+                self.kept_since = self.kept_since.max(now);
+            } else {
+                c.stale_steps = 0;
+                c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate);
+            }
             let p = &mut self.progress[slot];
             let was = is_still(p);
             p.cpu_done = cpu_done;
@@ -794,11 +817,16 @@ impl Cluster {
             // a node keeps: its nodes are not touched, bar their load lines.
             let nodes_keep_it = was || is_still(&p);
             let entries = Entries { progress: &self.progress, terms: &self.terms };
+            if !nodes_keep_it && keep_line {
+                return Ok(());
+            }
             for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
                 if nodes_keep_it {
                     self.nodes[n].entry_progress_changed(entries, pos, was, &p);
                 }
-                self.hot[n].line.replace(old, c.line, now);
+                if !keep_line {
+                    self.hot[n].line.replace(old, c.line, now);
+                }
             }
         }
         Ok(())
@@ -927,7 +955,19 @@ impl Cluster {
     /// share is above its capacity refuses the job, as the full sum would.
     #[inline]
     pub fn load_lower_bound(&self, i: NodeIdx, now: f64) -> f64 {
-        self.hot[i].load_lower_bound(now)
+        self.hot[i].load_lower_bound(self.bound_clock(now))
+    }
+
+    /// The instant to read `NodeHot::load_lower_bound` at for a query at `now`: `now` itself,
+    /// or NaN (no bound: 0) when a line was kept through an update after `now`
+    /// (`kept_since`). A pass over the nodes takes it once.
+    #[inline]
+    pub fn bound_clock(&self, now: f64) -> f64 {
+        if now >= self.kept_since {
+            now
+        } else {
+            f64::NAN
+        }
     }
 
     /// Node `i`'s `NodeHot`.

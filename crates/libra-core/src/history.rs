@@ -19,10 +19,29 @@ pub enum Rate {
 /// One step of a cluster's history.
 #[derive(Debug, Clone)]
 pub enum Op {
-    Commit { job: u64, nodes: Vec<usize>, estimate: f64, deadline: f64, cpt: u32 },
-    Progress { job: u64, cpu: f64, rate: Rate },
-    Release { job: u64 },
-    Wait { secs: f64 },
+    Commit {
+        job: u64,
+        nodes: Vec<usize>,
+        estimate: f64,
+        deadline: f64,
+        cpt: u32,
+    },
+    Progress {
+        job: u64,
+        cpu: f64,
+        rate: Rate,
+    },
+    Release {
+        job: u64,
+    },
+    Wait {
+        secs: f64,
+    },
+    /// Progress as the job's record itself gives it now, at the same rate: the simulator's
+    /// update of a job whose rate did not change.
+    Advance {
+        job: u64,
+    },
 }
 
 /// Seconds either from a few round values (so that loads tie, which the orders break by node)
@@ -65,6 +84,11 @@ pub fn build(nodes: &[NodeSpec], ops: &[Op], t0: f64) -> (Cluster, f64) {
             }
             Op::Release { job } => {
                 c.release(*job);
+            }
+            Op::Advance { job } => {
+                if let Some((cpu, rate)) = c.commitment(*job).map(|j| (j.cpu_at(now), j.rate)) {
+                    let _ = c.set_progress(*job, cpu, rate, now);
+                }
             }
             Op::Wait { secs } => now += secs,
         }

@@ -63,11 +63,12 @@ impl Libra {
         let (e, d) = (spec.estimate(), spec.deadline());
         let share = new_job_share(e, d);
         let hot = cluster.node_hot(j);
-        if refused_by_capacity(hot, share, spec.cpus_per_task(), now) {
+        let clock = cluster.bound_clock(now);
+        if refused_by_capacity(hot, share, spec.cpus_per_task(), clock) {
             return None;
         }
         // The same bound against `bar`, without reading the node's jobs.
-        if hot.load_lower_bound(now) + share >= bar {
+        if hot.load_lower_bound(clock) + share >= bar {
             return None;
         }
         // `node_load + share`, or None when above the capacity or at least `bar` (stopping as
@@ -132,11 +133,12 @@ impl Libra {
             }
             true
         };
+        let clock = cluster.bound_clock(now);
         'nodes: {
             for j in 0..cluster.node_count() {
                 let hot = cluster.node_hot(j);
-                if refused_by_capacity(hot, share, cpt, now)
-                    || hot.load_lower_bound(now) + share >= bar(&chooser)
+                if refused_by_capacity(hot, share, cpt, clock)
+                    || hot.load_lower_bound(clock) + share >= bar(&chooser)
                 {
                     continue;
                 }
@@ -193,10 +195,10 @@ impl Ahead {
 /// The share test's first two refusals, from the node's side-by-side bytes alone: the job's
 /// share above what one of its tasks may use there, or the node's load bound
 /// (`Cluster::load_lower_bound`: at most the sum admission computes, and adding `share` rounds
-/// monotonically) plus the share above its capacity.
-fn refused_by_capacity(hot: &NodeHot, share: f64, cpus_per_task: u32, now: f64) -> bool {
+/// monotonically) plus the share above its capacity. `clock` is `Cluster::bound_clock`'s.
+fn refused_by_capacity(hot: &NodeHot, share: f64, cpus_per_task: u32, clock: f64) -> bool {
     share > hot.job_cap(cpus_per_task) + SHARE_EPS
-        || hot.load_lower_bound(now) + share > hot.cpus() + SHARE_EPS
+        || hot.load_lower_bound(clock) + share > hot.cpus() + SHARE_EPS
 }
 
 impl Policy for Libra {

@@ -220,6 +220,7 @@ impl LibraPlus {
         // apart in memory, so that loop asks for each node and its entries a few ahead.
         let mut busy: Vec<NodeIdx> = Vec::new();
         let (words, n) = (cluster.idle_words(), cluster.node_count());
+        let clock = cluster.bound_clock(now);
         // Lines 9-16 where the node's few side-by-side bytes decide (`priced_node`'s first two
         // refusals, the same comparisons): most nodes of a large cluster end here, and the node
         // itself is not read. Lines 1-8 are only counted when the job is refused (below), since
@@ -236,7 +237,7 @@ impl LibraPlus {
                     break;
                 }
                 let hot = cluster.node_hot(j);
-                if !refused(hot, hot.load_lower_bound(now)) {
+                if !refused(hot, hot.load_lower_bound(clock)) {
                     busy.push(j);
                 }
             }
@@ -252,7 +253,7 @@ impl LibraPlus {
                 let j = w * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let hot = cluster.node_hot(j);
-                let bound = hot.load_lower_bound(now);
+                let bound = hot.load_lower_bound(clock);
                 let key = [hot.cpus().to_bits(), hot.price_base().to_bits(), bound.to_bits()];
                 // `Some(true)`: priced already, and no more of the kind can be chosen or need
                 // counting.
