@@ -976,6 +976,14 @@ impl Cluster {
         &self.hot[i]
     }
 
+    /// The `NodeHot`s of the nodes of idle word `w` (`idle_words`: nodes `64 * w` on, at most
+    /// 64), for a pass that screens a word's nodes at once.
+    #[inline]
+    pub fn hot_word(&self, w: usize) -> &[NodeHot] {
+        let lo = (w * 64).min(self.hot.len());
+        &self.hot[lo..self.hot.len().min(lo + 64)]
+    }
+
     /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).
     pub fn node_load(&self, i: NodeIdx, now: f64) -> f64 {
         self.node_shares(i, now).map(|e| e.share).sum()

@@ -168,16 +168,24 @@ impl NodeLine {
 
     /// At most the float sum of the node's `jobs` shares at `now` (see the module comment);
     /// 0 when it cannot say.
-    #[inline]
+    ///
+    /// The value is computed whatever the case and then chosen, with no branch: a pass over
+    /// 10,000 nodes reads this for each, and branches on the cases it cannot say mispredicted.
+    #[inline(always)]
     pub fn lower_bound(&self, now: f64, jobs: usize) -> f64 {
-        if now.is_nan() || now < self.from || jobs > MAX_JOBS {
-            return 0.0;
-        }
+        // Not before `from` (a NaN `from`, which `add` never makes, would not stop it either).
+        let after = (now >= self.from) | self.from.is_nan();
+        let usable = !now.is_nan() & after & (jobs <= MAX_JOBS);
         let a = self.a as f64 / A_UNIT;
         let p = self.g as f64 / G_UNIT * now;
         let v = a - p;
         let lo = v - 8.0 * U * (a.abs() + p.abs());
-        lo * (1.0 - 1.0 / 1_099_511_627_776.0) // 1 - 2^-40
+        let lo = lo * (1.0 - 1.0 / 1_099_511_627_776.0); // 1 - 2^-40
+        if usable {
+            lo
+        } else {
+            0.0
+        }
     }
 }
 
@@ -357,5 +365,23 @@ mod tests {
         assert_eq!(c.load_lower_bound(1, 150.0), 0.0);
         c.release(1);
         assert_eq!(c.load_lower_bound(0, 150.0), 0.0);
+    }
+
+    /// Where the bound cannot say (no instant, an instant before the latest update, more jobs
+    /// than the margin covers) it is 0, though it is computed and chosen without a branch; at
+    /// the edges (the latest update's instant, `MAX_JOBS` jobs) it is the line.
+    #[test]
+    fn the_bound_is_0_where_it_cannot_say() {
+        use super::{job_line, NodeLine, MAX_JOBS};
+        let mut line = NodeLine::default();
+        line.add(job_line(900.0, 1000.0, 0.9, 1.0, 100.0, 100.0, 1.0), 100.0);
+        let at = line.lower_bound(150.0, 1);
+        assert!(at > 0.8, "{at}");
+        assert_eq!(line.lower_bound(100.0, MAX_JOBS).to_bits(), line.lower_bound(100.0, 1).to_bits());
+        assert!(line.lower_bound(100.0, 1) > at);
+        assert_eq!(line.lower_bound(f64::NAN, 1).to_bits(), 0.0f64.to_bits());
+        assert_eq!(line.lower_bound(99.0, 1).to_bits(), 0.0f64.to_bits());
+        assert_eq!(line.lower_bound(f64::NEG_INFINITY, 1).to_bits(), 0.0f64.to_bits());
+        assert_eq!(line.lower_bound(150.0, MAX_JOBS + 1).to_bits(), 0.0f64.to_bits());
     }
 }

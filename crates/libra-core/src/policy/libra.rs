@@ -135,16 +135,28 @@ impl Libra {
         };
         let clock = cluster.bound_clock(now);
         'nodes: {
-            for j in 0..cluster.node_count() {
-                let hot = cluster.node_hot(j);
-                if refused_by_capacity(hot, share, cpt, clock)
-                    || hot.load_lower_bound(clock) + share >= bar(&chooser)
-                {
-                    continue;
+            // The nodes of each idle word (64) are screened together, with no branch per node,
+            // against the bar as the word begins: most nodes are refused here, and a branch
+            // per node on which of them mispredicted at every few. The bar only falls, so
+            // a node refused against it is refused against the bar of its turn, and the few
+            // that pass are checked again against that bar: the same nodes join `ahead`, in
+            // the same order, as when each was checked alone.
+            for w in 0..cluster.node_count().div_ceil(64) {
+                let word_bar = bar(&chooser);
+                let mut pass = 0u64;
+                for (b, hot) in cluster.hot_word(w).iter().enumerate() {
+                    pass |= u64::from(!refused_by_bound(hot, share, cpt, clock, word_bar)) << b;
                 }
-                if let Some(first) = ahead.push(j, cluster) {
-                    if !visit(first, &mut chooser, &mut count) {
-                        break 'nodes;
+                while pass != 0 {
+                    let j = w * 64 + pass.trailing_zeros() as usize;
+                    pass &= pass - 1;
+                    if refused_by_bound(cluster.node_hot(j), share, cpt, clock, bar(&chooser)) {
+                        continue;
+                    }
+                    if let Some(first) = ahead.push(j, cluster) {
+                        if !visit(first, &mut chooser, &mut count) {
+                            break 'nodes;
+                        }
                     }
                 }
             }
@@ -199,6 +211,15 @@ impl Ahead {
 fn refused_by_capacity(hot: &NodeHot, share: f64, cpus_per_task: u32, clock: f64) -> bool {
     share > hot.job_cap(cpus_per_task) + SHARE_EPS
         || hot.load_lower_bound(clock) + share > hot.cpus() + SHARE_EPS
+}
+
+/// `refused_by_capacity`, or the bound plus the share at least `bar` (least loaded's bar: see
+/// `Libra::accepting`), every comparison made (`|`, not `||`) so that it compiles without a
+/// branch.
+#[inline(always)]
+fn refused_by_bound(hot: &NodeHot, share: f64, cpus_per_task: u32, clock: f64, bar: f64) -> bool {
+    let with = hot.load_lower_bound(clock) + share;
+    (share > hot.job_cap(cpus_per_task) + SHARE_EPS) | (with > hot.cpus() + SHARE_EPS) | (with >= bar)
 }
 
 impl Policy for Libra {

@@ -219,27 +219,30 @@ impl LibraPlus {
         // The busy nodes the side-by-side bytes leave in, read in a second loop below: far
         // apart in memory, so that loop asks for each node and its entries a few ahead.
         let mut busy: Vec<NodeIdx> = Vec::new();
-        let (words, n) = (cluster.idle_words(), cluster.node_count());
+        let words = cluster.idle_words();
         let clock = cluster.bound_clock(now);
         // Lines 9-16 where the node's few side-by-side bytes decide (`priced_node`'s first two
         // refusals, the same comparisons): most nodes of a large cluster end here, and the node
         // itself is not read. Lines 1-8 are only counted when the job is refused (below), since
         // a node that passes the deadline check has passed them.
+        // Every comparison is made (`|`, not `||`), so that the screen of a word's nodes below
+        // compiles without a branch per node (one on which of them mispredicted at every few).
         let refused = |hot: &NodeHot, bound: f64| {
-            share > hot.job_cap(cpt) + SHARE_EPS || bound + share > hot.cpus() + SHARE_EPS
+            (share > hot.job_cap(cpt) + SHARE_EPS) | (bound + share > hot.cpus() + SHARE_EPS)
         };
         for (w, &word) in words.iter().enumerate() {
-            let mut bits = !word;
+            if word == u64::MAX {
+                continue;
+            }
+            // Bits past the last node are clear in `word` but never set in `pass`.
+            let mut pass = 0u64;
+            for (b, hot) in cluster.hot_word(w).iter().enumerate() {
+                pass |= u64::from(!refused(hot, hot.load_lower_bound(clock))) << b;
+            }
+            let mut bits = !word & pass;
             while bits != 0 {
-                let j = w * 64 + bits.trailing_zeros() as usize;
+                busy.push(w * 64 + bits.trailing_zeros() as usize);
                 bits &= bits - 1;
-                if j >= n {
-                    break;
-                }
-                let hot = cluster.node_hot(j);
-                if !refused(hot, hot.load_lower_bound(clock)) {
-                    busy.push(j);
-                }
             }
         }
         // Then the idle nodes, in index order (`IdleKinds` relies on it), until every kind the

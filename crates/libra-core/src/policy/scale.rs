@@ -203,13 +203,14 @@ proptest! {
         prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
     }
 
-    /// The same on 24 to 48 busy nodes, with jobs of up to 12 nodes: enough nodes that `libra`'s
+    /// The same on 24 to 160 busy nodes, with jobs of up to 12 nodes: enough nodes that `libra`'s
     /// pass holds some back while it asks for their memory (`Ahead`, 16 at a time) and reads
-    /// them later against a lower bar.
+    /// them later against a lower bar, and that both passes screen several words of 64 nodes
+    /// (the last one partly filled) against the bar as each word begins.
     #[test]
     fn one_pass_admission_decides_as_the_direct_computation_on_many_nodes(
-        cpus in proptest::collection::vec(0u8..4, 24..48),
-        ops in proptest::collection::vec(op_over(48, 64, 7), 0..200),
+        cpus in proptest::collection::vec(0u8..4, 24..160),
+        ops in proptest::collection::vec(op_over(160, 160, 9), 0..400),
         later in prop_oneof![Just(0.0), 0.0f64..1000.0],
         estimate in secs(1.0, 300.0),
         deadline in secs(1.0, 600.0),
