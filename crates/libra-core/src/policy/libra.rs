@@ -106,8 +106,8 @@ impl Libra {
         let share = new_job_share(spec.estimate(), spec.deadline());
         let cpt = spec.cpus_per_task();
         let least_loaded = prune && self.placement == Placement::LeastLoaded;
-        let bar = |chooser: &Chooser| match chooser.worst() {
-            Some(w) if least_loaded => w.load,
+        let bar = |chooser: &Chooser| match chooser.worst_load() {
+            Some(load) if least_loaded => load,
             _ => f64::INFINITY,
         };
         // Nodes come in index order. The share test's refusals that the node's side-by-side

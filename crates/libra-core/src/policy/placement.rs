@@ -87,11 +87,7 @@ pub(crate) struct Candidate {
 }
 
 fn by(p: Placement, a: &Candidate, b: &Candidate) -> Ordering {
-    match p {
-        Placement::BestFit => a.res_free.total_cmp(&b.res_free),
-        Placement::LeastLoaded => a.load.total_cmp(&b.load),
-        Placement::Cheapest => a.rate.total_cmp(&b.rate),
-    }
+    key(p, a).total_cmp(&key(p, b))
 }
 
 /// The order `choose` takes nodes in: the placement's key, ties by the default's, then the node
@@ -112,31 +108,30 @@ pub(crate) struct Chooser {
     heap: BinaryHeap<Ranked>,
 }
 
-/// A candidate within budget, ordered by `rank`: the heap's top is the worst one kept.
+/// A candidate within budget, with `rank`'s order as integers: the heap's top is the worst one
+/// kept. A saturated pass replaces the worst kept hundreds of times an arrival, each a few
+/// comparisons down the heap, so the order is computed once per candidate, not per comparison.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Ranked {
-    cand: Candidate,
+    /// The placement's key, the default's, as `f64::total_cmp` orders them; then the node.
+    key: (i64, i64, NodeIdx),
     cost: Money,
-    placement: Placement,
-    default: Placement,
+    /// The candidate's `load` (least loaded's bar).
+    load: u64,
 }
 
-impl PartialEq for Ranked {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
+/// `x` as an integer that orders as `f64::total_cmp` orders floats (its own definition: the
+/// sign bit flips the rest of a negative number's bits).
+fn total_order_key(x: f64) -> i64 {
+    let bits = x.to_bits() as i64;
+    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
 }
 
-impl Eq for Ranked {}
-
-impl PartialOrd for Ranked {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Ranked {
-    fn cmp(&self, other: &Self) -> Ordering {
-        rank(self.placement, self.default, &self.cand, &other.cand)
+fn key(p: Placement, c: &Candidate) -> f64 {
+    match p {
+        Placement::BestFit => c.res_free,
+        Placement::LeastLoaded => c.load,
+        Placement::Cheapest => c.rate,
     }
 }
 
@@ -153,7 +148,15 @@ impl Chooser {
         if self.procs == 0 {
             return;
         }
-        let r = Ranked { cand, cost, placement: self.placement, default: self.default };
+        let r = Ranked {
+            key: (
+                total_order_key(key(self.placement, &cand)),
+                total_order_key(key(self.default, &cand)),
+                cand.node,
+            ),
+            cost,
+            load: cand.load.to_bits(),
+        };
         if self.heap.len() < self.procs {
             self.heap.push(r);
         } else if let Some(mut worst) = self.heap.peek_mut() {
@@ -163,10 +166,12 @@ impl Chooser {
         }
     }
 
-    /// Once `procs` candidates are kept, the worst of them: a later one enters only if it
-    /// comes before it in the order.
-    pub(crate) fn worst(&self) -> Option<&Candidate> {
-        (self.procs > 0 && self.heap.len() == self.procs).then(|| self.heap.peek().map(|r| &r.cand)).flatten()
+    /// Once `procs` candidates are kept, the load of the worst of them: a later one enters
+    /// only if it comes before it in the order.
+    pub(crate) fn worst_load(&self) -> Option<f64> {
+        (self.procs > 0 && self.heap.len() == self.procs)
+            .then(|| self.heap.peek().map(|r| f64::from_bits(r.load)))
+            .flatten()
     }
 
     /// The first `procs` nodes in order and the highest of their costs, as `choose`.
@@ -176,7 +181,7 @@ impl Chooser {
         }
         let kept = self.heap.into_sorted_vec();
         let cost = kept.iter().map(|r| r.cost).max().unwrap_or(Money::ZERO);
-        Some((kept.into_iter().map(|r| r.cand.node).collect(), cost))
+        Some((kept.into_iter().map(|r| r.key.2).collect(), cost))
     }
 }
 
