@@ -524,6 +524,29 @@ fn exited(pid: i32) -> bool {
 }
 
 /// Runs one command and returns its exit code (None if killed by a signal) and CPU seconds.
+/// `cmd.spawn()`, tried again while the program is "text file busy". A job's program is often
+/// a file the broker has just copied into the job's directory, and while it was open for
+/// writing another job's thread may have forked: that child holds the write end until it
+/// executes its own program, a moment later, and until then the kernel refuses to execute the
+/// file (ETXTBSY). Jobs run side by side, so on a loaded machine this happens now and then.
+fn spawn_when_not_busy(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    let mut wait = std::time::Duration::from_millis(1);
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && waited < MAX_BUSY_WAIT => {
+                std::thread::sleep(wait);
+                waited += wait;
+                wait = (wait * 2).min(std::time::Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long `spawn_when_not_busy` waits in all for a busy program before it reports the error.
+const MAX_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn exec(
     kind: ExecKind,
     args: &[String],
@@ -568,7 +591,7 @@ fn exec(
     };
     let (so, se) = (stdio(open_out(node, out, "stdout")?)?, stdio(open_out(node, err, "stderr")?)?);
     cmd.current_dir(node).stdin(Stdio::null()).stdout(so).stderr(se);
-    let spawned = cmd.spawn();
+    let spawned = spawn_when_not_busy(&mut cmd);
     // The write ends of the pipes live in `cmd`: closed here, so that the relay sees the end
     // of the streams when the command (and whatever it started) is done.
     drop(cmd);
@@ -604,4 +627,38 @@ fn exec(
         + ru.ru_stime.tv_usec as f64 * 1e-6;
     let code = if libc::WIFEXITED(status) { Some(libc::WEXITSTATUS(status)) } else { None };
     Ok((code, cpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{spawn_when_not_busy, MAX_BUSY_WAIT};
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A program open for writing somewhere (as a file just copied is, in a child forked from
+    /// another job's thread) cannot be executed; once it is closed it runs, without the job
+    /// failing for it. Held open for good, the error comes back after `MAX_BUSY_WAIT`.
+    #[test]
+    fn a_program_busy_for_a_moment_still_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("calc");
+        std::fs::write(&prog, "#!/bin/sh\nexit 7\n").unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let open = || std::fs::OpenOptions::new().write(true).open(&prog).unwrap();
+        let busy = open();
+        let e = std::process::Command::new(&prog).spawn().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ExecutableFileBusy, "{e}");
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(busy);
+        });
+        let mut child = spawn_when_not_busy(&mut std::process::Command::new(&prog)).unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(7));
+        closer.join().unwrap();
+
+        let _busy = open();
+        let started = std::time::Instant::now();
+        let e = spawn_when_not_busy(&mut std::process::Command::new(&prog)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ExecutableFileBusy, "{e}");
+        assert!(started.elapsed() >= MAX_BUSY_WAIT, "gave up early: {:?}", started.elapsed());
+    }
 }
