@@ -523,7 +523,6 @@ fn exited(pid: i32) -> bool {
     r == 0 && unsafe { info.si_pid() } != 0
 }
 
-/// Runs one command and returns its exit code (None if killed by a signal) and CPU seconds.
 /// `cmd.spawn()`, tried again while the program is "text file busy". A job's program is often
 /// a file the broker has just copied into the job's directory, and while it was open for
 /// writing another job's thread may have forked: that child holds the write end until it
@@ -547,6 +546,7 @@ fn spawn_when_not_busy(cmd: &mut std::process::Command) -> std::io::Result<std::
 /// How long `spawn_when_not_busy` waits in all for a busy program before it reports the error.
 const MAX_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Runs one command and returns its exit code (None if killed by a signal) and CPU seconds.
 fn exec(
     kind: ExecKind,
     args: &[String],
