@@ -49,8 +49,8 @@ fn job_cap(cpus: f64, cpus_per_task: u32) -> f64 {
 }
 
 /// What admission reads of each node before the node itself, kept side by side for every node
-/// (48 bytes): its capacity and base price, how many jobs it has, and the lower bound on its
-/// load (`load_line`). On 10,000 nodes most nodes an arrival meets are refused by these bytes
+/// (48 bytes): its capacity and base price, how many jobs it has, the lower bound on its load
+/// (`load_line`) and the earliest deadline among its jobs. On 10,000 nodes most nodes an arrival meets are refused by these bytes
 /// or are idle, and reading them instead of each node's own struct (three times the size) is
 /// most of what a pass over the nodes costs.
 #[derive(Debug, Clone, Copy)]
@@ -59,11 +59,45 @@ pub struct NodeHot {
     cpus: f64,
     price_base: f64,
     jobs: u32,
+    /// At most the absolute deadline of every job on the node (+inf on an idle node): the
+    /// least of them, each rounded down to an `f32` (`f32_at_most`), so that it fits beside
+    /// `jobs` and the struct stays 48 bytes. Kept at commit and release; a deadline never moves.
+    first_deadline: f32,
+}
+
+// The pass over 10,000 nodes reads these side by side: a larger struct is more of its bytes.
+const _: () = assert!(std::mem::size_of::<NodeHot>() == 48);
+
+/// The greatest `f32` at most `x`; -inf for NaN (a bound that proves nothing).
+fn f32_at_most(x: f64) -> f32 {
+    let f = x as f32;
+    if x.is_nan() {
+        f32::NEG_INFINITY
+    } else if f64::from(f) > x {
+        // The next f32 below `f` (`f32::next_down`, newer than the supported Rust). `f` is
+        // neither NaN nor -inf (it is above a number); a zero goes to the least negative f32.
+        let bits = f.to_bits();
+        f32::from_bits(if f == 0.0 {
+            0x8000_0001
+        } else if f > 0.0 {
+            bits - 1
+        } else {
+            bits + 1
+        })
+    } else {
+        f
+    }
 }
 
 impl NodeHot {
     fn of(spec: &NodeSpec) -> Self {
-        NodeHot { line: NodeLine::default(), cpus: spec.cpus, price_base: spec.price_base, jobs: 0 }
+        NodeHot {
+            line: NodeLine::default(),
+            cpus: spec.cpus,
+            price_base: spec.price_base,
+            jobs: 0,
+            first_deadline: f32::INFINITY,
+        }
     }
 
     /// `NodeSpec::cpus`.
@@ -89,6 +123,13 @@ impl NodeHot {
     pub fn load_lower_bound(&self, now: f64) -> f64 {
         self.line.lower_bound(now, self.jobs as usize)
     }
+
+    /// At most the absolute deadline of every job on the node (+inf when it has none, -inf when
+    /// it cannot say).
+    #[inline]
+    pub fn first_deadline(&self) -> f64 {
+        f64::from(self.first_deadline)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +144,10 @@ pub struct Node {
     /// not once per node: a parallel job of 128 nodes used to cost 128 scattered writes at every
     /// update, a third of the simulator's time on 10,000 nodes.
     slots: Vec<usize>,
+    /// Each entry's deadline as `NodeHot::first_deadline` keeps it (`f32_at_most`), parallel to
+    /// `slots`: when the job with the earliest leaves, the next earliest is found here, in a
+    /// line or two, rather than in every job's entry.
+    deadlines: Vec<f32>,
     /// The most jobs the node runs at once (an executor's own limit, such as Slurm's
     /// OverSubscribe=FORCE:N; usize::MAX: none).
     pub max_jobs: usize,
@@ -364,6 +409,7 @@ impl Node {
             self.still.push(Still::of(p));
         }
         self.slots.push(slot);
+        self.deadlines.push(f32_at_most(p.deadline_abs));
         self.cap_floor = self.cap_floor.min(cap);
     }
 
@@ -392,6 +438,7 @@ impl Node {
     fn remove_entry(&mut self, entries: Entries<'_>, k: usize) {
         let p = *entries.progress(self.slots[k]);
         self.slots.swap_remove(k);
+        self.deadlines.swap_remove(k);
         if !is_still(&p) {
             self.moving -= 1;
             self.rebuild_still(entries);
@@ -579,6 +626,7 @@ impl Cluster {
             up: true,
             accepting: true,
             slots: Vec::new(),
+            deadlines: Vec::new(),
             max_jobs: self.max_jobs_per_node.unwrap_or(usize::MAX),
             cap_floor: f64::INFINITY,
             moving: 0,
@@ -779,6 +827,7 @@ impl Cluster {
             let hot = &mut self.hot[n];
             hot.line.add(line, now);
             hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
+            hot.first_deadline = hot.first_deadline.min(f32_at_most(deadline_abs));
             self.idle_bits[n / 64] &= !(1u64 << (n % 64));
         }
         self.index.insert(job, slot);
@@ -854,9 +903,14 @@ impl Cluster {
             hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
             if node.slots.is_empty() {
                 hot.line.clear();
+                hot.first_deadline = f32::INFINITY;
                 self.idle_bits[n / 64] |= 1u64 << (n % 64);
             } else {
                 hot.line.remove(c.line);
+                // Only the job that held the earliest deadline moves it.
+                if f32_at_most(c.deadline_abs) <= hot.first_deadline {
+                    hot.first_deadline = node.deadlines.iter().copied().fold(f32::INFINITY, f32::min);
+                }
             }
             // The entry that moved into `pos` belongs to another job: tell it where it is now.
             if let Some(&moved) = node.slots.get(pos) {
@@ -1057,6 +1111,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn f32_at_most_is_the_greatest_f32_not_above() {
+        for x in
+            [0.0, -0.0, 1.0, 0.1, 1.7e9 + 0.3, -2.5e7 - 0.1, 1e300, -1e300, f64::INFINITY, f64::NEG_INFINITY]
+        {
+            let f = f32_at_most(x);
+            assert!(f64::from(f) <= x, "{x}: {f}");
+            // The next f32 up is above x (or there is none).
+            let up = f.next_up();
+            assert!(
+                f == f32::MAX && x > f64::from(f32::MAX) || f64::from(up) > x || f.is_infinite(),
+                "{x}: {f}"
+            );
+        }
+        assert_eq!(f32_at_most(f64::NAN), f32::NEG_INFINITY);
+        assert_eq!(f32_at_most(1e300), f32::MAX);
+        assert_eq!(f32_at_most(16_777_217.0), 16_777_216.0);
+        assert_eq!(f32_at_most(-16_777_217.0), -16_777_218.0);
+        assert_eq!(f32_at_most(-1e-300), -f32::from_bits(1));
+    }
+
+    #[test]
     fn commit_progress_release() {
         let mut c = Cluster::homogeneous(2, 1.0);
         c.commit(7, 100.0, 400.0, &[0, 1], 0.0).unwrap();
@@ -1114,6 +1189,14 @@ mod tests {
                     proptest::prop_assert_eq!(hot.jobs as usize, node.slots.len());
                     proptest::prop_assert_eq!(hot.cpus().to_bits(), node.spec.cpus.to_bits());
                     proptest::prop_assert_eq!(hot.price_base().to_bits(), node.spec.price_base.to_bits());
+                    // The earliest deadline, exactly as the node's jobs give it now.
+                    let deadlines: Vec<f32> = node.slots.iter().map(|&s| f32_at_most(c.progress[s].deadline_abs)).collect();
+                    proptest::prop_assert_eq!(&node.deadlines, &deadlines);
+                    let first = deadlines.iter().copied().fold(f32::INFINITY, f32::min);
+                    proptest::prop_assert_eq!(hot.first_deadline.to_bits(), first.to_bits());
+                    for &s in &node.slots {
+                        proptest::prop_assert!(hot.first_deadline() <= c.progress[s].deadline_abs);
+                    }
                     // The kept count of moving jobs, and the still entries while there are none.
                     let progress: Vec<EntryProgress> = node.slots.iter().map(|&s| c.progress[s]).collect();
                     let moving = progress.iter().filter(|p| !is_still(p)).count();

@@ -5,9 +5,7 @@
 
 use super::placement::{Candidate, Chooser, Placement};
 use super::suggest::earliest_deadline;
-use super::{
-    new_job_share, nodes_with_resources, Decision, Policy, RejectReason, Suggestion, PREFETCH_AHEAD,
-};
+use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion};
 use crate::cluster::{Cluster, NodeHot, NodeIdx, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
@@ -167,40 +165,6 @@ impl Libra {
             }
         }
         (count, chooser.finish())
-    }
-}
-
-/// The nodes a pass will read next, oldest first: each node's struct is asked for when it
-/// joins, its entries `PREFETCH_AHEAD` later (once its struct is near), and it is read
-/// `2 * PREFETCH_AHEAD` after it joined.
-#[derive(Default)]
-struct Ahead {
-    ring: [NodeIdx; 2 * PREFETCH_AHEAD],
-    /// Nodes joined and nodes left.
-    pushed: usize,
-    popped: usize,
-}
-
-impl Ahead {
-    /// Adds `j`; returns the oldest node once `2 * PREFETCH_AHEAD` are waiting.
-    fn push(&mut self, j: NodeIdx, cluster: &Cluster) -> Option<NodeIdx> {
-        const N: usize = 2 * PREFETCH_AHEAD;
-        cluster.prefetch_node(j);
-        if self.pushed >= self.popped + PREFETCH_AHEAD {
-            cluster.prefetch_entries(self.ring[(self.pushed - PREFETCH_AHEAD) % N]);
-        }
-        let out = (self.pushed == self.popped + N).then(|| self.pop()).flatten();
-        self.ring[self.pushed % N] = j;
-        self.pushed += 1;
-        out
-    }
-
-    fn pop(&mut self) -> Option<NodeIdx> {
-        (self.popped < self.pushed).then(|| {
-            let j = self.ring[self.popped % (2 * PREFETCH_AHEAD)];
-            self.popped += 1;
-            j
-        })
     }
 }
 

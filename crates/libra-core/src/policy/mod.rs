@@ -276,6 +276,40 @@ pub(crate) fn nodes_with_resources(spec: &JobSpec, cluster: &Cluster) -> Vec<Nod
 /// nodes between, near enough that the lines are still cached when reached.
 pub(crate) const PREFETCH_AHEAD: usize = 8;
 
+/// The nodes a pass will read next, oldest first: each node's struct is asked for when it
+/// joins, its entries `PREFETCH_AHEAD` later (once its struct is near), and it is read
+/// `2 * PREFETCH_AHEAD` after it joined.
+#[derive(Default)]
+pub(crate) struct Ahead {
+    ring: [NodeIdx; 2 * PREFETCH_AHEAD],
+    /// Nodes joined and nodes left.
+    pushed: usize,
+    popped: usize,
+}
+
+impl Ahead {
+    /// Adds `j`; returns the oldest node once `2 * PREFETCH_AHEAD` are waiting.
+    pub(crate) fn push(&mut self, j: NodeIdx, cluster: &Cluster) -> Option<NodeIdx> {
+        const N: usize = 2 * PREFETCH_AHEAD;
+        cluster.prefetch_node(j);
+        if self.pushed >= self.popped + PREFETCH_AHEAD {
+            cluster.prefetch_entries(self.ring[(self.pushed - PREFETCH_AHEAD) % N]);
+        }
+        let out = (self.pushed == self.popped + N).then(|| self.pop()).flatten();
+        self.ring[self.pushed % N] = j;
+        self.pushed += 1;
+        out
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<NodeIdx> {
+        (self.popped < self.pushed).then(|| {
+            let j = self.ring[self.popped % (2 * PREFETCH_AHEAD)];
+            self.popped += 1;
+            j
+        })
+    }
+}
+
 /// The share a new job needs on a node: `E / D`, with a zero-length job needing nothing.
 pub(crate) fn new_job_share(estimate: f64, deadline: f64) -> f64 {
     if estimate <= 0.0 {

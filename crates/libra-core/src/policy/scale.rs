@@ -197,6 +197,9 @@ proptest! {
         let direct = libraplus_direct(&lp, &spec, &c, now);
         prop_assert_eq!(&bare(lp.decide(&spec, &c, now)), &direct);
         prop_assert_eq!(&lp.decide_only(&spec, None, &c, now), &direct);
+        let judging = lp.clone().judging_every_cluster();
+        prop_assert_eq!(&bare(judging.decide(&spec, &c, now)), &direct);
+        prop_assert_eq!(&judging.decide_only(&spec, None, &c, now), &direct);
         let l = Libra::with_placement(pricing, placement);
         let direct = libra_direct(&l, &spec, &c, now);
         prop_assert_eq!(&bare(l.decide(&spec, &c, now)), &direct);
@@ -227,7 +230,9 @@ proptest! {
         let direct = libra_direct(&l, &spec, &c, now);
         prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
         let lp = LibraPlus::with_placement(pricing, placement);
-        prop_assert_eq!(&lp.decide_only(&spec, None, &c, now), &libraplus_direct(&lp, &spec, &c, now));
+        let direct = libraplus_direct(&lp, &spec, &c, now);
+        prop_assert_eq!(&lp.decide_only(&spec, None, &c, now), &direct);
+        prop_assert_eq!(&lp.judging_every_cluster().decide_only(&spec, None, &c, now), &direct);
     }
 
     /// The shares admission reads (`node_shares`: 16 bytes a job on a node whose jobs are all
@@ -260,6 +265,53 @@ proptest! {
             let (load, res_max, res_free) = load_and_res_free(&c, n, e, w, now);
             let fast = LibraPlus::load_and_res_free(&c, n, e, w, now);
             prop_assert_eq!((load.to_bits(), res_max.to_bits(), res_free.to_bits()), (fast.0.to_bits(), fast.1.to_bits(), fast.2.to_bits()));
+        }
+    }
+
+    /// What lets `libra+$` pass over a node without reading its jobs: the RESFree its
+    /// side-by-side bytes give is at least the node's own (eq. 6 from its entries in full), and
+    /// the least RESFree within budget is exact: every RESFree from it on is within budget at
+    /// the node's capacity and base price, and none below it. At the history's end and later
+    /// (overruns, passed deadlines, jobs near their deadline), on nodes of every size and price,
+    /// for tight and loose windows and budgets.
+    #[test]
+    fn the_bytes_bound_resfree_and_the_budget_bar_is_exact(
+        cpus in proptest::collection::vec(0u8..4, 6),
+        ops in proptest::collection::vec(op(), 0..60),
+        later in prop_oneof![Just(0.0), 0.0f64..1000.0],
+        estimate in prop_oneof![4 => secs(1.0, 300.0), 1 => Just(0.0)],
+        deadline in prop_oneof![secs(1.0, 600.0), secs(600.0, 100_000.0)],
+        budget in 0i64..100_000,
+        probe in proptest::collection::vec(prop_oneof![0.0f64..1.0, 0.0f64..1e4, 0.0f64..1e7], 8),
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        let lp = LibraPlus::new(PricingParams::default());
+        let clock = c.bound_clock(now);
+        for n in 0..c.node_count() {
+            let (_, res_max, res_free) = load_and_res_free(&c, n, estimate, deadline, now);
+            let hot = c.node_hot(n);
+            if let Some(upper) = LibraPlus::res_free_upper_bound(hot, estimate, deadline, clock, now) {
+                prop_assert!(upper >= res_free, "node {}: bound {} below RESFree {}", n, upper, res_free);
+            }
+            let spec = &c.node(n).spec;
+            let bar = lp.least_res_free_within(spec.cpus, spec.price_base, estimate, deadline, Money(budget));
+            let bar = bar.expect("default pricing is monotonic");
+            let within = |x: f64| {
+                let rate = libraplus_rate(&lp.pricing, spec.price_base, putil(res_max, x, spec.price_base));
+                cost_at(estimate, rate).is_some_and(|m| m <= Money(budget))
+            };
+            if bar.is_finite() {
+                prop_assert!(within(bar));
+                prop_assert!(!within(bar.next_down()));
+            } else if bar > 0.0 {
+                prop_assert!(!within(f64::MAX));
+            } else {
+                prop_assert!(within(f64::MIN));
+            }
+            for &x in probe.iter().chain([res_free, res_free.next_up(), res_free.next_down()].iter()) {
+                prop_assert_eq!(within(x), x >= bar, "RESFree {} against the bar {}", x, bar);
+            }
         }
     }
 
