@@ -433,8 +433,9 @@ impl LibraPlus {
         // The chooser's choice does not depend on the order it is offered nodes in. Once `procs`
         // nodes are priced, how many more are no longer matters (only fewer refuses the job),
         // and a node whose RESFree is provably below the least within budget cannot be chosen:
-        // it is not read, nor asked for. Each node is judged as it joins the nodes waiting to
-        // be read (`Ahead`), against the count of that moment (the count only grows).
+        // it is not read, nor asked for. The judgement made in the screen above is applied as
+        // the node would join the nodes waiting to be read (`Ahead`), against the count of that
+        // moment (the count only grows).
         let mut ahead = Ahead::default();
         let mut busy = busy.into_iter();
         loop {
@@ -581,10 +582,12 @@ impl IdleKinds {
 const JUDGE_FROM_NODES: usize = 1024;
 
 /// `least_res_free_within` per node kind (capacity, base price), found once per pass for the
-/// first few kinds met; a node of a further kind is never judged out (-inf).
+/// first few kinds met; a node of a further kind is never judged out (-inf). Fixed size, so
+/// that an arrival allocates nothing for it.
 #[derive(Default)]
 struct BudgetBars {
-    kinds: Vec<(u64, u64, f64)>,
+    kinds: [(u64, u64, f64); BudgetBars::KINDS],
+    len: usize,
 }
 
 impl BudgetBars {
@@ -593,14 +596,15 @@ impl BudgetBars {
     #[inline]
     fn get(&mut self, hot: &NodeHot, find: impl FnOnce() -> Option<f64>) -> f64 {
         let key = (hot.cpus().to_bits(), hot.price_base().to_bits());
-        if let Some(&(_, _, bar)) = self.kinds.iter().find(|k| (k.0, k.1) == key) {
+        if let Some(&(_, _, bar)) = self.kinds[..self.len].iter().find(|k| (k.0, k.1) == key) {
             return bar;
         }
-        if self.kinds.len() >= Self::KINDS {
+        if self.len >= Self::KINDS {
             return f64::NEG_INFINITY;
         }
         let bar = find().unwrap_or(f64::NEG_INFINITY);
-        self.kinds.push((key.0, key.1, bar));
+        self.kinds[self.len] = (key.0, key.1, bar);
+        self.len += 1;
         bar
     }
 }
