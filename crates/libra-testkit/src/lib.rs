@@ -11,6 +11,7 @@
 pub mod cluster;
 pub mod lines;
 pub mod procs;
+pub mod scratch;
 pub mod server;
 pub mod slurm;
 pub mod unix;
@@ -19,6 +20,7 @@ pub mod wait;
 pub use cluster::*;
 pub use lines::*;
 pub use procs::*;
+pub use scratch::*;
 pub use server::*;
 pub use unix::*;
 pub use wait::*;

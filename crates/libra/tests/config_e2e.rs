@@ -181,8 +181,7 @@ fn server_config(dir: &std::path::Path, port: u16, alpha: f64, listen_port: u16)
 #[test]
 fn sighup_reloads_what_is_safe_and_json_logs_carry_the_job_id() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = std::env::temp_dir().join(format!("libra-config-e2e-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new(&format!("config-e2e-{}", free_port()));
     let _cleanup = Cleanup(dir.display().to_string());
     let port = free_port();
     let file = dir.join("libra.toml");

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    free_port, processes_mentioning, wait_done, wait_until, Cleanup, Cluster, Lines, ADMIN_PW, EXE, JOIN,
-    SERIAL,
+    free_port, processes_mentioning, wait_done, wait_until, Cleanup, Cluster, Lines, Scratch, ADMIN_PW, EXE,
+    JOIN, SERIAL,
 };
 use libra_api::{Client, JobState};
 use std::os::unix::fs::PermissionsExt;
@@ -19,11 +19,8 @@ fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())).permissions().mode() & 0o777
 }
 
-fn scratch(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("libra-sec-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> Scratch {
+    Scratch::new(&format!("sec-{name}"))
 }
 
 /// `libra ARGS` with a clean environment of its own (no saved login, no server or token).

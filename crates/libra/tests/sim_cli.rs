@@ -1,17 +1,15 @@
 //! `libra sim` from the outside: an exact scenario replayed from a job list, bad input, and the
 //! JSON shapes of the experiments.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 fn libra() -> Command {
     Command::new(env!("CARGO_BIN_EXE_libra"))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("libra-sim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+/// A scratch directory of the test's own, removed with what is in it when the test ends.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("libra-sim-cli-").tempdir().unwrap()
 }
 
 fn json(out: &std::process::Output) -> serde_json::Value {
@@ -23,7 +21,8 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 /// needs 0.6 at t=50, when job 1 has run ahead (work-conserving) and needs only 0.33: accepted.
 #[test]
 fn replays_an_exact_scenario_with_decisions() {
-    let csv = tmp("scenario.csv");
+    let tmp = scratch();
+    let csv = tmp.path().join("scenario.csv");
     std::fs::write(
         &csv,
         "id,submit,runtime,estimate,procs,deadline,budget,user\n1,0,100,100,1,200,500,1\n2,0,60,60,1,100,500,2\n3,50,60,60,1,100,500,2\n",
@@ -58,7 +57,8 @@ fn replays_an_exact_scenario_with_decisions() {
 
 #[test]
 fn a_broken_job_list_names_the_line_and_column() {
-    let csv = tmp("broken.csv");
+    let tmp = scratch();
+    let csv = tmp.path().join("broken.csv");
     std::fs::write(&csv, "id,submit,runtime,estimate,procs,deadline,budget,user\n1,0,100,100,1,200,500,1\n2,0,-5,60,1,100,500,2\n")
         .unwrap();
     let out = libra().args(["sim", "run", "--jobs"]).arg(&csv).output().unwrap();
@@ -79,7 +79,8 @@ fn unknown_policy_and_experiment_are_refused_with_the_list() {
 
 #[test]
 fn table1_json_and_files() {
-    let dir = tmp("t1");
+    let tmp = scratch();
+    let dir = tmp.path().join("t1");
     let out = libra()
         .args(["sim", "experiment", "libra-table1", "--seeds", "2", "--json", "--out"])
         .arg(&dir)
@@ -98,7 +99,8 @@ fn table1_json_and_files() {
 
 #[test]
 fn a_libraplus_figure_has_points() {
-    let dir = tmp("fig5");
+    let tmp = scratch();
+    let dir = tmp.path().join("fig5");
     let out = libra()
         .args(["sim", "experiment", "libraplus-fig5", "--json", "--out"])
         .arg(&dir)
@@ -121,7 +123,8 @@ fn a_libraplus_figure_has_points() {
 /// policy has no node choice and refuses one.
 #[test]
 fn placement_chooses_the_node_and_so_the_price() {
-    let csv = tmp("placement.csv");
+    let tmp = scratch();
+    let csv = tmp.path().join("placement.csv");
     std::fs::write(
         &csv,
         "id,submit,runtime,estimate,procs,deadline,budget,user\n1,0,60,60,1,100,5000,1\n2,0,10,10,1,100,5000,2\n",
@@ -163,7 +166,8 @@ fn placement_chooses_the_node_and_so_the_price() {
 
 #[test]
 fn the_placement_experiment_compares_the_three() {
-    let dir = tmp("placement");
+    let tmp = scratch();
+    let dir = tmp.path().join("placement");
     let out = libra()
         .args(["sim", "experiment", "placement", "--json", "--last", "1000", "--out"])
         .arg(&dir)
@@ -197,7 +201,8 @@ fn the_placement_experiment_compares_the_three() {
 /// wait until t=100).
 #[test]
 fn as_recorded_replay_is_textbook_easy_and_writes_every_start_and_end() {
-    let swf = tmp("recorded.swf");
+    let tmp = scratch();
+    let swf = tmp.path().join("recorded.swf");
     let line = |id: u32, submit: u32, run: u32, procs: u32| {
         format!("{id} {submit} 0 {run} {procs} -1 -1 {procs} {run} -1 1 1 1 1 1 1 -1 -1\n")
     };
@@ -209,7 +214,7 @@ fn as_recorded_replay_is_textbook_easy_and_writes_every_start_and_end() {
     text += &line(5, 1, 50, 3);
     text += &line(6, 2, 1000, 1);
     std::fs::write(&swf, text).unwrap();
-    let csv = tmp("recorded.csv");
+    let csv = tmp.path().join("recorded.csv");
     let out = libra()
         .args(["sim", "run", "--as-recorded", "--policy", "fcfs-bf", "--trace"])
         .arg(&swf)
