@@ -17,10 +17,6 @@ impl Scratch {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         Scratch(dir)
     }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
 }
 
 impl std::ops::Deref for Scratch {

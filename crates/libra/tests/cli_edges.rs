@@ -2,21 +2,19 @@
 //! a terminal and in a pipe, a job script that is not there, where a standalone sweep keeps its
 //! database, and daemons that must not die of SIGPIPE.
 
-use libra_testkit::{free_port, wait_until};
+use libra_testkit::{free_port, wait_until, Scratch};
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::io::FromRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 const EXE: &str = env!("CARGO_BIN_EXE_libra");
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("libra-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// The test's own directory, removed when the test ends (passed or failed).
+fn scratch(name: &str) -> Scratch {
+    Scratch::new(&format!("cli-{name}"))
 }
 
 /// `libra ARGS` with nothing of the user's: no saved login, no server, its own data directory.
@@ -68,7 +66,6 @@ fn printing_into_a_pipe_closed_early_ends_quietly() {
             o.status
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Whether SIGPIPE is ignored by process `pid` (the `SigIgn` mask of /proc/PID/status).
@@ -135,7 +132,6 @@ fn daemons_and_sweep_engines_keep_sigpipe_ignored() {
     wait_until("the sweep's database", || dir.join("engine.db").exists().then_some(()));
     assert!(ignores_sigpipe(sweep.0.id()), "a closed pipe or socket would kill the sweep's engine");
     drop(sweep);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -163,7 +159,6 @@ fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(list["experiments"].as_array().map(Vec::len), Some(1), "{list}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -180,7 +175,6 @@ fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("no server") && !err.contains("job script"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Runs `libra ARGS` on a terminal `cols` columns wide (a pseudo-terminal that is the process's
@@ -237,5 +231,4 @@ fn tables_fit_the_terminal_and_are_left_alone_in_pipes() {
     assert!(widest(&table) <= 60, "the table overflows a 60-column terminal:\n{shown}");
     // Nothing is lost, only wrapped.
     assert!(table.contains("rather") && table.contains("sixty"), "{shown}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
