@@ -295,16 +295,18 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
     let plan: Option<JobLaunch> =
         std::fs::read_to_string(record.join(LAUNCH_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
     let started = match &plan {
-        Some(p) => launch(&Launch {
-            argv: &p.argv,
-            cwd: &p.cwd,
-            stdout: &p.stdout,
-            stderr: p.stderr.as_deref(),
-            append: p.append,
-            env: Some(&p.env),
-            cgroup_procs: &[],
-            pid_file: None,
-            identity: p.identity.as_ref(),
+        Some(p) => retry_while_busy(MAX_BUSY_WAIT, || {
+            launch(&Launch {
+                argv: &p.argv,
+                cwd: &p.cwd,
+                stdout: &p.stdout,
+                stderr: p.stderr.as_deref(),
+                append: p.append,
+                env: Some(&p.env),
+                cgroup_procs: &[],
+                pid_file: None,
+                identity: p.identity.as_ref(),
+            })
         }),
         None if argv.is_empty() => Err(std::io::Error::other("no command given")),
         None => Command::new(&argv[0]).args(&argv[1..]).spawn().map(|c| c.id() as i32),
@@ -354,6 +356,36 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
         (None, None) => 1,
     }
 }
+
+/// `start()`, tried again while the program is "text file busy" (ETXTBSY), for up to `max` in
+/// all. The kernel will not execute a file that some process has open for writing: a user who
+/// has just written or copied a job's program may still hold it for a moment (a copy finishing,
+/// an editor saving), or a child forked by another writer holds it until its own exec. Such a
+/// job should start late, not fail. Only the keeper's launch of the job is retried: what the
+/// child does before exec (a new session, the owner's identity, the working directory, opening
+/// the output files, to which nothing has been written) may be done again in a fresh child. The
+/// agent's launch of a keeper also joins control groups and writes a pid file, and its program
+/// is Libra's own, which no one writes.
+pub fn retry_while_busy<T>(
+    max: std::time::Duration,
+    mut start: impl FnMut() -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    let mut wait = std::time::Duration::from_millis(1);
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        match start() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && waited < max => {
+                std::thread::sleep(wait);
+                waited += wait;
+                wait = (wait * 2).min(std::time::Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long a keeper waits in all for a busy job program before it reports the error.
+const MAX_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn unix_time() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
@@ -565,6 +597,52 @@ mod tests {
         assert_eq!(&b[..n], b"4294967295\n");
         let n = decimal(0, &mut b);
         assert_eq!(&b[..n], b"0\n");
+    }
+
+    /// A job program still open for writing (by this process, as by a user's copy that has
+    /// not finished) cannot be executed. The keeper's launch waits for it to be closed; a
+    /// program held for longer than the wait is reported as busy, as before.
+    #[test]
+    fn a_program_being_written_starts_once_it_is_closed() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let prog = dir.path().join("job.sh");
+        let mut w = std::fs::File::create(&prog).unwrap();
+        w.write_all(b"#!/bin/sh\necho started\n").unwrap();
+        std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let argv = vec![prog.to_string_lossy().into_owned()];
+        let out = dir.path().join("o");
+        let start = || {
+            launch(&Launch {
+                argv: &argv,
+                cwd: dir.path(),
+                stdout: &out,
+                stderr: None,
+                append: false,
+                env: None,
+                cgroup_procs: &[],
+                pid_file: None,
+                identity: None,
+            })
+        };
+        let busy = |r: std::io::Result<i32>| r.unwrap_err().kind() == std::io::ErrorKind::ExecutableFileBusy;
+        // Without the retry, and with a wait shorter than the writer holds it: refused.
+        assert!(busy(start()));
+        assert!(busy(retry_while_busy(std::time::Duration::from_millis(50), start)));
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(w);
+        });
+        let pid = retry_while_busy(MAX_BUSY_WAIT, start).unwrap();
+        closer.join().unwrap();
+        let exit = loop {
+            if let Some(e) = try_reap(pid) {
+                break e;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(exit.code, Some(0));
+        assert_eq!(tail(&out, 100).0, "started\n");
     }
 
     #[test]

@@ -232,3 +232,36 @@ fn tables_fit_the_terminal_and_are_left_alone_in_pipes() {
     // Nothing is lost, only wrapped.
     assert!(table.contains("rather") && table.contains("sixty"), "{shown}");
 }
+
+/// A job keeper asked to start a program that is still open for writing (a user's copy not yet
+/// finished) waits until it is closed, instead of failing the job with "text file busy".
+#[test]
+fn a_job_program_still_being_written_starts_once_it_is_closed() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("busy-program");
+    let record = dir.join("record");
+    std::fs::create_dir(&record).unwrap();
+    let prog = dir.join("job.sh");
+    let mut writer = File::create(&prog).unwrap();
+    writer.write_all(b"#!/bin/sh\necho started\n").unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let launch = serde_json::json!({
+        "argv": [prog],
+        "env": [["PATH", "/usr/bin:/bin"]],
+        "cwd": &*dir,
+        "stdout": dir.join("out"),
+        "stderr": null,
+        "append": false,
+        "identity": null,
+    });
+    std::fs::write(record.join("libra.launch"), launch.to_string()).unwrap();
+    let keeper = libra(&dir, &["job-keeper", "--record", record.to_str().unwrap()]).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(writer);
+    let out = keeper.wait_with_output().unwrap();
+    let exit = std::fs::read_to_string(record.join("libra.exit")).unwrap();
+    assert!(out.status.success(), "keeper: {:?}, exit file: {exit}", out.status);
+    assert!(exit.starts_with("0 - "), "{exit}");
+    assert_eq!(std::fs::read_to_string(dir.join("out")).unwrap(), "started\n");
+}

@@ -523,24 +523,13 @@ fn exited(pid: i32) -> bool {
     r == 0 && unsafe { info.si_pid() } != 0
 }
 
-/// `cmd.spawn()`, tried again while the program is "text file busy". A job's program is often
-/// a file the broker has just copied into the job's directory, and while it was open for
-/// writing another job's thread may have forked: that child holds the write end until it
-/// executes its own program, a moment later, and until then the kernel refuses to execute the
-/// file (ETXTBSY). Jobs run side by side, so on a loaded machine this happens now and then.
+/// `cmd.spawn()`, tried again while the program is "text file busy"
+/// (`libra_node::proc::retry_while_busy`). A job's program is often a file the broker has just
+/// copied into the job's directory, and while it was open for writing another job's thread may
+/// have forked: that child holds the write end until it executes its own program, a moment
+/// later. Jobs run side by side, so on a loaded machine this happens now and then.
 fn spawn_when_not_busy(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
-    let mut wait = std::time::Duration::from_millis(1);
-    let mut waited = std::time::Duration::ZERO;
-    loop {
-        match cmd.spawn() {
-            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && waited < MAX_BUSY_WAIT => {
-                std::thread::sleep(wait);
-                waited += wait;
-                wait = (wait * 2).min(std::time::Duration::from_millis(100));
-            }
-            other => return other,
-        }
-    }
+    libra_node::proc::retry_while_busy(MAX_BUSY_WAIT, || cmd.spawn())
 }
 
 /// How long `spawn_when_not_busy` waits in all for a busy program before it reports the error.
