@@ -214,6 +214,17 @@ impl SubmitRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QuoteRequest {
     pub spec: JobSpec,
+    /// As in `SubmitRequest`: a job that waits for others is quoted for the window after their
+    /// latest promised finish, as its submission would be decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<libra_core::dependency::Dependency>,
+}
+
+impl QuoteRequest {
+    /// A quote for a job that waits for nothing.
+    pub fn new(spec: JobSpec) -> Self {
+        QuoteRequest { spec, dependencies: Vec::new() }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -244,6 +255,11 @@ pub struct QuoteResponse {
     pub reason: Option<String>,
     pub suggestion: Option<Suggestion>,
     pub prices: Vec<NodePrice>,
+    /// For a job with dependencies that would wait: the latest promised finish among them and
+    /// the window the job was decided for (or, refused, how much time it leaves and the least
+    /// deadline that could do). `null` otherwise.
+    #[serde(default)]
+    pub dependency: Option<String>,
 }
 
 /// Everything known about one job.

@@ -101,7 +101,7 @@ fn samples(m: &mut Markers) -> Vec<(&'static str, Value)> {
     let v = |x: serde_json::Result<Value>| x.expect("serialises");
     vec![
         ("SubmitRequest", v(serde_json::to_value(SubmitRequest::new(spec(m), vec!["true".into()])))),
-        ("QuoteRequest", v(serde_json::to_value(QuoteRequest { spec: spec(m) }))),
+        ("QuoteRequest", v(serde_json::to_value(QuoteRequest::new(spec(m))))),
         (
             "QuoteResponse",
             v(serde_json::to_value(QuoteResponse {
@@ -113,6 +113,7 @@ fn samples(m: &mut Markers) -> Vec<(&'static str, Value)> {
                 reason: Some("deadline".into()),
                 suggestion: Some(Suggestion { deadline: 90.0, budget: m.next() }),
                 prices: vec![],
+                dependency: None,
             })),
         ),
         ("JobInfo", v(serde_json::to_value(job_info(m)))),

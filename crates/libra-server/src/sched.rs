@@ -344,10 +344,27 @@ impl Inner {
         suggest::resubmission(self.policy.as_ref(), spec, user, &self.cluster, now, sg)
     }
 
-    /// What `submit` would answer `user` now, without recording anything.
-    pub fn quote(&self, spec: &JobSpec, user: Option<u64>, now: f64) -> Result<QuoteResponse, ApiError> {
+    /// What `submit` would answer `caller` now for `spec` waiting on `dependencies`, without
+    /// recording anything: decided as a submission is, for the window after the dependencies'
+    /// latest promised finish when the job would wait (`plan_dependencies`, which refuses the
+    /// same dependencies a submission refuses, in the same words).
+    pub fn quote(
+        &self,
+        spec: &JobSpec,
+        dependencies: &[libra_core::dependency::Dependency],
+        caller: &Caller,
+        now: f64,
+    ) -> Result<QuoteResponse, ApiError> {
         spec.validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        let decision = self.policy.decide_as(spec, user, &self.cluster, now);
+        let user = Some(caller.id as u64);
+        let plan = self.plan_dependencies(&self.db, caller, dependencies, spec, now)?;
+        let admit = plan.admit_spec(spec);
+        let decision = match &plan {
+            deps::DepPlan::TooLate(..) => {
+                Decision::Reject { reason: libra_core::RejectReason::Deadline, suggestion: None }
+            }
+            _ => self.policy.decide_as(admit, user, &self.cluster, now),
+        };
         let mut q = QuoteResponse {
             policy: self.policy.name().into(),
             accepted: false,
@@ -356,7 +373,8 @@ impl Inner {
             share: None,
             reason: None,
             suggestion: None,
-            prices: self.node_prices(Some(spec), user, now),
+            prices: self.node_prices(Some(admit), user, now),
+            dependency: plan.explain(now),
         };
         match decision {
             Decision::Accept { nodes, share, cost } => {
@@ -369,8 +387,12 @@ impl Inner {
                 q.reason = Some(reason.to_string());
                 q.suggestion = match reason {
                     libra_core::RejectReason::Resources => suggestion,
-                    _ => self.robust_suggestion(spec, user, suggestion, now),
+                    _ => self.robust_suggestion(admit, user, suggestion, now),
                 };
+                if let Some(s) = q.suggestion.as_mut() {
+                    // The window's deadline, back on the job's own clock (as `submit` does).
+                    s.deadline = (s.deadline + plan.wait()).ceil();
+                }
             }
             Decision::Queue => q.reason = Some("queue".into()),
         }

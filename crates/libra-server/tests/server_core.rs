@@ -53,9 +53,14 @@ fn a_held_writer_stalls_neither_health_nor_another_users_reads() {
                 agent
                     .post(&format!("{url}/api/quote"))
                     .set("Authorization", &format!("Bearer {t}"))
-                    .send_json(libra_api::QuoteRequest {
-                        spec: libra_server::app::spec_of(10.0, 100.0, Money::from_credits(10), 1, 0, 1),
-                    })
+                    .send_json(libra_api::QuoteRequest::new(libra_server::app::spec_of(
+                        10.0,
+                        100.0,
+                        Money::from_credits(10),
+                        1,
+                        0,
+                        1,
+                    )))
                     .map(|r| r.status())
                     .or_else(|e| match e {
                         ureq::Error::Status(s, _) => Ok(s),

@@ -466,9 +466,9 @@ fn administrators_suspend_resume_and_reprice() {
     assert_eq!(wait_done(&gina, j.id).state, JobState::Completed);
     // Prices change at run time: a higher base price makes the same job dearer.
     let spec = JobSpec::simple(10.0, 100.0, Money::from_credits(1000));
-    let before = gina.quote(&libra_api::QuoteRequest { spec: spec.clone() }).unwrap().cost.unwrap();
+    let before = gina.quote(&libra_api::QuoteRequest::new(spec.clone())).unwrap().cost.unwrap();
     admin.set_pricing(&libra_api::SetPricing { price_base: Some(3.0), ..Default::default() }).unwrap();
-    let after = gina.quote(&libra_api::QuoteRequest { spec }).unwrap().cost.unwrap();
+    let after = gina.quote(&libra_api::QuoteRequest::new(spec)).unwrap().cost.unwrap();
     assert!(after > before, "{after} after repricing, {before} before");
     // Node choice is set with the policy, kept when the prices change, and shown.
     use libra_core::policy::Placement;
@@ -558,7 +558,7 @@ fn libra_edf_admits_what_libra_refuses_and_its_nodes_run_earliest_deadline_first
     // B: 3 CPU-seconds due in 15 s (a fifth): the shares add up to more than the node's half
     // CPU, so Libra refuses; EDF sees that A is done long before B is due.
     let b_req = burn(2.4, 3.0, 15.0, 1000);
-    let quote = |c: &Client| c.quote(&libra_api::QuoteRequest { spec: b_req.spec.clone() }).unwrap();
+    let quote = |c: &Client| c.quote(&libra_api::QuoteRequest::new(b_req.spec.clone())).unwrap();
     assert!(!quote(&ivy).accepted, "Libra's share test refuses B");
     assert_eq!(admin.set_policy("libra-edf").unwrap().policy, "libra-edf");
     assert!(quote(&ivy).accepted, "libra-edf accepts B");

@@ -1,9 +1,10 @@
 //! End-to-end: job dependencies on a real cluster (`libra submit --dependency`): an afterok chain
 //! runs in order; an afterok dependency that fails cancels the waiting job, free, its hold
 //! released, while afterany runs after it anyway; a deadline too close to a dependency's promise
-//! is refused with a suggestion that is then accepted; another user's job cannot be named (and
-//! is refused in the same words as a job that does not exist); a job waiting when the server is
-//! killed with -9 still starts after its dependency once the server is back.
+//! is refused with a suggestion that is then accepted (and `libra quote` with the dependency
+//! answers the same); another user's job cannot be named (and is refused in the same words as a
+//! job that does not exist); a job waiting when the server is killed with -9 still starts after
+//! its dependency once the server is back.
 
 mod common;
 
@@ -188,6 +189,22 @@ fn a_deadline_too_close_to_the_promise_is_refused_with_a_suggestion_that_is_acce
     assert_eq!(b.state, JobState::Rejected, "{b:?}");
     let reason = b.reason.clone().unwrap_or_default();
     assert!(reason.contains(&format!("dependency: job {} promises to finish", a.id)), "{reason}");
+    // `libra quote` with the same flags answers as the submission did (and takes the job
+    // without the dependency).
+    let quote = |with_dep: bool| {
+        let mut all = vec!["quote", "--json"];
+        all.extend_from_slice(if with_dep { &argv[..8] } else { &argv[2..8] });
+        let out = run(&cl, &token, &all);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice::<libra_api::QuoteResponse>(&out.stdout).unwrap()
+    };
+    let q = quote(true);
+    assert!(!q.accepted && q.reason.as_deref() == Some("deadline"), "{q:?}");
+    assert!(q.dependency.as_deref().unwrap_or_default().contains(&format!("job {} promises", a.id)), "{q:?}");
+    // A moment later than the submission, so the deadline may be a second off.
+    let (qd, bd) = (q.suggestion.expect("a suggestion").deadline, b.suggestion.as_ref().unwrap().deadline);
+    assert!((qd - bd).abs() <= 1.0, "quote {qd}, submission {bd}");
+    assert!(quote(false).accepted);
     let s = b.suggestion.expect("a suggestion");
     // The earliest deadline that fits: A's promise plus B's 20 s.
     let promise = a.deadline_at - b.submit_time;

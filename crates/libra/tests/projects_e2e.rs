@@ -59,7 +59,7 @@ fn users_share_an_account_within_their_limits_and_each_job_is_charged_to_its_acc
 
     // What the job costs now, so that alice's limit takes one such job but not two.
     let spec = JobSpec::simple(3.0, 600.0, Money::from_credits(50));
-    let cost = alice.quote(&QuoteRequest { spec }).unwrap().cost.expect("the job is accepted");
+    let cost = alice.quote(&QuoteRequest::new(spec)).unwrap().cost.expect("the job is accepted");
     assert!(cost.0 > 0, "a job that costs nothing cannot show a limit");
     let limit = Money(cost.0 * 3 / 2);
 

@@ -129,7 +129,7 @@ fn admissible(client: &Client, spec: &JobSpec, base: &Outcome) -> Result<(), Box
     // Asked first, the cluster says whether it would take the job without keeping a record: a
     // submission it refuses stays in the user's job history as REJECTED, and a sweep that keeps
     // retrying an underpriced resource would fill that history with them.
-    let quote = match client.quote(&QuoteRequest { spec: spec.clone() }) {
+    let quote = match client.quote(&QuoteRequest::new(spec.clone())) {
         Ok(q) => q,
         // Unreachable, or it refused the request: the resource sits out for a while.
         Err(e) => return Err(Box::new(Outcome { message: e.to_string(), rejected: true, ..base.clone() })),

@@ -220,7 +220,7 @@ pub async fn quote(
 ) -> Res<QuoteResponse> {
     app.run(move |g| {
         let caller = g.caller(&headers)?;
-        Ok(Json(g.quote(&req.spec, Some(caller.id as u64), now())?))
+        Ok(Json(g.quote(&req.spec, &req.dependencies, &caller, now())?))
     })
     .await
 }

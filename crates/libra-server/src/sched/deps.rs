@@ -386,6 +386,52 @@ mod tests {
         SubmitRequest { dependencies: vec![Dependency { kind, job, task: None }], ..r }
     }
 
+    /// A quote with dependencies is what the submission would answer: decided for the window
+    /// after their latest promise (a larger share than the same job alone), refused when too
+    /// little time is left with the same suggestion, and the same dependencies refused.
+    #[test]
+    fn a_quote_waits_for_the_dependencies_as_the_submission_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 1000.0;
+        let app = app(dir.path());
+        app.lock().register(&node(), 1.0, now).unwrap();
+        let u = user(&app, "u", 1000);
+        let mut g = app.lock();
+        let a = g.submit(&u, &req(10.0, 100.0, 100), now).unwrap();
+        let on_a = vec![Dependency { kind: DepKind::AfterOk, job: a.id, task: None }];
+        // 10 s of work due at 150 s, after A's promise at 100 s: 0.2 CPU, not 10 / 150.
+        let spec = req(10.0, 150.0, 100).spec;
+        let alone = g.quote(&spec, &[], &u, now).unwrap();
+        assert!(alone.accepted && (alone.share.unwrap() - 10.0 / 150.0).abs() < 1e-9, "{alone:?}");
+        assert!(alone.dependency.is_none());
+        let q = g.quote(&spec, &on_a, &u, now).unwrap();
+        assert!(q.accepted && (q.share.unwrap() - 0.2).abs() < 1e-9, "{q:?}");
+        assert!(q.dependency.as_deref().unwrap().contains(&format!("job {} promises", a.id)), "{q:?}");
+        assert!(q.cost > alone.cost, "a shorter window costs more: {q:?} {alone:?}");
+        let b = g.submit(&u, &after(DepKind::AfterOk, a.id, req(10.0, 150.0, 100)), now).unwrap();
+        assert!(b.waiting, "{b:?}");
+        assert_eq!((Some(b.cost), Some(b.share), &b.nodes), (q.cost, q.share, &q.nodes));
+        // Due 105 s from now, 5 s after A's promise: refused, where alone it would be taken.
+        let spec = req(10.0, 105.0, 100).spec;
+        assert!(g.quote(&spec, &[], &u, now).unwrap().accepted);
+        let q = g.quote(&spec, &on_a, &u, now).unwrap();
+        assert!(!q.accepted && q.reason.as_deref() == Some("deadline"), "{q:?}");
+        assert!(q.dependency.as_deref().unwrap().contains("a deadline of at least"), "{q:?}");
+        let late = g.submit(&u, &after(DepKind::AfterOk, a.id, req(10.0, 105.0, 100)), now).unwrap();
+        assert_eq!(late.state, JobState::Rejected, "{late:?}");
+        let (qs, ls) = (q.suggestion.unwrap(), late.suggestion.unwrap());
+        assert!(
+            qs.deadline >= 110.0 && qs.deadline == ls.deadline && qs.budget == ls.budget,
+            "{qs:?} {ls:?}"
+        );
+        // What a submission may not wait on, a quote may not either, in the same words.
+        let stranger = vec![Dependency { kind: DepKind::AfterOk, job: 999, task: None }];
+        let e = g.quote(&spec, &stranger, &u, now).unwrap_err().to_string();
+        let s =
+            g.submit(&u, &after(DepKind::AfterOk, 999, req(10.0, 105.0, 100)), now).unwrap_err().to_string();
+        assert!(e.contains("--dependency") && e == s, "{e} / {s}");
+    }
+
     /// A waiting job holds its window's share, constant while it waits and after a restart;
     /// let go, it holds its real work from then on; a failed afterok dependency cancels it
     /// with its hold released.

@@ -268,7 +268,7 @@ fn under_every_policy_the_quoted_price_is_what_admission_charges() {
         assert_eq!(load.state, JobState::Pending, "{name}: {load:?}");
         g.dispatch_queue(now).unwrap();
         let spec = JobSpec::simple(20.0, 100.0, Money::from_credits(1000)).with_procs(2);
-        let quote = g.quote(&spec, Some(u.id as u64), now).unwrap();
+        let quote = g.quote(&spec, &[], &u, now).unwrap();
         let price =
             |node: &str| quote.prices.iter().find(|p| p.node == node).and_then(|p| p.price_now).unwrap();
         let job = g.submit(&u, &SubmitRequest::new(spec, vec!["true".into()]), now).unwrap();

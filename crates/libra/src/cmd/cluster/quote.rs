@@ -3,7 +3,7 @@
 use super::common::{money, now, Conn};
 use super::submit::JobOpts;
 use crate::output::{emit, table, Said, Text};
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use clap::Args;
 use libra_api::QuoteRequest;
 
@@ -26,9 +26,14 @@ pub fn run(a: QuoteArgs) -> Result<()> {
     if opts.budget.is_none() {
         opts.budget = Some("1000000000".into());
     }
-    let spec = opts.spec(now())?;
+    let mut req = QuoteRequest::new(opts.spec(now())?);
+    // Quoted as it would be submitted: a job that waits is decided for the window after what it
+    // waits for.
+    if let Some(d) = opts.dependency.as_deref() {
+        req.dependencies = libra_core::dependency::parse(d).map_err(|e| anyhow!("--{e}"))?;
+    }
     let client = a.conn.client()?;
-    let q = client.quote(&QuoteRequest { spec })?;
+    let q = client.quote(&req)?;
     // Against an account: what the caller may hold there (refused, naming the caller's
     // accounts, when they are not a member).
     let account = opts.account.as_deref().map(|n| client.account(n)).transpose()?;
@@ -76,6 +81,7 @@ fn quote_text(q: &libra_api::QuoteResponse, bare: bool, account: Option<&libra_a
                     .map(|s| format!("suggestion: deadline {:.0}s, budget {}", s.deadline.ceil(), s.budget)),
             ),
     };
+    let text = text.line_if(q.dependency.clone());
     text.line_if(account.map(|acc| {
         let short = q.accepted && q.cost.is_some_and(|c| acc.available_to_me < c);
         format!(
