@@ -109,7 +109,7 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
             node_up.get_or_create(&l).set(if n.up { 1.0 } else { 0.0 });
             node_drained.get_or_create(&l).set(if n.accepting { 0.0 } else { 1.0 });
             node_cpus.get_or_create(&l).set(n.spec.cpus);
-            node_load.get_or_create(&l).set(g.cluster.node_load(rt.idx, t));
+            node_load.get_or_create(&l).set(g.shown_load(rt.idx, t));
             last_seen.get_or_create(&l).set((t - rt.last_seen).max(0.0));
             // How far the shares the agent reported enforcing are from what the server's model
             // requires of each job now (the largest gap on the node).

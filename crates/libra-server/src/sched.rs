@@ -399,6 +399,13 @@ impl Inner {
         Ok(q)
     }
 
+    /// Node `idx`'s load (the sum of its jobs' shares) at `now`, as people and programs are
+    /// shown it: an idle node's is +0, where the float sum of no shares is -0.0 (which a table
+    /// printed as "-0.000" and JSON as -0.0).
+    pub fn shown_load(&self, idx: libra_core::NodeIdx, now: f64) -> f64 {
+        self.cluster.node_load(idx, now) + 0.0
+    }
+
     /// Price per CPU-second on every node, as the policy in force would charge `user` for
     /// `spec` (or a one-CPU-second job due in a minute when none is given) now: the policy's own
     /// `price`, the one its admission charges.
@@ -415,7 +422,7 @@ impl Inner {
                     up: n.up,
                     price_base: n.spec.price_base,
                     price_now: self.policy.price(spec, user, &self.cluster, rt.idx, now),
-                    load: self.cluster.node_load(rt.idx, now),
+                    load: self.shown_load(rt.idx, now),
                     cpus: n.spec.cpus,
                 }
             })

@@ -38,7 +38,7 @@ fn node_infos(g: &crate::app::Inner) -> Vec<NodeInfo> {
                 name: name.clone(),
                 up: n.up,
                 cpus: n.spec.cpus,
-                load: g.cluster.node_load(rt.idx, t),
+                load: g.shown_load(rt.idx, t),
                 jobs: rt.shares.clone(),
                 mechanism: rt.mechanism.clone(),
                 price_base: n.spec.price_base,

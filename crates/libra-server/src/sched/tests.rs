@@ -249,6 +249,20 @@ fn register(app: &App, name: &str, price_base: f64, now: f64) {
 /// Issue 12 item 1: under every policy, the price per CPU-second a quote shows for a node is
 /// the one admission charges there: an accepted job's hold is its estimate at the highest
 /// quoted price among its nodes (at dispatch, for a space-shared policy).
+/// An idle node's load is shown as 0, not as the -0.0 a float sum of no shares is (a table
+/// printed "-0.000").
+#[test]
+fn an_idle_nodes_load_is_shown_as_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+    register(&app, "a", 1.0, 1000.0);
+    let u = user(&app, "u", 100);
+    let g = app.lock();
+    assert_eq!(g.cluster.node_load(0, 1000.0).to_bits(), (-0.0f64).to_bits(), "the sum itself");
+    let quote = g.quote(&JobSpec::simple(1.0, 60.0, Money::from_credits(10)), &[], &u, 1000.0).unwrap();
+    assert_eq!(quote.prices[0].load.to_bits(), 0.0f64.to_bits(), "{quote:?}");
+}
+
 #[test]
 fn under_every_policy_the_quoted_price_is_what_admission_charges() {
     use libra_core::policy::{BEYOND_POLICY_NAMES, POLICY_NAMES};
