@@ -235,24 +235,11 @@ impl Inner {
         // finish (`deps`); without, `admit` is the job itself.
         let plan = self.plan_dependencies(tx, caller, &req.dependencies, spec, now)?;
         let admit = plan.admit_spec(spec);
-        let decision = match &plan {
-            deps::DepPlan::TooLate(..) => {
-                Decision::Reject { reason: libra_core::RejectReason::Deadline, suggestion: None }
-            }
-            _ => self.policy.decide_as(admit, user, &self.cluster, now),
-        };
+        let decision = self.decide_planned(&plan, spec, user, now);
         let reserved = self.policy.reserved_estimate(admit, user);
         let (state, nodes, share, cost, mut reason, suggestion) = match decision {
             Decision::Accept { nodes, share, cost } => (JobState::Pending, nodes, share, cost, None, None),
             Decision::Reject { reason, suggestion } => {
-                let mut suggestion = match reason {
-                    libra_core::RejectReason::Resources => suggestion,
-                    _ => self.robust_suggestion(admit, user, suggestion, now),
-                };
-                if let Some(s) = suggestion.as_mut() {
-                    // The window's deadline, back on the job's own clock.
-                    s.deadline = (s.deadline + plan.wait()).ceil();
-                }
                 let why = match reason {
                     libra_core::RejectReason::Resources => "resources: not enough nodes are up with the processors and memory asked for",
                     libra_core::RejectReason::Deadline => "deadline: the nodes cannot finish the job by its deadline without breaking earlier promises",
@@ -331,6 +318,33 @@ impl Inner {
         Ok((id, state, admitted))
     }
 
+    /// The decision on `spec` for `user` now, waiting as `plan` says (`plan_dependencies`): what
+    /// a submission records and a quote answers. A job that would wait is decided for its
+    /// window; a refusal carries what a resubmission should ask for, on the job's own clock.
+    fn decide_planned(&self, plan: &deps::DepPlan, spec: &JobSpec, user: Option<u64>, now: f64) -> Decision {
+        let admit = plan.admit_spec(spec);
+        let decision = match plan {
+            deps::DepPlan::TooLate(..) => {
+                Decision::Reject { reason: libra_core::RejectReason::Deadline, suggestion: None }
+            }
+            _ => self.policy.decide_as(admit, user, &self.cluster, now),
+        };
+        match decision {
+            Decision::Reject { reason, suggestion } => {
+                let mut suggestion = match reason {
+                    libra_core::RejectReason::Resources => suggestion,
+                    _ => self.robust_suggestion(admit, user, suggestion, now),
+                };
+                if let Some(s) = suggestion.as_mut() {
+                    // The window's deadline, back on the job's own clock.
+                    s.deadline = (s.deadline + plan.wait()).ceil();
+                }
+                Decision::Reject { reason, suggestion }
+            }
+            other => other,
+        }
+    }
+
     /// What a rejected user is told to ask for instead: the policy's exact suggestion (`sg`)
     /// with the margins a resubmission a few seconds later needs, the deadline kept when only
     /// the budget was short (`libra_core::policy::suggest::resubmission`).
@@ -359,12 +373,7 @@ impl Inner {
         let user = Some(caller.id as u64);
         let plan = self.plan_dependencies(&self.db, caller, dependencies, spec, now)?;
         let admit = plan.admit_spec(spec);
-        let decision = match &plan {
-            deps::DepPlan::TooLate(..) => {
-                Decision::Reject { reason: libra_core::RejectReason::Deadline, suggestion: None }
-            }
-            _ => self.policy.decide_as(admit, user, &self.cluster, now),
-        };
+        let decision = self.decide_planned(&plan, spec, user, now);
         let mut q = QuoteResponse {
             policy: self.policy.name().into(),
             accepted: false,
@@ -385,14 +394,7 @@ impl Inner {
             }
             Decision::Reject { reason, suggestion } => {
                 q.reason = Some(reason.to_string());
-                q.suggestion = match reason {
-                    libra_core::RejectReason::Resources => suggestion,
-                    _ => self.robust_suggestion(admit, user, suggestion, now),
-                };
-                if let Some(s) = q.suggestion.as_mut() {
-                    // The window's deadline, back on the job's own clock (as `submit` does).
-                    s.deadline = (s.deadline + plan.wait()).ceil();
-                }
+                q.suggestion = suggestion;
             }
             Decision::Queue => q.reason = Some("queue".into()),
         }
