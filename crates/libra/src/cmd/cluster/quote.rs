@@ -3,7 +3,7 @@
 use super::common::{money, now, Conn};
 use super::submit::JobOpts;
 use crate::output::{emit, table, Said, Text};
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::Args;
 use libra_api::QuoteRequest;
 
@@ -29,9 +29,7 @@ pub fn run(a: QuoteArgs) -> Result<()> {
     let mut req = QuoteRequest::new(opts.spec(now())?);
     // Quoted as it would be submitted: a job that waits is decided for the window after what it
     // waits for.
-    if let Some(d) = opts.dependency.as_deref() {
-        req.dependencies = libra_core::dependency::parse(d).map_err(|e| anyhow!("--{e}"))?;
-    }
+    req.dependencies = opts.dependencies()?;
     let client = a.conn.client()?;
     let q = client.quote(&req)?;
     // Against an account: what the caller may hold there (refused, naming the caller's

@@ -150,6 +150,14 @@ impl JobOpts {
         Ok(())
     }
 
+    /// `--dependency`, parsed (none when not given).
+    pub fn dependencies(&self) -> Result<Vec<libra_core::dependency::Dependency>> {
+        match self.dependency.as_deref() {
+            Some(d) => libra_core::dependency::parse(d).map_err(|e| anyhow!("--{e}")),
+            None => Ok(Vec::new()),
+        }
+    }
+
     pub fn spec(&self, now: f64) -> Result<JobSpec> {
         let estimate = self
             .estimate
@@ -314,9 +322,7 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
         account: opts.account.clone(),
         ..SubmitRequest::new(spec, command)
     };
-    if let Some(d) = opts.dependency.as_deref() {
-        req.dependencies = libra_core::dependency::parse(d).map_err(|e| anyhow!("--{e}"))?;
-    }
+    req.dependencies = opts.dependencies()?;
     opts.place(&mut req)?;
     Ok(req)
 }
