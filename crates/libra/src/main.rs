@@ -2,6 +2,7 @@
 //! running cluster. Each command lives in its own module under `cmd/`.
 
 mod cmd;
+mod cpu;
 mod logging;
 mod output;
 

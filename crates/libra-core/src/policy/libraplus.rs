@@ -10,6 +10,7 @@ use crate::cluster::{Cluster, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
+use rayon::prelude::*;
 
 #[derive(Debug, Clone)]
 pub struct LibraPlus {
@@ -17,6 +18,39 @@ pub struct LibraPlus {
     pub placement: Placement,
     /// `JUDGE_FROM_NODES`, or 0 in tests, so that small clusters take that path too.
     judge_from_nodes: usize,
+    /// How busy nodes are read in stripes side by side (`Split::DEFAULT`, or every cluster and
+    /// three stripes in tests).
+    split: Split,
+}
+
+/// When and how `admit` reads the busy nodes in stripes on several threads of rayon's pool.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    /// The least idle bitmap, in words of 64 nodes, that is split. Below it a stripe's work is
+    /// too small for the hand-off between threads.
+    from_words: usize,
+    /// Words in one chunk of a stripe (`Stripe`).
+    chunk_words: usize,
+    /// How many stripes; 0: as many as the pool has threads.
+    stripes: usize,
+}
+
+impl Split {
+    /// 2,048 nodes and up, in chunks of 128 nodes. On 10,000 nodes a stripe of a saturated
+    /// arrival reads hundreds of busy nodes; on SDSC's 128 (two words) a whole arrival reads
+    /// about 60, less than the hand-off costs.
+    const DEFAULT: Split = Split { from_words: 32, chunk_words: 2, stripes: 0 };
+
+    /// How many stripes for a cluster of `words` words of 64 nodes.
+    fn stripes(self, words: usize) -> usize {
+        if words < self.from_words {
+            1
+        } else if self.stripes == 0 {
+            rayon::current_num_threads()
+        } else {
+            self.stripes
+        }
+    }
 }
 
 impl LibraPlus {
@@ -28,11 +62,11 @@ impl LibraPlus {
     /// This policy judging busy nodes by their bytes on a cluster of any size (`admit`).
     #[cfg(test)]
     pub(crate) fn judging_every_cluster(self) -> Self {
-        LibraPlus { judge_from_nodes: 0, ..self }
+        LibraPlus { judge_from_nodes: 0, split: Split { from_words: 0, chunk_words: 1, stripes: 3 }, ..self }
     }
 
     pub fn with_placement(pricing: PricingParams, placement: Placement) -> Self {
-        LibraPlus { pricing, placement, judge_from_nodes: JUDGE_FROM_NODES }
+        LibraPlus { pricing, placement, judge_from_nodes: JUDGE_FROM_NODES, split: Split::DEFAULT }
     }
 
     /// Eq. (3) on a node whose processor time over the job's window is `res_max`, `res_free`
@@ -332,61 +366,22 @@ impl LibraPlus {
         let deadline = spec.deadline();
         let share = new_job_share(spec_estimate, deadline);
         let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
-        let cpt = spec.cpus_per_task();
         let mut chooser = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
+        let pass = Pass {
+            policy: self,
+            spec,
+            cluster,
+            now,
+            share,
+            clock: cluster.bound_clock(now),
+            judge: cluster.node_count() >= self.judge_from_nodes,
+        };
         let mut priced = 0usize;
         let mut idle = IdleKinds::default();
-        // The busy nodes the side-by-side bytes leave in, read in a second loop below: far
-        // apart in memory, so that loop asks for each node and its entries a few ahead. With
-        // each, whether those bytes prove its price above the budget (read below).
-        let mut busy: Vec<(NodeIdx, bool)> = Vec::new();
-        let budget = spec.budget();
-        let mut bars = BudgetBars::default();
-        let judge = cluster.node_count() >= self.judge_from_nodes;
         let words = cluster.idle_words();
-        let clock = cluster.bound_clock(now);
-        // Lines 9-16 where the node's few side-by-side bytes decide (`priced_node`'s first two
-        // refusals, the same comparisons): most nodes of a large cluster end here, and the node
-        // itself is not read. Lines 1-8 are only counted when the job is refused (below), since
-        // a node that passes the deadline check has passed them.
-        // Every comparison is made (`|`, not `||`), so that the screen of a word's nodes below
-        // compiles without a branch per node (one on which of them mispredicted at every few).
-        let refused = |hot: &NodeHot, bound: f64| {
-            (share > hot.job_cap(cpt) + SHARE_EPS) | (bound + share > hot.cpus() + SHARE_EPS)
-        };
-        for (w, &word) in words.iter().enumerate() {
-            if word == u64::MAX {
-                continue;
-            }
-            // Bits past the last node are clear in `word` but never set in `pass`.
-            let mut pass = 0u64;
-            for (b, hot) in cluster.hot_word(w).iter().enumerate() {
-                pass |= u64::from(!refused(hot, hot.load_lower_bound(clock))) << b;
-            }
-            let mut bits = !word & pass;
-            while bits != 0 {
-                let j = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                let hot = cluster.node_hot(j);
-                let over = judge
-                    && Self::res_free_upper_bound(hot, spec_estimate, deadline, clock, now).is_some_and(
-                        |free| {
-                            free < bars.get(hot, || {
-                                self.least_res_free_within(
-                                    hot.cpus(),
-                                    hot.price_base(),
-                                    spec_estimate,
-                                    deadline,
-                                    budget,
-                                )
-                            })
-                        },
-                    );
-                busy.push((j, over));
-            }
-        }
-        // Then the idle nodes, in index order (`IdleKinds` relies on it), until every kind the
-        // cluster has is exhausted.
+        // The idle nodes first, in index order (`IdleKinds` relies on it), until every kind the
+        // cluster has is exhausted. The chooser's choice does not depend on the order it is
+        // offered nodes in, and the busy nodes read below skip more once these are counted.
         'idle: for (w, &word) in words.iter().enumerate() {
             let mut bits = word;
             while bits != 0 {
@@ -396,7 +391,7 @@ impl LibraPlus {
                 let j = w * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let hot = cluster.node_hot(j);
-                let bound = hot.load_lower_bound(clock);
+                let bound = hot.load_lower_bound(pass.clock);
                 let key = [hot.cpus().to_bits(), hot.price_base().to_bits(), bound.to_bits()];
                 // `Some(true)`: priced already, and no more of the kind can be chosen or need
                 // counting.
@@ -404,7 +399,7 @@ impl LibraPlus {
                 if known == Some(true) {
                     continue;
                 }
-                if refused(hot, bound) {
+                if pass.refused(hot, bound) {
                     // So is every idle node of its kind: the same values, the same comparisons.
                     if known.is_none() {
                         idle.add(key, None, procs);
@@ -430,36 +425,28 @@ impl LibraPlus {
                 }
             }
         }
-        // The chooser's choice does not depend on the order it is offered nodes in. Once `procs`
-        // nodes are priced, how many more are no longer matters (only fewer refuses the job),
-        // and a node whose RESFree is provably below the least within budget cannot be chosen:
-        // it is not read, nor asked for. The judgement made in the screen above is applied as
-        // the node would join the nodes waiting to be read (`Ahead`), against the count of that
-        // moment (the count only grows).
-        let mut ahead = Ahead::default();
-        let mut busy = busy.into_iter();
-        loop {
-            let j = match busy.next() {
-                Some((j, over)) => {
-                    if over && priced >= procs {
-                        continue;
-                    }
-                    match ahead.push(j, cluster) {
-                        Some(first) => first,
-                        None => continue,
-                    }
-                }
-                None => match ahead.pop() {
-                    Some(first) => first,
-                    None => break,
-                },
-            };
-            if !cluster.node(j).has_resources(mem, disk) {
-                continue;
-            }
-            if let Some(c) = self.priced_node(spec, share, deadline, j, cluster, now) {
-                priced += 1;
-                chooser.push(c);
+        // Then the busy nodes, in stripes read side by side when the cluster is large enough to
+        // be worth a second thread (`Pass::busy`). Each stripe keeps its own best `procs` and
+        // count, started from the idle nodes' count: a node one stripe keeps out has `procs`
+        // better ones in that stripe alone, so the union of what the stripes keep holds the
+        // `procs` best of all, and the sum of the counts is the count of all.
+        let stripes = self.split.stripes(words.len());
+        if stripes <= 1 {
+            priced += pass.busy(Stripe { of: 1, at: 0, chunk_words: 1 }, &mut chooser, priced);
+        } else {
+            let idle_priced = priced;
+            let parts: Vec<(Chooser, usize)> = (0..stripes)
+                .into_par_iter()
+                .map(|at| {
+                    let mut c = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
+                    let stripe = Stripe { of: stripes, at, chunk_words: self.split.chunk_words };
+                    let n = pass.busy(stripe, &mut c, idle_priced);
+                    (c, n)
+                })
+                .collect();
+            for (c, n) in parts {
+                chooser.merge(c);
+                priced += n;
             }
         }
         if procs == 0 || priced < procs {
@@ -493,6 +480,128 @@ impl LibraPlus {
                     .map(|budget| Suggestion { deadline, budget }),
             },
         }
+    }
+}
+
+/// One arrival's pass over the busy nodes of a stripe (`Pass::busy`): what every stripe shares.
+struct Pass<'a> {
+    policy: &'a LibraPlus,
+    spec: &'a JobSpec,
+    cluster: &'a Cluster,
+    now: f64,
+    /// The job's share on a node (`new_job_share`).
+    share: f64,
+    /// `Cluster::bound_clock(now)`.
+    clock: f64,
+    /// Whether busy nodes are judged out of budget by their bytes (`JUDGE_FROM_NODES`).
+    judge: bool,
+}
+
+/// Which of the idle bitmap's words a stripe takes: chunks of `chunk_words` words, every
+/// `of`-th from chunk `at`. Best fit piles jobs onto the nodes of lowest RESFree and the idle
+/// ones are taken in index order, so busy nodes bunch by index; interleaved chunks give each
+/// stripe about as many.
+#[derive(Clone, Copy)]
+struct Stripe {
+    of: usize,
+    at: usize,
+    chunk_words: usize,
+}
+
+impl Pass<'_> {
+    /// `priced_node`'s first two refusals, from the node's side-by-side bytes (`bound` its load
+    /// bound). Every comparison is made (`|`, not `||`), so that the screen of a word's nodes
+    /// compiles without a branch per node (one on which of them mispredicted at every few).
+    #[inline]
+    fn refused(&self, hot: &NodeHot, bound: f64) -> bool {
+        (self.share > hot.job_cap(self.spec.cpus_per_task()) + SHARE_EPS)
+            | (bound + self.share > hot.cpus() + SHARE_EPS)
+    }
+
+    /// Lines 9-16 and the price of every busy node of `stripe`, offered to `chooser`; returns
+    /// how many were priced. `priced` is the count so far (of the nodes offered elsewhere),
+    /// only for knowing when `procs` are priced.
+    fn busy(&self, stripe: Stripe, chooser: &mut Chooser, priced: usize) -> usize {
+        let (spec, cluster, now, share) = (self.spec, self.cluster, self.now, self.share);
+        let procs = spec.procs() as usize;
+        let (estimate, deadline, budget) = (spec.estimate(), spec.deadline(), spec.budget());
+        let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
+        let words = cluster.idle_words();
+        let mut bars = BudgetBars::default();
+        // The busy nodes the side-by-side bytes leave in, read in a second loop below: far
+        // apart in memory, so that loop asks for each node and its entries a few ahead. With
+        // each, whether those bytes prove its price above the budget (read below). Lines 9-16
+        // where those bytes decide (`priced_node`'s first two refusals, the same comparisons):
+        // most nodes of a large cluster end here, and the node itself is not read. Lines 1-8 are
+        // only counted when the job is refused (`admit`), since a node that passes the deadline
+        // check has passed them.
+        let mut busy: Vec<(NodeIdx, bool)> = Vec::new();
+        let size = stripe.chunk_words.max(1);
+        for chunk in (stripe.at..words.len().div_ceil(size)).step_by(stripe.of) {
+            for (w, &word) in words.iter().enumerate().take((chunk + 1) * size).skip(chunk * size) {
+                if word == u64::MAX {
+                    continue;
+                }
+                // Bits past the last node are clear in `word` but never set in `pass`.
+                let mut pass = 0u64;
+                for (b, hot) in cluster.hot_word(w).iter().enumerate() {
+                    pass |= u64::from(!self.refused(hot, hot.load_lower_bound(self.clock))) << b;
+                }
+                let mut bits = !word & pass;
+                while bits != 0 {
+                    let j = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let hot = cluster.node_hot(j);
+                    let over = self.judge
+                        && LibraPlus::res_free_upper_bound(hot, estimate, deadline, self.clock, now)
+                            .is_some_and(|free| {
+                                free < bars.get(hot, || {
+                                    self.policy.least_res_free_within(
+                                        hot.cpus(),
+                                        hot.price_base(),
+                                        estimate,
+                                        deadline,
+                                        budget,
+                                    )
+                                })
+                            });
+                    busy.push((j, over));
+                }
+            }
+        }
+        // Once `procs` nodes are priced, how many more are no longer matters (only fewer
+        // refuses the job), and a node whose RESFree is provably below the least within budget
+        // cannot be chosen: it is not read, nor asked for. The judgement made in the screen
+        // above is applied as the node would join the nodes waiting to be read (`Ahead`),
+        // against the count of that moment (the count only grows).
+        let mut count = 0usize;
+        let mut ahead = Ahead::default();
+        let mut busy = busy.into_iter();
+        loop {
+            let j = match busy.next() {
+                Some((j, over)) => {
+                    if over && priced + count >= procs {
+                        continue;
+                    }
+                    match ahead.push(j, cluster) {
+                        Some(first) => first,
+                        None => continue,
+                    }
+                }
+                None => match ahead.pop() {
+                    Some(first) => first,
+                    None => break,
+                },
+            };
+            if !cluster.node(j).has_resources(mem, disk) {
+                continue;
+            }
+            if let Some(c) = self.policy.priced_node(spec, share, deadline, j, cluster, now) {
+                count += 1;
+                chooser.push(c);
+            }
+        }
+        count
     }
 }
 

@@ -157,12 +157,25 @@ impl Chooser {
             cost,
             load: cand.load.to_bits(),
         };
+        self.keep(r);
+    }
+
+    /// Keeps `r` if it is among the best `procs` so far (`procs` > 0).
+    fn keep(&mut self, r: Ranked) {
         if self.heap.len() < self.procs {
             self.heap.push(r);
         } else if let Some(mut worst) = self.heap.peek_mut() {
             if r < *worst {
                 *worst = r;
             }
+        }
+    }
+
+    /// Adds what `other` (the same job's chooser, offered other nodes) keeps: a candidate it
+    /// left out had `procs` better ones there, so it cannot be among the best of both.
+    pub(crate) fn merge(&mut self, other: Chooser) {
+        for r in other.heap {
+            self.keep(r);
         }
     }
 
@@ -256,6 +269,17 @@ mod tests {
                 ch.push(*c);
             }
             proptest::prop_assert_eq!(ch.finish(), choose(&cands, procs, Money(budget), p, d));
+            // Split among three choosers by a drawn part per candidate, then merged (as the
+            // stripes of `libra+$`'s admission are): the same choice.
+            let mut parts: Vec<Chooser> = (0..3).map(|_| Chooser::new(procs, Money(budget), p, d)).collect();
+            for (c, &(f, l, r, _)) in cands.iter().zip(&keys) {
+                parts[usize::from(f ^ l ^ r) % 3].push(*c);
+            }
+            let mut merged = Chooser::new(procs, Money(budget), p, d);
+            for part in parts {
+                merged.merge(part);
+            }
+            proptest::prop_assert_eq!(merged.finish(), choose(&cands, procs, Money(budget), p, d));
         }
     }
 

@@ -2,6 +2,7 @@
 //! runs in a fresh child process (`libra sim bench-one`) so its peak memory is its own.
 
 use super::load::{read_trace, trace_path};
+use crate::cpu::process_cpu;
 use crate::output::{emit, table, Said, Text};
 use anyhow::Context;
 use clap::Args;
@@ -58,8 +59,12 @@ pub struct BenchRow {
     pub events: u64,
     /// Seconds to build the workload (read + model), not counted in jobs/s.
     pub load_s: f64,
-    /// Seconds of simulation.
+    /// Seconds of simulation (wall time).
     pub sim_s: f64,
+    /// CPU seconds of the simulation, every thread: above `sim_s` when a policy reads a large
+    /// cluster's nodes on several threads.
+    #[serde(default)]
+    pub cpu_s: f64,
     pub jobs_per_s: f64,
     pub peak_rss_mib: f64,
 }
@@ -93,9 +98,10 @@ pub fn run_one(a: BenchOneArgs) -> anyhow::Result<()> {
     };
     let load_s = t0.elapsed().as_secs_f64();
     let policy = build_policy(&a.policy, PricingParams::default())?;
-    let t1 = Instant::now();
+    let (t1, cpu0) = (Instant::now(), process_cpu());
     let r = simulate(&jobs, policy.as_ref(), ClusterConfig { nodes, price_base: 1.0 });
     let sim_s = t1.elapsed().as_secs_f64();
+    let cpu_s = process_cpu() - cpu0;
     let row = BenchRow {
         case,
         policy: a.policy,
@@ -104,6 +110,7 @@ pub fn run_one(a: BenchOneArgs) -> anyhow::Result<()> {
         events: r.events,
         load_s,
         sim_s,
+        cpu_s,
         jobs_per_s: jobs.len() as f64 / sim_s.max(1e-9),
         peak_rss_mib: peak_rss_mib(),
     };
@@ -174,6 +181,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         "events",
         "load (s)",
         "simulate (s)",
+        "CPU (s)",
         "jobs/s",
         "peak RSS (MiB)",
     ]);
@@ -186,6 +194,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             r.events.to_string(),
             format!("{:.3}", r.load_s),
             format!("{:.3}", r.sim_s),
+            format!("{:.3}", r.cpu_s),
             format!("{:.0}", r.jobs_per_s),
             format!("{:.0}", r.peak_rss_mib),
         ]);
