@@ -244,3 +244,45 @@ fn as_recorded_replay_is_textbook_easy_and_writes_every_start_and_end() {
         String::from_utf8_lossy(&refused.stderr).contains("policy: libra is not accepted with --as-recorded")
     );
 }
+
+/// On 4,096 nodes `libra+$` reads the busy nodes in stripes, one per thread of the pool: the
+/// same decisions, to the byte, on one thread and on three. And `sim bench-one` reports the
+/// simulation's CPU seconds beside its wall time.
+#[test]
+fn a_large_cluster_decides_the_same_on_one_thread_and_on_three() {
+    let tmp = scratch();
+    let csv = tmp.path().join("wide.csv");
+    // Parallel jobs of up to 1,500 nodes, arriving faster than they finish, with deadlines and
+    // budgets from loose to tight: many nodes busy with several jobs, some jobs refused.
+    let mut rows = String::from("id,submit,runtime,estimate,procs,deadline,budget,user\n");
+    for i in 0..300u64 {
+        let (runtime, procs) = (100 + (i * 37) % 900, 1 + (i * 211) % 1500);
+        let deadline = runtime + (i * 53) % 2000;
+        let budget = (runtime * procs) / (1 + i % 4);
+        rows += &format!("{i},{},{runtime},{runtime},{procs},{deadline},{budget},{}\n", i * 20, i % 7);
+    }
+    std::fs::write(&csv, rows).unwrap();
+    let run = |threads: &str| {
+        let out = libra()
+            .env("RAYON_NUM_THREADS", threads)
+            .args(["sim", "run", "--jobs"])
+            .arg(&csv)
+            .args(["--policy", "libra+$", "--nodes", "4096", "--decisions", "--json"])
+            .output()
+            .unwrap();
+        json(&out)
+    };
+    let (one, three) = (run("1"), run("3"));
+    assert_eq!(one, three);
+    let d = one["runs"][0]["decisions"].as_array().unwrap();
+    let accepted = d.iter().filter(|x| x["decision"] == "accepted").count();
+    assert!(accepted > 30 && accepted < d.len(), "{accepted} of {} accepted", d.len());
+
+    let out = libra()
+        .args(["sim", "bench-one", "--policy", "libra+$", "--synthetic-jobs", "500", "--nodes", "4096"])
+        .output()
+        .unwrap();
+    let row = json(&out);
+    let (wall, cpu) = (row["sim_s"].as_f64().unwrap(), row["cpu_s"].as_f64().unwrap());
+    assert!(wall > 0.0 && cpu > 0.0 && cpu.is_finite(), "{row}");
+}
