@@ -568,6 +568,10 @@ pub enum ClusterError {
     NoNodes(u64),
 }
 
+/// Where a job's commitment is kept in a `Cluster` (`Cluster::slot_of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobSlot(usize);
+
 /// Nodes and their commitments.
 #[derive(Debug, Clone, Default)]
 pub struct Cluster {
@@ -837,6 +841,36 @@ impl Cluster {
     /// Sets a job's progress: `cpu_done` CPU-seconds as of `now`, progressing at `rate` from now on.
     pub fn set_progress(&mut self, job: u64, cpu_done: f64, rate: f64, now: f64) -> Result<(), ClusterError> {
         let slot = *self.index.get(&job).ok_or(ClusterError::NoSuchJob(job))?;
+        self.set_progress_at(slot, cpu_done, rate, now);
+        Ok(())
+    }
+
+    /// Where job `job`'s commitment is kept, for `set_progress_in`.
+    pub fn slot_of(&self, job: u64) -> Option<JobSlot> {
+        self.index.get(&job).map(|&slot| JobSlot(slot))
+    }
+
+    /// `set_progress` for a caller that keeps the job's `slot_of`: the same update, without
+    /// looking the job up by id (a cache miss or two per update, most of what a simulator's
+    /// progress update of an unchanged rate costs). A slot that no longer holds `job` (released
+    /// since) is looked up by id as `set_progress` does.
+    pub fn set_progress_in(
+        &mut self,
+        slot: JobSlot,
+        job: u64,
+        cpu_done: f64,
+        rate: f64,
+        now: f64,
+    ) -> Result<(), ClusterError> {
+        if self.slots.get(slot.0).and_then(Option::as_ref).is_some_and(|c| c.job == job) {
+            self.set_progress_at(slot.0, cpu_done, rate, now);
+            Ok(())
+        } else {
+            self.set_progress(job, cpu_done, rate, now)
+        }
+    }
+
+    fn set_progress_at(&mut self, slot: usize, cpu_done: f64, rate: f64, now: f64) {
         if let Some(c) = self.slots[slot].as_mut() {
             // The record only moved along its own rate (the simulator's update of a job whose
             // rate did not change, most of its updates): its line may stay as it is for a few
@@ -867,7 +901,7 @@ impl Cluster {
             let nodes_keep_it = was || is_still(&p);
             let entries = Entries { progress: &self.progress, terms: &self.terms };
             if !nodes_keep_it && keep_line {
-                return Ok(());
+                return;
             }
             for (&n, &pos) in c.nodes.iter().zip(&c.entry_pos) {
                 if nodes_keep_it {
@@ -878,7 +912,6 @@ impl Cluster {
                 }
             }
         }
-        Ok(())
     }
 
     /// A measurement from a node agent: CPU-seconds done so far; no rate is assumed.
@@ -1152,6 +1185,71 @@ mod tests {
         c.commit(9, 10.0, 20.0, &[1], 0.0).unwrap();
         assert_eq!(c.job_count(), 1);
         assert_eq!(c.idle_nodes().collect::<Vec<_>>(), vec![0]);
+    }
+
+    #[test]
+    fn a_slot_released_and_taken_by_another_job_updates_no_one_else() {
+        let mut c = Cluster::homogeneous(2, 1.0);
+        c.commit(1, 100.0, 400.0, &[0], 0.0).unwrap();
+        let slot = c.slot_of(1).unwrap();
+        c.release(1).unwrap();
+        c.commit(2, 100.0, 400.0, &[0], 0.0).unwrap();
+        assert_eq!(c.slot_of(2), Some(slot), "the slot is reused");
+        // The simulator's stale handle for job 1 must not move job 2.
+        assert_eq!(c.set_progress_in(slot, 1, 50.0, 1.0, 10.0), Err(ClusterError::NoSuchJob(1)));
+        let two = c.commitment(2).unwrap();
+        assert_eq!((two.cpu_done, two.as_of, two.rate), (0.0, 0.0, 0.0));
+        c.set_progress_in(slot, 2, 5.0, 0.5, 10.0).unwrap();
+        let two = c.commitment(2).unwrap();
+        assert_eq!((two.cpu_done, two.as_of, two.rate), (5.0, 10.0, 0.5));
+    }
+
+    proptest::proptest! {
+        /// Progress set through a kept slot (`set_progress_in`, slots kept from commit on, some
+        /// stale) leaves the cluster as the same updates by id do: the same commitments, the
+        /// same loads and bounds, to the bit.
+        #[test]
+        fn set_progress_in_is_set_progress(ops in proptest::collection::vec((0u8..3, 0u64..8, proptest::collection::vec(0usize..3, 1..3), 0.0f64..50.0), 1..120)) {
+            let (mut by_id, mut by_slot) = (Cluster::homogeneous(3, 1.0), Cluster::homogeneous(3, 1.0));
+            let mut slots: HashMap<u64, JobSlot> = HashMap::new();
+            for (op, job, mut nodes, x) in ops {
+                nodes.sort();
+                nodes.dedup();
+                let now = x;
+                match op {
+                    0 => {
+                        let a = by_id.commit(job, 10.0 + x, 100.0 + x, &nodes, 0.0);
+                        let b = by_slot.commit(job, 10.0 + x, 100.0 + x, &nodes, 0.0);
+                        proptest::prop_assert_eq!(&a, &b);
+                        if a.is_ok() {
+                            slots.insert(job, by_slot.slot_of(job).unwrap());
+                        }
+                    }
+                    1 => {
+                        let rate = if x < 25.0 { 0.5 } else { 0.0 };
+                        let a = by_id.set_progress(job, x / 2.0, rate, now);
+                        // A job never committed has no slot: try another job's, or the first.
+                        let slot = slots.get(&job).or_else(|| slots.values().next()).copied();
+                        if let Some(slot) = slot {
+                            let b = by_slot.set_progress_in(slot, job, x / 2.0, rate, now);
+                            proptest::prop_assert_eq!(a, b);
+                        }
+                    }
+                    _ => {
+                        proptest::prop_assert_eq!(by_id.release(job).is_some(), by_slot.release(job).is_some());
+                    }
+                }
+                for n in 0..3 {
+                    for t in [now, now + 1.0] {
+                        proptest::prop_assert_eq!(by_id.node_load(n, t).to_bits(), by_slot.node_load(n, t).to_bits());
+                        proptest::prop_assert_eq!(by_id.load_lower_bound(n, t).to_bits(), by_slot.load_lower_bound(n, t).to_bits());
+                    }
+                }
+                for (a, b) in by_id.commitments().zip(by_slot.commitments()) {
+                    proptest::prop_assert_eq!((a.job, a.cpu_done, a.as_of, a.rate), (b.job, b.cpu_done, b.as_of, b.rate));
+                }
+            }
+        }
     }
 
     proptest::proptest! {

@@ -18,7 +18,7 @@ pub mod policy;
 pub mod pricing;
 pub mod share;
 
-pub use cluster::{Cluster, NodeIdx, NodeSpec};
+pub use cluster::{Cluster, JobSlot, NodeIdx, NodeSpec};
 pub use job::JobSpec;
 pub use money::Money;
 pub use policy::{build_policy, Decision, Policy, RejectReason, Suggestion, POLICY_NAMES};

@@ -11,6 +11,8 @@ use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
 use rayon::prelude::*;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Debug, Clone)]
 pub struct LibraPlus {
@@ -29,7 +31,7 @@ struct Split {
     /// The least idle bitmap, in words of 64 nodes, that is split. Below it a stripe's work is
     /// too small for the hand-off between threads.
     from_words: usize,
-    /// Words in one chunk of a stripe (`Stripe`).
+    /// Words of the idle bitmap in one chunk (`Chunks`).
     chunk_words: usize,
     /// How many stripes; 0: as many as the pool has threads.
     stripes: usize,
@@ -375,6 +377,7 @@ impl LibraPlus {
             share,
             clock: cluster.bound_clock(now),
             judge: cluster.node_count() >= self.judge_from_nodes,
+            avx2: has_avx2(),
         };
         let mut priced = 0usize;
         let mut idle = IdleKinds::default();
@@ -432,15 +435,16 @@ impl LibraPlus {
         // `procs` best of all, and the sum of the counts is the count of all.
         let stripes = self.split.stripes(words.len());
         if stripes <= 1 {
-            priced += pass.busy(Stripe { of: 1, at: 0, chunk_words: 1 }, &mut chooser, priced);
+            // One chunk of every word: the screen of all, then the reads.
+            priced += pass.busy(&Chunks::new(words.len(), words.len()), &mut chooser, priced);
         } else {
             let idle_priced = priced;
+            let chunks = Chunks::new(words.len(), self.split.chunk_words);
             let parts: Vec<(Chooser, usize)> = (0..stripes)
                 .into_par_iter()
-                .map(|at| {
+                .map(|_| {
                     let mut c = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
-                    let stripe = Stripe { of: stripes, at, chunk_words: self.split.chunk_words };
-                    let n = pass.busy(stripe, &mut c, idle_priced);
+                    let n = pass.busy(&chunks, &mut c, idle_priced);
                     (c, n)
                 })
                 .collect();
@@ -483,6 +487,40 @@ impl LibraPlus {
     }
 }
 
+/// Whether this processor runs AVX2 (detected once by the standard library, then cached).
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[cfg(test)]
+impl LibraPlus {
+    /// Whether the screen by the fastest code this processor runs (`Pass::screen_fastest`)
+    /// gives every word of `cluster` the same bits as the portable one, for `spec` at `now`.
+    pub(super) fn screens_agree(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> bool {
+        let pass = Pass {
+            policy: self,
+            spec,
+            cluster,
+            now,
+            share: new_job_share(spec.estimate(), spec.deadline()),
+            clock: cluster.bound_clock(now),
+            judge: true,
+            avx2: has_avx2(),
+        };
+        (0..cluster.idle_words().len()).all(|w| {
+            let hot = cluster.hot_word(w);
+            pass.screen(hot) == pass.screen_fastest(hot)
+        })
+    }
+}
+
 /// One arrival's pass over the busy nodes of a stripe (`Pass::busy`): what every stripe shares.
 struct Pass<'a> {
     policy: &'a LibraPlus,
@@ -495,17 +533,31 @@ struct Pass<'a> {
     clock: f64,
     /// Whether busy nodes are judged out of budget by their bytes (`JUDGE_FROM_NODES`).
     judge: bool,
+    /// Whether the processor has AVX2 (`screen_fastest`).
+    avx2: bool,
 }
 
-/// Which of the idle bitmap's words a stripe takes: chunks of `chunk_words` words, every
-/// `of`-th from chunk `at`. Best fit piles jobs onto the nodes of lowest RESFree and the idle
-/// ones are taken in index order, so busy nodes bunch by index; interleaved chunks give each
-/// stripe about as many.
-#[derive(Clone, Copy)]
-struct Stripe {
-    of: usize,
-    at: usize,
+/// The idle bitmap's words in chunks, which the stripes of one arrival take in turn as each
+/// finishes the last, so that a thread that starts late, or reads slower (the nodes it reads
+/// were written by the other's job control), takes fewer. Which stripe reads a chunk changes
+/// no decision (`admit`).
+struct Chunks {
+    next: AtomicUsize,
     chunk_words: usize,
+    words: usize,
+}
+
+impl Chunks {
+    fn new(words: usize, chunk_words: usize) -> Self {
+        Chunks { next: AtomicUsize::new(0), chunk_words: chunk_words.max(1), words }
+    }
+
+    /// The words of the next chunk nobody has taken.
+    fn take(&self) -> Option<Range<usize>> {
+        // Relaxed: the counter only hands out distinct chunks; the words are read-only here.
+        let from = self.next.fetch_add(1, Ordering::Relaxed).checked_mul(self.chunk_words)?;
+        (from < self.words).then(|| from..(from + self.chunk_words).min(self.words))
+    }
 }
 
 impl Pass<'_> {
@@ -518,35 +570,82 @@ impl Pass<'_> {
             | (bound + self.share > hot.cpus() + SHARE_EPS)
     }
 
-    /// Lines 9-16 and the price of every busy node of `stripe`, offered to `chooser`; returns
-    /// how many were priced. `priced` is the count so far (of the nodes offered elsewhere),
-    /// only for knowing when `procs` are priced.
-    fn busy(&self, stripe: Stripe, chooser: &mut Chooser, priced: usize) -> usize {
+    /// Bit `b` set when node `b` of `hot` (a word's nodes) is not `refused` by its bytes.
+    #[inline(always)]
+    fn screen(&self, hot: &[NodeHot]) -> u64 {
+        let mut pass = 0u64;
+        for (b, hot) in hot.iter().enumerate() {
+            pass |= u64::from(!self.refused(hot, hot.load_lower_bound(self.clock))) << b;
+        }
+        pass
+    }
+
+    /// `screen` compiled for AVX2: four nodes per vector instead of two. The same operations
+    /// on each node in the same order (Rust never fuses a multiply and an add unless told), so
+    /// the same bits.
+    ///
+    /// # Safety
+    /// Only on a processor with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn screen_avx2(&self, hot: &[NodeHot]) -> u64 {
+        self.screen(hot)
+    }
+
+    /// `screen` by the fastest code this processor runs.
+    #[inline]
+    fn screen_fastest(&self, hot: &[NodeHot]) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is set only when the processor has it (`Pass::avx2`).
+            return unsafe { self.screen_avx2(hot) };
+        }
+        self.screen(hot)
+    }
+
+    /// Lines 9-16 and the price of every busy node of the chunks this stripe takes, offered to
+    /// `chooser`; returns how many were priced. `priced` is the count so far (of the nodes
+    /// offered elsewhere), only for knowing when `procs` are priced.
+    fn busy(&self, chunks: &Chunks, chooser: &mut Chooser, priced: usize) -> usize {
         let (spec, cluster, now, share) = (self.spec, self.cluster, self.now, self.share);
         let procs = spec.procs() as usize;
         let (estimate, deadline, budget) = (spec.estimate(), spec.deadline(), spec.budget());
         let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
         let words = cluster.idle_words();
         let mut bars = BudgetBars::default();
-        // The busy nodes the side-by-side bytes leave in, read in a second loop below: far
+        // A chunk's busy nodes the side-by-side bytes leave in, read in a second loop: far
         // apart in memory, so that loop asks for each node and its entries a few ahead. With
-        // each, whether those bytes prove its price above the budget (read below). Lines 9-16
+        // each, whether those bytes prove its price above the budget (see below). Lines 9-16
         // where those bytes decide (`priced_node`'s first two refusals, the same comparisons):
         // most nodes of a large cluster end here, and the node itself is not read. Lines 1-8 are
         // only counted when the job is refused (`admit`), since a node that passes the deadline
         // check has passed them.
         let mut busy: Vec<(NodeIdx, bool)> = Vec::new();
-        let size = stripe.chunk_words.max(1);
-        for chunk in (stripe.at..words.len().div_ceil(size)).step_by(stripe.of) {
-            for (w, &word) in words.iter().enumerate().take((chunk + 1) * size).skip(chunk * size) {
+        // Once `procs` nodes are priced, how many more are no longer matters (only fewer
+        // refuses the job), and a node whose RESFree is provably below the least within budget
+        // cannot be chosen: it is not read, nor asked for. The judgement made in the screen
+        // is applied as the node would join the nodes waiting to be read (`Ahead`), against
+        // the count of that moment (the count only grows). The nodes waiting to be read carry
+        // over from one chunk to the next.
+        let mut count = 0usize;
+        let mut ahead = Ahead::default();
+        let mut read = |j: NodeIdx, count: &mut usize| {
+            if !cluster.node(j).has_resources(mem, disk) {
+                return;
+            }
+            if let Some(c) = self.policy.priced_node(spec, share, deadline, j, cluster, now) {
+                *count += 1;
+                chooser.push(c);
+            }
+        };
+        while let Some(chunk) = chunks.take() {
+            busy.clear();
+            for (w, &word) in words.iter().enumerate().take(chunk.end).skip(chunk.start) {
                 if word == u64::MAX {
                     continue;
                 }
                 // Bits past the last node are clear in `word` but never set in `pass`.
-                let mut pass = 0u64;
-                for (b, hot) in cluster.hot_word(w).iter().enumerate() {
-                    pass |= u64::from(!self.refused(hot, hot.load_lower_bound(self.clock))) << b;
-                }
+                let pass = self.screen_fastest(cluster.hot_word(w));
                 let mut bits = !word & pass;
                 while bits != 0 {
                     let j = w * 64 + bits.trailing_zeros() as usize;
@@ -568,38 +667,17 @@ impl Pass<'_> {
                     busy.push((j, over));
                 }
             }
-        }
-        // Once `procs` nodes are priced, how many more are no longer matters (only fewer
-        // refuses the job), and a node whose RESFree is provably below the least within budget
-        // cannot be chosen: it is not read, nor asked for. The judgement made in the screen
-        // above is applied as the node would join the nodes waiting to be read (`Ahead`),
-        // against the count of that moment (the count only grows).
-        let mut count = 0usize;
-        let mut ahead = Ahead::default();
-        let mut busy = busy.into_iter();
-        loop {
-            let j = match busy.next() {
-                Some((j, over)) => {
-                    if over && priced + count >= procs {
-                        continue;
-                    }
-                    match ahead.push(j, cluster) {
-                        Some(first) => first,
-                        None => continue,
-                    }
+            for &(j, over) in &busy {
+                if over && priced + count >= procs {
+                    continue;
                 }
-                None => match ahead.pop() {
-                    Some(first) => first,
-                    None => break,
-                },
-            };
-            if !cluster.node(j).has_resources(mem, disk) {
-                continue;
+                if let Some(first) = ahead.push(j, cluster) {
+                    read(first, &mut count);
+                }
             }
-            if let Some(c) = self.policy.priced_node(spec, share, deadline, j, cluster, now) {
-                count += 1;
-                chooser.push(c);
-            }
+        }
+        while let Some(first) = ahead.pop() {
+            read(first, &mut count);
         }
         count
     }

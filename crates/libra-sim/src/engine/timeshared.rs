@@ -13,7 +13,7 @@ use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Policy};
 use libra_core::share::{node_shares, JobControl};
-use libra_core::{Cluster, NodeIdx};
+use libra_core::{Cluster, JobSlot, NodeIdx};
 
 #[derive(Debug, Clone)]
 struct Active {
@@ -30,18 +30,63 @@ struct Active {
     /// still right, and a job's rate (the least of these, in node order, as before) is read
     /// from one array instead of from every node it spans.
     rates: Vec<f64>,
+    /// The least of `rates` while `refold` is false (`Active::set_rate`).
+    least: f64,
+    /// Whether `least` must be found again by reading every rate.
+    refold: bool,
+    /// Where the cluster keeps the job's commitment, so that a progress update skips the
+    /// lookup by id.
+    slot: Option<JobSlot>,
     /// The job's actual runtime (`SimJob::runtime`), kept here with what `reschedule` reads of
     /// the job anyway: the trace's record is elsewhere in memory, and reading it for this one
     /// number was a cache miss at every rate change.
     runtime: f64,
 }
 
-/// A job on a node: its index, the weight it holds here, and which of its nodes this is (the
-/// index into its `nodes`, `pos` and `rates`).
+impl Active {
+    /// Sets the job's rate on its node `at` (`old` before), and keeps `least` without reading
+    /// the other rates when that is exact. Among positive rates (no NaN, no zero of either
+    /// sign) the least is one value with one bit pattern, so the least after a write is the old
+    /// least or the new rate, unless the rate written over held the least and rose: only then,
+    /// or when a rate is not positive, are all of them read again (`least_rate`). Most writes
+    /// at an event lower the rates of a node that gained a job, or leave a job's least on
+    /// another node.
+    fn set_rate(&mut self, at: usize, old: f64, rate: f64) {
+        debug_assert_eq!(self.rates[at].to_bits(), old.to_bits(), "a node's copy of the rate");
+        self.rates[at] = rate;
+        if self.refold || rate.to_bits() == old.to_bits() {
+            return;
+        }
+        if !((rate > 0.0) & (old > 0.0) & (self.least > 0.0)) {
+            self.refold = true;
+        } else if rate < self.least {
+            self.least = rate;
+        } else if old <= self.least {
+            self.refold = true;
+        }
+    }
+
+    /// The job's rate: a parallel job advances at the pace of its slowest node (the least of
+    /// `rates`, in node order; 0 when it has none).
+    fn least_rate(&mut self) -> f64 {
+        if self.refold {
+            let least = self.rates.iter().copied().fold(f64::INFINITY, f64::min);
+            self.least = if least.is_finite() { least } else { 0.0 };
+            self.refold = false;
+        }
+        self.least
+    }
+}
+
+/// A job on a node: its index, the weight it holds here, its rate here (`Active::rates[at]`, also
+/// kept here, where job control reads it beside the weight, so that setting a rate reads
+/// nothing of the job), and which of its nodes this is (the index into its `nodes`, `pos` and
+/// `rates`).
 #[derive(Debug, Clone, Copy)]
 struct OnNode {
     job: usize,
     weight: f64,
+    rate: f64,
     at: usize,
 }
 
@@ -136,7 +181,7 @@ impl State<'_> {
                     .iter()
                     .enumerate()
                     .map(|(at, &n)| {
-                        self.nodes[n].jobs.push(OnNode { job: i, weight: 0.0, at });
+                        self.nodes[n].jobs.push(OnNode { job: i, weight: 0.0, rate: 0.0, at });
                         self.nodes[n].jobs.len() - 1
                     })
                     .collect();
@@ -149,6 +194,9 @@ impl State<'_> {
                     nodes: nodes.clone(),
                     pos,
                     rates,
+                    least: 0.0,
+                    refold: true,
+                    slot: self.cluster.slot_of(i as u64),
                     runtime: job.runtime,
                 });
                 self.job_control(&nodes, now);
@@ -232,10 +280,11 @@ impl State<'_> {
             node.weight_sum = sum;
             // Each job's rate here, for `reschedule`: work-conserving proportional share.
             let count = node.jobs.len().max(1) as f64;
-            for j in &node.jobs {
+            for j in node.jobs.iter_mut() {
                 let rate = if sum > 1e-12 { (j.weight / sum).min(1.0) } else { 1.0 / count };
+                let old = std::mem::replace(&mut j.rate, rate);
                 if let Some(a) = self.active[j.job].as_mut() {
-                    a.rates[j.at] = rate;
+                    a.set_rate(j.at, old, rate);
                 }
             }
         }
@@ -246,19 +295,76 @@ impl State<'_> {
     }
 
     fn reschedule(&mut self, k: usize, now: f64) {
-        let Some(a) = self.active[k].as_ref() else { return };
-        // A parallel job advances at the pace of its slowest node.
-        let rate = a.rates.iter().copied().fold(f64::INFINITY, f64::min);
-        let rate = if rate.is_finite() { rate } else { 0.0 };
-        let (done, runtime) = (a.done, a.runtime);
         let Some(a) = self.active[k].as_mut() else { return };
+        let rate = a.least_rate();
         a.rate = rate;
-        let _ = self.cluster.set_progress(k as u64, done, rate, now);
+        let (done, runtime, slot) = (a.done, a.runtime, a.slot);
+        let _ = match slot {
+            Some(slot) => self.cluster.set_progress_in(slot, k as u64, done, rate, now),
+            None => self.cluster.set_progress(k as u64, done, rate, now),
+        };
         if rate > 0.0 {
             let left = (runtime - done).max(0.0);
             self.queue.set(k, now + left / rate);
         } else {
             self.queue.remove(k);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Active;
+    use proptest::prelude::*;
+
+    fn active(nodes: usize) -> Active {
+        Active {
+            done: 0.0,
+            as_of: 0.0,
+            rate: 0.0,
+            nodes: (0..nodes).collect(),
+            pos: vec![0; nodes],
+            rates: vec![0.0; nodes],
+            least: 0.0,
+            refold: true,
+            slot: None,
+            runtime: 1.0,
+        }
+    }
+
+    /// Rates as job control makes them, with the values that trip a kept least: zeros of both
+    /// signs, ties, 1, and values that rise and fall.
+    fn rate() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            Just(0.0),
+            Just(-0.0),
+            Just(1.0),
+            Just(0.5),
+            Just(0.25),
+            (1u32..8).prop_map(|k| f64::from(k) / 8.0),
+            (1e-6f64..1.0),
+        ]
+    }
+
+    proptest! {
+        /// The kept least is the least of the rates, to the bit, after every event's writes,
+        /// whatever the writes: `least_rate` against the fold it replaced.
+        #[test]
+        fn least_rate_is_the_fold_of_the_rates(
+            nodes in 1usize..6,
+            events in proptest::collection::vec(proptest::collection::vec((0usize..6, rate()), 0..5), 1..40),
+        ) {
+            let mut a = active(nodes);
+            for writes in events {
+                for (at, r) in writes {
+                    let at = at % nodes;
+                    let old = a.rates[at];
+                    a.set_rate(at, old, r);
+                }
+                let fold = a.rates.iter().copied().fold(f64::INFINITY, f64::min);
+                let fold = if fold.is_finite() { fold } else { 0.0 };
+                prop_assert_eq!(a.least_rate().to_bits(), fold.to_bits(), "rates {:?}", a.rates);
+            }
         }
     }
 }
