@@ -4,6 +4,7 @@
 //! order of line 17 is the placement (`placement`): best fit by default, as in the paper.
 
 use super::placement::{least_budget, Candidate, Chooser, Placement};
+use super::stripes::{Split, StripeChunks};
 use super::suggest::earliest_deadline;
 use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion};
 use crate::cluster::{Cluster, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
@@ -11,8 +12,6 @@ use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
 use rayon::prelude::*;
-use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 #[derive(Debug, Clone)]
 pub struct LibraPlus {
@@ -25,36 +24,6 @@ pub struct LibraPlus {
     split: Split,
 }
 
-/// When and how `admit` reads the busy nodes in stripes on several threads of rayon's pool.
-#[derive(Debug, Clone, Copy)]
-struct Split {
-    /// The least idle bitmap, in words of 64 nodes, that is split. Below it a stripe's work is
-    /// too small for the hand-off between threads.
-    from_words: usize,
-    /// Words of the idle bitmap in one chunk (`Chunks`).
-    chunk_words: usize,
-    /// How many stripes; 0: as many as the pool has threads.
-    stripes: usize,
-}
-
-impl Split {
-    /// 2,048 nodes and up, in chunks of 128 nodes. On 10,000 nodes a stripe of a saturated
-    /// arrival reads hundreds of busy nodes; on SDSC's 128 (two words) a whole arrival reads
-    /// about 60, less than the hand-off costs.
-    const DEFAULT: Split = Split { from_words: 32, chunk_words: 2, stripes: 0 };
-
-    /// How many stripes for a cluster of `words` words of 64 nodes.
-    fn stripes(self, words: usize) -> usize {
-        if words < self.from_words {
-            1
-        } else if self.stripes == 0 {
-            rayon::current_num_threads()
-        } else {
-            self.stripes
-        }
-    }
-}
-
 impl LibraPlus {
     /// Libra+$ as published: best fit.
     pub fn new(pricing: PricingParams) -> Self {
@@ -64,7 +33,7 @@ impl LibraPlus {
     /// This policy judging busy nodes by their bytes on a cluster of any size (`admit`).
     #[cfg(test)]
     pub(crate) fn judging_every_cluster(self) -> Self {
-        LibraPlus { judge_from_nodes: 0, split: Split { from_words: 0, chunk_words: 1, stripes: 3 }, ..self }
+        LibraPlus { judge_from_nodes: 0, split: Split::EVERY_CLUSTER, ..self }
     }
 
     pub fn with_placement(pricing: PricingParams, placement: Placement) -> Self {
@@ -434,17 +403,17 @@ impl LibraPlus {
         // better ones in that stripe alone, so the union of what the stripes keep holds the
         // `procs` best of all, and the sum of the counts is the count of all.
         let stripes = self.split.stripes(words.len());
+        let chunks = self.split.chunks(words.len());
         if stripes <= 1 {
             // One chunk of every word: the screen of all, then the reads.
-            priced += pass.busy(&Chunks::new(words.len(), words.len()), &mut chooser, priced);
+            priced += pass.busy(chunks.stripe(0), &mut chooser, priced);
         } else {
             let idle_priced = priced;
-            let chunks = Chunks::new(words.len(), self.split.chunk_words);
             let parts: Vec<(Chooser, usize)> = (0..stripes)
                 .into_par_iter()
-                .map(|_| {
+                .map(|i| {
                     let mut c = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
-                    let n = pass.busy(&chunks, &mut c, idle_priced);
+                    let n = pass.busy(chunks.stripe(i), &mut c, idle_priced);
                     (c, n)
                 })
                 .collect();
@@ -537,29 +506,6 @@ struct Pass<'a> {
     avx2: bool,
 }
 
-/// The idle bitmap's words in chunks, which the stripes of one arrival take in turn as each
-/// finishes the last, so that a thread that starts late, or reads slower (the nodes it reads
-/// were written by the other's job control), takes fewer. Which stripe reads a chunk changes
-/// no decision (`admit`).
-struct Chunks {
-    next: AtomicUsize,
-    chunk_words: usize,
-    words: usize,
-}
-
-impl Chunks {
-    fn new(words: usize, chunk_words: usize) -> Self {
-        Chunks { next: AtomicUsize::new(0), chunk_words: chunk_words.max(1), words }
-    }
-
-    /// The words of the next chunk nobody has taken.
-    fn take(&self) -> Option<Range<usize>> {
-        // Relaxed: the counter only hands out distinct chunks; the words are read-only here.
-        let from = self.next.fetch_add(1, Ordering::Relaxed).checked_mul(self.chunk_words)?;
-        (from < self.words).then(|| from..(from + self.chunk_words).min(self.words))
-    }
-}
-
 impl Pass<'_> {
     /// `priced_node`'s first two refusals, from the node's side-by-side bytes (`bound` its load
     /// bound). Every comparison is made (`|`, not `||`), so that the screen of a word's nodes
@@ -606,7 +552,7 @@ impl Pass<'_> {
     /// Lines 9-16 and the price of every busy node of the chunks this stripe takes, offered to
     /// `chooser`; returns how many were priced. `priced` is the count so far (of the nodes
     /// offered elsewhere), only for knowing when `procs` are priced.
-    fn busy(&self, chunks: &Chunks, chooser: &mut Chooser, priced: usize) -> usize {
+    fn busy(&self, chunks: StripeChunks<'_>, chooser: &mut Chooser, priced: usize) -> usize {
         let (spec, cluster, now, share) = (self.spec, self.cluster, self.now, self.share);
         let procs = spec.procs() as usize;
         let (estimate, deadline, budget) = (spec.estimate(), spec.deadline(), spec.budget());
@@ -638,7 +584,7 @@ impl Pass<'_> {
                 chooser.push(c);
             }
         };
-        while let Some(chunk) = chunks.take() {
+        for chunk in chunks {
             busy.clear();
             for (w, &word) in words.iter().enumerate().take(chunk.end).skip(chunk.start) {
                 if word == u64::MAX {

@@ -11,6 +11,7 @@ mod libra;
 mod libraplus;
 pub mod placement;
 mod risk;
+mod stripes;
 pub mod suggest;
 
 pub use backfill::{Backfill, BackfillOrder, Fifo};

@@ -63,20 +63,12 @@ fn libraplus_direct(p: &LibraPlus, spec: &JobSpec, cluster: &Cluster, now: f64) 
     }
 }
 
-/// Libra as it was: the budget formula, then every node's full `node_load`, then `choose`.
-fn libra_direct(p: &Libra, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
-    let procs = spec.procs() as usize;
-    let res = nodes_with_resources(spec, cluster);
-    if procs == 0 || res.len() < procs {
-        return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
-    }
+/// Every node that accepts the job under Libra's share test, from its full `node_load`.
+fn libra_accepting_direct(p: &Libra, spec: &JobSpec, cluster: &Cluster, now: f64) -> Vec<Candidate> {
     let (e, d) = (spec.estimate(), spec.deadline());
     let cost = cost_at(e, libra_rate(&p.pricing, d));
-    if cost.is_none_or(|c| c > spec.budget()) {
-        return Decision::Reject { reason: RejectReason::Budget, suggestion: None };
-    }
     let share = new_job_share(e, d);
-    let accepting: Vec<Candidate> = res
+    nodes_with_resources(spec, cluster)
         .iter()
         .filter_map(|&j| {
             let n = &cluster.node(j).spec;
@@ -93,11 +85,41 @@ fn libra_direct(p: &Libra, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decis
             };
             Some(Candidate { node: j, res_free, load, rate: libra_rate(&p.pricing, d), cost })
         })
-        .collect();
-    match choose(&accepting, procs, spec.budget(), p.placement, Placement::LeastLoaded) {
+        .collect()
+}
+
+/// Libra as it was: the budget formula, then every node's full `node_load`, then `choose`.
+fn libra_direct(p: &Libra, spec: &JobSpec, cluster: &Cluster, now: f64) -> Decision {
+    let procs = spec.procs() as usize;
+    let res = nodes_with_resources(spec, cluster);
+    if procs == 0 || res.len() < procs {
+        return Decision::Reject { reason: RejectReason::Resources, suggestion: None };
+    }
+    let (e, d) = (spec.estimate(), spec.deadline());
+    let cost = cost_at(e, libra_rate(&p.pricing, d));
+    if cost.is_none_or(|c| c > spec.budget()) {
+        return Decision::Reject { reason: RejectReason::Budget, suggestion: None };
+    }
+    let share = new_job_share(e, d);
+    match choose(
+        &libra_accepting_direct(p, spec, cluster, now),
+        procs,
+        spec.budget(),
+        p.placement,
+        Placement::LeastLoaded,
+    ) {
         Some((nodes, cost)) => Decision::Accept { nodes, share, cost },
         None => Decision::Reject { reason: RejectReason::Deadline, suggestion: None },
     }
+}
+
+/// Libra's least budget as it was: its cost formula, when at least `procs` nodes accept the job.
+fn libra_least_budget_direct(p: &Libra, spec: &JobSpec, cluster: &Cluster, now: f64) -> Option<Money> {
+    let procs = spec.procs() as usize;
+    if procs == 0 || libra_accepting_direct(p, spec, cluster, now).len() < procs {
+        return None;
+    }
+    cost_at(spec.estimate(), libra_rate(&p.pricing, spec.deadline()))
 }
 
 /// Drops the suggestion, which the direct versions do not compute.
@@ -229,9 +251,13 @@ proptest! {
         let l = Libra::with_placement(pricing, placement);
         let direct = libra_direct(&l, &spec, &c, now);
         prop_assert_eq!(&l.decide_only(&spec, None, &c, now), &direct);
+        // Without the bar: every accepting node counted.
+        prop_assert_eq!(l.least_budget(&spec, None, &c, now), libra_least_budget_direct(&l, &spec, &c, now));
         let lp = LibraPlus::with_placement(pricing, placement);
         let direct = libraplus_direct(&lp, &spec, &c, now);
         prop_assert_eq!(&lp.decide_only(&spec, None, &c, now), &direct);
+        // Busy nodes in three stripes, dealt one-word chunks in turn (`Split::EVERY_CLUSTER`),
+        // so that every stripe reads some and what each keeps must be merged.
         prop_assert_eq!(&lp.clone().judging_every_cluster().decide_only(&spec, None, &c, now), &direct);
         // The screen compiled for AVX2 (where the processor has it) passes the same nodes.
         prop_assert!(lp.screens_agree(&spec, &c, now));
