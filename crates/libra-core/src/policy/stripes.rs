@@ -1,8 +1,8 @@
 //! One arrival's pass over a large cluster's nodes, read in stripes side by side on rayon's
-//! threads (`libra+$`'s busy nodes). Each stripe keeps its own best
-//! `procs` (a `Chooser`): a node one stripe leaves out has `procs` better ones in that stripe
-//! alone, so the union of what the stripes keep holds the `procs` best of all, whichever stripe
-//! read which node. So the decision is the one pass's.
+//! threads (`libra+$`'s busy nodes). Each stripe keeps its own best `procs` (a `Chooser`): a
+//! node one stripe leaves out has `procs` better ones in that stripe alone, so the union of
+//! what the stripes keep holds the `procs` best of all, whichever stripe read which node. So
+//! the decision is the one pass's.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
