@@ -278,11 +278,31 @@ fn a_large_cluster_decides_the_same_on_one_thread_and_on_three() {
     let accepted = d.iter().filter(|x| x["decision"] == "accepted").count();
     assert!(accepted > 30 && accepted < d.len(), "{accepted} of {} accepted", d.len());
 
-    let out = libra()
-        .args(["sim", "bench-one", "--policy", "libra+$", "--synthetic-jobs", "500", "--nodes", "4096"])
-        .output()
-        .unwrap();
-    let row = json(&out);
+    // `bench-one --digest` hashes every decision: the same on one thread and on three, and not
+    // the same under another policy.
+    let bench = |policy: &str, threads: &str| {
+        let out = libra()
+            .env("RAYON_NUM_THREADS", threads)
+            .args([
+                "sim",
+                "bench-one",
+                "--policy",
+                policy,
+                "--synthetic-jobs",
+                "500",
+                "--nodes",
+                "4096",
+                "--digest",
+            ])
+            .output()
+            .unwrap();
+        json(&out)
+    };
+    let row = bench("libra+$", "1");
     let (wall, cpu) = (row["sim_s"].as_f64().unwrap(), row["cpu_s"].as_f64().unwrap());
     assert!(wall > 0.0 && cpu > 0.0 && cpu.is_finite(), "{row}");
+    let digest = row["decisions_sha256"].as_str().unwrap().to_string();
+    assert!(digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()), "{row}");
+    assert_eq!(bench("libra+$", "3")["decisions_sha256"].as_str(), Some(digest.as_str()));
+    assert_ne!(bench("libra", "1")["decisions_sha256"].as_str(), Some(digest.as_str()));
 }

@@ -104,6 +104,11 @@ impl Libra {
         let share = new_job_share(spec.estimate(), spec.deadline());
         let cpt = spec.cpus_per_task();
         let least_loaded = prune && self.placement == Placement::LeastLoaded;
+        if least_loaded {
+            if let Some(choice) = self.least_loaded_among_idle(spec, cost, cluster, now, share) {
+                return (count, choice);
+            }
+        }
         let bar = |chooser: &Chooser| match chooser.worst_load() {
             Some(load) if least_loaded => load,
             _ => f64::INFINITY,
@@ -141,6 +146,11 @@ impl Libra {
             // the same order, as when each was checked alone.
             for w in 0..cluster.node_count().div_ceil(64) {
                 let word_bar = bar(&chooser);
+                // Once the worst kept is at the job's share alone, no later node can enter
+                // (`visit`): the rest of the words need no screen.
+                if word_bar <= share {
+                    break 'nodes;
+                }
                 let mut pass = 0u64;
                 for (b, hot) in cluster.hot_word(w).iter().enumerate() {
                     pass |= u64::from(!refused_by_bound(hot, share, cpt, clock, word_bar)) << b;
@@ -165,6 +175,88 @@ impl Libra {
             }
         }
         (count, chooser.finish())
+    }
+}
+
+impl Libra {
+    /// Least loaded's choice when the first idle nodes settle it, found without the pass over
+    /// every node; `None` when they do not (the caller then makes the pass).
+    ///
+    /// No node's load with the job is below the job's share alone (shares are >= +0, the
+    /// load's sum starts at -0.0, and float addition rounds monotonically), and an idle node's
+    /// is exactly the share. So once `procs` idle nodes accept the job, the worst kept is the
+    /// share, and a node can still enter only at exactly the share with an index below the
+    /// last of them. The idle nodes are taken in index order until `procs` accept (each
+    /// checked as the pass checks it); then only the busy nodes below the last one taken are
+    /// checked, against the bar just above the share (`next_above`: the order breaks the tie by
+    /// index, and these nodes come after higher ones here, so a tie must enter). Every node
+    /// left out is refused or has `procs` better kept, so the choice is the pass's, bit for bit
+    /// (`policy::scale`'s proptests, against the direct computation).
+    fn least_loaded_among_idle(
+        &self,
+        spec: &JobSpec,
+        cost: Option<Money>,
+        cluster: &Cluster,
+        now: f64,
+        share: f64,
+    ) -> Option<Option<(Vec<NodeIdx>, Money)>> {
+        let procs = spec.procs() as usize;
+        let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
+        let mut chooser = Chooser::new(procs, spec.budget(), Placement::LeastLoaded, Placement::LeastLoaded);
+        let words = cluster.idle_words();
+        let at_share = |chooser: &Chooser| chooser.worst_load().is_some_and(|w| w <= share);
+        let mut last = None;
+        'idle: for (w, &word) in words.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let j = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if cluster.node(j).has_resources(mem, disk) {
+                    if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, f64::INFINITY) {
+                        chooser.push(c);
+                    }
+                }
+                if at_share(&chooser) {
+                    last = Some(j);
+                    break 'idle;
+                }
+            }
+        }
+        let last = last?;
+        let bar = next_above(share);
+        let (cpt, clock) = (spec.cpus_per_task(), cluster.bound_clock(now));
+        for (w, &idle) in words.iter().enumerate().take(last / 64 + 1) {
+            // The busy nodes of the word below `last`, screened by their bytes first.
+            let below = if w == last / 64 { (1u64 << (last % 64)) - 1 } else { u64::MAX };
+            let mut pass = 0u64;
+            for (b, hot) in cluster.hot_word(w).iter().enumerate() {
+                pass |= u64::from(!refused_by_bound(hot, share, cpt, clock, bar)) << b;
+            }
+            pass &= !idle & below;
+            while pass != 0 {
+                let j = w * 64 + pass.trailing_zeros() as usize;
+                pass &= pass - 1;
+                if cluster.node(j).has_resources(mem, disk) {
+                    if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
+                        chooser.push(c);
+                    }
+                }
+            }
+        }
+        debug_assert!(at_share(&chooser), "a tie enters only in place of a worse-indexed idle node");
+        Some(chooser.finish())
+    }
+}
+
+/// The least float above `x` for `x` >= 0 and finite (`f64::next_up`, newer than the supported
+/// Rust); `x` itself otherwise. A bar of it refuses exactly what is above `x`.
+fn next_above(x: f64) -> f64 {
+    if x == 0.0 {
+        f64::from_bits(1)
+    } else if x.is_finite() && x > 0.0 {
+        f64::from_bits(x.to_bits() + 1)
+    } else {
+        x
     }
 }
 
@@ -253,5 +345,23 @@ impl Libra {
                 suggestion: suggest.then(|| self.suggestion(spec, cluster, &res(), now)).flatten(),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_above;
+
+    #[test]
+    fn next_above_is_the_next_float_up() {
+        for x in [0.0, -0.0, 1e-310, 0.1, 1.0, 0.75, 123.456, f64::MAX / 2.0] {
+            let up = next_above(x);
+            assert!(up > x, "{x}");
+            // Nothing lies between: the float halfway rounds to one of them.
+            let mid = x / 2.0 + up / 2.0;
+            assert!(mid == x || mid == up, "{x}");
+        }
+        assert_eq!(next_above(f64::INFINITY), f64::INFINITY);
+        assert!(next_above(f64::NAN).is_nan());
     }
 }

@@ -48,6 +48,10 @@ pub struct BenchOneArgs {
     synthetic_jobs: Option<usize>,
     #[arg(long, default_value_t = 10_000)]
     nodes: usize,
+    /// Also print the sha256 of every job's decision and outcome (`decisions_sha256`), taken
+    /// after the timed run: two builds decide a synthetic trace alike when these match.
+    #[arg(long)]
+    digest: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -67,6 +71,27 @@ pub struct BenchRow {
     pub cpu_s: f64,
     pub jobs_per_s: f64,
     pub peak_rss_mib: f64,
+    /// With `bench-one --digest`: the sha256 of the run's records as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decisions_sha256: Option<String>,
+}
+
+/// The sha256 of `value` as JSON, hex, streamed (a million jobs' records are ~100 MB of it).
+fn json_sha256<T: Serialize>(value: &T) -> anyhow::Result<String> {
+    use sha2::{Digest, Sha256};
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    serde_json::to_writer(&mut h, value)?;
+    Ok(h.0.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn peak_rss_mib() -> f64 {
@@ -113,6 +138,7 @@ pub fn run_one(a: BenchOneArgs) -> anyhow::Result<()> {
         cpu_s,
         jobs_per_s: jobs.len() as f64 / sim_s.max(1e-9),
         peak_rss_mib: peak_rss_mib(),
+        decisions_sha256: if a.digest { Some(json_sha256(&r.records)?) } else { None },
     };
     println!("{}", serde_json::to_string(&row)?);
     Ok(())
