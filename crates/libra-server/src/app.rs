@@ -29,6 +29,8 @@ pub struct App {
     pub login_guard: crate::login_guard::LoginGuard,
     /// Counters for `GET /metrics`.
     pub metrics: crate::metrics::Metrics,
+    /// Refusals the audit log is counting rather than writing one by one.
+    pub audit_repeats: crate::audit::Repeats,
     /// No other server opens this store while this one runs.
     _lock: crate::backup::StoreLock,
     /// The configuration as last loaded (at start or by a reload): what a reload compares with.
@@ -174,6 +176,7 @@ impl App {
                 std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8),
             ),
             metrics: Default::default(),
+            audit_repeats: crate::audit::Repeats::new(config.audit_repeat_window),
             _lock: lock,
             live: Mutex::new(config.clone()),
             config,

@@ -67,6 +67,11 @@ pub struct Config {
     pub submit_rate: f64,
     /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
     pub submit_burst: u32,
+    /// Seconds over which the audit log counts a refused request (401, 403, 429) like one it
+    /// has just written (same address, status, method and route) instead of writing each: the
+    /// first is written at once, the rest as one entry with their count when the window ends.
+    /// 0 writes every refusal.
+    pub audit_repeat_window: f64,
     /// What runs the admitted jobs: Libra's own node agents, or an existing Slurm cluster.
     pub executor: ExecutorConfig,
 }
@@ -195,6 +200,9 @@ pub const DEFAULT_TOKEN_TTL: f64 = 30.0 * 86_400.0;
 pub const DEFAULT_MAX_ACTIVE_JOBS: u32 = 1000;
 pub const DEFAULT_SUBMIT_RATE: f64 = 50.0;
 pub const DEFAULT_SUBMIT_BURST: u32 = 500;
+/// The audit log's window for repeated refusals, seconds: a flood of refused requests (bad
+/// tokens, a rate-limited client) costs one write per window, not one per request.
+pub const DEFAULT_AUDIT_REPEAT_WINDOW: f64 = 10.0;
 
 impl Default for Config {
     fn default() -> Self {
@@ -222,6 +230,7 @@ impl Default for Config {
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
             submit_rate: DEFAULT_SUBMIT_RATE,
             submit_burst: DEFAULT_SUBMIT_BURST,
+            audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
             executor: ExecutorConfig::default(),
         }
     }
@@ -289,6 +298,12 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "token_ttl: {} is not accepted: give seconds from 1 to 315360000 (ten years)",
                 self.token_ttl
+            )));
+        }
+        if !(self.audit_repeat_window >= 0.0 && self.audit_repeat_window <= 3600.0) {
+            return Err(ServerError::Invalid(format!(
+                "audit_repeat_window: {} is not accepted: give seconds from 0 (write every refusal) to 3600",
+                self.audit_repeat_window
             )));
         }
         if self.max_active_jobs == 0 {

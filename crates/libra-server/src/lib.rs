@@ -89,10 +89,12 @@ pub async fn serve(
                     tracing::error!("scheduler tick: {e}");
                 }
                 app.work.notify_waiters();
+                audit::write_repeated(&app, app.audit_repeats.due(std::time::Instant::now())).await;
             }
         })
     };
     let executor = app.executor.clone().spawn(app.clone());
+    let app_for_stop = app.clone();
     // The peer's address reaches the handlers (login throttling is per address).
     let service = routes::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let r = match tls {
@@ -117,6 +119,8 @@ pub async fn serve(
     if let Some(e) = executor {
         e.abort();
     }
+    // Refusals counted in windows that have not ended yet.
+    audit::write_repeated(&app_for_stop, app_for_stop.audit_repeats.drain()).await;
     r.map_err(ServerError::Io)
 }
 

@@ -306,3 +306,82 @@ fn the_audit_log_records_admin_actions_and_refusals_and_cannot_be_changed() {
     assert!(db.execute("UPDATE audit SET caller = 'nobody'", []).is_err());
     assert!(db.execute("DELETE FROM audit", []).is_err());
 }
+
+/// The attack on the audit log: a flood of refused requests (forged tokens, a user past the
+/// submission rate) would cost a store write each and grow the store without bound. Refusals
+/// alike within the window are counted and written as one entry; every refusal is still
+/// accounted for (the first of each window in full, the rest by count), varying a path's
+/// parameters does not escape the count, and administrators' actions are still written one
+/// by one.
+#[test]
+fn a_flood_of_refusals_costs_a_few_audit_entries_and_every_refusal_is_counted() {
+    let window = 2.0;
+    let s = server(|c| {
+        c.audit_repeat_window = window;
+        c.submit_rate = 0.01;
+        c.submit_burst = 1;
+    });
+    s.idle_node("n1", 4.0);
+    let admin = s.admin();
+    let count_rows = |db: &rusqlite::Connection| -> u64 {
+        db.query_row("SELECT COUNT(*) FROM audit", [], |r| r.get::<_, i64>(0)).unwrap() as u64
+    };
+    let before = count_rows(&s.db());
+    let started = std::time::Instant::now();
+    let (forged, probes, rated) = (400u64, 120u64, 60u64);
+    for i in 0..forged {
+        let e = Client::new(&s.url, Some(format!("forged-{i}"))).balance().unwrap_err();
+        assert_eq!(refused(e).0, 401);
+        if i == forged / 2 {
+            admin.credit("admin", Money::from_credits(1)).unwrap();
+        }
+    }
+    for i in 0..probes {
+        assert_eq!(refused(Client::new(&s.url, Some("forged".into())).job(1000 + i).unwrap_err()).0, 401);
+    }
+    let ivy = s.user("ivy", 1000);
+    ivy.submit(&job(1.0)).unwrap();
+    for _ in 0..rated {
+        assert_eq!(refused(ivy.submit(&job(1.0)).unwrap_err()).0, 429);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+
+    // Each refusal is the first of its window (an entry of its own) or counted in a later one.
+    let accounted = |pred: &dyn Fn(&libra_api::AuditEntry) -> bool| -> (u64, u64) {
+        let log = admin.audit(10_000, None).unwrap();
+        let rows: Vec<_> = log.into_iter().filter(|e| pred(e)).collect();
+        let total = rows
+            .iter()
+            .map(|e| match e.detail.as_deref().and_then(|d| d.split_once(" more refused like this one")) {
+                Some((n, _)) => n.parse::<u64>().unwrap(),
+                None => 1,
+            })
+            .sum();
+        (rows.len() as u64, total)
+    };
+    let balance = |e: &libra_api::AuditEntry| e.status == 401 && e.path == "/api/balance";
+    let probing = |e: &libra_api::AuditEntry| e.status == 401 && e.path.starts_with("/api/jobs/");
+    let rate = |e: &libra_api::AuditEntry| e.status == 429 && e.path == "/api/jobs";
+    wait_until("the windows' counts to be written", || {
+        (accounted(&balance).1 == forged && accounted(&probing).1 == probes && accounted(&rate).1 == rated)
+            .then_some(())
+    });
+    // At most a first entry and a count per window that the flood spanned, per kind.
+    let windows = (elapsed / window).ceil() as u64 + 1;
+    for (what, pred) in
+        [("forged tokens", &balance as &dyn Fn(&_) -> bool), ("probes", &probing), ("429s", &rate)]
+    {
+        let (rows, total) = accounted(pred);
+        assert!(rows <= 2 * windows, "{what}: {rows} entries for {total} refusals over {elapsed:.1} s");
+    }
+    // The counted entries name the route, and the rate-limited user, who was the only caller.
+    let log = admin.audit(10_000, None).unwrap();
+    assert!(log.iter().any(|e| probing(e) && e.path == "/api/jobs/{id}"), "{log:#?}");
+    assert!(log.iter().filter(|e| rate(e)).all(|e| e.caller.as_deref() == Some("ivy")), "{log:#?}");
+    // The administrator's action in the middle of the flood is an entry of its own.
+    assert!(log
+        .iter()
+        .any(|e| e.path == "/api/admin/credit" && e.status == 200 && e.caller.as_deref() == Some("admin")));
+    let added = count_rows(&s.db()) - before;
+    assert!(added < 30, "{added} audit entries for {} refusals", forged + probes + rated);
+}

@@ -117,6 +117,11 @@ pub struct ServerArgs {
     /// ... and at once (default 500); beyond, 429 with Retry-After.
     #[arg(long)]
     pub submit_burst: Option<u32>,
+    /// Seconds over which the audit log counts refusals (401, 403, 429) alike to one it wrote
+    /// (same address, status, method and route) and writes them as one entry with their count
+    /// (default 10; 0 writes every refusal).
+    #[arg(long, value_name = "SECONDS")]
+    pub audit_repeat_window: Option<f64>,
 }
 
 /// The configuration in force: the file's `[server]` settings (or the defaults), each flag
@@ -237,6 +242,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.submit_burst {
         c.submit_burst = v;
         src.flag("submit_burst", "submit-burst", None);
+    }
+    if let Some(v) = a.audit_repeat_window {
+        c.audit_repeat_window = v;
+        src.flag("audit_repeat_window", "audit-repeat-window", None);
     }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();
