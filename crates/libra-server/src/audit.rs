@@ -164,6 +164,7 @@ async fn finish(
             (None, Some(d)) => Who::Token(d.clone()),
             (None, None) => Who::Nobody,
         };
+        app.metrics.refusal(resp.status().as_u16());
         let kind = Kind {
             address: address.clone(),
             status: resp.status().as_u16(),

@@ -31,6 +31,9 @@ pub struct Metrics {
     rejections: Family<Labels, Counter>,
     /// From a submission's arrival to its durable answer (decision and group commit), seconds.
     latency: Histogram,
+    /// Refused requests (401, 403, 429) by status, whether the audit log wrote them one by one
+    /// or counted them (`audit::Repeats`): a flood shows here at once.
+    refusals: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -40,6 +43,7 @@ impl Default for Metrics {
             rejections: Family::default(),
             // 0.5 ms to about 8 s.
             latency: Histogram::new(exponential_buckets(0.0005, 2.0, 15)),
+            refusals: Family::default(),
         }
     }
 }
@@ -54,6 +58,11 @@ fn reason_label(reason: Option<&str>) -> String {
 }
 
 impl Metrics {
+    /// Counts one refused request.
+    pub fn refusal(&self, status: u16) {
+        self.refusals.get_or_create(&vec![("status", status.to_string())]).inc();
+    }
+
     /// Counts one answered submission and how long it took.
     pub fn admission(&self, answer: &Result<JobInfo, crate::error::ApiError>, seconds: f64) {
         let outcome = match answer {
@@ -80,6 +89,7 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
     let m = &app.metrics;
     reg.register("libra_admissions", "Submissions answered, by outcome", m.admissions.clone());
     reg.register("libra_rejections", "Submissions rejected, by reason", m.rejections.clone());
+    reg.register("libra_refusals", "Requests refused (401, 403, 429), by status", m.refusals.clone());
     reg.register(
         "libra_admission_latency_seconds",
         "From a submission's arrival to its durable answer",

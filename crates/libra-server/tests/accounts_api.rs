@@ -384,4 +384,11 @@ fn a_flood_of_refusals_costs_a_few_audit_entries_and_every_refusal_is_counted() 
         .any(|e| e.path == "/api/admin/credit" && e.status == 200 && e.caller.as_deref() == Some("admin")));
     let added = count_rows(&s.db()) - before;
     assert!(added < 30, "{added} audit entries for {} refusals", forged + probes + rated);
+    // The flood shows in the metrics, every refusal counted there too.
+    let metrics = ureq::get(&format!("{}/metrics", s.url)).call().unwrap().into_string().unwrap();
+    let refused_with = |status: &str| -> u64 {
+        let line = format!("libra_refusals_total{{status=\"{status}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(line.as_str())).map_or(0, |v| v.trim().parse().unwrap())
+    };
+    assert_eq!((refused_with("401"), refused_with("429")), (forged + probes, rated), "{metrics}");
 }
