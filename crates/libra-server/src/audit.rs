@@ -86,8 +86,9 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     let path = cut(req.uri().path(), 300);
     let address = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string());
     let digest = crate::auth::bearer(req.headers()).map(crate::auth::token_digest);
-    // The route the request matched (`/api/jobs/{id}`): refusals alike are counted by it.
-    let route = req.extensions().get::<MatchedPath>().map_or_else(|| path.clone(), |m| cut(m.as_str(), 300));
+    // The route the request matched (`/api/jobs/{id}`): refusals alike are counted by it. (A
+    // shared string: nothing is copied unless the request is refused.)
+    let route = req.extensions().get::<MatchedPath>().cloned();
     let admin_action = method != Method::GET && path.starts_with("/api/admin/");
     let (req, mut detail) = if admin_action {
         let (parts, body) = req.into_parts();
@@ -107,7 +108,7 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
                     r,
                     &method,
                     &path,
-                    &route,
+                    route,
                     address,
                     digest,
                     Some("(body too large)".into()),
@@ -140,7 +141,7 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     } else {
         resp
     };
-    finish(&app, resp, &method, &path, &route, address, digest, detail).await
+    finish(&app, resp, &method, &path, route, address, digest, detail).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -149,27 +150,26 @@ async fn finish(
     resp: Response,
     method: &Method,
     path: &str,
-    route: &str,
+    route: Option<MatchedPath>,
     address: Option<String>,
     digest: Option<String>,
     detail: Option<String>,
 ) -> Response {
-    let named = resp.extensions().get::<AuditCaller>().map(|c| c.0.clone());
+    let who = match (resp.extensions().get::<AuditCaller>(), digest) {
+        (Some(c), _) => Who::Named(c.0.clone()),
+        (None, Some(d)) => Who::Token(d),
+        (None, None) => Who::Nobody,
+    };
     if matches!(
         resp.status(),
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
     ) {
-        let who = match (&named, &digest) {
-            (Some(n), _) => Who::Named(n.clone()),
-            (None, Some(d)) => Who::Token(d.clone()),
-            (None, None) => Who::Nobody,
-        };
         app.metrics.refusal(resp.status().as_u16());
         let kind = Kind {
             address: address.clone(),
             status: resp.status().as_u16(),
             method: method.as_str().to_string(),
-            route: route.to_string(),
+            route: route.map_or_else(|| path.to_string(), |m| cut(m.as_str(), 300)),
         };
         let (write, ended) = app.audit_repeats.note(kind, &who, now(), Instant::now());
         if let Some(r) = ended {
@@ -182,9 +182,7 @@ async fn finish(
     let (method, path, status) = (method.as_str().to_string(), path.to_string(), resp.status().as_u16());
     let written = app
         .run(move |g| {
-            // The token's owner, whether or not the token still works (an expired token or a
-            // disabled user's is still theirs).
-            let caller = named.or_else(|| crate::store::users::token_owner(&g.db, &digest?).ok().flatten());
+            let caller = caller_of(&g.db, Some(&who));
             let entry =
                 crate::store::audit::Entry { time: now(), caller, address, method, path, status, detail };
             Ok(crate::store::audit::append(&g.db, &entry)?)
