@@ -40,14 +40,44 @@ pub fn processes_mentioning(needle: &str) -> Vec<i32> {
     pids
 }
 
+/// The parent of a process, if it is still there.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The processes that mention `needle` and all their descendants (a job's own processes do not
+/// name the test's directory, but their keeper does).
+fn with_descendants(needle: &str) -> Vec<i32> {
+    let mut set = processes_mentioning(needle);
+    let all: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, parent_of(pid)?)))
+        .collect();
+    loop {
+        let before = set.len();
+        for &(pid, ppid) in &all {
+            if set.contains(&ppid) && !set.contains(&pid) {
+                set.push(pid);
+            }
+        }
+        if set.len() == before {
+            return set;
+        }
+    }
+}
+
 /// Stops whatever the test started under its directory, even when an assertion failed.
 pub struct Cleanup(pub String);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for pid in processes_mentioning(&self.0) {
+        for pid in with_descendants(&self.0) {
             // SAFETY: kill(2) on processes started by this test (their command line names the
-            // test's own temporary directory).
+            // test's own temporary directory, or they descend from one that does).
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
             }
@@ -55,10 +85,39 @@ impl Drop for Cleanup {
     }
 }
 
+/// Every process naming `needle` is gone within 20 s.
 pub fn wait_gone(needle: &str) {
+    wait_gone_but(needle, |_| false);
+}
+
+/// The server and node agents naming `needle` are gone within 20 s; job keepers may stay, since a
+/// keeper outlives its agent by design (its job goes on, and the next agent adopts it). Returns
+/// the keepers left.
+pub fn wait_cluster_gone(needle: &str) -> Vec<i32> {
+    wait_gone_but(needle, is_job_keeper)
+}
+
+fn is_job_keeper(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).nth(1).is_some_and(|arg| arg == b"job-keeper"))
+}
+
+fn wait_gone_but(needle: &str, may_stay: fn(i32) -> bool) -> Vec<i32> {
     let t0 = Instant::now();
-    while !processes_mentioning(needle).is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "cluster processes outlived `libra up`");
+    loop {
+        let (stay, left): (Vec<i32>, Vec<i32>) =
+            processes_mentioning(needle).into_iter().partition(|&p| may_stay(p));
+        if left.is_empty() {
+            return stay;
+        }
+        let names: Vec<String> = left
+            .iter()
+            .map(|p| {
+                let c = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                format!("{p}: {}", String::from_utf8_lossy(&c).replace('\0', " "))
+            })
+            .collect();
+        assert!(t0.elapsed() < Duration::from_secs(20), "cluster processes outlived `libra up`: {names:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }

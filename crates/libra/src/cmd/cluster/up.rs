@@ -263,7 +263,9 @@ pub fn run(a: UpArgs) -> Result<()> {
             // A terminal's Ctrl-C also reaches the server and the node agents, so the demo may
             // fail on a vanished server first: say what happened rather than what it broke.
             if stop.load(Ordering::Relaxed) {
-                anyhow::anyhow!("interrupted during the demo (it runs again on the next `up`)")
+                anyhow::anyhow!(
+                    "interrupted during the demo (it runs again on the next `up`; its jobs already started keep running, and the next `up` adopts them)"
+                )
             } else {
                 e
             }
