@@ -162,3 +162,56 @@ mod tests {
         );
     }
 }
+
+/// An error and its causes on one line, as `{:#}` writes them, leaving out a cause whose text the
+/// line already holds: many errors (an I/O error's wrapper, the HTTP client's) name their cause in
+/// their own message, and the chain would repeat it.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !text.is_empty() && !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod error_line_tests {
+    use super::error_line;
+
+    /// An error that names its cause in its message and also gives it as its source.
+    #[derive(Debug)]
+    struct Open {
+        path: String,
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Open {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot open {}: {}", self.path, self.source)
+        }
+    }
+
+    impl std::error::Error for Open {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn causes_are_written_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e =
+            anyhow::Error::new(Open { path: "t.swf".into(), source: io }).context("cannot read trace t.swf");
+        assert_eq!(error_line(&e), "cannot read trace t.swf: cannot open t.swf: no such file");
+        // A cause the message does not name is still written.
+        let e = anyhow::anyhow!("disk full").context("saving the plan");
+        assert_eq!(error_line(&e), "saving the plan: disk full");
+        assert_eq!(error_line(&e), format!("{e:#}"));
+    }
+}

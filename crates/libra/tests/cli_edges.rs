@@ -1,6 +1,6 @@
 //! The command line at its edges, on the built binary: a reader that goes away early, tables on
 //! a terminal and in a pipe, a job script that is not there, where a standalone sweep keeps its
-//! database, and daemons that must not die of SIGPIPE.
+//! database, daemons that must not die of SIGPIPE, and errors that name each cause once.
 
 use libra_testkit::{free_port, wait_until, Scratch};
 use std::fs::File;
@@ -264,4 +264,19 @@ fn a_job_program_still_being_written_starts_once_it_is_closed() {
     assert!(out.status.success(), "keeper: {:?}, exit file: {exit}", out.status);
     assert!(exit.starts_with("0 - "), "{exit}");
     assert_eq!(std::fs::read_to_string(dir.join("out")).unwrap(), "started\n");
+}
+
+#[test]
+fn an_error_names_each_of_its_causes_once() {
+    let dir = scratch("causes");
+    let server = format!("http://127.0.0.1:{}", free_port());
+    for (args, cause) in [
+        (vec!["sim", "run", "--trace", "no-such-trace.swf"], "No such file or directory"),
+        (vec!["status", "--server", &server], "Connection refused"),
+    ] {
+        let o = libra(&dir, &args).env("LIBRA_TOKEN", "any").output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert_eq!(err.matches(cause).count(), 1, "{args:?}: {err}");
+    }
 }

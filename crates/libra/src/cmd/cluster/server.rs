@@ -280,7 +280,7 @@ pub fn run(a: ServerArgs) -> Result<()> {
     }
     let reloader = libra_server::Reloader {
         load: Box::new(move || {
-            let (c, _) = config(&a).map_err(|e| format!("{e:#}"))?;
+            let (c, _) = config(&a).map_err(|e| crate::output::error_line(&e))?;
             crate::logging::check_level(&c.log_level)?;
             Ok(c)
         }),

@@ -530,7 +530,7 @@ fn hosted_sweep(
     match made {
         Ok(x) => Some(x),
         Err(e) => {
-            r.notes.push(format!("no hosted sweep: {e:#}"));
+            r.notes.push(format!("no hosted sweep: {}", crate::output::error_line(&e)));
             None
         }
     }
