@@ -26,7 +26,16 @@ pub fn parse_duration(s: &str) -> Result<f64, String> {
             v => Ok(v),
         };
     }
-    let span: Span = t.parse().map_err(|_| format!("'{s}' is not a duration: {DURATION_FORMS}"))?;
+    let span: Span = t.parse().map_err(|e: jiff::Error| {
+        // jiff refuses a number of a unit it cannot hold (over 20,000 years of days, or one
+        // past 64 bits): that is a duration, only far too long.
+        let e = e.to_string();
+        if e.contains("required range") || e.contains("too big") {
+            format!("'{s}' is far too long a duration: {DURATION_FORMS}")
+        } else {
+            format!("'{s}' is not a duration: {DURATION_FORMS}")
+        }
+    })?;
     if span.is_negative() {
         return Err(format!("'{s}' is negative: a duration is zero or more; {DURATION_FORMS}"));
     }
@@ -222,6 +231,10 @@ mod tests {
             assert!(e.contains("90s") || e.contains("days"), "{s}: {e}");
         }
         assert!(parse_duration("-3").unwrap_err().contains("negative"));
+        for s in ["100000000d", "99999999999999999999h"] {
+            assert!(parse_duration(s).unwrap_err().contains("too long"), "{s}");
+        }
+        assert!(parse_duration("ten").unwrap_err().contains("not a duration"));
         assert!(parse_positive_duration("0").unwrap_err().contains("zero"));
         assert!(parse_positive_duration("0s").is_err());
         assert_eq!(parse_positive_duration("1m"), Ok(60.0));

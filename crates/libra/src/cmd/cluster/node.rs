@@ -207,7 +207,7 @@ fn problems(s: &NodeSettings) -> Option<String> {
         return Some("server: give the server's URL (--server, LIBRA_SERVER or server in [node])".into());
     }
     if let Some(c) = s.cpus.filter(|c| !(*c > 0.0 && *c <= 4096.0)) {
-        return Some(format!("cpus: {c} is not accepted: give a capacity between 0 and 4096 CPUs"));
+        return Some(format!("cpus: {c} is not accepted: give a capacity above 0 and at most 4096 CPUs (fractions allowed, e.g. 0.5)"));
     }
     if let Some(p) = s.period.filter(|p| p.is_nan() || *p <= 0.0) {
         return Some(format!("period: {p} is not accepted: give a positive number of seconds"));

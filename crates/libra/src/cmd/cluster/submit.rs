@@ -178,7 +178,7 @@ impl JobOpts {
             None => 0,
             Some(m) => parse_mem(m).map_err(|e| anyhow!("--mem: {e}"))?,
         };
-        Ok(JobSpec {
+        let spec = JobSpec {
             details: JobDetails { estimate, length_mi: None },
             resources: ResourceRequirements {
                 procs: self.procs.unwrap_or(1),
@@ -188,7 +188,12 @@ impl JobOpts {
             },
             qos: QosConstraints { deadline, budget },
             optimise: QosOptimisation::Cost,
-        })
+        };
+        // The server checks the same; checked here too, a bad value is named at once (by its
+        // flag), with no server needed and nothing sent.
+        spec.validate()
+            .map_err(|e| anyhow!("--{}", e.to_string().replacen("cpus_per_task", "cpus-per-task", 1)))?;
+        Ok(spec)
     }
 }
 
@@ -695,6 +700,25 @@ mod tests {
         let o = JobOpts { budget: Some("5".into()), deadline: Some("2026-02-30".into()), ..o };
         let e = o.spec(0.0).unwrap_err().to_string();
         assert!(e.starts_with("--deadline: '2026-02-30' is not a valid date"), "{e}");
+        // What the server would refuse is named by its flag before anything is sent.
+        let o = JobOpts { deadline: Some("1h".into()), ..o };
+        for (bad, flag) in [
+            (JobOpts { budget: Some("-1".into()), ..o.clone() }, "--budget: -1.00 is not accepted"),
+            (JobOpts { procs: Some(0), ..o.clone() }, "--procs: 0 is not accepted"),
+            (JobOpts { cpus_per_task: Some(0), ..o.clone() }, "--cpus-per-task: 0 is not accepted"),
+            (
+                JobOpts { estimate: Some("2h".into()), ..o.clone() },
+                "--deadline: 3600 s is shorter than 7200 s",
+            ),
+            (
+                JobOpts { estimate: Some("400d".into()), deadline: Some("500d".into()), ..o.clone() },
+                "--estimate: ",
+            ),
+        ] {
+            let e = bad.spec(0.0).unwrap_err().to_string();
+            assert!(e.starts_with(flag), "{e}");
+        }
+        assert!(o.spec(0.0).is_ok());
     }
 
     #[test]
