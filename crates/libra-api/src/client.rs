@@ -12,13 +12,30 @@ pub enum ClientError {
     /// The server answered with an error status and a message.
     #[error("{message} (HTTP {status})")]
     Status { status: u16, message: String },
-    #[error("cannot reach the Libra server at {url}: {source}")]
-    Transport { url: String, source: Box<ureq::Transport> },
+    /// No answer: the server is down or unreachable. The transport error is kept whole, and
+    /// written without its own copy of the address (`transport_text`).
+    #[error("cannot reach the Libra server at {url}: {}", transport_text(.cause))]
+    Transport { url: String, cause: Box<ureq::Transport> },
     #[error("the server's answer could not be read: {0}")]
     Body(#[from] std::io::Error),
     /// The client was set up wrongly (the server address, the CA file): nothing was sent.
     #[error("{0}")]
     Config(String),
+}
+
+/// What went wrong on the way to the server, without the request's address (the message names
+/// the server already): "Connection Failed: Connect error: Connection refused (os error 111)".
+fn transport_text(t: &ureq::Transport) -> String {
+    let mut text = t.kind().to_string();
+    if let Some(m) = t.message() {
+        text.push_str(": ");
+        text.push_str(m);
+    }
+    if let Some(cause) = std::error::Error::source(t) {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+    }
+    text
 }
 
 /// Whether a server address may be used: https anywhere; plain http only to a loopback address
@@ -177,7 +194,7 @@ impl Client {
                 Err(ClientError::Status { status, message })
             }
             Err(ureq::Error::Transport(t)) => {
-                Err(ClientError::Transport { url: self.base.clone(), source: Box::new(t) })
+                Err(ClientError::Transport { url: self.base.clone(), cause: Box::new(t) })
             }
         }
     }

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 use libra_core::PricingParams;
-use libra_sim::swf::{ReadMode, SwfReader, SwfRecord};
+use libra_sim::swf::{ReadMode, SwfError, SwfReader, SwfRecord};
 use libra_sim::workload::libraplus::LibraPlusModel;
 use std::path::{Path, PathBuf};
 
@@ -102,8 +102,11 @@ impl PricingArgs {
 
 /// Reads a whole trace, reporting skipped lines on stderr.
 pub fn read_trace(path: &Path, mode: ReadMode) -> anyhow::Result<(Vec<SwfRecord>, Option<i64>)> {
-    let mut reader =
-        SwfReader::open(path, mode).with_context(|| format!("cannot read trace {}", path.display()))?;
+    // A file that cannot be opened is named by the error itself; anything else is placed in it.
+    let mut reader = SwfReader::open(path, mode).map_err(|e| match e {
+        e @ SwfError::Open { .. } => anyhow::Error::new(e),
+        e => anyhow::Error::new(e).context(format!("in trace {}", path.display())),
+    })?;
     let max_nodes = reader.header().max_nodes().or(reader.header().max_procs());
     let mut records = Vec::new();
     for r in reader.by_ref() {
