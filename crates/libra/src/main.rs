@@ -6,7 +6,7 @@ mod cpu;
 mod logging;
 mod output;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Libra: an economy-driven resource manager.
 ///
@@ -18,10 +18,54 @@ use clap::{CommandFactory, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    #[command(flatten)]
+    pub global: Global,
+}
+
+/// The options every command takes.
+#[derive(Debug, Args)]
+pub struct Global {
     /// How log lines are written: text, or json (one object per line, with the job's id as a
     /// field on every line about a job). Beats log_format in a configuration file.
     #[arg(long, global = true, env = "LIBRA_LOG_FORMAT", value_parser = clap::builder::ValueParser::new(|s: &str| s.parse::<libra_server::config::LogFormat>()))]
     pub log_format: Option<libra_server::config::LogFormat>,
+}
+
+/// The command line, parsed. Building clap's whole tree (every command's arguments, some 680
+/// KiB of heap and 170 page faults) took about a quarter of a short command such as `libra
+/// status`, so a command line that names a command first and asks for neither help nor the
+/// version is parsed against that command alone (`one_command`). Anything else, or a command
+/// line that parse refuses, goes through the whole tree: help, the version and every error are
+/// clap's usual ones.
+fn parse() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    parse_one(&args).unwrap_or_else(|| Cli::parse_from(&args))
+}
+
+fn parse_one(args: &[std::ffi::OsString]) -> Option<Cli> {
+    let name = args.get(1)?.to_str()?;
+    // A word that asks for help or the version anywhere (even in a job's own command line,
+    // where it is harmless to take the long way).
+    let asks = |a: &std::ffi::OsString| {
+        matches!(a.to_str(), Some("-h" | "--help" | "help" | "-V" | "--version"))
+            || a.to_str()
+                .is_some_and(|a| a.starts_with('-') && !a.starts_with("--") && a.contains(['h', 'V']))
+    };
+    if args[1..].iter().any(asks) {
+        return None;
+    }
+    let m = one_command(name)?.try_get_matches_from(args).ok()?;
+    Cli::from_arg_matches(&m).ok()
+}
+
+/// `libra` with the global options and the one command `name` (None for a name that is not a
+/// command's).
+fn one_command(name: &str) -> Option<clap::Command> {
+    let top: [(&'static str, cmd::cluster::AddArgs); 2] =
+        [("sim", cmd::sim::SimArgs::augment_args), ("sweep", cmd::sweep::SweepArgs::augment_args)];
+    let &(name, add) = top.iter().chain(cmd::cluster::COMMANDS).find(|(n, _)| *n == name)?;
+    let top = clap::Command::new("libra").version(env!("CARGO_PKG_VERSION")).propagate_version(true);
+    Some(Global::augment_args(top).subcommand(add(clap::Command::new(name))))
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,12 +95,12 @@ impl Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    logging::set_flag_format(cli.log_format);
+    let cli = parse();
+    logging::set_flag_format(cli.global.log_format);
     // The server and the node agent start logging once their configuration is read (its
     // log_level and log_format); everything else logs warnings now.
     if !cli.command.configures_logging() {
-        let _ = logging::init("warn", cli.log_format.unwrap_or_default());
+        let _ = logging::init("warn", cli.global.log_format.unwrap_or_default());
     }
     if !cli.command.serves() {
         cmd::quiet_on_closed_stdout();
@@ -78,4 +122,96 @@ fn main() -> std::process::ExitCode {
 /// The full command tree, for man pages and shell completions.
 pub fn command_tree() -> clap::Command {
     Cli::command()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    /// Every argument of `c` and of its subcommands, as clap describes them once built. A
+    /// global option's place in help (`disp_ord`) depends on what else the parent holds, and help
+    /// always comes from the whole tree: it is left out.
+    fn described(c: &clap::Command) -> Vec<String> {
+        let describe = |a: &clap::Arg| {
+            let text = format!("{}: {a:?}", c.get_name());
+            match (a.is_global_set(), text.find("disp_ord: "), text.find(", val_names")) {
+                (true, Some(from), Some(to)) => format!("{}{}", &text[..from], &text[to..]),
+                _ => text,
+            }
+        };
+        // Help's own flag says whether there is more with --help (a long about): help is the
+        // whole tree's.
+        let mut out: Vec<String> = c.get_arguments().filter(|a| a.get_id() != "help").map(describe).collect();
+        for s in c.get_subcommands() {
+            out.extend(described(s));
+        }
+        out
+    }
+
+    #[test]
+    fn each_command_alone_has_the_arguments_it_has_in_the_whole_tree() {
+        let mut tree = Cli::command();
+        tree.build();
+        let mut seen = 0;
+        for full in tree.get_subcommands().filter(|s| s.get_name() != "help") {
+            let name = full.get_name();
+            let mut one =
+                one_command(name).unwrap_or_else(|| panic!("`{name}` is not in the table of commands"));
+            one.build();
+            let alone = one.find_subcommand(name).unwrap();
+            let (a, f) = (described(alone), described(full));
+            let first = a.iter().zip(&f).position(|(a, f)| a != f);
+            assert!(
+                a.len() == f.len() && first.is_none(),
+                "{name}: {} arguments alone, {} in the tree; first difference:\n{:?}\n{:?}",
+                a.len(),
+                f.len(),
+                first.map(|i| &a[i]),
+                first.map(|i| &f[i])
+            );
+            seen += 1;
+        }
+        assert!(seen >= 27, "{seen} commands");
+        assert!(one_command("no-such-command").is_none());
+    }
+
+    fn words(line: &str) -> Vec<OsString> {
+        std::iter::once("libra").chain(line.split_whitespace()).map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_command_line_parses_the_same_alone_or_in_the_tree_and_help_takes_the_tree() {
+        for line in [
+            "submit --estimate 5s --deadline 1m --budget 50 -n 2 -- libra burn --cpu-seconds 5",
+            "status 12 --json",
+            "--log-format json status",
+            "status --log-format json",
+            "server --listen 127.0.0.1:0 --period 2",
+            "admin nodes --json",
+            "sim run --trace t.swf --policy libra",
+            "sweep check plan.pln",
+            "history --state COMPLETED --format JobID,State",
+            "job-keeper --record d -- sleep 1",
+        ] {
+            let args = words(line);
+            let tree = format!("{:?}", Cli::try_parse_from(&args).unwrap());
+            match parse_one(&args) {
+                Some(one) => assert_eq!(format!("{one:?}"), tree, "{line}"),
+                // Only a command line that does not start with a command takes the long way.
+                None => assert!(line.starts_with('-'), "{line}"),
+            }
+        }
+        // Help, the version and errors come from the whole tree.
+        for line in [
+            "submit --help",
+            "status -h",
+            "admin help nodes",
+            "--version",
+            "status -V",
+            "status --no-such-flag",
+        ] {
+            assert!(parse_one(&words(line)).is_none(), "{line}");
+        }
+    }
 }

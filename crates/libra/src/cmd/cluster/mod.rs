@@ -84,6 +84,41 @@ pub enum ClusterCommand {
     JobKeeper(node::KeeperArgs),
 }
 
+/// Adds one command's arguments to its (empty) `clap::Command`.
+pub type AddArgs = fn(clap::Command) -> clap::Command;
+
+/// Each command's name and how it gets its arguments: what the derive does for each variant
+/// above, for one command alone (`crate::parse` builds only the command typed). A command
+/// missing here is still parsed, through the whole tree; `main`'s tests check that every one is
+/// here and gets the same arguments as in the tree.
+pub const COMMANDS: &[(&str, AddArgs)] = &[
+    ("server", <server::ServerArgs as clap::Args>::augment_args),
+    ("node", <node::NodeArgs as clap::Args>::augment_args),
+    ("up", <up::UpArgs as clap::Args>::augment_args),
+    ("burn", <burn::BurnArgs as clap::Args>::augment_args),
+    ("login", <login::LoginArgs as clap::Args>::augment_args),
+    ("logout", <login::LogoutArgs as clap::Args>::augment_args),
+    ("passwd", <login::PasswdArgs as clap::Args>::augment_args),
+    ("submit", <submit::SubmitArgs as clap::Args>::augment_args),
+    ("sbatch", <sbatch::SbatchArgs as clap::Args>::augment_args),
+    ("quote", <quote::QuoteArgs as clap::Args>::augment_args),
+    ("status", <jobs::StatusArgs as clap::Args>::augment_args),
+    ("cancel", <jobs::CancelArgs as clap::Args>::augment_args),
+    ("balance", <jobs::BalanceArgs as clap::Args>::augment_args),
+    ("history", <queue::HistoryArgs as clap::Args>::augment_args),
+    ("queue", <queue::QueueArgs as clap::Args>::augment_args),
+    ("update", <queue::UpdateArgs as clap::Args>::augment_args),
+    ("hold", <queue::HoldArgs as clap::Args>::augment_args),
+    ("release", <queue::ReleaseArgs as clap::Args>::augment_args),
+    ("output", <jobs::OutputArgs as clap::Args>::augment_args),
+    ("admin", <admin::AdminArgs as clap::Args>::augment_args),
+    ("bench", <bench::BenchArgs as clap::Args>::augment_args),
+    ("slurm", <slurm::SlurmArgs as clap::Args>::augment_args),
+    ("man", <docs::ManArgs as clap::Args>::augment_args),
+    ("completions", <docs::CompletionsArgs as clap::Args>::augment_args),
+    ("job-keeper", <node::KeeperArgs as clap::Args>::augment_args),
+];
+
 impl ClusterCommand {
     /// The server and the node agent start logging themselves, from their configuration.
     pub fn configures_logging(&self) -> bool {
