@@ -12,6 +12,7 @@
 //! hold exactly, and the hold never exceeds the job's budget, so no one is charged above it.
 
 use crate::projects;
+use crate::store::Cached;
 use libra_api::{Balance, LedgerEntry, LedgerKind};
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -100,7 +101,7 @@ pub fn balance(conn: &Connection, user: i64) -> rusqlite::Result<Balance> {
 
 /// The totals summed from the entries themselves (what the running totals must agree with).
 pub fn balance_from_entries(conn: &Connection, user: i64) -> rusqlite::Result<(i64, i64, i64, i64)> {
-    conn.query_row(
+    conn.row(
         "SELECT COALESCE(SUM(CASE kind WHEN 'deposit' THEN amount END), 0), COALESCE(SUM(CASE kind WHEN 'hold' THEN amount END), 0), \
          COALESCE(SUM(CASE kind WHEN 'charge' THEN amount END), 0), COALESCE(SUM(CASE kind WHEN 'release' THEN amount END), 0) \
          FROM ledger WHERE user_id = ?1",

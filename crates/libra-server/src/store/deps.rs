@@ -2,6 +2,7 @@
 //! and one row per job it waits on.
 
 use crate::app::spec_of;
+use crate::store::Cached;
 use libra_api::JobState;
 use libra_core::dependency::DepKind;
 use libra_core::{JobSpec, Money};
@@ -120,7 +121,7 @@ pub fn stop_waiting(conn: &Connection, job: u64, clear_reason: bool) -> rusqlite
     } else {
         "UPDATE jobs SET waiting = 0 WHERE id = ?1"
     };
-    conn.execute(sql, params![job as i64])?;
+    conn.exec(sql, params![job as i64])?;
     Ok(())
 }
 
@@ -136,7 +137,7 @@ pub fn waiting_jobs(conn: &Connection) -> rusqlite::Result<Vec<(u64, f64)>> {
 /// The stored job's specification (deadline relative to its submission), the work reserved
 /// for it, and its absolute deadline.
 pub fn stored(conn: &Connection, job: u64) -> rusqlite::Result<(JobSpec, f64, f64)> {
-    conn.query_row(
+    conn.row(
         "SELECT estimate, deadline, budget, procs, mem_mb, cpus_per_task, COALESCE(reserved, estimate), deadline_at FROM jobs WHERE id = ?1",
         params![job as i64],
         |r| {

@@ -1,5 +1,6 @@
 //! How jobs end: what their parts report, what the settlement records.
 
+use crate::store::Cached;
 use libra_api::JobState;
 use libra_core::billing::Usage;
 use libra_core::Money;
@@ -76,14 +77,14 @@ pub fn executor_open(db: &Connection, job: u64) -> rusqlite::Result<bool> {
 
 /// The node a lost part of the job was on.
 pub fn lost_node(db: &Connection, job: u64) -> rusqlite::Result<Option<String>> {
-    db.query_row("SELECT node FROM job_nodes WHERE job = ?1 AND lost = 1", params![job as i64], |r| r.get(0))
+    db.row("SELECT node FROM job_nodes WHERE job = ?1 AND lost = 1", params![job as i64], |r| r.get(0))
         .optional()
 }
 
 /// The first failing part, by rank: its exit code and error.
 #[allow(clippy::type_complexity)]
 pub fn first_failure(db: &Connection, job: u64) -> rusqlite::Result<Option<(Option<i32>, Option<String>)>> {
-    db.query_row(
+    db.row(
         "SELECT exit_code, error FROM job_nodes WHERE job = ?1 AND failed = 1 ORDER BY rank LIMIT 1",
         params![job as i64],
         |r| Ok((r.get(0)?, r.get(1)?)),
@@ -92,7 +93,7 @@ pub fn first_failure(db: &Connection, job: u64) -> rusqlite::Result<Option<(Opti
 }
 
 pub fn max_exit_code(db: &Connection, job: u64) -> rusqlite::Result<Option<i32>> {
-    db.query_row("SELECT MAX(exit_code) FROM job_nodes WHERE job = ?1", params![job as i64], |r| r.get(0))
+    db.row("SELECT MAX(exit_code) FROM job_nodes WHERE job = ?1", params![job as i64], |r| r.get(0))
 }
 
 /// The job's end time and exit code.

@@ -1,6 +1,7 @@
 //! Who owns each hosted sweep (experiment). In the broker database, beside the experiments, so
 //! that one file holds a sweep whole; the broker itself never reads it.
 
+use crate::store::Cached;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Creates the table where it is missing.
@@ -15,7 +16,7 @@ pub fn init(db: &Connection) -> rusqlite::Result<()> {
 }
 
 pub fn add(db: &Connection, exp: i64, user: i64, user_name: &str) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "INSERT INTO hosted (exp_id, user_id, user_name) VALUES (?1, ?2, ?3)",
         params![exp, user, user_name],
     )?;
@@ -36,8 +37,6 @@ pub fn all(db: &Connection) -> rusqlite::Result<Vec<(i64, i64, String)>> {
 
 /// The owner (id, name) of hosted sweep `exp`.
 pub fn owner(db: &Connection, exp: i64) -> rusqlite::Result<Option<(i64, String)>> {
-    db.query_row("SELECT user_id, user_name FROM hosted WHERE exp_id = ?1", [exp], |r| {
-        Ok((r.get(0)?, r.get(1)?))
-    })
-    .optional()
+    db.row("SELECT user_id, user_name FROM hosted WHERE exp_id = ?1", [exp], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
 }

@@ -3,6 +3,7 @@
 
 use super::{job_from_row, JOB_COLUMNS};
 use crate::app::spec_of;
+use crate::store::Cached;
 use libra_api::{JobInfo, JobState};
 use libra_core::{JobSpec, Money};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -83,7 +84,7 @@ pub fn history(
 
 /// What the job asked for: (estimate, processors, memory MB, CPUs per task, work reserved).
 pub fn stored_request(db: &Connection, id: u64) -> rusqlite::Result<(f64, u32, i64, i64, Option<f64>)> {
-    db.query_row(
+    db.row(
         "SELECT estimate, procs, mem_mb, cpus_per_task, reserved FROM jobs WHERE id = ?1",
         params![id as i64],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
@@ -92,7 +93,7 @@ pub fn stored_request(db: &Connection, id: u64) -> rusqlite::Result<(f64, u32, i
 
 /// New terms for a held job (decided when it is released).
 pub fn set_terms(db: &Connection, id: u64, deadline_at: f64, budget: Money) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET deadline = ?2 - submit_time, deadline_at = ?2, budget = ?3 WHERE id = ?1",
         params![id as i64, deadline_at, budget.0],
     )?;
@@ -110,7 +111,7 @@ pub fn set_promise(
     share: f64,
     reserved: Option<f64>,
 ) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET deadline = ?2 - submit_time, deadline_at = ?2, budget = ?3, cost = ?4, share = ?5, \
          reserved = COALESCE(?6, reserved), reason = NULL, suggestion = NULL WHERE id = ?1",
         params![id as i64, deadline_at, budget.0, cost.0, share, reserved],
@@ -129,17 +130,15 @@ pub fn waiting_on(db: &Connection, id: u64) -> rusqlite::Result<Vec<u64>> {
 
 /// Whether a node has reported any part of the job.
 pub fn seen(db: &Connection, id: u64) -> rusqlite::Result<bool> {
-    db.query_row(
-        "SELECT EXISTS (SELECT 1 FROM job_nodes WHERE job = ?1 AND seen = 1)",
-        params![id as i64],
-        |r| r.get(0),
-    )
+    db.row("SELECT EXISTS (SELECT 1 FROM job_nodes WHERE job = ?1 AND seen = 1)", params![id as i64], |r| {
+        r.get(0)
+    })
 }
 
 /// Holds the job: its nodes and price given up, `reason` saying by whom.
 pub fn hold(db: &Connection, id: u64, reason: &str) -> rusqlite::Result<()> {
-    db.execute("DELETE FROM job_nodes WHERE job = ?1", params![id as i64])?;
-    db.execute(
+    db.exec("DELETE FROM job_nodes WHERE job = ?1", params![id as i64])?;
+    db.exec(
         "UPDATE jobs SET state = 'HELD', share = 0, cost = 0, reason = ?2 WHERE id = ?1",
         params![id as i64, reason],
     )?;
@@ -164,7 +163,7 @@ pub fn released(
     reason: Option<&str>,
     reserved: Option<f64>,
 ) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET state = 'PENDING', share = ?2, cost = ?3, reason = ?4, suggestion = NULL, reserved = ?5 WHERE id = ?1",
         params![id as i64, share, cost.0, reason, reserved],
     )?;
@@ -284,7 +283,7 @@ pub fn insert(db: &Connection, j: &NewJob) -> rusqlite::Result<u64> {
 
 /// A submission refused after it was stored (its hold could not be taken): nothing kept to run.
 pub fn reject(db: &Connection, id: u64, reason: Option<&str>, command: &str) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET state = 'REJECTED', reason = ?2, share = 0, cost = 0, env = NULL, command = ?3 WHERE id = ?1",
         params![id as i64, reason, command],
     )?;
@@ -316,7 +315,7 @@ pub fn queued(db: &Connection) -> rusqlite::Result<Vec<(libra_core::policy::Queu
 
 /// A queued job dispatched: its price and share fixed.
 pub fn dispatched(db: &Connection, id: u64, cost: Money, share: f64) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET cost = ?2, share = ?3, reason = NULL WHERE id = ?1",
         params![id as i64, cost.0, share],
     )?;
@@ -329,11 +328,9 @@ pub fn array_by_idempotency_key(
     user: i64,
     key: &str,
 ) -> rusqlite::Result<Option<(i64, Option<i64>)>> {
-    db.query_row(
-        "SELECT id, array_id FROM jobs WHERE user_id = ?1 AND idem_key = ?2",
-        params![user, key],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
+    db.row("SELECT id, array_id FROM jobs WHERE user_id = ?1 AND idem_key = ?2", params![user, key], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })
     .optional()
 }
 
@@ -357,7 +354,7 @@ pub fn count_by_state(db: &Connection) -> rusqlite::Result<std::collections::Has
 /// A job its executor refused (Slurm's sbatch): every open part ended, failed, with `error`.
 /// Returns how many parts it closed.
 pub fn refused_by_executor(db: &Connection, id: u64, error: &str, now: f64) -> rusqlite::Result<usize> {
-    db.execute(
+    db.exec(
         "UPDATE job_nodes SET seen = 1, done = 1, failed = 1, error = ?2, end_time = ?3 WHERE job = ?1 AND done = 0",
         params![id as i64, error, now],
     )

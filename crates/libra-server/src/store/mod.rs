@@ -329,16 +329,50 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// `execute` and `query_row` through the connection's statement cache: rusqlite's own prepare
+/// the SQL anew at every call, and under a stream of submissions parsing SQL took a fifth of
+/// the server's CPU. Same results and errors (a statement that returns rows is refused by
+/// `exec` as by `execute`).
+pub(crate) trait Cached {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize>;
+    fn row<T, P: rusqlite::Params, F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T>;
+}
+
+impl Cached for Connection {
+    fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.prepare_cached(sql)?.execute(params)
+    }
+
+    fn row<T, P: rusqlite::Params, F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>>(
+        &self,
+        sql: &str,
+        params: P,
+        f: F,
+    ) -> rusqlite::Result<T> {
+        self.prepare_cached(sql)?.query_row(params, f)
+    }
+}
+
+/// Statements kept prepared per connection. The server uses about a hundred distinct ones;
+/// rusqlite's default of 16 had them evict each other, so that cached statements were parsed
+/// again nearly every time.
+const STATEMENT_CACHE: usize = 256;
+
 pub fn open(path: &Path, sync_full: bool) -> Result<Connection, StoreError> {
     let conn = Connection::open(path)?;
     init(&conn, sync_full)?;
     // Refuse at start-up, with a reason, a store that would fail the first request that
     // writes: a read-only file (or directory, for the WAL) or a damaged database.
-    let check: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+    let check: String = conn.row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
     if check != "ok" {
         return Err(StoreError::Corrupt(check));
     }
-    conn.execute(
+    conn.exec(
         "INSERT INTO settings(key, value) VALUES ('opened', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         params![std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -394,6 +428,7 @@ fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     )?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     conn.pragma_update(None, "query_only", true)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
 }
 
@@ -422,7 +457,7 @@ pub fn in_savepoint<T, E: From<rusqlite::Error>>(
 
 /// Whether the store answers a query (readiness).
 pub fn answers(db: &Connection) -> rusqlite::Result<()> {
-    db.query_row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)).map(drop)
+    db.row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)).map(drop)
 }
 
 /// Another connection to the store at `path` (the hosted sweeps' threads, which do not hold
@@ -430,6 +465,7 @@ pub fn answers(db: &Connection) -> rusqlite::Result<()> {
 pub fn open_other(path: &Path) -> rusqlite::Result<Connection> {
     let c = Connection::open(path)?;
     c.busy_timeout(std::time::Duration::from_secs(5))?;
+    c.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(c)
 }
 
@@ -442,6 +478,7 @@ pub fn open_memory() -> Result<Connection, StoreError> {
 fn init(conn: &Connection, sync_full: bool) -> Result<(), StoreError> {
     // The busy timeout before anything that may meet another connection's lock.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     let corrupt = |e: rusqlite::Error| match e {
         rusqlite::Error::SqliteFailure(f, m)
             if matches!(f.code, rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =>
@@ -467,7 +504,7 @@ fn init(conn: &Connection, sync_full: bool) -> Result<(), StoreError> {
 /// Brings a store written by an earlier version up to `SCHEMA_VERSION`, one transaction per
 /// step, and refuses one written by a newer version.
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    let mut version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let mut version: i64 = conn.row("PRAGMA user_version", [], |r| r.get(0))?;
     if version > SCHEMA_VERSION {
         return Err(StoreError::Newer { found: version });
     }
@@ -547,7 +584,7 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
 }
 
 pub fn job(conn: &Connection, id: u64) -> rusqlite::Result<Option<JobInfo>> {
-    conn.query_row(
+    conn.row(
         &format!("SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id WHERE j.id = ?1"),
         params![id as i64],
         job_from_row,
@@ -627,31 +664,30 @@ pub fn output(
     let (mut stdout, mut stderr) = (join(|p| &p.stdout), join(|p| &p.stderr));
     let mut truncated = parts.iter().any(|p| p.truncated);
     if stdout.is_empty() && stderr.is_empty() && rank.is_none() {
-        let (o, e, t): (Option<String>, Option<String>, bool) = conn.query_row(
-            "SELECT stdout, stderr, truncated FROM jobs WHERE id = ?1",
-            params![id as i64],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
+        let (o, e, t): (Option<String>, Option<String>, bool) =
+            conn.row("SELECT stdout, stderr, truncated FROM jobs WHERE id = ?1", params![id as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
         (stdout, stderr, truncated) = (o.unwrap_or_default(), e.unwrap_or_default(), t);
     }
     Ok(JobOutput { id, state, stdout, stderr, truncated, parts })
 }
 
 pub fn job_owner(conn: &Connection, id: u64) -> rusqlite::Result<Option<i64>> {
-    conn.query_row("SELECT user_id FROM jobs WHERE id = ?1", params![id as i64], |r| r.get(0)).optional()
+    conn.row("SELECT user_id FROM jobs WHERE id = ?1", params![id as i64], |r| r.get(0)).optional()
 }
 
 pub fn set_state(conn: &Connection, id: u64, state: JobState) -> rusqlite::Result<()> {
-    conn.execute("UPDATE jobs SET state = ?2 WHERE id = ?1", params![id as i64, state.as_str()])?;
+    conn.exec("UPDATE jobs SET state = ?2 WHERE id = ?1", params![id as i64, state.as_str()])?;
     Ok(())
 }
 
 pub fn setting(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
-    conn.query_row("SELECT value FROM settings WHERE key = ?1", params![key], |r| r.get(0)).optional()
+    conn.row("SELECT value FROM settings WHERE key = ?1", params![key], |r| r.get(0)).optional()
 }
 
 pub fn set_setting(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.exec(
         "INSERT INTO settings(key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         params![key, value],
     )?;

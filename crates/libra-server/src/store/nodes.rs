@@ -1,6 +1,7 @@
 //! What the store keeps of the nodes and of each job's parts on them (`job_nodes`): the agents'
 //! registrations and reports, exits and output.
 
+use crate::store::Cached;
 use libra_api::{ExitReport, JobState, OutputChunk, RegisterRequest, StartJob, Stream, OUTPUT_LIMIT};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::HashMap;
@@ -48,7 +49,7 @@ pub fn register(
     now: f64,
     minted_hash: Option<&str>,
 ) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen, account, switches_users, cred_hash) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9) \
          ON CONFLICT(name) DO UPDATE SET cpus = excluded.cpus, mem_mb = excluded.mem_mb, mechanism = excluded.mechanism, up = 1, last_seen = excluded.last_seen, \
          account = excluded.account, switches_users = excluded.switches_users, cred_hash = COALESCE(excluded.cred_hash, nodes.cred_hash)",
@@ -58,12 +59,12 @@ pub fn register(
 }
 
 pub fn set_drained(db: &Connection, node: &str, drained: bool) -> rusqlite::Result<()> {
-    db.execute("UPDATE nodes SET drained = ?2 WHERE name = ?1", params![node, drained])?;
+    db.exec("UPDATE nodes SET drained = ?2 WHERE name = ?1", params![node, drained])?;
     Ok(())
 }
 
 pub fn set_price_base(db: &Connection, node: &str, price: f64) -> rusqlite::Result<()> {
-    db.execute("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![node, price])?;
+    db.exec("UPDATE nodes SET price_base = ?2 WHERE name = ?1", params![node, price])?;
     Ok(())
 }
 
@@ -81,17 +82,17 @@ pub fn given(db: &Connection, job: u64, node: &str) -> rusqlite::Result<(bool, b
 }
 
 pub fn forget_credential(db: &Connection, node: &str) -> rusqlite::Result<()> {
-    db.execute("UPDATE nodes SET cred_hash = NULL WHERE name = ?1", params![node])?;
+    db.exec("UPDATE nodes SET cred_hash = NULL WHERE name = ?1", params![node])?;
     Ok(())
 }
 
 pub fn set_down(db: &Connection, node: &str) -> rusqlite::Result<()> {
-    db.execute("UPDATE nodes SET up = 0 WHERE name = ?1", params![node])?;
+    db.exec("UPDATE nodes SET up = 0 WHERE name = ?1", params![node])?;
     Ok(())
 }
 
 pub fn set_up(db: &Connection, node: &str, now: f64) -> rusqlite::Result<()> {
-    db.execute("UPDATE nodes SET up = 1, last_seen = ?2 WHERE name = ?1", params![node, now])?;
+    db.exec("UPDATE nodes SET up = 1, last_seen = ?2 WHERE name = ?1", params![node, now])?;
     Ok(())
 }
 
@@ -143,7 +144,7 @@ pub fn running(
 
 /// A part its node ran and no longer knows: ended, failed, lost.
 pub fn part_lost(db: &Connection, job: u64, node: &str) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE job_nodes SET done = 1, failed = 1, lost = 1 WHERE job = ?1 AND node = ?2",
         params![job as i64, node],
     )?;
@@ -222,7 +223,7 @@ pub fn to_run(
 pub fn record_exit(tx: &Connection, node: &str, e: &ExitReport, now: f64) -> rusqlite::Result<()> {
     let failed = e.error.is_some() || e.signal.is_some() || e.exit_code != Some(0);
     let error = e.error.as_ref().map(|err| format!("node {node}: {err}"));
-    tx.execute(
+    tx.exec(
         "UPDATE job_nodes SET seen = 1, done = 1, exit_code = ?3, failed = ?4, cpu_seconds = MAX(cpu_seconds, ?5), end_time = ?6, \
          timed_out = ?7, error = ?8 WHERE job = ?1 AND node = ?2",
         params![
@@ -239,7 +240,7 @@ pub fn record_exit(tx: &Connection, node: &str, e: &ExitReport, now: f64) -> rus
     for c in &e.output {
         append_output(tx, e.job, node, c)?;
     }
-    tx.execute(
+    tx.exec(
         "UPDATE jobs SET start_time = COALESCE(start_time, ?2), cpu_seconds = (SELECT SUM(cpu_seconds) FROM job_nodes WHERE job = ?1) WHERE id = ?1",
         params![e.job as i64, e.start_time],
     )?;

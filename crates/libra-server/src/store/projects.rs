@@ -23,6 +23,7 @@
 //! hold now.
 
 use crate::ledger::{self, LedgerError};
+use crate::store::Cached;
 use libra_api::{AccountEntry, AccountInfo, AccountMember, AllocationInfo, MyAccount, UsageQuery, UsageRow};
 use libra_core::Money;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -490,7 +491,7 @@ pub fn create(conn: &Connection, name: &str, now: f64) -> Result<AccountInfo, Pr
             "name: '{name}' is the personal account of user {name}; choose another name"
         )));
     }
-    conn.execute("INSERT INTO projects(name, created) VALUES (?1, ?2)", params![name, now])?;
+    conn.exec("INSERT INTO projects(name, created) VALUES (?1, ?2)", params![name, now])?;
     info(conn, Acct::Project(conn.last_insert_rowid()), now)
 }
 
@@ -525,13 +526,13 @@ pub fn add_user(
             limit.unwrap_or_default()
         )));
     }
-    conn.execute(
+    conn.exec(
         "INSERT INTO project_members(project_id, user_id, limit_cents, added) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT(project_id, user_id) DO UPDATE SET limit_cents = excluded.limit_cents",
         params![p, u, limit.map(|l| l.0), now],
     )?;
     if make_default {
-        conn.execute("UPDATE users SET default_project = ?2 WHERE id = ?1", params![u, p])?;
+        conn.exec("UPDATE users SET default_project = ?2 WHERE id = ?1", params![u, p])?;
     }
     info(conn, Acct::Project(p), now)
 }
@@ -542,12 +543,11 @@ pub fn add_user(
 pub fn remove_user(conn: &Connection, name: &str, user: &str, now: f64) -> Result<AccountInfo, ProjectError> {
     let p = shared(conn, name, "users are removed from")?;
     let u = user_by_name(conn, user)?;
-    let n =
-        conn.execute("DELETE FROM project_members WHERE project_id = ?1 AND user_id = ?2", params![p, u])?;
+    let n = conn.exec("DELETE FROM project_members WHERE project_id = ?1 AND user_id = ?2", params![p, u])?;
     if n == 0 {
         return Err(ProjectError::Invalid(format!("user: {user} is not a member of account {name}")));
     }
-    conn.execute(
+    conn.exec(
         "UPDATE users SET default_project = NULL WHERE id = ?1 AND default_project = ?2",
         params![u, p],
     )?;
@@ -560,7 +560,7 @@ pub fn set_default(conn: &Connection, name: &str, user: &str, now: f64) -> Resul
     let acct = resolve(conn, name)?;
     match acct {
         Acct::Personal(owner) if owner == u => {
-            conn.execute("UPDATE users SET default_project = NULL WHERE id = ?1", params![u])?;
+            conn.exec("UPDATE users SET default_project = NULL WHERE id = ?1", params![u])?;
         }
         Acct::Personal(_) => {
             return Err(ProjectError::Invalid(format!(
@@ -573,7 +573,7 @@ pub fn set_default(conn: &Connection, name: &str, user: &str, now: f64) -> Resul
                     "user: {user} is not a member of account {name}; add them first (`libra admin account add-user {name} {user}`)"
                 )));
             }
-            conn.execute("UPDATE users SET default_project = ?2 WHERE id = ?1", params![u, p])?;
+            conn.exec("UPDATE users SET default_project = ?2 WHERE id = ?1", params![u, p])?;
         }
     }
     info(conn, acct, now)
@@ -679,7 +679,7 @@ pub fn allocate(
     if end <= start {
         return Err(ProjectError::Invalid("end: must be after start".into()));
     }
-    conn.execute(
+    conn.exec(
         "INSERT INTO allocations(project_id, amount, start, end, created) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![p, amount.0, start, end, now],
     )?;

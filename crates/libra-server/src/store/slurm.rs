@@ -2,6 +2,7 @@
 //! their Slurm ids, what it has carried out there, and Slurm's completion records.
 
 use crate::executor::slurm::Launch;
+use crate::store::Cached;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// Admitted jobs Slurm does not have yet, as sbatch needs them (those waiting on dependencies
@@ -80,7 +81,7 @@ pub fn pending(db: &Connection, which: Pending) -> rusqlite::Result<Vec<(u64, u6
 
 /// Records the job's Slurm id unless it has one already. Returns whether it was recorded.
 pub fn set_id(db: &Connection, job: u64, slurm_id: u64) -> rusqlite::Result<usize> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET slurm_id = ?2 WHERE id = ?1 AND slurm_id IS NULL",
         params![job as i64, slurm_id as i64],
     )
@@ -88,7 +89,7 @@ pub fn set_id(db: &Connection, job: u64, slurm_id: u64) -> rusqlite::Result<usiz
 
 /// scancel was sent. A held job gives its Slurm job up: its release is submitted anew.
 pub fn cancelled(db: &Connection, job: u64) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET slurm_cancelled = (state <> 'HELD'), \
          slurm_suspended = CASE state WHEN 'HELD' THEN 0 ELSE slurm_suspended END, \
          slurm_id = CASE state WHEN 'HELD' THEN NULL ELSE slurm_id END WHERE id = ?1",
@@ -98,13 +99,13 @@ pub fn cancelled(db: &Connection, job: u64) -> rusqlite::Result<()> {
 }
 
 pub fn set_suspended(db: &Connection, job: u64, suspended: bool) -> rusqlite::Result<()> {
-    db.execute("UPDATE jobs SET slurm_suspended = ?2 WHERE id = ?1", params![job as i64, suspended])?;
+    db.exec("UPDATE jobs SET slurm_suspended = ?2 WHERE id = ?1", params![job as i64, suspended])?;
     Ok(())
 }
 
 /// Gone from Slurm's queue with no completion record: its end taken as `t`.
 pub fn gone(db: &Connection, job: u64, t: f64) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET slurm_end = ?2, slurm_reported = ?2 WHERE id = ?1 AND slurm_end IS NULL",
         params![job as i64, t],
     )?;
@@ -145,7 +146,7 @@ pub fn end_parts(db: &Connection, job: u64, e: &PartsEnd) -> rusqlite::Result<()
 
 /// The Libra job Slurm job `slurm_id` is.
 pub fn job_of(db: &Connection, slurm_id: u64) -> rusqlite::Result<Option<u64>> {
-    db.query_row("SELECT id FROM jobs WHERE slurm_id = ?1", params![slurm_id as i64], |r| {
+    db.row("SELECT id FROM jobs WHERE slurm_id = ?1", params![slurm_id as i64], |r| {
         r.get::<_, i64>(0).map(|v| v as u64)
     })
     .optional()
@@ -161,7 +162,7 @@ pub fn record_end(
     end: f64,
     now: f64,
 ) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "UPDATE jobs SET slurm_state = ?2, slurm_exit = ?3, slurm_start = ?4, slurm_end = ?5, slurm_reported = ?6 \
          WHERE id = ?1 AND slurm_end IS NULL",
         params![job as i64, state, exit, start, end, now],
@@ -181,6 +182,6 @@ pub fn reported_by(db: &Connection, t: f64) -> rusqlite::Result<Vec<u64>> {
 
 /// Every part of the job taken as ended.
 pub fn parts_done(db: &Connection, job: u64) -> rusqlite::Result<()> {
-    db.execute("UPDATE job_nodes SET done = 1 WHERE job = ?1 AND done = 0", params![job as i64])?;
+    db.exec("UPDATE job_nodes SET done = 1 WHERE job = ?1 AND done = 0", params![job as i64])?;
     Ok(())
 }

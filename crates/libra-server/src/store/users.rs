@@ -1,21 +1,20 @@
 //! Users and their API tokens.
 
 use crate::auth::Caller;
+use crate::store::Cached;
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// What a login checks: the user's id, password hash, whether an administrator, and whether
 /// locked out (disabled or removed).
 pub fn login(db: &Connection, name: &str) -> rusqlite::Result<Option<(i64, String, bool, bool)>> {
-    db.query_row(
-        "SELECT id, pw_hash, admin, disabled, removed FROM users WHERE name = ?1",
-        params![name],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, bool>(3)? || r.get::<_, bool>(4)?)),
-    )
+    db.row("SELECT id, pw_hash, admin, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, bool>(3)? || r.get::<_, bool>(4)?))
+    })
     .optional()
 }
 
 pub fn count(db: &Connection) -> rusqlite::Result<i64> {
-    db.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))
+    db.row("SELECT COUNT(*) FROM users", [], |r| r.get(0))
 }
 
 pub fn insert(
@@ -26,7 +25,7 @@ pub fn insert(
     unix_user: Option<&str>,
     allow_root: bool,
 ) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "INSERT INTO users(name, pw_hash, admin, unix_user, allow_root) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![name, pw_hash, admin, unix_user, allow_root],
     )?;
@@ -53,14 +52,14 @@ pub fn page(
 
 /// (id, disabled, removed) of the user named `name`.
 pub fn state(db: &Connection, name: &str) -> rusqlite::Result<Option<(i64, bool, bool)>> {
-    db.query_row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
+    db.row("SELECT id, disabled, removed FROM users WHERE name = ?1", params![name], |r| {
         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
     })
     .optional()
 }
 
 pub fn enable(db: &Connection, user: i64) -> rusqlite::Result<()> {
-    db.execute("UPDATE users SET disabled = 0 WHERE id = ?1", params![user])?;
+    db.exec("UPDATE users SET disabled = 0 WHERE id = ?1", params![user])?;
     Ok(())
 }
 
@@ -69,14 +68,14 @@ pub fn enable(db: &Connection, user: i64) -> rusqlite::Result<()> {
 pub fn disable(db: &Connection, user: i64, remove: bool) -> rusqlite::Result<u64> {
     let tx = db.unchecked_transaction()?;
     if remove {
-        tx.execute(
+        tx.exec(
             "UPDATE users SET disabled = 1, removed = 1, pw_hash = '!removed' WHERE id = ?1",
             params![user],
         )?;
     } else {
-        tx.execute("UPDATE users SET disabled = 1 WHERE id = ?1", params![user])?;
+        tx.exec("UPDATE users SET disabled = 1 WHERE id = ?1", params![user])?;
     }
-    let revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1", params![user])? as u64;
+    let revoked = tx.exec("DELETE FROM tokens WHERE user_id = ?1", params![user])? as u64;
     tx.commit()?;
     Ok(revoked)
 }
@@ -94,21 +93,21 @@ pub fn active_jobs(db: &Connection, user: i64) -> rusqlite::Result<Vec<u64>> {
 /// transaction. Returns the tokens revoked.
 pub fn set_password(db: &Connection, user: i64, pw_hash: &str, keep: &str) -> rusqlite::Result<u64> {
     let tx = db.unchecked_transaction()?;
-    tx.execute("UPDATE users SET pw_hash = ?2 WHERE id = ?1", params![user, pw_hash])?;
-    let revoked = tx.execute("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![user, keep])?;
+    tx.exec("UPDATE users SET pw_hash = ?2 WHERE id = ?1", params![user, pw_hash])?;
+    let revoked = tx.exec("DELETE FROM tokens WHERE user_id = ?1 AND hash != ?2", params![user, keep])?;
     tx.commit()?;
     Ok(revoked as u64)
 }
 
 /// Revokes the token with this digest.
 pub fn delete_token(db: &Connection, digest: &str) -> rusqlite::Result<()> {
-    db.execute("DELETE FROM tokens WHERE hash = ?1", params![digest])?;
+    db.exec("DELETE FROM tokens WHERE hash = ?1", params![digest])?;
     Ok(())
 }
 
 /// The name of the token's owner, whether or not the token still works.
 pub fn token_owner(db: &Connection, digest: &str) -> rusqlite::Result<Option<String>> {
-    db.query_row(
+    db.row(
         "SELECT u.name FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
         params![digest],
         |r| r.get(0),
@@ -146,7 +145,7 @@ pub fn insert_token(
     expires: f64,
     sweep: Option<i64>,
 ) -> rusqlite::Result<()> {
-    db.execute(
+    db.exec(
         "INSERT INTO tokens(hash, user_id, created, expires, sweep) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![digest, user, created, expires, sweep],
     )?;
@@ -155,23 +154,23 @@ pub fn insert_token(
 
 /// The id of the user named `name`, and whether an administrator.
 pub fn id_of(db: &Connection, name: &str) -> rusqlite::Result<Option<(i64, bool)>> {
-    db.query_row("SELECT id, admin FROM users WHERE name = ?1", params![name], |r| Ok((r.get(0)?, r.get(1)?)))
+    db.row("SELECT id, admin FROM users WHERE name = ?1", params![name], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()
 }
 
 /// The token with this digest belongs to hosted sweep `sweep`.
 pub fn bind_sweep_token(db: &Connection, digest: &str, sweep: i64) -> rusqlite::Result<()> {
-    db.execute("UPDATE tokens SET sweep = ?2 WHERE hash = ?1", params![digest, sweep])?;
+    db.exec("UPDATE tokens SET sweep = ?2 WHERE hash = ?1", params![digest, sweep])?;
     Ok(())
 }
 
 /// Revokes the tokens of hosted sweep `sweep`; returns how many.
 pub fn revoke_sweep_tokens(db: &Connection, sweep: i64) -> rusqlite::Result<usize> {
-    db.execute("DELETE FROM tokens WHERE sweep = ?1", params![sweep])
+    db.exec("DELETE FROM tokens WHERE sweep = ?1", params![sweep])
 }
 
 /// The tokens of hosted sweep `sweep` last at least until `until`.
 pub fn extend_sweep_tokens(db: &Connection, sweep: i64, until: f64) -> rusqlite::Result<()> {
-    db.execute("UPDATE tokens SET expires = MAX(expires, ?2) WHERE sweep = ?1", params![sweep, until])?;
+    db.exec("UPDATE tokens SET expires = MAX(expires, ?2) WHERE sweep = ?1", params![sweep, until])?;
     Ok(())
 }
