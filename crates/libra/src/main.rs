@@ -32,7 +32,7 @@ pub struct Global {
 }
 
 /// The command line, parsed. Building clap's whole tree (every command's arguments, some 680
-/// KiB of heap and 170 page faults) took about a quarter of a short command such as `libra
+/// KiB of heap and 170 page faults) took a quarter to a third of a short command such as `libra
 /// status`, so a command line that names a command first and asks for neither help nor the
 /// version is parsed against that command alone (`one_command`). Anything else, or a command
 /// line that parse refuses, goes through the whole tree: help, the version and every error are
