@@ -255,21 +255,7 @@ impl Iterator for Shares<'_> {
         }
         self.k += 1;
         Some(if self.still {
-            let q = &node.still[k];
-            // As `Node::share`'s common case, with `remaining` read instead of computed (the
-            // same bits, `Still::of`); anything else through the full computation.
-            let left = q.deadline_abs - now;
-            let quick = if q.remaining > 0.0 && left > 0.0 {
-                let s = q.remaining / left;
-                (s <= node.cap_floor).then_some(s)
-            } else {
-                None
-            };
-            let share = match quick {
-                Some(s) => s,
-                None => node.share_off_the_common_case(entries, k, now),
-            };
-            EntryShare { share, remaining: q.remaining.max(0.0), deadline_abs: q.deadline_abs }
+            node.still_share(entries, k, now)
         } else {
             let p = entries.progress(node.slots[k]);
             EntryShare {
@@ -456,6 +442,108 @@ impl Node {
             self.still.clear();
             self.still.extend(self.slots.iter().map(|&s| Still::of(entries.progress(s))));
         }
+    }
+
+    /// The `k`th job's `EntryShare` at a finite `now`, read from `still` (every job still). As
+    /// `Node::share`'s common case, with `remaining` read instead of computed (the same bits,
+    /// `Still::of`); anything else through the full computation.
+    #[inline(always)]
+    fn still_share(&self, entries: Entries<'_>, k: usize, now: f64) -> EntryShare {
+        let q = &self.still[k];
+        let left = q.deadline_abs - now;
+        let quick = if q.remaining > 0.0 && left > 0.0 {
+            let s = q.remaining / left;
+            (s <= self.cap_floor).then_some(s)
+        } else {
+            None
+        };
+        let share = match quick {
+            Some(s) => s,
+            None => self.share_off_the_common_case(entries, k, now),
+        };
+        EntryShare { share, remaining: q.remaining.max(0.0), deadline_abs: q.deadline_abs }
+    }
+
+    /// `Cluster::node_sums` on a node whose every job is still, at a finite `now`: the jobs in
+    /// blocks of `BLOCK`. A block whose every job is in `still_share`'s common case has its
+    /// quotients taken side by side (independent divisions, which the processor overlaps and
+    /// the compiler may pack into vectors), then added to the two sums one by one in entry
+    /// order, as the entry-by-entry loop adds them: the same floats, the same bits. `refuse` is
+    /// asked once a block rather than once a job, which decides the same (`node_sums`).
+    #[inline(always)]
+    fn still_sums<T, R>(
+        &self,
+        entries: Entries<'_>,
+        now: f64,
+        load0: f64,
+        term: &T,
+        refuse: &R,
+    ) -> Option<(f64, f64)>
+    where
+        T: Fn(&EntryShare) -> f64,
+        R: Fn(f64) -> bool,
+    {
+        const BLOCK: usize = 4;
+        let (mut load, mut other) = (load0, 0.0);
+        let blocks = self.still.chunks_exact(BLOCK);
+        let rest = blocks.len() * BLOCK;
+        for (b, q) in blocks.enumerate() {
+            let mut s = [0.0f64; BLOCK];
+            let mut quick = true;
+            for l in 0..BLOCK {
+                let left = q[l].deadline_abs - now;
+                s[l] = q[l].remaining / left;
+                quick &= (q[l].remaining > 0.0) & (left > 0.0) & (s[l] <= self.cap_floor);
+            }
+            if quick {
+                for l in 0..BLOCK {
+                    // `remaining > 0` here, so it is its own `max(0.0)`, as `still_share` gives.
+                    let e = EntryShare {
+                        share: s[l],
+                        remaining: q[l].remaining,
+                        deadline_abs: q[l].deadline_abs,
+                    };
+                    load += e.share;
+                    other += term(&e);
+                }
+            } else {
+                for k in b * BLOCK..(b + 1) * BLOCK {
+                    let e = self.still_share(entries, k, now);
+                    load += e.share;
+                    other += term(&e);
+                }
+            }
+            if refuse(load) {
+                return None;
+            }
+        }
+        for k in rest..self.still.len() {
+            let e = self.still_share(entries, k, now);
+            load += e.share;
+            other += term(&e);
+            if refuse(load) {
+                return None;
+            }
+        }
+        // A node with no jobs has asked nothing yet.
+        (!refuse(load)).then_some((load, other))
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn still_sums_avx2<T, R>(
+        &self,
+        entries: Entries<'_>,
+        now: f64,
+        load0: f64,
+        term: &T,
+        refuse: &R,
+    ) -> Option<(f64, f64)>
+    where
+        T: Fn(&EntryShare) -> f64,
+        R: Fn(f64) -> bool,
+    {
+        self.still_sums(entries, now, load0, term, refuse)
     }
 
     /// The node's jobs' shares at `now`, in entry order.
@@ -1071,6 +1159,66 @@ impl Cluster {
         &self.hot[lo..self.hot.len().min(lo + 64)]
     }
 
+    /// Two sums over node `i`'s jobs at `now`, in entry order, as a loop over `node_shares`
+    /// adds them: their shares, from `load0`, and `term` of each job's `EntryShare`, from +0.
+    /// `None` when `refuse` holds of the load (checked as the partial sums grow and at the end).
+    ///
+    /// `refuse` must hold of every float at least one it holds of (such as `load + x > limit`:
+    /// adding and comparing round monotonically). Every share is finite and at least +0
+    /// (`node_load_plus_within`), so the partial loads never fall, and `refuse` holding of any
+    /// of them means it holds of the whole: `None` exactly when `refuse(load)` of the full
+    /// sum, however often it is asked on the way. So the answer is a full loop's, bit for bit,
+    /// whether or not the jobs are read in blocks (`Node::still_sums`, the server's nodes).
+    #[inline]
+    pub fn node_sums<T, R>(&self, i: NodeIdx, now: f64, load0: f64, term: T, refuse: R) -> Option<(f64, f64)>
+    where
+        T: Fn(&EntryShare) -> f64,
+        R: Fn(f64) -> bool,
+    {
+        let node = &self.nodes[i];
+        if node.moving == 0 && now.is_finite() {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the processor has AVX2.
+                return unsafe { node.still_sums_avx2(self.entries(), now, load0, &term, &refuse) };
+            }
+            return node.still_sums(self.entries(), now, load0, &term, &refuse);
+        }
+        let (mut load, mut other) = (load0, 0.0);
+        for e in node.shares_at(self.entries(), now) {
+            load += e.share;
+            other += term(&e);
+            if refuse(load) {
+                return None;
+            }
+        }
+        (!refuse(load)).then_some((load, other))
+    }
+
+    /// `node_sums` by each way this processor can take: as dispatched, and on a node whose jobs
+    /// are all still (at a finite `now`) by the portable blocks too, so that a test on a
+    /// processor with AVX2 checks both.
+    #[cfg(test)]
+    pub(crate) fn node_sums_each_way<T, R>(
+        &self,
+        i: NodeIdx,
+        now: f64,
+        load0: f64,
+        term: T,
+        refuse: R,
+    ) -> Vec<Option<(f64, f64)>>
+    where
+        T: Fn(&EntryShare) -> f64,
+        R: Fn(f64) -> bool,
+    {
+        let node = &self.nodes[i];
+        let mut ways = vec![self.node_sums(i, now, load0, &term, &refuse)];
+        if node.moving == 0 && now.is_finite() {
+            ways.push(node.still_sums(self.entries(), now, load0, &term, &refuse));
+        }
+        ways
+    }
+
     /// The sum of the shares node `i` owes its jobs from now on (Algorithm 2 for each).
     pub fn node_load(&self, i: NodeIdx, now: f64) -> f64 {
         self.node_shares(i, now).map(|e| e.share).sum()
@@ -1098,21 +1246,12 @@ impl Cluster {
         limit: f64,
         bar: f64,
     ) -> Option<f64> {
-        let mut load = -0.0;
-        for e in self.node_shares(i, now) {
-            load += e.share;
+        let refuse = |load: f64| {
             let t = load + extra;
-            if t > limit || t >= bar {
-                return None;
-            }
-        }
-        let total = load + extra;
-        // An empty node: no early exit ran, so check here (the same comparison).
-        if total > limit || total >= bar {
-            None
-        } else {
-            Some(total)
-        }
+            t > limit || t >= bar
+        };
+        let (load, _) = self.node_sums(i, now, -0.0, |_| 0.0, refuse)?;
+        Some(load + extra)
     }
 
     /// The jobs of node `i` as job control sees them at `now`, in the order of `node_entries`.

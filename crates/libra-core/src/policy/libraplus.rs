@@ -7,7 +7,7 @@ use super::placement::{least_budget, Candidate, Chooser, Placement};
 use super::stripes::{Split, StripeChunks};
 use super::suggest::earliest_deadline;
 use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion};
-use crate::cluster::{Cluster, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
+use crate::cluster::{Cluster, EntryShare, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
@@ -177,16 +177,23 @@ impl LibraPlus {
         deadline: f64,
         now: f64,
     ) -> (f64, f64, f64) {
-        let node = cluster.node(j);
-        let res_max = node.spec.cpus * deadline.max(0.0);
-        let (mut load, mut committed) = (0.0, 0.0);
-        for e in cluster.node_shares(j, now) {
-            let (req, rem) = (e.share, e.remaining);
-            load += req;
-            committed +=
-                if rem > 0.0 && e.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
-        }
+        let res_max = cluster.node(j).spec.cpus * deadline.max(0.0);
+        let committed = |e: &EntryShare| Self::committed(e, deadline, now);
+        let (load, committed) = cluster.node_sums(j, now, 0.0, committed, |_| false).unwrap_or((0.0, 0.0));
         (load, res_max, res_max - committed - estimate.max(0.0))
+    }
+
+    /// What job `e` still needs from its node within a window of `deadline` from `now` (eq. 6's
+    /// `RE_k`): its work left at its share, or its share through the whole window once it has
+    /// overrun its estimate or passed its deadline.
+    #[inline(always)]
+    pub(super) fn committed(e: &EntryShare, deadline: f64, now: f64) -> f64 {
+        let (req, rem) = (e.share, e.remaining);
+        if rem > 0.0 && e.deadline_abs > now {
+            rem.min(req * deadline)
+        } else {
+            req * deadline
+        }
     }
 
     /// `load_and_res_free` for the deadline check: `None` when the node's load plus `share` is
@@ -205,20 +212,8 @@ impl LibraPlus {
         let node = cluster.node(j);
         let limit = node.spec.cpus + SHARE_EPS;
         let res_max = node.spec.cpus * deadline.max(0.0);
-        let (mut load, mut committed) = (0.0, 0.0);
-        for e in cluster.node_shares(j, now) {
-            let req = e.share;
-            load += req;
-            if load + share > limit {
-                return None;
-            }
-            let rem = e.remaining;
-            committed +=
-                if rem > 0.0 && e.deadline_abs > now { rem.min(req * deadline) } else { req * deadline };
-        }
-        if load + share > limit {
-            return None;
-        }
+        let committed = |e: &EntryShare| Self::committed(e, deadline, now);
+        let (load, committed) = cluster.node_sums(j, now, 0.0, committed, |load| load + share > limit)?;
         Some((load, res_max, res_max - committed - estimate.max(0.0)))
     }
 

@@ -154,6 +154,18 @@ fn op_over(nodes: usize, jobs: u64, span: usize) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// `op_over` on two nodes, mostly commits and reports at rate 0: nodes whose jobs are all still.
+fn still_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u64..48, proptest::collection::vec(0usize..2, 1..3), secs(1.0, 400.0), secs(20.0, 800.0), 1u32..3)
+            .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
+        3 => (0u64..48, prop_oneof![secs(0.0, 500.0), Just(1e4)])
+            .prop_map(|(job, cpu)| Op::Progress { job, cpu, rate: Rate::Absolute(0.0) }),
+        1 => (0u64..48, 0.0f64..1.5).prop_map(|(job, r)| Op::Progress { job, cpu: 1.0, rate: Rate::Absolute(r) }),
+        1 => (0u64..48).prop_map(|job| Op::Release { job }),
+    ]
+}
+
 /// Nodes of mixed sizes and prices (the history's steps touch the first six; any more stay
 /// idle), and the history applied one step a second.
 fn build(cpus: &[u8], ops: &[Op]) -> (Cluster, f64) {
@@ -342,6 +354,41 @@ proptest! {
             }
             for &x in probe.iter().chain([res_free, res_free.next_up(), res_free.next_down()].iter()) {
                 prop_assert_eq!(within(x), x >= bar, "RESFree {} against the bar {}", x, bar);
+            }
+        }
+    }
+
+    /// `Cluster::node_sums` (the load and eq. 6's committed work that `libra+$` reads a node
+    /// for, in blocks of four on a node whose jobs are all still: the server's nodes) is the
+    /// entry-by-entry sum over the entries in full, bit for bit, and `None` exactly when the
+    /// full load refuses, whichever way the processor takes (AVX2 or portable). Two nodes with
+    /// up to 48 jobs between them, most reported at rate 0 (some past their estimate or
+    /// deadline, some above their cap on a small node, so that blocks mix the common case and
+    /// the full computation) and a few at a rate (the node then reads its entries in full).
+    #[test]
+    fn node_sums_in_blocks_are_the_entries_summed_to_the_bit(
+        cpus in proptest::collection::vec(0u8..4, 2),
+        ops in proptest::collection::vec(still_op(), 0..160),
+        later in prop_oneof![Just(0.0), 0.0f64..1000.0, 1e3f64..1e6],
+        window in secs(1.0, 100_000.0),
+        load0 in prop_oneof![Just(0.0), Just(-0.0)],
+        extra in 0.0f64..2.0,
+        limit in prop_oneof![Just(f64::INFINITY), 0.0f64..8.0],
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        for n in 0..c.node_count() {
+            let (mut load, mut committed) = (load0, 0.0);
+            for e in c.node_entries(n) {
+                let (req, rem) = (e.share(now), e.remaining_estimate(now));
+                load += req;
+                committed += if rem > 0.0 && e.deadline_abs > now { rem.min(req * window) } else { req * window };
+            }
+            let refuse = |load: f64| load + extra > limit;
+            let expect = (!refuse(load)).then_some((load.to_bits(), committed.to_bits()));
+            let term = |e: &crate::cluster::EntryShare| LibraPlus::committed(e, window, now);
+            for got in c.node_sums_each_way(n, now, load0, term, refuse) {
+                prop_assert_eq!(got.map(|(l, w)| (l.to_bits(), w.to_bits())), expect);
             }
         }
     }
