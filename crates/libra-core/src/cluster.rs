@@ -5,6 +5,7 @@
 use crate::job::JobSpec;
 use crate::load_line::{job_line, JobLine, NodeLine, MAX_STALE_STEPS};
 use crate::share::{required_share, ControlledJob};
+use crate::still::{Still, StillBounds, StillJobs};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -158,9 +159,10 @@ pub struct Node {
     /// How many of the node's jobs are not `is_still` (a progress rate assumed, as the
     /// simulator's jobs and the server's jobs waiting on dependencies have).
     moving: usize,
-    /// While `moving` is 0, each job's `Still` in the order of `slots` (empty otherwise): all
-    /// admission reads of a node whose jobs have only measured progress (the server's).
-    still: Vec<Still>,
+    /// While `moving` is 0, each job's `Still` in the order of `slots`, with their totals
+    /// (empty otherwise): all admission reads of a node whose jobs have only measured progress
+    /// (the server's).
+    still: StillJobs,
     mem_used: u64,
     disk_used: u64,
 }
@@ -202,15 +204,6 @@ impl EntryProgress {
 /// rate's sign whatever `now` (a finite one) is.
 fn is_still(p: &EntryProgress) -> bool {
     p.rate == 0.0 && p.as_of.is_finite()
-}
-
-/// A job's entry as admission reads it while every job on its node `is_still`: its work left
-/// (`estimate - cpu_at(now)`, the same at every finite `now`) and its deadline. 16 bytes: a
-/// node best fit piles 100,000 jobs onto is 1.6 MB to read.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Still {
-    remaining: f64,
-    deadline_abs: f64,
 }
 
 impl Still {
@@ -404,9 +397,7 @@ impl Node {
     fn entry_progress_changed(&mut self, entries: Entries<'_>, k: usize, was: bool, p: &EntryProgress) {
         match (was, is_still(p)) {
             (true, true) if self.moving == 0 => {
-                if let Some(q) = self.still.get_mut(k) {
-                    *q = Still::of(p);
-                }
+                self.still.set(k, Still::of(p));
             }
             (true, false) => {
                 self.moving += 1;
@@ -439,8 +430,7 @@ impl Node {
     /// `still` from the entries, once no job on the node is moving (a no-op before).
     fn rebuild_still(&mut self, entries: Entries<'_>) {
         if self.moving == 0 {
-            self.still.clear();
-            self.still.extend(self.slots.iter().map(|&s| Still::of(entries.progress(s))));
+            self.still.rebuild(self.slots.iter().map(|&s| Still::of(entries.progress(s))));
         }
     }
 
@@ -449,7 +439,7 @@ impl Node {
     /// `Still::of`); anything else through the full computation.
     #[inline(always)]
     fn still_share(&self, entries: Entries<'_>, k: usize, now: f64) -> EntryShare {
-        let q = &self.still[k];
+        let q = &self.still.as_slice()[k];
         let left = q.deadline_abs - now;
         let quick = if q.remaining > 0.0 && left > 0.0 {
             let s = q.remaining / left;
@@ -485,7 +475,7 @@ impl Node {
     {
         const BLOCK: usize = 4;
         let (mut load, mut other) = (load0, 0.0);
-        let blocks = self.still.chunks_exact(BLOCK);
+        let blocks = self.still.as_slice().chunks_exact(BLOCK);
         let rest = blocks.len() * BLOCK;
         for (b, q) in blocks.enumerate() {
             let mut s = [0.0f64; BLOCK];
@@ -517,7 +507,7 @@ impl Node {
                 return None;
             }
         }
-        for k in rest..self.still.len() {
+        for k in rest..self.still.as_slice().len() {
             let e = self.still_share(entries, k, now);
             load += e.share;
             other += term(&e);
@@ -722,7 +712,7 @@ impl Cluster {
             max_jobs: self.max_jobs_per_node.unwrap_or(usize::MAX),
             cap_floor: f64::INFINITY,
             moving: 0,
-            still: Vec::new(),
+            still: StillJobs::default(),
             mem_used: 0,
             disk_used: 0,
         });
@@ -1195,6 +1185,25 @@ impl Cluster {
         (!refuse(load)).then_some((load, other))
     }
 
+    /// What the totals of node `i`'s jobs prove (`still`), when every job on it is still and
+    /// every one has work left on the totals' grid; `None` otherwise.
+    #[inline]
+    pub fn still_bounds(&self, i: NodeIdx) -> Option<StillBounds> {
+        let node = &self.nodes[i];
+        if node.moving == 0 {
+            node.still.bounds()
+        } else {
+            None
+        }
+    }
+
+    /// At most the `cap` of every job on node `i` (+inf when it has none): a share at or below
+    /// it is Algorithm 2's quotient unclamped.
+    #[inline]
+    pub fn node_cap_floor(&self, i: NodeIdx) -> f64 {
+        self.nodes[i].cap_floor
+    }
+
     /// `node_sums` by each way this processor can take: as dispatched, and on a node whose jobs
     /// are all still (at a finite `now`) by the portable blocks too, so that a test on a
     /// processor with AVX2 checks both.
@@ -1439,7 +1448,9 @@ mod tests {
                     let moving = progress.iter().filter(|p| !is_still(p)).count();
                     proptest::prop_assert_eq!(node.moving, moving);
                     let still: Vec<Still> = if moving == 0 { progress.iter().map(Still::of).collect() } else { Vec::new() };
-                    proptest::prop_assert_eq!(&node.still, &still);
+                    proptest::prop_assert_eq!(node.still.as_slice(), &still[..]);
+                    // And their totals, as if counted afresh.
+                    proptest::prop_assert!(node.still.totals_hold());
                 }
                 for j in c.commitments() {
                     for &n in &j.nodes {

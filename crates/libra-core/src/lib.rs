@@ -17,6 +17,7 @@ pub mod money;
 pub mod policy;
 pub mod pricing;
 pub mod share;
+pub mod still;
 
 pub use cluster::{Cluster, JobSlot, NodeIdx, NodeSpec};
 pub use job::JobSpec;

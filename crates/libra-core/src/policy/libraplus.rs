@@ -3,7 +3,7 @@
 //! `P_ij = alpha*PBase_j + beta*PUtil_ij`; the job's cost is the highest among its nodes. The node
 //! order of line 17 is the placement (`placement`): best fit by default, as in the paper.
 
-use super::placement::{least_budget, Candidate, Chooser, Placement};
+use super::placement::{least_budget, Candidate, Chooser, Placement, Unread};
 use super::stripes::{Split, StripeChunks};
 use super::suggest::earliest_deadline;
 use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion};
@@ -22,6 +22,9 @@ pub struct LibraPlus {
     /// How busy nodes are read in stripes side by side (`Split::DEFAULT`, or every cluster and
     /// three stripes in tests).
     split: Split,
+    /// `UNREAD_FROM_JOBS`, or 1 in tests: nodes of at least this many jobs are judged from
+    /// their totals first (`unread`).
+    unread_from: usize,
 }
 
 impl LibraPlus {
@@ -33,11 +36,17 @@ impl LibraPlus {
     /// This policy judging busy nodes by their bytes on a cluster of any size (`admit`).
     #[cfg(test)]
     pub(crate) fn judging_every_cluster(self) -> Self {
-        LibraPlus { judge_from_nodes: 0, split: Split::EVERY_CLUSTER, ..self }
+        LibraPlus { judge_from_nodes: 0, split: Split::EVERY_CLUSTER, unread_from: 1, ..self }
     }
 
     pub fn with_placement(pricing: PricingParams, placement: Placement) -> Self {
-        LibraPlus { pricing, placement, judge_from_nodes: JUDGE_FROM_NODES, split: Split::DEFAULT }
+        LibraPlus {
+            pricing,
+            placement,
+            judge_from_nodes: JUDGE_FROM_NODES,
+            split: Split::DEFAULT,
+            unread_from: UNREAD_FROM_JOBS,
+        }
     }
 
     /// Eq. (3) on a node whose processor time over the job's window is `res_max`, `res_free`
@@ -215,6 +224,82 @@ impl LibraPlus {
         let committed = |e: &EntryShare| Self::committed(e, deadline, now);
         let (load, committed) = cluster.node_sums(j, now, 0.0, committed, |load| load + share > limit)?;
         Some((load, res_max, res_max - committed - estimate.max(0.0)))
+    }
+
+    /// Node `j` judged from its totals (`Cluster::still_bounds`) rather than its jobs, under
+    /// best fit: `Some` when they prove that the node passes the deadline check (lines 9-16),
+    /// with bounds on its RESFree (eq. 6) and its cost at each; `None` when they do not, and
+    /// the node must be read (`priced_node`). `share` and `deadline` are the job's; the node's
+    /// first two refusals (`priced_node`'s) have been checked.
+    ///
+    /// Why it holds, with every job on the node still and its work left `r_k > 0` (u = 2^-53;
+    /// `S` the real sum of the `r_k`, between the totals' two bounds; `n <= 2^24` jobs):
+    ///
+    /// - `now` is below the earliest deadline, so each job's time left is a float `l_k >= lf`,
+    ///   `lf` the float `first - now` (subtraction rounds monotonically). Its share is the
+    ///   quotient `q_k = r_k / l_k` (rounded) unless above the node's cap floor, and `q_k` is
+    ///   at most the rounded `r_max / lf`: checked at most the floor, so every share is `q_k`.
+    /// - The node's float load, the entry-order sum of the `q_k` from +0, is at most
+    ///   `(1 + u)^n * S / lf`; the rounded `S_up / lf` times `1 + 2^-26` is above that. So the
+    ///   load plus the job's share is at most that bound plus the share (rounding is
+    ///   monotonic), and the node passes the check when the bound does.
+    /// - The window reaches past the latest deadline by `2^-48` of its length: then each
+    ///   `q_k * D`, rounded, is at least `r_k * D / ((last - now)(1 + u)) * (1 - u)^2 > r_k`,
+    ///   so each job's term of eq. (6) is its `r_k` exactly (`committed`), and the committed
+    ///   work, the float sum of the `r_k` from +0, is within `(1 +- u)^n` of `S`: between
+    ///   `S_down * (1 - 2^-26)` and `S_up * (1 + 2^-26)`, rounded.
+    /// - RESFree is `RESMax - committed - E`, each rounding monotonic, so it lies between the
+    ///   same expression at those two bounds; and with `alpha`, `beta` and the base price >= 0
+    ///   the cost never rises as RESFree rises (`least_res_free_within`).
+    ///
+    /// The chooser decides from the bounds only when they settle the choice and the cost
+    /// (`Chooser::finish_with_unread`); otherwise the node is read after all.
+    pub(super) fn unread(
+        &self,
+        spec: &JobSpec,
+        share: f64,
+        deadline: f64,
+        j: NodeIdx,
+        cluster: &Cluster,
+        now: f64,
+    ) -> Option<Unread> {
+        const MARGIN: f64 = 1.0 / 67_108_864.0; // 2^-26
+        const REACH: f64 = 1.0 / 281_474_976_710_656.0; // 2^-48
+        let b = cluster.still_bounds(j)?;
+        let nspec = &cluster.node(j).spec;
+        let p = &self.pricing;
+        let priced_monotonic = (p.alpha >= 0.0) & (p.beta >= 0.0) & (nspec.price_base >= 0.0);
+        let first = cluster.node_hot(j).first_deadline();
+        // Each `<` and `<=` is false on NaN: then nothing is proven.
+        if !(priced_monotonic
+            & (b.jobs <= 1 << 24)
+            & now.is_finite()
+            & (now < first)
+            & deadline.is_finite()
+            & ((b.deadline_max - now) * (1.0 + REACH) <= deadline))
+        {
+            return None;
+        }
+        let lf = first - now;
+        let within_cap = b.remaining_max / lf <= cluster.node_cap_floor(j);
+        let load_up = (b.remaining_sum_up / lf) * (1.0 + MARGIN);
+        if !(within_cap & (load_up + share <= nspec.cpus + SHARE_EPS)) {
+            return None;
+        }
+        let res_max = nspec.cpus * deadline.max(0.0);
+        let estimate = spec.estimate();
+        let committed_down = b.remaining_sum_down * (1.0 - MARGIN);
+        let committed_up = b.remaining_sum_up * (1.0 + MARGIN);
+        let res_free_down = res_max - committed_up - estimate.max(0.0);
+        let res_free_up = res_max - committed_down - estimate.max(0.0);
+        let cost = |res_free: f64| cost_at(estimate, self.rate(nspec, res_max, res_free));
+        Some(Unread {
+            node: j,
+            res_free_down,
+            res_free_up,
+            cost_at_down: cost(res_free_down),
+            cost_at_up: cost(res_free_up),
+        })
     }
 
     /// The deadline check and price of node `j` (the body of `priced_nodes`): `None` when the
@@ -399,22 +484,25 @@ impl LibraPlus {
         // `procs` best of all, and the sum of the counts is the count of all.
         let stripes = self.split.stripes(words.len());
         let chunks = self.split.chunks(words.len());
+        let mut unread = Vec::new();
         if stripes <= 1 {
             // One chunk of every word: the screen of all, then the reads.
-            priced += pass.busy(chunks.stripe(0), &mut chooser, priced);
+            priced += pass.busy(chunks.stripe(0), &mut chooser, priced, &mut unread);
         } else {
             let idle_priced = priced;
-            let parts: Vec<(Chooser, usize)> = (0..stripes)
+            let parts: Vec<(Chooser, usize, Vec<Unread>)> = (0..stripes)
                 .into_par_iter()
                 .map(|i| {
                     let mut c = Chooser::new(procs, spec.budget(), self.placement, Placement::BestFit);
-                    let n = pass.busy(chunks.stripe(i), &mut c, idle_priced);
-                    (c, n)
+                    let mut u = Vec::new();
+                    let n = pass.busy(chunks.stripe(i), &mut c, idle_priced, &mut u);
+                    (c, n, u)
                 })
                 .collect();
-            for (c, n) in parts {
+            for (c, n, u) in parts {
                 chooser.merge(c);
                 priced += n;
+                unread.extend(u);
             }
         }
         if procs == 0 || priced < procs {
@@ -433,8 +521,25 @@ impl LibraPlus {
             };
         }
         // Lines 17-29: in the placement's order (RESFree ascending, best fit, in the paper), the
-        // first PROC nodes within budget; the cost is the highest among them.
-        match chooser.finish() {
+        // first PROC nodes within budget; the cost is the highest among them. The nodes judged
+        // from their totals count when their bounds settle it, and are read when not.
+        let chosen = chooser.finish_with_unread(&unread);
+        #[cfg(test)]
+        if !unread.is_empty() {
+            UNREAD.with(|u| {
+                let (settled, read) = u.get();
+                u.set(if chosen.is_ok() { (settled + 1, read) } else { (settled, read + 1) });
+            });
+        }
+        let chosen = chosen.unwrap_or_else(|mut chooser| {
+            for u in &unread {
+                if let Some(c) = self.priced_node(spec, share, deadline, u.node, cluster, now) {
+                    chooser.push(c);
+                }
+            }
+            chooser.finish()
+        });
+        match chosen {
             Some((nodes, cost)) => Decision::Accept { nodes, share, cost },
             // Lines 30-31. The deadline is fine: suggest the budget that would do at it.
             None => Decision::Reject {
@@ -547,7 +652,13 @@ impl Pass<'_> {
     /// Lines 9-16 and the price of every busy node of the chunks this stripe takes, offered to
     /// `chooser`; returns how many were priced. `priced` is the count so far (of the nodes
     /// offered elsewhere), only for knowing when `procs` are priced.
-    fn busy(&self, chunks: StripeChunks<'_>, chooser: &mut Chooser, priced: usize) -> usize {
+    fn busy(
+        &self,
+        chunks: StripeChunks<'_>,
+        chooser: &mut Chooser,
+        priced: usize,
+        unread: &mut Vec<Unread>,
+    ) -> usize {
         let (spec, cluster, now, share) = (self.spec, self.cluster, self.now, self.share);
         let procs = spec.procs() as usize;
         let (estimate, deadline, budget) = (spec.estimate(), spec.deadline(), spec.budget());
@@ -570,9 +681,27 @@ impl Pass<'_> {
         // over from one chunk to the next.
         let mut count = 0usize;
         let mut ahead = Ahead::default();
+        let unread_from = match self.policy.placement {
+            Placement::BestFit => self.policy.unread_from,
+            _ => usize::MAX,
+        };
         let mut read = |j: NodeIdx, count: &mut usize| {
-            if !cluster.node(j).has_resources(mem, disk) {
+            let node = cluster.node(j);
+            if !node.has_resources(mem, disk) {
                 return;
+            }
+            // A node of many jobs whose totals prove it passes the deadline check: counted,
+            // and judged by the bounds they give once every other node is in the chooser.
+            // `priced_node`'s first two refusals first, as it makes them.
+            if node.job_count() >= unread_from
+                && share <= node.spec.job_cap(spec.cpus_per_task()) + SHARE_EPS
+                && cluster.load_lower_bound(j, now) + share <= node.spec.cpus + SHARE_EPS
+            {
+                if let Some(u) = self.policy.unread(spec, share, deadline, j, cluster, now) {
+                    *count += 1;
+                    unread.push(u);
+                    return;
+                }
             }
             if let Some(c) = self.policy.priced_node(spec, share, deadline, j, cluster, now) {
                 *count += 1;
@@ -708,6 +837,17 @@ impl IdleKinds {
 /// saves: the full SDSC trace (128 nodes) ran a few percent slower with it, 10,000 nodes a few
 /// percent faster. Either way the decisions are the same.
 const JUDGE_FROM_NODES: usize = 1024;
+
+#[cfg(test)]
+thread_local! {
+    /// Arrivals on this thread with nodes judged from their totals: how many the bounds
+    /// settled, and how many read those nodes after all.
+    pub(super) static UNREAD: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Jobs on a node from which `libra+$` (best fit) judges it from its totals first
+/// (`LibraPlus::unread`): below, reading its jobs costs about what the bounds do.
+const UNREAD_FROM_JOBS: usize = 256;
 
 /// `least_res_free_within` per node kind (capacity, base price), found once per pass for the
 /// first few kinds met; a node of a further kind is never judged out (-inf). Fixed size, so

@@ -86,6 +86,19 @@ pub(crate) struct Candidate {
     pub cost: Option<Money>,
 }
 
+/// A node that passed the deadline check, its RESFree known only within bounds (`LibraPlus`'s
+/// nodes read from their totals), with its cost at each bound: the cost never rises as RESFree
+/// rises, so the exact cost is between them (`None`: no budget buys it, above every cost).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unread {
+    pub node: NodeIdx,
+    pub res_free_down: f64,
+    pub res_free_up: f64,
+    /// The cost at `res_free_down` (the highest) and at `res_free_up` (the lowest).
+    pub cost_at_down: Option<Money>,
+    pub cost_at_up: Option<Money>,
+}
+
 fn by(p: Placement, a: &Candidate, b: &Candidate) -> Ordering {
     key(p, a).total_cmp(&key(p, b))
 }
@@ -187,6 +200,64 @@ impl Chooser {
             .flatten()
     }
 
+    /// `finish` as if each of `unread` had been pushed as well with its exact RESFree, when
+    /// that choice and cost are the same whatever the RESFree within each one's bounds; else
+    /// the chooser back, for the caller to read those nodes and push them.
+    ///
+    /// Best fit only (its key and its default's are RESFree). An unread node is surely within
+    /// budget when its cost at its least RESFree (the highest) is, surely not when its cost at
+    /// its greatest RESFree (the lowest) is not, and undecided otherwise. Those within are
+    /// ranked by their bounds, which must each hold no key the chooser kept and no other's
+    /// bounds: then every RESFree within them ranks every node as one value in them does (the
+    /// bounds are > 0, so `total_order_key` orders them as numbers). The nodes the chooser
+    /// left out had `procs` better ones among those it kept, so they are out of the first
+    /// `procs` of all. An unread node among the first `procs` must have one cost at both ends.
+    pub(crate) fn finish_with_unread(
+        self,
+        unread: &[Unread],
+    ) -> Result<Option<(Vec<NodeIdx>, Money)>, Chooser> {
+        if unread.is_empty() {
+            return Ok(self.finish());
+        }
+        if self.placement != Placement::BestFit || self.default != Placement::BestFit || self.procs == 0 {
+            return Err(self);
+        }
+        // (least key, greatest key, node, cost when it is one at both ends)
+        let mut spans: Vec<(i64, i64, NodeIdx, Option<Money>)> = Vec::new();
+        for u in unread {
+            if !(u.res_free_down > 0.0 && u.res_free_down <= u.res_free_up) {
+                return Err(self);
+            }
+            let within = u.cost_at_down.is_some_and(|c| c <= self.budget);
+            let beyond = u.cost_at_up.is_none_or(|c| c > self.budget);
+            if within {
+                let cost = u.cost_at_down.filter(|_| u.cost_at_down == u.cost_at_up);
+                spans.push((total_order_key(u.res_free_down), total_order_key(u.res_free_up), u.node, cost));
+            } else if !beyond {
+                return Err(self);
+            }
+        }
+        spans.sort_unstable_by_key(|s| s.0);
+        let apart = spans.windows(2).all(|w| w[0].1 < w[1].0)
+            && spans.iter().all(|s| self.heap.iter().all(|r| r.key.0 < s.0 || r.key.0 > s.1));
+        if !apart {
+            return Err(self);
+        }
+        let mut all: Vec<(i64, NodeIdx, Option<Money>)> =
+            self.heap.iter().map(|r| (r.key.0, r.key.2, Some(r.cost))).collect();
+        all.extend(spans.iter().map(|s| (s.0, s.2, s.3)));
+        all.sort_unstable_by_key(|a| (a.0, a.1));
+        if all.len() < self.procs {
+            return Ok(None);
+        }
+        all.truncate(self.procs);
+        let Some(costs) = all.iter().map(|a| a.2).collect::<Option<Vec<Money>>>() else {
+            return Err(self);
+        };
+        let cost = costs.into_iter().max().unwrap_or(Money::ZERO);
+        Ok(Some((all.into_iter().map(|a| a.1).collect(), cost)))
+    }
+
     /// The first `procs` nodes in order and the highest of their costs, as `choose`.
     pub(crate) fn finish(self) -> Option<(Vec<NodeIdx>, Money)> {
         if self.procs == 0 || self.heap.len() < self.procs {
@@ -280,6 +351,63 @@ mod tests {
                 merged.merge(part);
             }
             proptest::prop_assert_eq!(merged.finish(), choose(&cands, procs, Money(budget), p, d));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+        /// When the chooser settles a choice with nodes known only within bounds
+        /// (`finish_with_unread`), it is `choose`'s over every candidate with each of those
+        /// nodes at any RESFree within its bounds and a cost between its costs at the bounds
+        /// (tried at both ends and a point between, each with its own cost). Keys and bounds
+        /// drawn from a few values, so that a bound often meets a key or another bound; costs
+        /// around the budget, so that some are undecided.
+        #[test]
+        fn a_choice_settled_by_bounds_is_choose_at_any_value_within_them(
+            exact in proptest::collection::vec((1u8..12, proptest::option::of(0i64..8)), 0..12),
+            unread in proptest::collection::vec((1u8..12, 0u8..4, 0i64..8, 0i64..3, 0u8..4), 0..4),
+            procs in 1usize..5,
+            budget in 0i64..8,
+        ) {
+            let cands: Vec<Candidate> = exact
+                .iter()
+                .enumerate()
+                .map(|(node, &(f, c))| Candidate { node, res_free: f64::from(f), load: 0.0, rate: 0.0, cost: c.map(Money) })
+                .collect();
+            let first = cands.len();
+            // Bounds [f, f + w], the cost `hi` at the lower bound falling by `drop` to the upper.
+            let unread: Vec<Unread> = unread
+                .iter()
+                .enumerate()
+                .map(|(i, &(f, w, hi, drop, none))| Unread {
+                    node: first + i,
+                    res_free_down: f64::from(f),
+                    res_free_up: f64::from(f) + f64::from(w),
+                    cost_at_down: (none != 0).then_some(Money(hi)),
+                    cost_at_up: (none != 0 || drop == 0).then_some(Money(hi - drop)),
+                })
+                .collect();
+            let mut ch = Chooser::new(procs, Money(budget), Placement::BestFit, Placement::BestFit);
+            for c in &cands {
+                ch.push(*c);
+            }
+            let Ok(settled) = ch.finish_with_unread(&unread) else { return Ok(()) };
+            // Each unread node at a point of its bounds (the lower, the upper, or a quarter
+            // in), with a cost between its two costs that falls as RESFree rises.
+            for t in [0.0, 1.0, 0.25] {
+                let mut all = cands.clone();
+                for u in &unread {
+                    let res_free = u.res_free_down + t * (u.res_free_up - u.res_free_down);
+                    let cost = match (u.cost_at_down, u.cost_at_up) {
+                        (Some(d), Some(up)) => Some(Money(d.0 - ((d.0 - up.0) as f64 * t).round() as i64)),
+                        (None, up) if t == 1.0 => up,
+                        _ => None,
+                    };
+                    all.push(Candidate { node: u.node, res_free, load: 0.0, rate: 0.0, cost });
+                }
+                proptest::prop_assert_eq!(&settled, &choose(&all, procs, Money(budget), Placement::BestFit, Placement::BestFit));
+            }
         }
     }
 

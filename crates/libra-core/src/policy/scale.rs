@@ -154,6 +154,20 @@ fn op_over(nodes: usize, jobs: u64, span: usize) -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Jobs piled on the first two nodes (best fit's way), small enough that a hundred fit, most of
+/// them still and before their deadlines: commits, reports at rate 0 (some past the estimate),
+/// a few at a rate (the node then moving), and releases.
+fn piled_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u64..400, proptest::collection::vec(0usize..2, 1..3), prop_oneof![secs(1.0, 20.0), 0.1f64..5.0], secs(400.0, 5000.0), 1u32..3)
+            .prop_map(|(job, nodes, estimate, deadline, cpt)| Op::Commit { job, nodes, estimate, deadline, cpt }),
+        3 => (0u64..400, prop_oneof![0.0f64..50.0, secs(0.0, 500.0)])
+            .prop_map(|(job, cpu)| Op::Progress { job, cpu, rate: Rate::Absolute(0.0) }),
+        1 => (0u64..400, 0.0f64..1.5).prop_map(|(job, r)| Op::Progress { job, cpu: 1.0, rate: Rate::Absolute(r) }),
+        1 => (0u64..400).prop_map(|job| Op::Release { job }),
+    ]
+}
+
 /// `op_over` on two nodes, mostly commits and reports at rate 0: nodes whose jobs are all still.
 fn still_op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -393,6 +407,103 @@ proptest! {
         }
     }
 
+    /// `libra+$` judging nodes of many still jobs from their totals (`LibraPlus::unread`,
+    /// `Chooser::finish_with_unread`) decides as the direct computation: the same nodes in the
+    /// same order, the same cost, the same reason. Jobs piled on two nodes of four to ten, for
+    /// windows shorter and longer than the jobs' deadlines, budgets below, around and above the
+    /// cost, and one to three nodes a job; judged from one job on (the test setting) and from
+    /// 256 (the production one).
+    #[test]
+    fn nodes_judged_from_their_totals_decide_as_the_direct_computation(
+        cpus in proptest::collection::vec(0u8..4, 4..10),
+        ops in proptest::collection::vec(piled_op(), 0..400),
+        later in prop_oneof![3 => Just(0.0), 1 => 0.0f64..1000.0],
+        estimate in prop_oneof![4 => secs(1.0, 300.0), 1 => Just(0.0)],
+        deadline in prop_oneof![secs(1.0, 600.0), secs(6000.0, 100_000.0)],
+        budget in prop_oneof![0i64..100_000, 0i64..2_000],
+        procs in 1u32..4,
+        clean in any::<bool>(),
+    ) {
+        // Half the histories clean: no job at a rate and none past its estimate, so that the
+        // piled nodes give bounds (any one such job, and the node is read).
+        let ops: Vec<Op> = ops
+            .into_iter()
+            .map(|op| match op {
+                Op::Progress { job, cpu, .. } if clean => Op::Progress { job, cpu: cpu.min(0.05), rate: Rate::Absolute(0.0) },
+                op => op,
+            })
+            .collect();
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        let spec = JobSpec::simple(estimate, deadline, Money(budget)).with_procs(procs);
+        let lp = LibraPlus::new(PricingParams::default());
+        let direct = libraplus_direct(&lp, &spec, &c, now);
+        prop_assert_eq!(&lp.clone().judging_every_cluster().decide_only(&spec, None, &c, now), &direct);
+        prop_assert_eq!(&lp.decide_only(&spec, None, &c, now), &direct);
+        prop_assert_eq!(&bare(lp.decide(&spec, &c, now)), &direct);
+    }
+
+    /// What `LibraPlus::unread` claims of a node from its totals holds of the node read in
+    /// full (`unread_claims_hold`), on the piled nodes of a history.
+    #[test]
+    fn the_totals_bound_what_reading_the_node_gives(
+        cpus in proptest::collection::vec(0u8..4, 2),
+        ops in proptest::collection::vec(piled_op(), 0..400),
+        later in prop_oneof![3 => Just(0.0), 1 => 0.0f64..1000.0],
+        estimate in prop_oneof![4 => secs(1.0, 300.0), 1 => Just(0.0)],
+        deadline in prop_oneof![secs(1.0, 600.0), secs(6000.0, 100_000.0)],
+    ) {
+        // Every report at rate 0 and within the estimate, so that the nodes give bounds.
+        let ops: Vec<Op> = ops
+            .into_iter()
+            .map(|op| match op {
+                Op::Progress { job, cpu, .. } => Op::Progress { job, cpu: cpu.min(0.05), rate: Rate::Absolute(0.0) },
+                op => op,
+            })
+            .collect();
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        let share = new_job_share(estimate, deadline);
+        for n in 0..c.node_count() {
+            unread_claims_hold(&c, n, estimate, deadline, share, now)?;
+        }
+    }
+
+    /// The same on a node whose jobs share one deadline, where the bound on its load is tight:
+    /// for the job's own share and for one that leaves the node within a hair of full; and for
+    /// jobs of months (each one's work left then on the totals' grid, their float sum rounding).
+    #[test]
+    fn the_totals_bound_what_reading_the_node_gives_when_the_deadlines_meet(
+        cpus in 0u8..4,
+        jobs in proptest::collection::vec((0.1f64..20.0, 0.0f64..0.1), 1..300),
+        last in 400u32..5000,
+        later in 0u32..300,
+        estimate in prop_oneof![4 => secs(1.0, 300.0), 1 => Just(0.0)],
+        window in 1.0f64..4.0,
+        long in any::<bool>(),
+        squeeze in prop_oneof![Just(None), (-1e-6f64..1e-6).prop_map(Some)],
+    ) {
+        // Whole seconds, so that the deadline is its own `f32` (`NodeHot::first_deadline`) and
+        // the bound on the load is as tight as the sums are: the jobs' time left is one float.
+        let (last, later) = (f64::from(last), f64::from(later));
+        let scale = if long { 65_536.37 } else { 1.0 };
+        let mut c = Cluster::new();
+        c.add_node(node(0, [0.5, 1.0, 2.0, 4.0][usize::from(cpus)], 1.0));
+        for (job, &(e, cpu)) in jobs.iter().enumerate() {
+            let spec = JobSpec::simple(e * scale, last * scale, Money(0));
+            let _ = c.commit_spec(job as u64, &spec, 0.0, &[0], 0.0);
+            let _ = c.set_progress(job as u64, cpu.min(e) * scale, 0.0, 1.0);
+        }
+        let now = (1.0 + later) * scale;
+        let (estimate, deadline) = (estimate * scale, last * scale * window);
+        let load = LibraPlus::load_and_res_free(&c, 0, estimate, deadline, now).0;
+        let share = match squeeze {
+            None => new_job_share(estimate, deadline),
+            Some(q) => ((c.node(0).spec.cpus + SHARE_EPS - load) + load * q).max(0.0),
+        };
+        unread_claims_hold(&c, 0, estimate, deadline, share, now)?;
+    }
+
     /// The early-exit load is `node_load + extra` bit for bit when within the limit (and below
     /// the bar), and `None` exactly when the full sum is above the limit (or at the bar).
     #[test]
@@ -414,4 +525,65 @@ proptest! {
             prop_assert_eq!(c.node_load_plus_below(n, now, extra, limit, bar).map(f64::to_bits), expect);
         }
     }
+}
+
+/// What `LibraPlus::unread` claims of node `n` for a job of `estimate`, window `deadline` and
+/// `share` holds of the node read in full: the job passes the deadline check there, its RESFree
+/// (eq. 6) is within the bounds, and its cost between the costs at the bounds.
+fn unread_claims_hold(
+    c: &Cluster,
+    n: usize,
+    estimate: f64,
+    deadline: f64,
+    share: f64,
+    now: f64,
+) -> Result<(), TestCaseError> {
+    let lp = LibraPlus::new(PricingParams::default());
+    let spec = JobSpec::simple(estimate, deadline, Money(0));
+    let Some(u) = lp.unread(&spec, share, deadline, n, c, now) else { return Ok(()) };
+    let (load, res_max, res_free) = load_and_res_free(c, n, estimate, deadline, now);
+    let nspec = &c.node(n).spec;
+    prop_assert!(load + share <= nspec.cpus + SHARE_EPS, "load {} + {} over {}", load, share, nspec.cpus);
+    prop_assert!(u.res_free_down <= res_free && res_free <= u.res_free_up, "{} not in {:?}", res_free, u);
+    let rate = libraplus_rate(&lp.pricing, nspec.price_base, putil(res_max, res_free, nspec.price_base));
+    let cost = cost_at(estimate, rate);
+    let order = |m: Option<Money>| m.map_or(i64::MAX, |m| m.0);
+    prop_assert!(
+        order(u.cost_at_up) <= order(cost) && order(cost) <= order(u.cost_at_down),
+        "{:?} not within {:?}",
+        cost,
+        u
+    );
+    Ok(())
+}
+
+/// Best fit piling jobs on one node of a large cluster, as the server's benchmark does: each
+/// arrival is decided from the node's totals without reading its jobs, and as the direct
+/// computation decides it, until a window shorter than the jobs' deadlines makes it read them.
+#[test]
+fn a_node_of_many_jobs_is_decided_from_its_totals() {
+    let mut c = Cluster::new();
+    for i in 0..200 {
+        c.add_node(node(i, 1.0, 1.0));
+    }
+    let lp = LibraPlus::new(PricingParams::default());
+    let spec = JobSpec::simple(1.0, 1e6, Money::from_credits(100));
+    let mut now = 0.0;
+    let before = super::libraplus::UNREAD.with(|u| u.get());
+    for job in 0..600u64 {
+        now += 0.25;
+        let d = lp.decide(&spec, &c, now);
+        assert_eq!(d, libraplus_direct(&lp, &spec, &c, now), "arrival {job}");
+        let Decision::Accept { nodes, .. } = d else { panic!("arrival {job}: {d:?}") };
+        assert_eq!(nodes, vec![0], "best fit piles every job on the first node");
+        c.commit_spec(job, &spec, now, &nodes, now).unwrap();
+    }
+    let (settled, read) = super::libraplus::UNREAD.with(|u| u.get());
+    // From the 257th job on, node 0 is judged from its totals, and they settle every arrival.
+    assert_eq!((settled - before.0, read - before.1), (600 - 256, 0));
+    // A window that ends before the node's jobs' deadlines: eq. (6) counts part of their work,
+    // which the totals do not give, so the node is read.
+    let short = JobSpec::simple(1.0, 1e5, Money::from_credits(100));
+    assert_eq!(lp.decide(&short, &c, now), libraplus_direct(&lp, &short, &c, now));
+    assert_eq!(super::libraplus::UNREAD.with(|u| u.get()), (settled, read));
 }
