@@ -649,6 +649,20 @@ impl Pass<'_> {
         self.screen(hot)
     }
 
+    /// `LibraPlus::unread` for node `j`, after `priced_node`'s first two refusals (as it makes
+    /// them). Out of line: most nodes are not asked, and the pass over them stays small.
+    #[inline(never)]
+    fn unread(&self, j: NodeIdx) -> Option<Unread> {
+        let (spec, cluster, now, share) = (self.spec, self.cluster, self.now, self.share);
+        let nspec = &cluster.node(j).spec;
+        let refused = share > nspec.job_cap(spec.cpus_per_task()) + SHARE_EPS
+            || cluster.load_lower_bound(j, now) + share > nspec.cpus + SHARE_EPS;
+        if refused {
+            return None;
+        }
+        self.policy.unread(spec, share, spec.deadline(), j, cluster, now)
+    }
+
     /// Lines 9-16 and the price of every busy node of the chunks this stripe takes, offered to
     /// `chooser`; returns how many were priced. `priced` is the count so far (of the nodes
     /// offered elsewhere), only for knowing when `procs` are priced.
@@ -692,12 +706,8 @@ impl Pass<'_> {
             }
             // A node of many jobs whose totals prove it passes the deadline check: counted,
             // and judged by the bounds they give once every other node is in the chooser.
-            // `priced_node`'s first two refusals first, as it makes them.
-            if node.job_count() >= unread_from
-                && share <= node.spec.job_cap(spec.cpus_per_task()) + SHARE_EPS
-                && cluster.load_lower_bound(j, now) + share <= node.spec.cpus + SHARE_EPS
-            {
-                if let Some(u) = self.policy.unread(spec, share, deadline, j, cluster, now) {
+            if node.job_count() >= unread_from {
+                if let Some(u) = self.unread(j) {
                     *count += 1;
                     unread.push(u);
                     return;
