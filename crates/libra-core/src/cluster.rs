@@ -519,6 +519,11 @@ impl Node {
         (!refuse(load)).then_some((load, other))
     }
 
+    /// `still_sums` compiled for AVX2: the same operations on each job in the same order (Rust
+    /// never fuses a multiply and an add unless told), so the same bits.
+    ///
+    /// # Safety
+    /// Only on a processor with AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn still_sums_avx2<T, R>(
