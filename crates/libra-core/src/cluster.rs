@@ -1064,9 +1064,10 @@ impl Cluster {
     }
 
     /// Each job's share on node `i` at `now` (`NodeEntry::share`, bit for bit), its work left
-    /// and its deadline, in the order of `node_entries`: the fast path for admission. It reads
-    /// 16 bytes a job while no job on the node has a rate assumed (the server's nodes), 40
-    /// otherwise, and the rest of an entry only when the share needs it.
+    /// and its deadline, in the order of `node_entries`. It reads 16 bytes a job while no job
+    /// on the node has a rate assumed (the server's nodes), 40 otherwise, and the rest of an
+    /// entry only when the share needs it. Admission sums these through `node_sums`, which
+    /// reads a node of still jobs in blocks.
     #[inline]
     pub fn node_shares(&self, i: NodeIdx, now: f64) -> Shares<'_> {
         self.nodes[i].shares_at(self.entries(), now)
