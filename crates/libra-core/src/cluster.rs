@@ -1279,13 +1279,22 @@ impl Cluster {
         Some(c.required_share(now, c.cap))
     }
 
-    /// Up, accepting nodes with nothing committed (space-shared allocation).
+    /// Up, accepting nodes with nothing committed (space-shared allocation), in index order.
+    /// Taken from the idle bits, so only the idle nodes' structs are read: the space-shared
+    /// policies ask at every event, and a walk over every `Node` (three cache lines each) missed
+    /// the cache once 10,000 of them no longer fitted, which doubled `edf-bf`'s time there.
     pub fn idle_nodes(&self) -> impl Iterator<Item = NodeIdx> + '_ {
-        self.nodes
+        self.idle_bits
             .iter()
             .enumerate()
-            .filter(|(_, n)| n.up && n.accepting && n.slots.is_empty())
-            .map(|(i, _)| i)
+            .flat_map(|(w, &word)| {
+                std::iter::successors((word != 0).then_some(word), |b| Some(b & (b - 1)).filter(|&b| b != 0))
+                    .map(move |b| w * 64 + b.trailing_zeros() as usize)
+            })
+            .filter(|&i| {
+                let n = &self.nodes[i];
+                n.up && n.accepting
+            })
     }
 
     pub fn up_count(&self) -> usize {
@@ -1407,6 +1416,33 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// `idle_nodes` (from the idle bits) is the up, accepting nodes with nothing committed,
+        /// in index order, as read from every node, on clusters across word boundaries.
+        #[test]
+        fn idle_nodes_are_the_up_accepting_empty_nodes(
+            nodes in 1usize..200,
+            ops in proptest::collection::vec((0u8..4, 0u64..40, 0usize..200, 1usize..6), 1..120),
+        ) {
+            let mut c = Cluster::homogeneous(nodes, 1.0);
+            for (op, job, at, width) in ops {
+                let at = at % nodes;
+                match op {
+                    0 => {
+                        let span: Vec<NodeIdx> = (at..(at + width).min(nodes)).collect();
+                        let _ = c.commit(job, 10.0, 100.0, &span, 0.0);
+                    }
+                    1 => { c.release(job); }
+                    2 => c.set_up(at, !c.node(at).up),
+                    _ => c.set_accepting(at, !c.node(at).accepting),
+                }
+                let direct: Vec<NodeIdx> = c.nodes.iter().enumerate()
+                    .filter(|(_, n)| n.up && n.accepting && n.slots.is_empty())
+                    .map(|(i, _)| i)
+                    .collect();
+                proptest::prop_assert_eq!(c.idle_nodes().collect::<Vec<_>>(), direct);
+            }
+        }
+
         /// Whatever the order of commits, progress reports and releases, each node's compact
         /// entries agree with the jobs' commitments.
         #[test]

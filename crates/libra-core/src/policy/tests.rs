@@ -361,3 +361,35 @@ fn a_drained_node_takes_no_new_job_under_any_policy_and_keeps_its_promises() {
         assert!(!matches!(d, Decision::Reject { .. }), "{name}: undrained: {d:?}");
     }
 }
+
+/// The space-shared policies queue a job exactly when enough up, accepting nodes exist for it
+/// (counted only up to `procs`), whatever their jobs: on 70 nodes (past one word of 64) with
+/// some down and some drained, every size around the count.
+#[test]
+fn space_shared_admission_queues_exactly_when_enough_nodes_can_run_the_job() {
+    let mut c = Cluster::homogeneous(70, 1.0);
+    for i in (0..70).step_by(7) {
+        c.set_up(i, false);
+    }
+    for i in (3..70).step_by(11) {
+        c.set_accepting(i, false);
+    }
+    c.commit(1, 10.0, 100.0, &[1, 2, 66], 0.0).unwrap();
+    let able = c.nodes().filter(|(_, n)| n.up && n.accepting).count();
+    assert!(able > 50 && able < 70, "{able}");
+    for name in ["fifo", "fcfs-bf", "sjf-bf", "edf-bf"] {
+        let p = build_policy(name, PricingParams::default()).unwrap();
+        for procs in [1, able as u32 - 1, able as u32, able as u32 + 1, 70] {
+            let spec = JobSpec::simple(10.0, 100.0, credits(1000)).with_procs(procs);
+            let d = p.decide(&spec, &c, 0.0);
+            if procs as usize <= able {
+                assert!(matches!(d, Decision::Queue), "{name}, {procs} of {able}: {d:?}");
+            } else {
+                assert!(
+                    matches!(d, Decision::Reject { reason: RejectReason::Resources, .. }),
+                    "{name}, {procs} of {able}: {d:?}"
+                );
+            }
+        }
+    }
+}
