@@ -306,3 +306,36 @@ fn a_large_cluster_decides_the_same_on_one_thread_and_on_three() {
     assert_eq!(bench("libra+$", "3")["decisions_sha256"].as_str(), Some(digest.as_str()));
     assert_ne!(bench("libra", "1")["decisions_sha256"].as_str(), Some(digest.as_str()));
 }
+
+/// `sim bench-one --replay` times the run again with its own decisions replayed (the engine's
+/// own work), and says the replayed run's records are the run's; a space-shared policy, which
+/// decides at dispatch, is refused with the flag named.
+#[test]
+fn bench_one_replays_a_time_shared_run_and_refuses_a_space_shared_one() {
+    let bench = |policy: &str| {
+        libra()
+            .args([
+                "sim",
+                "bench-one",
+                "--policy",
+                policy,
+                "--synthetic-jobs",
+                "2000",
+                "--nodes",
+                "256",
+                "--replay",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = bench("libra+$");
+    let row = json(&out);
+    let (sim, replay) = (row["sim_s"].as_f64().unwrap(), row["replay_s"].as_f64().unwrap());
+    assert!(sim > 0.0 && replay > 0.0, "{row}");
+    assert_eq!(row["replay_same"], true, "{row}");
+
+    let out = bench("edf-bf");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--replay") && err.contains("edf-bf") && err.contains("time-shared"), "{err}");
+}

@@ -8,10 +8,12 @@
 
 mod events;
 mod reference;
+mod replay;
 mod spaceshared;
 mod timeshared;
 
 pub use reference::simulate_reference;
+pub use replay::Replay;
 
 use crate::workload::SimJob;
 use libra_core::metrics::{Metrics, Outcome};

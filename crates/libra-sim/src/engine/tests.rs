@@ -383,3 +383,30 @@ fn taking_more_now_can_satisfy_fewer_jobs_later() {
     assert_eq!((edf.metrics.qos_satisfied, plus.metrics.qos_satisfied), (4, 5));
     assert!(edf.metrics.qos_satisfaction < plus.metrics.qos_satisfaction);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// `Replay` (`libra sim bench-one --replay`) makes a run again from its records: the same
+    /// records, every field. And it follows the records rather than deciding: a job turned away
+    /// in the records it replays is turned away in the run, whatever the policy would say.
+    #[test]
+    fn a_replayed_run_is_the_run_and_follows_its_records(jobs in arb_mixed_workload(3), which in 0..4usize) {
+        let cfg = ClusterConfig { nodes: 4, price_base: 1.0 };
+        let name = ["libra", "libra+$", "libra-edf", "libra-risk"][which];
+        let own = libra_core::build_policy(name, PricingParams::default()).unwrap();
+        let run = simulate(&jobs, own.as_ref(), cfg);
+        let own = libra_core::build_policy(name, PricingParams::default()).unwrap();
+        let again = simulate(&jobs, &Replay::new(own.as_ref(), &run.records), cfg);
+        prop_assert_eq!(&again.records, &run.records);
+
+        let Some(first) = run.records.iter().position(|r| r.outcome.accepted) else { return Ok(()) };
+        let mut edited = run.records.clone();
+        edited[first].verdict = Verdict::Rejected(libra_core::RejectReason::Budget);
+        edited[first].nodes.clear();
+        let own = libra_core::build_policy(name, PricingParams::default()).unwrap();
+        let followed = simulate(&jobs, &Replay::new(own.as_ref(), &edited), cfg);
+        prop_assert_eq!(&followed.records[first].verdict, &edited[first].verdict);
+        prop_assert!(!followed.records[first].outcome.accepted);
+    }
+}

@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use libra_core::policy::{build_policy, POLICY_NAMES};
 use libra_core::PricingParams;
-use libra_sim::engine::{simulate, ClusterConfig};
+use libra_sim::engine::{simulate, ClusterConfig, Replay};
 use libra_sim::workload::libraplus::{generate, LibraPlusModel};
 use libra_sim::workload::synthetic::SyntheticConfig;
 use serde::{Deserialize, Serialize};
@@ -52,6 +52,11 @@ pub struct BenchOneArgs {
     /// after the timed run: two builds decide a synthetic trace alike when these match.
     #[arg(long)]
     digest: bool,
+    /// Also run the engine once more with the run's own decisions made again instead of
+    /// admitted (`replay_s`): the engine's own work for that schedule (events, commitments,
+    /// job control), which no change to admission can save. Time-shared policies only.
+    #[arg(long)]
+    replay: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -74,6 +79,14 @@ pub struct BenchRow {
     /// With `bench-one --digest`: the sha256 of the run's records as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decisions_sha256: Option<String>,
+    /// With `bench-one --replay`: seconds (wall) of the run again with its decisions replayed,
+    /// admission left out (`engine::Replay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_s: Option<f64>,
+    /// With `bench-one --replay`: whether the replayed run's records are the run's own, every
+    /// one (they are unless the engine is not deterministic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_same: Option<bool>,
 }
 
 /// The sha256 of `value` as JSON, hex, streamed (a million jobs' records are ~100 MB of it).
@@ -123,10 +136,27 @@ pub fn run_one(a: BenchOneArgs) -> anyhow::Result<()> {
     };
     let load_s = t0.elapsed().as_secs_f64();
     let policy = build_policy(&a.policy, PricingParams::default())?;
+    if a.replay && policy.space_shared() {
+        anyhow::bail!(
+            "--replay: {} decides at dispatch, not at arrival, so its decisions cannot be replayed; give a time-shared policy (libra, libra+$ or one beyond them, such as libra-edf)",
+            policy.name()
+        );
+    }
+    let cluster = ClusterConfig { nodes, price_base: 1.0 };
     let (t1, cpu0) = (Instant::now(), process_cpu());
-    let r = simulate(&jobs, policy.as_ref(), ClusterConfig { nodes, price_base: 1.0 });
+    let r = simulate(&jobs, policy.as_ref(), cluster);
     let sim_s = t1.elapsed().as_secs_f64();
     let cpu_s = process_cpu() - cpu0;
+    let (replay_s, replay_same) = if a.replay {
+        // A fresh instance: a policy that learns keeps state from the first run.
+        let own = build_policy(&a.policy, PricingParams::default())?;
+        let replay = Replay::new(own.as_ref(), &r.records);
+        let t2 = Instant::now();
+        let again = simulate(&jobs, &replay, cluster);
+        (Some(t2.elapsed().as_secs_f64()), Some(again.records == r.records))
+    } else {
+        (None, None)
+    };
     let row = BenchRow {
         case,
         policy: a.policy,
@@ -139,6 +169,8 @@ pub fn run_one(a: BenchOneArgs) -> anyhow::Result<()> {
         jobs_per_s: jobs.len() as f64 / sim_s.max(1e-9),
         peak_rss_mib: peak_rss_mib(),
         decisions_sha256: if a.digest { Some(json_sha256(&r.records)?) } else { None },
+        replay_s,
+        replay_same,
     };
     println!("{}", serde_json::to_string(&row)?);
     Ok(())
