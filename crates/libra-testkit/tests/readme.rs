@@ -1,10 +1,13 @@
 //! The README's commands for a fresh machine work as it spells them. Each command is read out of
 //! README.md's "On a fresh machine" section (its indented code blocks), never copied here, so
 //! the README and this test cannot drift apart.
+//!
+//! It lives in this crate, with the package test, because both test the workspace as a whole
+//! (its README, its Debian package) and both need the release binary: `cargo test --workspace`
+//! runs this crate's tests last, so CI builds that binary beside the other tests (`.ci/run`)
+//! instead of waiting for it in the middle of them.
 
-mod common;
-
-use common::{wait_gone, Cleanup, Lines};
+use libra_testkit::{as_from_a_shell, wait_gone, Cleanup, Lines};
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -68,7 +71,8 @@ fn test_command() -> String {
 /// configuration directories in `home` so that the developer's own state is left alone.
 fn shell(cmd: &str, home: &std::path::Path) -> Command {
     let mut c = Command::new("sh");
-    c.args(["-c", cmd])
+    as_from_a_shell(&mut c)
+        .args(["-c", cmd])
         .current_dir(workspace())
         .env("LIBRA_DATA_DIR", home.join("data"))
         .env("LIBRA_CONFIG_DIR", home.join("config"))

@@ -6,6 +6,8 @@
 //!
 //! Without cargo-deb the test says so and passes, unless LIBRA_REQUIRE_PACKAGE_TEST=1 (CI sets
 //! it after installing cargo-deb), where it fails.
+//!
+//! In this crate, with the README test, so that it runs after every other test (see readme.rs).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -46,7 +48,13 @@ fn the_debian_package_holds_what_a_site_needs_and_its_binary_runs() {
         );
         return;
     }
-    let out = Command::new(workspace().join("crates/libra/debian/build-deb.sh")).output().unwrap();
+    // Run as an administrator would run it from a shell (and so reusing a release build made
+    // there, as CI's is).
+    let out = libra_testkit::as_from_a_shell(&mut Command::new(
+        workspace().join("crates/libra/debian/build-deb.sh"),
+    ))
+    .output()
+    .unwrap();
     assert!(out.status.success(), "build-deb.sh: {}", String::from_utf8_lossy(&out.stderr));
     let deb = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     let deb = if deb.is_absolute() { deb } else { workspace().join(deb) };
