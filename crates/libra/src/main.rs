@@ -39,7 +39,20 @@ pub struct Global {
 /// clap's usual ones.
 fn parse() -> Cli {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    parse_one(&args).unwrap_or_else(|| Cli::parse_from(&args))
+    parse_one(&args).unwrap_or_else(|| {
+        let m = whole_tree().get_matches_from(&args);
+        Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+    })
+}
+
+/// The whole tree as the command line meets it: every command says its version as `libra X`
+/// (`libra burn -V` is the one binary's version, not a program called `libra-burn`, clap's
+/// default name for a subcommand). Man pages keep clap's names (`command_tree`).
+fn whole_tree() -> clap::Command {
+    fn named_libra(c: clap::Command) -> clap::Command {
+        c.display_name("libra").mut_subcommands(named_libra)
+    }
+    Cli::command().mut_subcommands(named_libra)
 }
 
 fn parse_one(args: &[std::ffi::OsString]) -> Option<Cli> {
@@ -213,5 +226,35 @@ mod tests {
         ] {
             assert!(parse_one(&words(line)).is_none(), "{line}");
         }
+    }
+
+    /// `-V` names the one binary at every depth (`libra burn -V`, `libra admin nodes -V`), and
+    /// the tree the command line meets parses as the derived one does.
+    #[test]
+    fn every_command_gives_the_binarys_version_under_its_name() {
+        fn paths(c: &clap::Command, at: Vec<String>, out: &mut Vec<Vec<String>>) {
+            for s in c.get_subcommands().filter(|s| s.get_name() != "help") {
+                let mut p = at.clone();
+                p.push(s.get_name().to_string());
+                paths(s, p.clone(), out);
+                out.push(p);
+            }
+        }
+        let mut all = Vec::new();
+        paths(&Cli::command(), Vec::new(), &mut all);
+        assert!(all.len() >= 40, "{} commands", all.len());
+        let want = format!("libra {}\n", env!("CARGO_PKG_VERSION"));
+        for p in std::iter::once(Vec::new()).chain(all) {
+            let line = format!("{} -V", p.join(" "));
+            let e = whole_tree().try_get_matches_from(words(&line)).expect_err(&line);
+            assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion, "{line}");
+            assert_eq!(e.to_string(), want, "{line}");
+        }
+        let line = "submit --estimate 5s --deadline 1m --budget 50 -- true";
+        let m = whole_tree().try_get_matches_from(words(line)).unwrap();
+        assert_eq!(
+            format!("{:?}", Cli::from_arg_matches(&m).unwrap()),
+            format!("{:?}", Cli::try_parse_from(words(line)).unwrap())
+        );
     }
 }
