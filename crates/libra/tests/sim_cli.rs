@@ -339,3 +339,129 @@ fn bench_one_replays_a_time_shared_run_and_refuses_a_space_shared_one() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--replay") && err.contains("edf-bf") && err.contains("time-shared"), "{err}");
 }
+
+/// `sim bench --aims` runs each case's policies in turn within a round and judges the aims from
+/// the very runs it reports: each row's runs are its cases' wall times, each ratio is the
+/// policy's run over `edf-bf`'s of the same round, each verdict is its bar applied to the
+/// medians, and sizes other than the issue's say so. Misuse is refused with the flag named.
+#[test]
+fn bench_aims_judges_the_runs_it_reports() {
+    let tmp = scratch();
+    let swf = tmp.path().join("small.swf");
+    let mut text = String::from("; MaxNodes: 16\n");
+    for i in 0..200u64 {
+        let (runtime, procs) = (50 + (i * 37) % 500, 1 + (i * 7) % 8);
+        text += &format!(
+            "{} {} -1 {runtime} {procs} -1 -1 {procs} {} -1 1 {} 1 1 1 1 -1 -1\n",
+            i + 1,
+            i * 30,
+            runtime * 2,
+            1 + i % 5
+        );
+    }
+    std::fs::write(&swf, text).unwrap();
+    let out = libra()
+        .args([
+            "sim",
+            "bench",
+            "--aims",
+            "--rounds",
+            "2",
+            "--synthetic-jobs",
+            "300",
+            "--synthetic-nodes",
+            "64",
+        ])
+        .arg("--trace")
+        .arg(&swf)
+        .args(["--million", "--million-jobs", "400", "--json"])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2 * 3 + 2 * 3 + 3, "{v}");
+    let aims = v["aims"].as_array().unwrap();
+    let f = |x: &serde_json::Value| x.as_f64().unwrap();
+    let median = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        if s.len() % 2 == 1 {
+            s[s.len() / 2]
+        } else {
+            (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+        }
+    };
+    // The runs of `policy` in the cases whose name starts with `case`, in the order run.
+    let runs = |case: &str, policy: &str| -> Vec<&serde_json::Value> {
+        cases
+            .iter()
+            .filter(|c| c["case"].as_str().unwrap().starts_with(case) && c["policy"] == policy)
+            .collect()
+    };
+    let row = |aim: &str, policy: &str| {
+        aims.iter().find(|r| r["aim"].as_str().unwrap().starts_with(aim) && r["policy"] == policy).unwrap()
+    };
+    for r in aims {
+        assert_eq!(r["issue_sizes"], false, "{r}");
+    }
+
+    let trace = row("small.swf", "libra+$");
+    let sims: Vec<f64> = runs("small.swf", "libra+$").iter().map(|c| f(&c["sim_s"])).collect();
+    assert_eq!(sims.len(), 2);
+    assert_eq!(trace["runs_s"].as_array().unwrap().iter().map(f).collect::<Vec<_>>(), sims);
+    assert_eq!(f(&trace["median_s"]), median(&sims));
+    assert_eq!(trace["met"], serde_json::json!(median(&sims) < 0.3), "{trace}");
+    assert_eq!(trace["replay_s"].as_array().unwrap().len(), 2, "the engine alone, each round: {trace}");
+    assert!(row("small.swf", "edf-bf")["met"].is_null(), "edf-bf has no aim of its own");
+
+    let (plus, base) = (runs("synthetic 300", "libra+$"), runs("synthetic 300", "edf-bf"));
+    assert_eq!((plus.len(), base.len()), (2, 2));
+    let ratios: Vec<f64> = plus.iter().zip(&base).map(|(p, b)| f(&p["sim_s"]) / f(&b["sim_s"])).collect();
+    let within = row("300 synthetic jobs on 64 nodes, within", "libra+$");
+    assert_eq!(within["against_edf_bf"].as_array().unwrap().iter().map(f).collect::<Vec<_>>(), ratios);
+    assert_eq!(f(&within["median_against_edf_bf"]), median(&ratios));
+    assert_eq!(within["met"], serde_json::json!(median(&ratios) <= 3.0), "{within}");
+    assert!(plus.iter().all(|c| c["replay_same"] == true), "{v}");
+
+    let million = row("400 synthetic jobs", "libra");
+    let one = runs("synthetic 400", "libra");
+    assert_eq!(one.len(), 1, "one run of the million case");
+    assert_eq!(million["decisions_sha256"], one[0]["decisions_sha256"]);
+    assert_eq!(
+        million["met"],
+        serde_json::json!(f(&one[0]["sim_s"]) < 60.0 && f(&one[0]["peak_rss_mib"]) < 2048.0)
+    );
+
+    // The table says the same in words.
+    let text = libra()
+        .args([
+            "sim",
+            "bench",
+            "--aims",
+            "--rounds",
+            "1",
+            "--synthetic-jobs",
+            "100",
+            "--synthetic-nodes",
+            "16",
+        ])
+        .arg("--trace")
+        .arg(&swf)
+        .output()
+        .unwrap();
+    assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("within 3x of edf-bf") && text.contains("(not the issue's sizes)"), "{text}");
+
+    for (args, named) in [
+        (vec!["--aims", "--rounds", "0"], "--rounds"),
+        (vec!["--rounds", "2"], "--aims"),
+        (vec!["--aims", "--scaling"], "--scaling"),
+        (vec!["--million"], "--aims"),
+        (vec!["--aims", "--trace", "/nonexistent/trace.swf"], "--trace"),
+    ] {
+        let out = libra().args(["sim", "bench"]).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(named), "{args:?}: {err}");
+    }
+}
