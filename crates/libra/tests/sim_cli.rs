@@ -382,6 +382,10 @@ fn bench_aims_judges_the_runs_it_reports() {
     assert_eq!(cases.len(), 2 * 3 + 2 * 3 + 3, "{v}");
     let aims = v["aims"].as_array().unwrap();
     let f = |x: &serde_json::Value| x.as_f64().unwrap();
+    // Figures computed here from the parsed JSON and figures the tool computed and wrote can
+    // differ in the last bit (serde_json's float parsing is not correctly rounded): compared to
+    // a part in 10^12.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
     let median = |v: &[f64]| {
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
@@ -409,7 +413,7 @@ fn bench_aims_judges_the_runs_it_reports() {
     let sims: Vec<f64> = runs("small.swf", "libra+$").iter().map(|c| f(&c["sim_s"])).collect();
     assert_eq!(sims.len(), 2);
     assert_eq!(trace["runs_s"].as_array().unwrap().iter().map(f).collect::<Vec<_>>(), sims);
-    assert_eq!(f(&trace["median_s"]), median(&sims));
+    assert!(close(f(&trace["median_s"]), median(&sims)), "{trace}");
     assert_eq!(trace["met"], serde_json::json!(median(&sims) < 0.3), "{trace}");
     assert_eq!(trace["replay_s"].as_array().unwrap().len(), 2, "the engine alone, each round: {trace}");
     assert!(row("small.swf", "edf-bf")["met"].is_null(), "edf-bf has no aim of its own");
@@ -418,8 +422,12 @@ fn bench_aims_judges_the_runs_it_reports() {
     assert_eq!((plus.len(), base.len()), (2, 2));
     let ratios: Vec<f64> = plus.iter().zip(&base).map(|(p, b)| f(&p["sim_s"]) / f(&b["sim_s"])).collect();
     let within = row("300 synthetic jobs on 64 nodes, within", "libra+$");
-    assert_eq!(within["against_edf_bf"].as_array().unwrap().iter().map(f).collect::<Vec<_>>(), ratios);
-    assert_eq!(f(&within["median_against_edf_bf"]), median(&ratios));
+    let theirs: Vec<f64> = within["against_edf_bf"].as_array().unwrap().iter().map(f).collect();
+    assert!(
+        theirs.len() == 2 && theirs.iter().zip(&ratios).all(|(&a, &b)| close(a, b)),
+        "{within}: {ratios:?}"
+    );
+    assert!(close(f(&within["median_against_edf_bf"]), median(&ratios)), "{within}: {ratios:?}");
     assert_eq!(within["met"], serde_json::json!(median(&ratios) <= 3.0), "{within}");
     assert!(plus.iter().all(|c| c["replay_same"] == true), "{v}");
 

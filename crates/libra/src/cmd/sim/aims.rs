@@ -143,6 +143,11 @@ pub fn judge(case: &Case, runs: &[Vec<BenchRow>]) -> Vec<AimRow> {
             met: None,
         }
     };
+    // A policy shown beside the aims for scale, with no aim of its own (when it ran).
+    let comparison = |policy: &str, aim: String| {
+        let rows = of(policy);
+        (!rows.is_empty()).then(|| row(policy, &rows, aim, false, "-".into()))
+    };
     match case {
         Case::Trace { name, .. } => {
             let rows = of(POLICIES[0]);
@@ -156,16 +161,14 @@ pub fn judge(case: &Case, runs: &[Vec<BenchRow>]) -> Vec<AimRow> {
             r.met = Some(r.median_s < TRACE_AIM_S);
             // The other policies of the case, for scale: no aim of their own here.
             let mut out = vec![r];
-            for p in [POLICIES[1], BASELINE] {
-                let rows = of(p);
-                if !rows.is_empty() {
-                    out.push(row(p, &rows, format!("{name}, every job (for comparison)"), false, "-".into()));
-                }
-            }
+            out.extend(
+                [POLICIES[1], BASELINE]
+                    .into_iter()
+                    .filter_map(|p| comparison(p, format!("{name}, every job (for comparison)"))),
+            );
             out
         }
         Case::Within { jobs, nodes } => {
-            let base = of(BASELINE);
             let issue = *jobs == ISSUE_JOBS && *nodes == ISSUE_NODES;
             let mut out = Vec::new();
             for p in POLICIES {
@@ -191,12 +194,9 @@ pub fn judge(case: &Case, runs: &[Vec<BenchRow>]) -> Vec<AimRow> {
                 r.against_edf_bf = against;
                 out.push(r);
             }
-            out.push(row(
+            out.extend(comparison(
                 BASELINE,
-                &base,
                 format!("{jobs} synthetic jobs on {nodes} nodes (the baseline)"),
-                false,
-                "-".into(),
             ));
             out
         }
@@ -218,16 +218,10 @@ pub fn judge(case: &Case, runs: &[Vec<BenchRow>]) -> Vec<AimRow> {
                 );
                 out.push(r);
             }
-            let base = of(BASELINE);
-            if !base.is_empty() {
-                out.push(row(
-                    BASELINE,
-                    &base,
-                    format!("{jobs} synthetic jobs on {nodes} nodes (the baseline)"),
-                    false,
-                    "-".into(),
-                ));
-            }
+            out.extend(comparison(
+                BASELINE,
+                format!("{jobs} synthetic jobs on {nodes} nodes (the baseline)"),
+            ));
             out
         }
     }
