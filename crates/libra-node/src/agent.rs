@@ -170,6 +170,64 @@ const PID_FILE: &str = "libra.pid";
 /// agent that adopts the job after a crash of the one that started it.
 const JOB_FILE: &str = "libra.job";
 
+/// In the agent's directory for a job: a file whose lock (flock) the agent takes before it
+/// starts the job's keeper and hands to the keeper, which holds it for as long as it lives. So
+/// the lock is held exactly while a process of the job exists, from the fork on. An agent that
+/// dies in the instant between the fork and the child's pid file leaves no pid file yet, and
+/// a child still before its exec carries the dead agent's environment: the agent that follows
+/// knows by the lock alone that the job runs, waits for its pid file and adopts it, instead of
+/// taking it for a job never started (which the server then has started a second time) or one
+/// that ended.
+const LOCK_FILE: &str = "libra.lock";
+
+/// Takes job directory `dir`'s lock for a start (see `LOCK_FILE`): `Ok(None)` when a process of
+/// the job holds it (the job runs: it must not start again).
+fn job_lock(dir: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(f));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
+/// Whether a process of the job in directory `dir` holds its lock (see `LOCK_FILE`); false
+/// when there is no lock file (a job started by an earlier release of the agent).
+fn job_lock_held(dir: &std::path::Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(dir.join(LOCK_FILE)) else { return false };
+    // SAFETY: flock on a descriptor this function owns; closing it releases a lock taken here.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
+/// How long an agent waits, at its start, for the pid file of a job whose lock is held: the
+/// child of an agent that died mid-start writes it before its exec.
+const PID_FILE_WAIT: Duration = Duration::from_secs(10);
+
+/// The pid file's text once it names a process, waiting up to `PID_FILE_WAIT` while the job's
+/// lock is held (see `LOCK_FILE`); otherwise what is there now.
+fn pid_file_text(dir: &std::path::Path, held: bool) -> Option<String> {
+    let t0 = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(dir.join(PID_FILE)).ok();
+        let named = text
+            .as_deref()
+            .and_then(|t| t.split_whitespace().next())
+            .is_some_and(|p| p.parse::<i32>().is_ok());
+        if named || !held || t0.elapsed() > PID_FILE_WAIT {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct JobRecord {
     spec: StartJob,
@@ -202,7 +260,10 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
             found.push(Orphan::Slurm { record });
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(dir.join(PID_FILE)) else { continue };
+        // A held lock: a process of the job exists, though it may not have written its pid file
+        // yet, nor exec'd (its environment still the dead agent's).
+        let held = job_lock_held(&dir);
+        let Some(text) = pid_file_text(&dir, held) else { continue };
         let mut f = text.split_whitespace();
         let pid = f.next().and_then(|p| p.parse::<i32>().ok()).filter(|p| *p > 1);
         let ticks = f.next().and_then(|t| t.parse::<u64>().ok());
@@ -219,7 +280,7 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
         let live = match (ticks, &record) {
             (Some(t), _) => proc::alive(pid, t).then_some(t),
             (None, Some(r)) => proc::start_ticks(pid).filter(|t| {
-                proc::alive(pid, *t) && proc::has_env(pid, "LIBRA_JOB_ID", &r.spec.job.to_string())
+                proc::alive(pid, *t) && (held || proc::has_env(pid, "LIBRA_JOB_ID", &r.spec.job.to_string()))
             }),
             (None, None) => None,
         };
@@ -704,6 +765,22 @@ impl Agent {
             Ok(f) => f,
             Err(error) => return self.failed_start(&s, error, now),
         };
+        // The job's lock, for its keeper to hold (see `LOCK_FILE`). Held already: a process of
+        // this job runs that this agent does not know of (it outlived an agent that died
+        // starting it, and gave no pid file in time): it is not started a second time.
+        let lock = match &self.cfg.keeper {
+            Some(_) => match job_lock(&dir) {
+                Ok(Some(f)) => Some(f),
+                Ok(None) => {
+                    // Its groups are left as they are: the process is in them.
+                    tracing::warn!(job = s.job, "not started: a process of this job still holds its lock");
+                    return;
+                }
+                Err(e) => return self.failed_start(&s, format!("cannot take the job's lock: {e}"), now),
+            },
+            None => None,
+        };
+        let lock_fd = lock.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let memory = match (&mut self.memory, s.mem_mb) {
             (_, 0) => Ok(None),
             (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| e.to_string()),
@@ -762,10 +839,13 @@ impl Agent {
         let keeping = self.cfg.keeper.is_some();
         // The keeper's own environment: nothing of the job's (see `proc::JobLaunch`), but its id,
         // by which an agent that follows tells the keeper apart (see `orphans`).
-        let keeper_env = [
+        let mut keeper_env = vec![
             ("PATH".to_string(), "/usr/local/bin:/usr/bin:/bin".to_string()),
             ("LIBRA_JOB_ID".to_string(), s.job.to_string()),
         ];
+        if let Some(fd) = lock_fd {
+            keeper_env.push((proc::JOB_LOCK_FD_ENV.to_string(), fd.to_string()));
+        }
         let launched = launched.and_then(|groups| {
             let l = if keeping {
                 proc::Launch {
@@ -778,6 +858,7 @@ impl Agent {
                     cgroup_procs: &groups,
                     pid_file: Some(&dir.join(PID_FILE)),
                     identity: None,
+                    keep_fd: lock_fd,
                 }
             } else {
                 proc::Launch {
@@ -790,12 +871,15 @@ impl Agent {
                     cgroup_procs: &groups,
                     pid_file: Some(&dir.join(PID_FILE)),
                     identity: identity.as_ref(),
+                    keep_fd: None,
                 }
             };
             let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();
             proc::launch(&l)
                 .map_err(|e| format!("cannot start {:?}{who} in {}: {e}", s.command, files.cwd.display()))
         });
+        // The keeper holds the lock now (or none was started): this agent's copy goes.
+        drop(lock);
         match launched {
             Ok(pid) => {
                 tracing::info!(job = s.job, pid, share, "started");
@@ -1199,6 +1283,7 @@ mod tests {
                 cgroup_procs: &[],
                 pid_file: Some(pid_file),
                 identity: None,
+                keep_fd: None,
             })
             .unwrap()
         };
@@ -1218,6 +1303,61 @@ mod tests {
             proc::signal_group(p, libc::SIGKILL);
             reap_within(p, 10);
         }
+    }
+
+    /// The window the torture test found: an agent killed after forking a job's keeper and
+    /// before the child wrote its pid file (joining the job's control groups first can take
+    /// milliseconds). The next agent must not take the job for one never started, which the
+    /// server would then have it start a second time: the job's lock, which the child holds from
+    /// the fork on, says it runs, and the agent waits for the pid file and adopts it, though the
+    /// child's environment is still the dead agent's.
+    #[test]
+    fn a_job_whose_agent_died_between_the_fork_and_its_pid_file_is_adopted_not_started_again() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let job = dir.path().join("job-7");
+        std::fs::create_dir_all(&job).unwrap();
+        std::fs::write(job.join(JOB_FILE), record(7)).unwrap();
+        let lock = job_lock(&job).unwrap().expect("a free lock");
+        let argv: Vec<String> = vec!["sleep".into(), "30".into()];
+        // No LIBRA_JOB_ID: what a child before its exec shows.
+        let env: Vec<(String, String)> = Vec::new();
+        let pid = proc::launch(&proc::Launch {
+            argv: &argv,
+            cwd: &job,
+            stdout: &job.join("stdout"),
+            stderr: None,
+            append: false,
+            env: Some(&env),
+            cgroup_procs: &[],
+            pid_file: None,
+            identity: None,
+            keep_fd: Some(lock.as_raw_fd()),
+        })
+        .unwrap();
+        // The agent is gone; its child holds the lock and writes its pid file a moment later.
+        drop(lock);
+        assert!(job_lock_held(&job));
+        assert!(job_lock(&job).unwrap().is_none(), "a second start would take the lock");
+        let pid_file = job.join(PID_FILE);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            std::fs::write(pid_file, format!("{pid}\n")).unwrap();
+        });
+        let found = orphans(dir.path());
+        writer.join().unwrap();
+        assert!(
+            matches!(&found[..], [Orphan::Running { pid: p, .. }] if *p == pid),
+            "the job was not adopted: the server would start it again"
+        );
+        // Once its process is gone, the lock is free: a job directory with no pid file and a
+        // free lock is a job that never started.
+        proc::signal_group(pid, libc::SIGKILL);
+        reap_within(pid, 10);
+        assert!(!job_lock_held(&job));
+        std::fs::remove_file(job.join(PID_FILE)).unwrap();
+        assert!(orphans(dir.path()).is_empty());
+        assert!(job_lock(&job).unwrap().is_some());
     }
 
     #[test]

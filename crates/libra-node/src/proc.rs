@@ -111,6 +111,9 @@ pub struct Launch<'a> {
     pub pid_file: Option<&'a Path>,
     /// The account to run as (None: this process's own).
     pub identity: Option<&'a Identity>,
+    /// A descriptor the child keeps across `exec` (its close-on-exec flag cleared): the job's
+    /// lock, which the agent hands to the keeper (see `agent::job_lock`).
+    pub keep_fd: Option<i32>,
 }
 
 /// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
@@ -126,6 +129,7 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::
         cgroup_procs,
         pid_file: None,
         identity: None,
+        keep_fd: None,
     })
 }
 
@@ -189,6 +193,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let stderr = l.stderr.map(cstring).transpose()?;
     let append = l.append;
     let identity = l.identity.map(|i| (i.uid as libc::uid_t, i.gid as libc::gid_t, i.groups.clone()));
+    let keep_fd = l.keep_fd;
     let mut cmd = Command::new(prog);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(env) = l.env {
@@ -201,6 +206,11 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = keep_fd {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             for p in &procs {
                 let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -262,6 +272,9 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     Ok(child.id() as i32)
 }
 
+/// The keeper's variable naming the descriptor of the job's lock it inherits.
+pub const JOB_LOCK_FD_ENV: &str = "LIBRA_JOB_LOCK_FD";
+
 /// In a job's record directory: how its keeper is to start it (`JobLaunch`), written by the
 /// agent, read by the keeper.
 pub const LAUNCH_FILE: &str = "libra.launch";
@@ -292,6 +305,12 @@ pub const EXIT_FILE: &str = "libra.exit";
 /// agent starts every job through a keeper so that a job outlives a crashed agent and its end is
 /// still known to the next one.
 pub fn keep(record: &Path, argv: &[String]) -> i32 {
+    // The job's lock, held for as long as this keeper lives (an agent that follows a crashed one
+    // knows by it that the job's process exists), and not passed on to the job.
+    if let Some(fd) = std::env::var(JOB_LOCK_FD_ENV).ok().and_then(|v| v.parse::<i32>().ok()) {
+        // SAFETY: fcntl on a descriptor number has no memory effects (a wrong one only fails).
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
     let plan: Option<JobLaunch> =
         std::fs::read_to_string(record.join(LAUNCH_FILE)).ok().and_then(|t| serde_json::from_str(&t).ok());
     let started = match &plan {
@@ -306,6 +325,7 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
                 cgroup_procs: &[],
                 pid_file: None,
                 identity: p.identity.as_ref(),
+                keep_fd: None,
             })
         }),
         None if argv.is_empty() => Err(std::io::Error::other("no command given")),
@@ -584,6 +604,7 @@ mod tests {
             cgroup_procs: &[],
             pid_file: Some(&dir.path().join("pid")),
             identity: None,
+            keep_fd: None,
         })
         .unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("pid")).unwrap(), format!("{pid}\n"));
@@ -623,6 +644,7 @@ mod tests {
                 cgroup_procs: &[],
                 pid_file: None,
                 identity: None,
+                keep_fd: None,
             })
         };
         let busy = |r: std::io::Result<i32>| r.unwrap_err().kind() == std::io::ErrorKind::ExecutableFileBusy;
