@@ -767,14 +767,15 @@ impl Agent {
         };
         // The job's lock, for its keeper to hold (see `LOCK_FILE`). Held already: a process of
         // this job runs that this agent does not know of (it outlived an agent that died
-        // starting it, and gave no pid file in time): it is not started a second time.
+        // starting it, and gave no pid file in time). It is never started a second time: the
+        // start fails, and the job ends failed (its groups are left as they are: the process is
+        // in them).
         let lock = match &self.cfg.keeper {
             Some(_) => match job_lock(&dir) {
                 Ok(Some(f)) => Some(f),
                 Ok(None) => {
-                    // Its groups are left as they are: the process is in them.
-                    tracing::warn!(job = s.job, "not started: a process of this job still holds its lock");
-                    return;
+                    let why = "a process of this job, left by an agent that died starting it, still runs: not started a second time";
+                    return self.failed_start(&s, why.to_string(), now);
                 }
                 Err(e) => return self.failed_start(&s, format!("cannot take the job's lock: {e}"), now),
             },
