@@ -243,12 +243,18 @@ fn the_same_idempotency_key_never_makes_a_second_job() {
     assert_eq!(err.status(), Some(400), "{err}");
 }
 
-/// Live processes with `LIBRA_JOB_ID=id` in their environment (a job's processes, escaped or not).
-fn processes_of_job(id: u64) -> Vec<i32> {
+/// Live processes with `LIBRA_JOB_ID=id` in their environment and a working directory under
+/// `dir` (a job's processes, escaped or not, in the cluster of `dir`).
+fn processes_of_job(id: u64, dir: &std::path::Path) -> Vec<i32> {
     let want = format!("LIBRA_JOB_ID={id}");
     let mut pids = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // This cluster's: a job of the same id left by another run (a test run killed midway
+        // leaves its keepers) is not this one.
+        if !std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(dir)) {
+            continue;
+        }
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
         let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
@@ -273,14 +279,16 @@ fn a_job_ends_as_a_whole_with_the_processes_that_escaped_its_session() {
     );
     req.workdir = Some(cl.dir.display().to_string());
     let id = c.submit(&req).unwrap().id;
-    wait_until("the escapee to start", || (!processes_of_job(id).is_empty()).then_some(()));
+    wait_until("the escapee to start", || (!processes_of_job(id, &cl.dir).is_empty()).then_some(()));
     let j = wait_done(&c, id);
     assert_eq!(j.state, JobState::Completed, "{j:?}");
     if !mech.starts_with("cgroup") {
         eprintln!("no control groups here ({mech}): a setsid escapee cannot be found, not tested");
         return;
     }
-    wait_until("the escapee to be killed with its job", || processes_of_job(id).is_empty().then_some(()));
+    wait_until("the escapee to be killed with its job", || {
+        processes_of_job(id, &cl.dir).is_empty().then_some(())
+    });
     let node = libra_node::group_name(&j.nodes[0], &cl.dir.join(&j.nodes[0]));
     let group = std::path::Path::new("/sys/fs/cgroup/cpu/libra").join(&node).join(format!("job-{id}"));
     let v2 = std::path::Path::new("/sys/fs/cgroup/libra").join(&node).join(format!("job-{id}"));
