@@ -280,6 +280,27 @@ fn a_job_ends_as_a_whole_with_the_processes_that_escaped_its_session() {
     req.workdir = Some(cl.dir.display().to_string());
     let id = c.submit(&req).unwrap().id;
     wait_until("the escapee to start", || (!processes_of_job(id, &cl.dir).is_empty()).then_some(()));
+    // The job's lock (`libra.lock`) is held by its keeper alone: the keeper hands nothing of it
+    // to the job, nor the job to what it leaves behind.
+    let holds_lock = |pid: i32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t.ends_with("libra.lock")))
+    };
+    let is_keeper = |pid: i32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"job-keeper"))
+    };
+    let procs = processes_of_job(id, &cl.dir);
+    assert!(
+        procs.iter().any(|&p| is_keeper(p) && holds_lock(p)),
+        "no keeper holds the job's lock: {procs:?}"
+    );
+    for p in procs.into_iter().filter(|&p| !is_keeper(p)) {
+        assert!(!holds_lock(p), "process {p} of the job holds its lock");
+    }
     let j = wait_done(&c, id);
     assert_eq!(j.state, JobState::Completed, "{j:?}");
     if !mech.starts_with("cgroup") {
