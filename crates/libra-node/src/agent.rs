@@ -183,28 +183,30 @@ const LOCK_FILE: &str = "libra.lock";
 /// Takes job directory `dir`'s lock for a start (see `LOCK_FILE`): `Ok(None)` when a process of
 /// the job holds it (the job runs: it must not start again).
 fn job_lock(dir: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
-    use std::os::fd::AsRawFd;
     let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
-    // SAFETY: flock on a descriptor this function owns.
-    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-        return Ok(Some(f));
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(None)
-    } else {
-        Err(e)
-    }
+    Ok(try_lock(&f)?.then_some(f))
 }
 
 /// Whether a process of the job in directory `dir` holds its lock (see `LOCK_FILE`); false
-/// when there is no lock file (a job started by an earlier release of the agent).
+/// when there is no lock file (a job started by an earlier release of the agent). A lock taken
+/// here to find out is released as the file closes.
 fn job_lock_held(dir: &std::path::Path) -> bool {
+    std::fs::File::open(dir.join(LOCK_FILE)).is_ok_and(|f| matches!(try_lock(&f), Ok(false)))
+}
+
+/// An exclusive flock on `f` without waiting: false when another open file holds it.
+fn try_lock(f: &std::fs::File) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
-    let Ok(f) = std::fs::File::open(dir.join(LOCK_FILE)) else { return false };
-    // SAFETY: flock on a descriptor this function owns; closing it releases a lock taken here.
-    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    // SAFETY: flock on a descriptor `f` owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
 }
 
 /// How long an agent waits, at its start, for the pid file of a job whose lock is held: the
