@@ -384,7 +384,7 @@ const ROUTES: &[Route] = &[
     (
         "post",
         "/api/admin/backup",
-        "A consistent copy of the live store (the SQLite file, application/vnd.sqlite3); what it holds is in the x-libra-backup header",
+        "A consistent copy of the live store (the SQLite file, application/vnd.sqlite3), carrying the hosted sweeps' broker database in its table libra_backup_files; what it holds is in the x-libra-backup header",
         None,
         backup_file,
         "admin",

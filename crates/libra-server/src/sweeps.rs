@@ -23,7 +23,7 @@ use libra_broker::view;
 use libra_core::dbc::Algorithm;
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard};
 
 /// The most jobs one hosted sweep may have: a request must not fill the server's disk.
 pub const MAX_JOBS: u64 = 100_000;
@@ -45,6 +45,10 @@ pub struct Sweeps {
     own: Mutex<Vec<String>>,
     /// The server's store, where sweep credentials are kept (as digests) and revoked.
     server_db: PathBuf,
+    /// Held (shared) by a sweep's creation from its credential's minting to its owner's record,
+    /// and (exclusive) by a backup while it copies the store and the broker database: a backup
+    /// never holds a sweep half made (`hold_creations`).
+    creating: RwLock<()>,
 }
 
 /// How long a sweep's credential outlives its deadline (the engine settles the last attempts
@@ -130,6 +134,7 @@ impl Sweeps {
             keeper,
             own: Mutex::new(Vec::new()),
             server_db,
+            creating: RwLock::new(()),
         };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
@@ -159,6 +164,12 @@ impl Sweeps {
             }
         }
         Ok(n)
+    }
+
+    /// Keeps sweeps from being created while the guard lives (those being created finish
+    /// first): what a backup holds while it copies the store and the broker database.
+    pub fn hold_creations(&self) -> RwLockWriteGuard<'_, ()> {
+        self.creating.write().unwrap_or_else(|p| p.into_inner())
     }
 
     fn server_store(&self) -> Result<rusqlite::Connection, rusqlite::Error> {
@@ -411,6 +422,8 @@ impl Sweeps {
         if name.len() > 200 {
             return bad("name: give at most 200 characters".into());
         }
+        // From here to the owner's record the sweep is half made (`hold_creations`).
+        let creating = self.creating.read().unwrap_or_else(|p| p.into_inner());
         // The credential lives as long as the sweep may run (and is revoked when it ends).
         let credential = if on_this_server.is_empty() {
             None
@@ -459,6 +472,7 @@ impl Sweeps {
         };
         let store = self.store()?;
         hosted::add(&store.conn, id, who.id, &who.name)?;
+        drop(creating);
         self.start_engine(id);
         Ok(view::info(&store, id, &who.name, now)?)
     }

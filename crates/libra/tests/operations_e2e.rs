@@ -283,6 +283,14 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     let out = run_libra(&["server", "--restore", &file_s, "--db", &restored_s], &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = String::from_utf8_lossy(&out.stdout);
+    // The server's (empty) hosted sweeps' database came along, into its place beside the store.
+    assert_eq!(info["sweeps"].as_u64(), Some(0), "{info}");
+    let broker = restored.with_file_name("sweeps").join("broker.db");
+    assert!(
+        said.contains(&format!("restored the hosted sweeps' database into {}: 0 sweeps", broker.display())),
+        "{said}"
+    );
+    assert!(broker.is_file());
     assert!(
         said.contains(&format!("{} jobs (last {last_job})", info["jobs"]))
             && said.contains(&format!("{} ledger entries (last {last_ledger})", info["ledger_entries"])),

@@ -556,8 +556,8 @@ pub async fn credit(
 }
 
 /// `POST /api/admin/backup`: a consistent copy of the live store, made without stopping the
-/// server, sent as the database file itself; what it holds is in the `x-libra-backup` header
-/// (JSON: `backup::Contents`).
+/// server, with the hosted sweeps' broker database inside it, sent as the database file itself;
+/// what it holds is in the `x-libra-backup` header (JSON: `backup::Contents`).
 pub async fn backup(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -565,13 +565,19 @@ pub async fn backup(
     use axum::response::IntoResponse;
     app.run(move |g| g.caller(&headers)?.require_admin("take a backup of the store")).await?;
     let db = app.config.db.clone();
-    let (bytes, contents) = tokio::task::spawn_blocking(move || crate::backup::backup_bytes(&db))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(|e| ApiError::Internal(format!("backup: {e}")))?;
+    let sweeps = app.sweeps.clone();
+    let (bytes, contents) = tokio::task::spawn_blocking(move || {
+        // No sweep is half made while the store and the broker database are copied.
+        let _quiet = sweeps.hold_creations();
+        crate::backup::backup_bytes(&db, Some(&sweeps.db))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(|e| ApiError::Internal(format!("backup: {e}")))?;
     tracing::info!(
         jobs = contents.jobs,
         ledger_entries = contents.ledger_entries,
+        sweeps = contents.sweeps,
         bytes = bytes.len(),
         "backup taken"
     );

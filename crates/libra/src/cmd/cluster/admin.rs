@@ -24,7 +24,8 @@ pub enum AdminCommand {
     /// Nodes: state (up, down, DRAINED), capacity, load, job shares, enforcement mechanism.
     Nodes,
     /// Copy the server's live store into FILE without stopping it (SQLite's online backup: the
-    /// store as of one moment). Restore it with `libra server --restore FILE`.
+    /// store as of one moment), with the hosted sweeps' broker database inside it. Restore it
+    /// with `libra server --restore FILE`.
     Backup {
         /// Where to write the backup (a single SQLite file, mode 0600: it holds password and
         /// token hashes).
@@ -286,8 +287,12 @@ pub fn run(a: AdminArgs) -> Result<()> {
             f.write_all(&bytes)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &file)?;
+            let sweeps = match info["sweeps"].as_u64() {
+                Some(n) => format!(", {n} hosted sweeps"),
+                None => String::new(),
+            };
             let said = format!(
-                "backup {}: {} jobs (last {}), {} ledger entries (last {}), {} users, schema version {}, {} bytes",
+                "backup {}: {} jobs (last {}), {} ledger entries (last {}), {} users{sweeps}, schema version {}, {} bytes",
                 file.display(),
                 info["jobs"],
                 info["last_job"],

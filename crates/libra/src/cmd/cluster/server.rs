@@ -98,11 +98,12 @@ pub struct ServerArgs {
     #[command(flatten)]
     pub show: PrintConfig,
     /// Restore the store from a backup (`libra admin backup FILE`) and exit, instead of
-    /// serving. The server must be stopped; a store that holds users or jobs is replaced only
-    /// with --overwrite.
+    /// serving, with the hosted sweeps' broker database the backup carries (into broker_db).
+    /// The server must be stopped; a store that holds users or jobs, or a broker database that
+    /// holds sweeps, is replaced only with --overwrite.
     #[arg(long, value_name = "FILE")]
     pub restore: Option<PathBuf>,
-    /// With --restore: replace a store that is not empty.
+    /// With --restore: replace a store (and a broker database) that is not empty.
     #[arg(long, requires = "restore")]
     pub overwrite: bool,
     /// How long a token from `libra login` works: 30d (the default), 12h, 3600.
@@ -264,7 +265,8 @@ pub fn run(a: ServerArgs) -> Result<()> {
     }
     crate::logging::init(&c.log_level, c.log_format).map_err(|e| anyhow::anyhow!("log_level: {e}"))?;
     if let Some(file) = &a.restore {
-        let r = libra_server::backup::restore(file, &c.db, a.overwrite)?;
+        let broker = c.broker_db();
+        let r = libra_server::backup::restore(file, &c.db, Some(&broker), a.overwrite)?;
         println!(
             "restored {} into {}: {} jobs (last {}), {} ledger entries (last {}), {} users, schema version {}",
             file.display(),
@@ -276,6 +278,13 @@ pub fn run(a: ServerArgs) -> Result<()> {
             r.users,
             r.schema_version
         );
+        match r.sweeps {
+            Some(n) => println!("restored the hosted sweeps' database into {}: {n} sweeps", broker.display()),
+            None => println!(
+                "the backup carries no hosted sweeps' database: {} is left as it is",
+                broker.display()
+            ),
+        }
         return Ok(());
     }
     let reloader = libra_server::Reloader {
