@@ -63,6 +63,10 @@ pub async fn serve(
     if let Ok(addr) = listener.local_addr() {
         app.sweeps.allow_own_address(addr);
     }
+    if tls.is_some() {
+        let cert = app.config.tls_cert.clone().unwrap_or_else(|| tls::self_signed_paths(&app.config).0);
+        app.sweeps.trust_own_certificate(cert);
+    }
     // Hosted sweeps that were running when the server stopped (or was killed) carry on.
     match app.sweeps.resume_all() {
         Ok(0) => {}

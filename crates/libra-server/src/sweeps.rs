@@ -43,6 +43,9 @@ pub struct Sweeps {
     /// This server's own origins (a subset of `clusters`): a sweep's `libra` resource there
     /// acts through a credential the server mints for the sweep, never the user's token.
     own: Mutex<Vec<String>>,
+    /// The certificate this server answers https with, which a sweep's `libra` resource on this
+    /// server trusts (a self-signed one is in no public root store). `None` on plain http.
+    own_certificate: Mutex<Option<PathBuf>>,
     /// The server's store, where sweep credentials are kept (as digests) and revoked.
     server_db: PathBuf,
     /// Held (shared) by a sweep's creation from its credential's minting to its owner's record,
@@ -133,6 +136,7 @@ impl Sweeps {
             running: Mutex::new(HashSet::new()),
             keeper,
             own: Mutex::new(Vec::new()),
+            own_certificate: Mutex::new(None),
             server_db,
             creating: RwLock::new(()),
         };
@@ -289,6 +293,12 @@ impl Sweeps {
         }
     }
 
+    /// Makes the sweeps created from now on trust `cert` (the server's own https certificate)
+    /// in their `libra` resources on this server.
+    pub fn trust_own_certificate(&self, cert: PathBuf) {
+        *self.own_certificate.lock().unwrap_or_else(|p| p.into_inner()) = Some(cert);
+    }
+
     fn has_engine(&self, exp: i64) -> bool {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).contains(&exp)
     }
@@ -333,8 +343,11 @@ impl Sweeps {
         }
         let mut res = resources::parse(&req.resources).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         // Resources on this server itself: the server acts for the user with a credential of
-        // the sweep's own, so whatever token the user wrote is dropped, never stored.
+        // the sweep's own, so whatever token the user wrote is dropped, never stored; and it
+        // trusts the server's own certificate, whatever file the user named (a user may not
+        // make the server read a file).
         let own = self.own.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let own_certificate = self.own_certificate.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let mut on_this_server = Vec::new();
         for (i, r) in res.iter_mut().enumerate() {
             let name = r.name.clone();
@@ -352,6 +365,7 @@ impl Sweeps {
             if let Ok(o) = origin(&l.url) {
                 if own.contains(&o) {
                     l.token = None;
+                    l.ca = own_certificate.clone();
                     on_this_server.push(i);
                     continue;
                 }
@@ -366,7 +380,7 @@ impl Sweeps {
             // The server would read the file named: a user may not make it read any file.
             if l.ca.is_some() && !who.admin {
                 return Err(ApiError::Forbidden(format!(
-                    "forbidden: resource '{}': ca names a file on the server, which only an administrator may do; hosted sweeps trust the public roots (and LIBRA_CA of the server)",
+                    "forbidden: resource '{}': ca names a file on the server, which only an administrator may do; hosted sweeps trust the public roots (and LIBRA_CA of the server, and its own certificate for a resource on the server itself)",
                     name
                 )));
             }

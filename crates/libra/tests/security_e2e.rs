@@ -277,6 +277,41 @@ fn https_end_to_end_with_a_self_signed_certificate() {
     let id = job["id"].as_u64().unwrap();
     assert_eq!(wait_done(&user, id).state, JobState::Completed);
 
+    // A hosted sweep on this server reaches it over https, trusting the server's own
+    // certificate (no LIBRA_CA in the server's environment), whatever file its owner names.
+    let res = format!(
+        "[[resource]]\nname = \"here\"\nkind = \"libra\"\nurl = \"{}\"\nprice = 5\nca = \"/etc/hostname\"\n",
+        cl.url
+    );
+    let s = user
+        .sweep_create(&libra_api::SweepCreate {
+            plan: "parameter x integer range from 1 to 1 step 1\ntask main\n    exec true\nendtask\n".into(),
+            resources: res,
+            name: Some("tls".into()),
+            deadline: None,
+            deadline_in: Some(600.0),
+            budget: libra_core::Money::from_credits(200),
+            optimise: None,
+            max_retries: None,
+            estimate: Some(5.0),
+            seed: 0,
+        })
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let done = loop {
+        let i = user.sweep(s.id).unwrap();
+        if i.state != "running" {
+            break i;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let log = std::fs::read_to_string(cl.dir.join("server.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            panic!("the hosted sweep over https did not end in 60 s: {i:?}\nthe server's last lines, newest first:\n{}", tail.join("\n"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!((done.state.as_str(), done.jobs.done), ("done", 1), "{done:?}");
+
     // Without the certificate the client refuses the server: nothing is sent to it.
     let untrusting = Client::connect(&cl.url, None, None, false).unwrap();
     let e = untrusting.login("dana", "pw-dana").unwrap_err();
