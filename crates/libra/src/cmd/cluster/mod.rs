@@ -43,6 +43,11 @@ pub enum ClusterCommand {
     /// a deadline and a budget; the same immediate answer as `libra submit`.
     Sbatch(sbatch::SbatchArgs),
     /// What a job would cost now, and the price per CPU-second on every node.
+    ///
+    /// With --estimate or --deadline it answers for that job, as `libra submit` would decide it,
+    /// without submitting: exit status 0 when the job would be accepted, 1 when it would be
+    /// rejected (the answer and the suggestion are printed either way), so that
+    /// `libra quote ... && libra submit ...` submits only what would be taken.
     Quote(quote::QuoteArgs),
     /// Your jobs (or one job in detail).
     Status(jobs::StatusArgs),

@@ -37,13 +37,18 @@ pub fn run(a: QuoteArgs) -> Result<()> {
     let account = opts.account.as_deref().map(|n| client.account(n)).transpose()?;
     let text = quote_text(&q, bare, account.as_ref());
     match account {
-        None => emit(&Said::new(&q, text), a.conn.json),
+        None => emit(&Said::new(&q, text), a.conn.json)?,
         Some(acc) => {
             let mut v = serde_json::to_value(&q)?;
             v["account"] = serde_json::to_value(&acc)?;
-            emit(&Said::new(&v, text), a.conn.json)
+            emit(&Said::new(&v, text), a.conn.json)?
         }
     }
+    // As `libra submit` would exit: a job that would be rejected is a failure to a script.
+    if !bare && !q.accepted {
+        anyhow::bail!("the job would be rejected now: {}", q.reason.as_deref().unwrap_or("no reason given"));
+    }
+    Ok(())
 }
 
 /// A quote for people: every node's price, then what would become of the job (unless only the
