@@ -72,6 +72,9 @@ pub struct Config {
     /// first is written at once, the rest as one entry with their count when the window ends.
     /// 0 writes every refusal.
     pub audit_repeat_window: f64,
+    /// Days the audit log keeps an entry: older entries are removed at start and once an hour,
+    /// the removal recorded as an entry of its own. Unset: every entry is kept for good.
+    pub audit_keep_days: Option<f64>,
     /// What runs the admitted jobs: Libra's own node agents, or an existing Slurm cluster.
     pub executor: ExecutorConfig,
 }
@@ -231,6 +234,7 @@ impl Default for Config {
             submit_rate: DEFAULT_SUBMIT_RATE,
             submit_burst: DEFAULT_SUBMIT_BURST,
             audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
+            audit_keep_days: None,
             executor: ExecutorConfig::default(),
         }
     }
@@ -305,6 +309,13 @@ impl Config {
                 "audit_repeat_window: {} is not accepted: give seconds from 0 (write every refusal) to 3600",
                 self.audit_repeat_window
             )));
+        }
+        if let Some(d) = self.audit_keep_days {
+            if !(1.0..=36_500.0).contains(&d) {
+                return Err(ServerError::Invalid(format!(
+                    "audit_keep_days: {d} is not accepted: give days from 1 to 36500, or leave it unset to keep every entry"
+                )));
+            }
         }
         if self.max_active_jobs == 0 {
             return Err(ServerError::Invalid(

@@ -77,8 +77,15 @@ pub async fn serve(
         let app = app.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
+            let mut pruned: Option<std::time::Instant> = None;
             loop {
                 tick.tick().await;
+                if let Some(days) = app.config.audit_keep_days {
+                    if pruned.is_none_or(|t| t.elapsed() >= AUDIT_PRUNE_EVERY) {
+                        pruned = Some(std::time::Instant::now());
+                        prune_audit(&app, days).await;
+                    }
+                }
                 let r = app
                     .run(|g| {
                         let now = app::now();
@@ -126,6 +133,24 @@ pub async fn serve(
     // Refusals counted in windows that have not ended yet.
     audit::write_repeated(&app_for_stop, app_for_stop.audit_repeats.drain()).await;
     r.map_err(ServerError::Io)
+}
+
+/// How often the audit log's entries older than `audit_keep_days` are removed.
+const AUDIT_PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Removes the audit log's entries older than `days` (`store::audit::prune`).
+async fn prune_audit(app: &Arc<App>, days: f64) {
+    let r = app
+        .run(move |g| {
+            let now = app::now();
+            Ok(crate::store::audit::prune(&g.db, now - days * 86_400.0, now, days)?)
+        })
+        .await;
+    match r {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(removed = n, audit_keep_days = days, "audit log: old entries removed"),
+        Err(e) => tracing::error!("audit log: removing old entries: {e}"),
+    }
 }
 
 /// Says so when the server listens beyond this machine without TLS.

@@ -392,3 +392,66 @@ fn a_flood_of_refusals_costs_a_few_audit_entries_and_every_refusal_is_counted() 
     };
     assert_eq!((refused_with("401"), refused_with("429")), (forged + probes, rated), "{metrics}");
 }
+
+/// With `audit_keep_days`, a server removes the entries older than that when it starts (and
+/// once an hour), says so in an entry of its own, and keeps every newer one; a server without
+/// it keeps everything.
+#[test]
+fn the_audit_log_keeps_entries_for_audit_keep_days_when_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let db_path = dir.path().join("server.db");
+    let now = libra_server::app::now();
+    {
+        // A store that has been serving for a while: entries from 400 days ago to today.
+        let db = libra_server::store::open(&db_path, false).unwrap();
+        for days in [400.0, 200.0, 31.0, 29.0, 1.0] {
+            db.execute(
+                "INSERT INTO audit(time, caller, method, path, status) VALUES (?1, 'admin', 'POST', '/api/admin/credit', 200)",
+                [now - days * 86_400.0],
+            )
+            .unwrap();
+        }
+    }
+    let ages = |c: &Client| -> Vec<f64> {
+        let mut v: Vec<f64> = c
+            .audit(100, None)
+            .unwrap()
+            .iter()
+            .filter(|e| e.path == "/api/admin/credit")
+            .map(|e| ((now - e.time) / 86_400.0).round())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let start = |keep: Option<f64>| {
+        let mut c = libra_testkit::server::test_config(dir.path());
+        c.audit_keep_days = keep;
+        let bg = libra_server::start_background(c).unwrap();
+        let url = format!("http://{}", bg.addr);
+        let admin =
+            Client::new(&url, None).login("admin", libra_testkit::server::TEST_ADMIN_PW).unwrap().token;
+        (bg, Client::new(&url, Some(admin)))
+    };
+    // Unset: every entry stays.
+    let (bg, admin) = start(None);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert_eq!(ages(&admin), vec![1.0, 29.0, 31.0, 200.0, 400.0]);
+    drop(bg);
+    // 30 days: the three older entries go at start, and the removal is written.
+    let (bg, admin) = start(Some(30.0));
+    let removal = wait_until("the old entries' removal", || {
+        admin.audit(100, None).unwrap().into_iter().find(|e| e.path == "audit_keep_days")
+    });
+    assert_eq!((removal.method.as_str(), removal.status, removal.caller.as_deref()), ("SERVER", 200, None));
+    assert!(
+        removal.detail.as_deref().unwrap_or_default().starts_with("removed 3 entries older than @"),
+        "{removal:?}"
+    );
+    assert_eq!(ages(&admin), vec![1.0, 29.0]);
+    drop(bg);
+    // Out of range is refused at start, naming the setting.
+    let mut c = libra_testkit::server::test_config(dir.path());
+    c.audit_keep_days = Some(0.0);
+    let e = libra_server::start_background(c).err().expect("audit_keep_days = 0 refused").to_string();
+    assert!(e.starts_with("audit_keep_days: 0 is not accepted"), "{e}");
+}

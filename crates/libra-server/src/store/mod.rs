@@ -310,6 +310,13 @@ const MIGRATIONS: &[&str] = &[
        WHERE open_parts = 0 AND state IN ('PENDING','RUNNING','SUSPENDED');
      CREATE INDEX jobs_unstarted ON jobs(state, deadline_at)
        WHERE state IN ('PENDING','SUSPENDED','HELD') AND start_time IS NULL;",
+    // The audit log kept for `audit_keep_days` when an operator sets it: the store lets an entry
+    // go only when it is older than the cut-off the server has recorded (`audit::prune`), which
+    // only moves forward; every other removal, and every change, is refused as before.
+    "DROP TRIGGER audit_no_delete;
+     CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+     WHEN OLD.time >= COALESCE((SELECT CAST(value AS REAL) FROM settings WHERE key = 'audit_kept_from'), -1e308)
+     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only: only entries older than audit_keep_days are removed'); END;",
 ];
 
 /// The schema version this build writes.

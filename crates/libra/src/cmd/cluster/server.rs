@@ -123,6 +123,10 @@ pub struct ServerArgs {
     /// (default 10; 0 writes every refusal).
     #[arg(long, value_name = "SECONDS")]
     pub audit_repeat_window: Option<f64>,
+    /// Days the audit log keeps an entry (1 to 36500): older ones are removed at start and once
+    /// an hour, and the removal is itself an entry (default: every entry is kept for good).
+    #[arg(long, value_name = "DAYS")]
+    pub audit_keep_days: Option<f64>,
 }
 
 /// The configuration in force: the file's `[server]` settings (or the defaults), each flag
@@ -247,6 +251,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.audit_repeat_window {
         c.audit_repeat_window = v;
         src.flag("audit_repeat_window", "audit-repeat-window", None);
+    }
+    if let Some(v) = a.audit_keep_days {
+        c.audit_keep_days = Some(v);
+        src.flag("audit_keep_days", "audit-keep-days", None);
     }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();
