@@ -226,7 +226,10 @@ fn a_backup_carries_the_hosted_sweeps_and_a_restore_resumes_them() {
     assert_eq!(bound, 1, "the on-server sweep's credential is not in the restored store");
     drop(c);
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&broker).unwrap().permissions().mode() & 0o777, 0o600);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    // Private from the start, as the server makes them: password hashes, ledger, credentials.
+    assert_eq!((mode(&db), mode(&b)), (0o600, 0o700));
+    assert_eq!((mode(&broker), mode(broker.parent().unwrap())), (0o600, 0o700));
 
     // Into a new store beside a broker database that holds sweeps: refused, and the store is
     // not written.

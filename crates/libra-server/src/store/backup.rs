@@ -233,8 +233,11 @@ pub fn restore(
     let bad = |msg: String| ServerError::Backup(format!("backup {}: {msg}", file.display()));
     let carried =
         carried_broker(file).map_err(|e| bad(format!("its hosted sweeps' database is unreadable ({e})")))?;
+    // The store holds password hashes and the ledger: private as the server makes it.
     if let Some(dir) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+        if !dir.exists() {
+            crate::tls::private_dir(dir)?;
+        }
     }
     let _lock = StoreLock::acquire(db)?;
     if db.exists() && std::fs::metadata(db)?.len() > 0 {
@@ -293,6 +296,7 @@ pub fn restore(
         }
         _ => None,
     };
+    crate::tls::private_db_file(db)?;
     {
         let mut dst = Connection::open(db)?;
         dst.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -310,6 +314,7 @@ pub fn restore(
         // The carried files are the backup's, not the store's: out, and their pages given back.
         c.execute_batch(&format!("DROP TABLE {FILES_TABLE}; VACUUM;"))?;
     }
+    crate::tls::private_db_file(db)?;
     let mut after = Contents::of(&c)?;
     debug_assert_eq!((after.jobs, after.ledger_entries), (contents.jobs, contents.ledger_entries));
     if let Some((_tmp, path, target, sweeps)) = staged {
