@@ -138,18 +138,33 @@ pub async fn serve(
 /// How often the audit log's entries older than `audit_keep_days` are removed.
 const AUDIT_PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
-/// Removes the audit log's entries older than `days` (`store::audit::prune`).
+/// Removes the audit log's entries older than `days` (`store::audit::prune`), a batch at a
+/// time, each under the state's lock for a moment only.
 async fn prune_audit(app: &Arc<App>, days: f64) {
-    let r = app
-        .run(move |g| {
-            let now = app::now();
-            Ok(crate::store::audit::prune(&g.db, now - days * 86_400.0, now, days)?)
-        })
-        .await;
-    match r {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(removed = n, audit_keep_days = days, "audit log: old entries removed"),
-        Err(e) => tracing::error!("audit log: removing old entries: {e}"),
+    const BATCH: u32 = 10_000;
+    let mut removed = 0;
+    loop {
+        let r = app
+            .run(move |g| {
+                let now = app::now();
+                Ok(crate::store::audit::prune(&g.db, now - days * 86_400.0, now, days, BATCH)?)
+            })
+            .await;
+        match r {
+            Ok(n) => {
+                removed += n;
+                if n < u64::from(BATCH) {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!("audit log: removing old entries: {e}");
+                break;
+            }
+        }
+    }
+    if removed > 0 {
+        tracing::info!(removed, audit_keep_days = days, "audit log: old entries removed");
     }
 }
 

@@ -19,11 +19,12 @@ pub struct Entry {
 /// The setting that holds the retention's cut-off: the store lets an entry older than it go.
 const KEPT_FROM: &str = "audit_kept_from";
 
-/// Removes the entries older than `before` (the retention's cut-off, now minus
-/// `audit_keep_days`), in one transaction with the record of the removal, an entry of its own.
-/// The cut-off never moves back: an earlier `before` (a longer retention set later) removes
-/// what the recorded one allows. Returns how many entries went.
-pub fn prune(db: &Connection, before: f64, now: f64, keep_days: f64) -> rusqlite::Result<u64> {
+/// Removes at most `limit` of the entries older than `before` (the retention's cut-off, now
+/// minus `audit_keep_days`), oldest first, in one transaction with the record of the removal,
+/// an entry of its own. The cut-off never moves back: an earlier `before` (a longer retention
+/// set later) removes what the recorded one allows. Returns how many entries went; the caller
+/// asks again while that is `limit` (so that a long backlog never holds the store for long).
+pub fn prune(db: &Connection, before: f64, now: f64, keep_days: f64, limit: u32) -> rusqlite::Result<u64> {
     let tx = db.unchecked_transaction()?;
     let recorded: Option<f64> = super::setting(&tx, KEPT_FROM)?.and_then(|v| v.parse().ok());
     let cut = recorded.map_or(before, |r| r.max(before));
@@ -31,8 +32,9 @@ pub fn prune(db: &Connection, before: f64, now: f64, keep_days: f64) -> rusqlite
     // Compared with the setting as the trigger reads it (the same cast), so that the two agree
     // on every entry to the bit.
     let n = tx.execute(
-        "DELETE FROM audit WHERE time < (SELECT CAST(value AS REAL) FROM settings WHERE key = ?1)",
-        [KEPT_FROM],
+        "DELETE FROM audit WHERE id IN (SELECT id FROM audit \
+         WHERE time < (SELECT CAST(value AS REAL) FROM settings WHERE key = ?1) ORDER BY id LIMIT ?2)",
+        rusqlite::params![KEPT_FROM, limit],
     )?;
     if n > 0 {
         append(
@@ -127,13 +129,16 @@ mod tests {
         // Before any pruning, nothing may go, however old.
         refused("DELETE FROM audit WHERE time < 1");
         let now = 10.0 * DAY;
-        assert_eq!(prune(&db, now - 5.5 * DAY, now, 5.5).unwrap(), 5);
+        // At most `limit` at a time, oldest first.
+        assert_eq!(prune(&db, now - 5.5 * DAY, now, 5.5, 3).unwrap(), 3);
+        assert_eq!(times(&db)[..2], [3.0 * DAY, 4.0 * DAY]);
+        assert_eq!(prune(&db, now - 5.5 * DAY, now, 5.5, 3).unwrap(), 2);
         let left = times(&db);
         assert_eq!(&left[..5], &[5.0 * DAY, 6.0 * DAY, 7.0 * DAY, 8.0 * DAY, 9.0 * DAY]);
         // The removal is an entry of its own.
         let last = entries(&db, 1, None).unwrap().remove(0);
         assert_eq!((last.method.as_str(), last.path.as_str()), ("SERVER", "audit_keep_days"));
-        assert!(last.detail.unwrap().starts_with("removed 5 entries older than @"));
+        assert!(last.detail.unwrap().starts_with("removed 2 entries older than @"));
         // Newer entries may not be removed or changed, by hand or otherwise.
         refused("DELETE FROM audit WHERE time >= 5 * 86400");
         refused("DELETE FROM audit");
@@ -142,11 +147,11 @@ mod tests {
         // An entry older than the cut-off (a clock set back) goes at the next pruning even with
         // an earlier cut-off asked for: the recorded one does not move back.
         append(&db, &entry(1.0 * DAY)).unwrap();
-        assert_eq!(prune(&db, 0.5 * DAY, now, 9.5).unwrap(), 1);
+        assert_eq!(prune(&db, 0.5 * DAY, now, 9.5, 100).unwrap(), 1);
         assert!(times(&db).iter().all(|&t| t >= 5.0 * DAY));
         // Nothing to remove writes nothing.
         let before = times(&db).len();
-        assert_eq!(prune(&db, now - 5.5 * DAY, now, 5.5).unwrap(), 0);
+        assert_eq!(prune(&db, now - 5.5 * DAY, now, 5.5, 100).unwrap(), 0);
         assert_eq!(times(&db).len(), before);
     }
 }
