@@ -181,6 +181,18 @@ fn hosted_sweeps_through_the_api() {
     }
 }
 
+/// A server with its store in `dir`, its address, and clients of its administrator and of a
+/// user alice.
+fn server_with_alice(dir: &std::path::Path) -> (libra_server::Background, String, Client, Client) {
+    let server = start_background(common::test_config(dir)).unwrap();
+    let url = format!("http://{}", server.addr);
+    let anon = Client::new(&url, None);
+    let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
+    admin.user_add(&UserAdd::new("alice", "pw-alice", false)).unwrap();
+    let alice = Client::new(&url, Some(anon.login("alice", "pw-alice").unwrap().token));
+    (server, url, admin, alice)
+}
+
 /// A backup carries the hosted sweeps' broker database, and a restore puts it back beside the
 /// store: a server on the restored store lists every sweep with its owner, resumes a stalled
 /// one that then finishes, and keeps a sweep's credential on this server bound to it. A broker
@@ -189,12 +201,7 @@ fn hosted_sweeps_through_the_api() {
 #[test]
 fn a_backup_carries_the_hosted_sweeps_and_a_restore_resumes_them() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_background(common::test_config(&dir.path().join("a"))).unwrap();
-    let url = format!("http://{}", server.addr);
-    let anon = Client::new(&url, None);
-    let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
-    admin.user_add(&UserAdd::new("alice", "pw-alice", false)).unwrap();
-    let alice = Client::new(&url, Some(anon.login("alice", "pw-alice").unwrap().token));
+    let (server, url, admin, alice) = server_with_alice(&dir.path().join("a"));
     let done = alice.sweep_create(&sweep(PLAN, RES, 1000)).unwrap();
     wait(&alice, done.id, "the first sweep to finish", |s| s.state == "done");
     let stalled = alice.sweep_create(&sweep(PLAN, RES, 0)).unwrap();
@@ -268,12 +275,7 @@ fn backups_taken_while_sweeps_are_created_hold_none_half_made() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
-    let server = start_background(common::test_config(&dir.path().join("a"))).unwrap();
-    let url = format!("http://{}", server.addr);
-    let anon = Client::new(&url, None);
-    let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
-    admin.user_add(&UserAdd::new("alice", "pw-alice", false)).unwrap();
-    let alice = Client::new(&url, Some(anon.login("alice", "pw-alice").unwrap().token));
+    let (server, url, admin, alice) = server_with_alice(&dir.path().join("a"));
     let own = format!("[[resource]]\nname = \"c\"\nkind = \"libra\"\nurl = \"{url}\"\ntoken = \"t\"\n");
     let stop = Arc::new(AtomicBool::new(false));
     let creator = {
