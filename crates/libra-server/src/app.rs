@@ -243,6 +243,11 @@ impl App {
         Ok((applied, restart))
     }
 
+    /// `audit_keep_days` in force (a reload changes it).
+    pub fn audit_keep_days(&self) -> Option<f64> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner()).audit_keep_days
+    }
+
     /// Runs `f` on the state on a blocking thread, never on the async workers: taking the
     /// state's lock can wait for a long admission batch or a slow fsync, and SQLite blocks.
     /// Every route that touches the state or the store goes through here (or `read`), so a

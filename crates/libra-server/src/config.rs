@@ -168,7 +168,8 @@ impl std::fmt::Display for LogFormat {
 
 /// Settings that a reload (SIGHUP) applies to a running server; any other change needs a
 /// restart. Pricing, policy and placement are what `libra admin pricing|policy` change live
-/// anyway; the node timeout and the log level only change what happens next.
+/// anyway; the node timeout, the log level and the audit log's retention only change what
+/// happens next.
 pub const RELOADABLE: &[&str] = &[
     "policy",
     "placement",
@@ -178,6 +179,7 @@ pub const RELOADABLE: &[&str] = &[
     "pricing.libra_delta",
     "node_timeout",
     "log_level",
+    "audit_keep_days",
 ];
 
 /// Every setting as (dotted key, value), unset options as null: what `--print-config` shows

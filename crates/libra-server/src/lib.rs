@@ -77,12 +77,14 @@ pub async fn serve(
         let app = app.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
-            let mut pruned: Option<std::time::Instant> = None;
+            // When the audit log was last pruned, and for which retention: a retention changed
+            // by a reload is applied at the next tick.
+            let mut pruned: Option<(std::time::Instant, f64)> = None;
             loop {
                 tick.tick().await;
-                if let Some(days) = app.config.audit_keep_days {
-                    if pruned.is_none_or(|t| t.elapsed() >= AUDIT_PRUNE_EVERY) {
-                        pruned = Some(std::time::Instant::now());
+                if let Some(days) = app.audit_keep_days() {
+                    if pruned.is_none_or(|(t, d)| d != days || t.elapsed() >= AUDIT_PRUNE_EVERY) {
+                        pruned = Some((std::time::Instant::now(), days));
                         prune_audit(&app, days).await;
                     }
                 }

@@ -394,8 +394,8 @@ fn a_flood_of_refusals_costs_a_few_audit_entries_and_every_refusal_is_counted() 
 }
 
 /// With `audit_keep_days`, a server removes the entries older than that when it starts (and
-/// once an hour), says so in an entry of its own, and keeps every newer one; a server without
-/// it keeps everything.
+/// once an hour, and when a reload changes it), says so in an entry of its own, and keeps
+/// every newer one; a server without it keeps everything.
 #[test]
 fn the_audit_log_keeps_entries_for_audit_keep_days_when_set() {
     let dir = tempfile::tempdir().unwrap();
@@ -448,6 +448,12 @@ fn the_audit_log_keeps_entries_for_audit_keep_days_when_set() {
         "{removal:?}"
     );
     assert_eq!(ages(&admin), vec![1.0, 29.0]);
+    // A reload (SIGHUP) to 10 days applies at once: the 29-day entry goes at the next tick.
+    let mut shorter = libra_testkit::server::test_config(dir.path());
+    shorter.audit_keep_days = Some(10.0);
+    let (applied, restart) = bg.app.reload(shorter, &|_| Ok(())).unwrap();
+    assert_eq!((applied, restart), (vec!["audit_keep_days: 30.0 -> 10.0".to_string()], vec![]));
+    wait_until("the reloaded retention applied", || (ages(&admin) == vec![1.0]).then_some(()));
     drop(bg);
     // Out of range is refused at start, naming the setting.
     let mut c = libra_testkit::server::test_config(dir.path());

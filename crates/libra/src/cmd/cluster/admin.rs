@@ -75,7 +75,8 @@ pub enum AdminCommand {
     #[command(subcommand)]
     Node(NodeCommand),
     /// The audit log, newest first: every administrator action and every refused request
-    /// (401, 403, 429) with its caller and address. Append-only: nothing can change it.
+    /// (401, 403, 429) with its caller and address. Append-only: nothing can change it, and
+    /// entries go only when older than the server's audit_keep_days (if set).
     Audit(PageArgs),
     /// Deposit credit (a negative amount withdraws, never below zero).
     Credit {

@@ -20,7 +20,8 @@ pub struct ServerArgs {
     /// Configuration file (TOML): the [server] table of the site's file (see CONFIGURATION.md;
     /// a file without tables is read as the server's settings). Every setting in it can be
     /// overridden by the flags below. SIGHUP reads it again: pricing, policy, placement,
-    /// node_timeout and log_level apply at once; other changes are logged as needing a restart.
+    /// node_timeout, log_level and audit_keep_days apply at once; other changes are logged as
+    /// needing a restart.
     #[arg(long, env = "LIBRA_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1:7878). Another address without TLS is warned
