@@ -250,9 +250,20 @@ enum Orphan {
 /// outlive their agent so that a restart of the server or of the agent costs nothing). A
 /// process without a job record (started by an older agent) is stopped instead: this agent
 /// could not tell what it is owed, and left alone it would only burn CPU outside every share.
+#[cfg(test)]
 fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
-    let Ok(dirs) = std::fs::read_dir(workdir) else { return Vec::new() };
+    orphans_and_leftovers(workdir).0
+}
+
+/// `orphans`, and the job directories that hold nothing a later agent needs: no process of the
+/// job (its lock is free), nothing to report (no pid file: the server acknowledged how the job
+/// ended, or it never started), no Slurm job to follow. An agent that died while removing an
+/// acknowledged job's directory leaves one; so does one that died between writing a job's
+/// record and starting it (the server asks for that job again, and its directory is made anew).
+fn orphans_and_leftovers(workdir: &std::path::Path) -> (Vec<Orphan>, Vec<PathBuf>) {
+    let Ok(dirs) = std::fs::read_dir(workdir) else { return (Vec::new(), Vec::new()) };
     let mut found = Vec::new();
+    let mut leftovers = Vec::new();
     for d in dirs.flatten() {
         let dir = d.path();
         if let Some(record) = std::fs::read_to_string(dir.join(SLURM_FILE))
@@ -265,7 +276,13 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
         // A held lock: a process of the job exists, though it may not have written its pid file
         // yet, nor exec'd (its environment still the dead agent's).
         let held = job_lock_held(&dir);
-        let Some(text) = pid_file_text(&dir, held) else { continue };
+        let Some(text) = pid_file_text(&dir, held) else {
+            let is_job = d.file_name().to_str().is_some_and(|n| n.starts_with("job-"));
+            if is_job && !held && d.file_type().is_ok_and(|t| t.is_dir()) {
+                leftovers.push(dir);
+            }
+            continue;
+        };
         let mut f = text.split_whitespace();
         let pid = f.next().and_then(|p| p.parse::<i32>().ok()).filter(|p| *p > 1);
         let ticks = f.next().and_then(|t| t.parse::<u64>().ok());
@@ -299,7 +316,26 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
             }
         }
     }
-    found
+    (found, leftovers)
+}
+
+/// Removes job directories on a thread of their own: a job's scratch directory may hold any
+/// number of files, and the agent's loop (job control, the exchange with the server) must not
+/// wait for them. What fails to go is logged; a later agent finds it again (`orphans_and_leftovers`).
+fn spawn_cleaner() -> std::io::Result<std::sync::mpsc::Sender<PathBuf>> {
+    let (tx, rx) = channel::<PathBuf>();
+    std::thread::Builder::new().name("job-dirs".into()).spawn(move || {
+        for dir in rx {
+            // Never follows a symbolic link a job left in its scratch directory (std's
+            // `remove_dir_all` unlinks the link itself).
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(dir = %dir.display(), "removing a finished job's directory: {e}");
+                }
+            }
+        }
+    })?;
+    Ok(tx)
 }
 
 /// How a job ended: from its keeper's exit file (the job's own exit, where the agent saw only
@@ -370,6 +406,8 @@ pub struct Agent {
     memory: Option<crate::memory::MemoryLimiter>,
     /// As the server's policy asks (Algorithm 2 until it says otherwise).
     job_control: JobControl,
+    /// Directories of jobs the server has acknowledged, to be removed (`spawn_cleaner`).
+    cleaner: std::sync::mpsc::Sender<PathBuf>,
 }
 
 impl Agent {
@@ -391,7 +429,14 @@ impl Agent {
                 cfg.workdir.join(CREDENTIAL_FILE).display()
             )));
         }
-        let orphans = orphans(&cfg.workdir);
+        let (orphans, leftovers) = orphans_and_leftovers(&cfg.workdir);
+        let cleaner = spawn_cleaner()?;
+        if !leftovers.is_empty() {
+            tracing::info!(count = leftovers.len(), "removing the directories of jobs already finished");
+        }
+        for dir in leftovers {
+            let _ = cleaner.send(dir);
+        }
         let group = group_name(&cfg.name, &cfg.workdir);
         let mut enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &group, cfg.cpus)?;
         let adopting: std::collections::HashSet<u64> = orphans
@@ -429,6 +474,7 @@ impl Agent {
             ended,
             early: HashMap::new(),
             job_control: JobControl::default(),
+            cleaner,
             memory: crate::memory::MemoryLimiter::new(
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/memory"),
@@ -661,10 +707,16 @@ impl Agent {
         }
         for job in resp.ack {
             self.exited.remove(&job);
-            // The server knows how the job ended: a later agent has nothing to report for it.
+            // The server knows how the job ended: a later agent has nothing to report for it
+            // (the pid file goes first: without it the directory is a leftover), and the
+            // directory goes, scratch included (its output is on the server). Otherwise a
+            // node's work directory would grow by a directory for every job it ever ran.
             let dir = self.cfg.workdir.join(format!("job-{job}"));
             let _ = std::fs::remove_file(dir.join(PID_FILE));
             let _ = std::fs::remove_file(dir.join(SLURM_FILE));
+            if !self.jobs.contains_key(&job) {
+                let _ = self.cleaner.send(dir);
+            }
         }
         for job in resp.kill {
             if let Some(r) = self.jobs.get_mut(&job) {
@@ -1361,6 +1413,49 @@ mod tests {
         std::fs::remove_file(job.join(PID_FILE)).unwrap();
         assert!(orphans(dir.path()).is_empty());
         assert!(job_lock(&job).unwrap().is_some());
+    }
+
+    /// A job directory with no process of the job and nothing to report is a leftover, and is
+    /// removed whole, scratch included, without following a link the job left there; the
+    /// node's other files and a running job's directory are not.
+    #[test]
+    fn finished_jobs_directories_are_leftovers_and_go_whole_without_following_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep.txt"), "keep").unwrap();
+        std::fs::write(dir.path().join(CREDENTIAL_FILE), "secret").unwrap();
+        std::fs::create_dir_all(dir.path().join("other")).unwrap();
+        // Job 5 ended and was acknowledged: its record, its exit, its lock and a scratch full
+        // of the job's files, one a link out of the directory.
+        let done = dir.path().join("job-5");
+        std::fs::create_dir_all(done.join("work").join("deep")).unwrap();
+        std::fs::write(done.join(JOB_FILE), record(5)).unwrap();
+        drop(job_lock(&done).unwrap());
+        std::fs::write(done.join("work").join("deep").join("data"), "x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), done.join("work").join("out")).unwrap();
+        // Job 6 runs.
+        let running = dir.path().join("job-6");
+        let pid = proc::spawn(&["sleep".into(), "30".into()], &running, &[]).unwrap();
+        let ticks = proc::start_ticks(pid).unwrap();
+        std::fs::write(running.join(PID_FILE), format!("{pid} {ticks}\n")).unwrap();
+        std::fs::write(running.join(JOB_FILE), record(6)).unwrap();
+
+        let (found, leftovers) = orphans_and_leftovers(dir.path());
+        assert_eq!(found.len(), 1);
+        assert_eq!(leftovers, vec![done.clone()]);
+        let cleaner = spawn_cleaner().unwrap();
+        cleaner.send(done.clone()).unwrap();
+        drop(cleaner);
+        let t0 = Instant::now();
+        while done.exists() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!done.exists(), "the leftover was not removed");
+        assert_eq!(std::fs::read_to_string(outside.path().join("keep.txt")).unwrap(), "keep");
+        assert!(running.join(JOB_FILE).exists() && dir.path().join(CREDENTIAL_FILE).exists());
+        assert!(dir.path().join("other").exists());
+        proc::signal_group(pid, libc::SIGKILL);
+        reap_within(pid, 10);
     }
 
     #[test]

@@ -127,6 +127,28 @@ fn a_job_runs_where_it_was_submitted_with_the_submitters_environment_and_its_out
     let shown = c.output(id).unwrap();
     assert_eq!(shown.parts.len(), 2);
     assert!(shown.parts[1].stdout.contains("rank=1 of 2"), "{shown:?}");
+    // Once the server has how a job ended, its nodes remove their directories for it: a node's
+    // work directory does not grow with every job it ever ran.
+    for node in &j.nodes {
+        let record = cl.dir.join(node).join(format!("job-{id}"));
+        wait_until("the job's directory removed on its node", || (!record.exists()).then_some(()));
+    }
+    // So does a job given no working directory (an API client's), which ran in a scratch
+    // directory there: what it printed stays readable from the server.
+    let req = SubmitRequest::new(
+        JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
+        vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "echo from-scratch; echo kept > left.txt; ln -s /etc/passwd link".into(),
+        ],
+    );
+    let j = wait_done(&c, c.submit(&req).unwrap().id);
+    assert_eq!(j.state, JobState::Completed, "{j:?}");
+    let record = cl.dir.join(&j.nodes[0]).join(format!("job-{}", j.id));
+    wait_until("the scratch job's directory removed", || (!record.exists()).then_some(()));
+    assert!(std::path::Path::new("/etc/passwd").exists());
+    assert_eq!(c.output(j.id).unwrap().stdout, "from-scratch\n");
 
     // --chdir, and a directory the node does not have: failed, with the reason, never run
     // somewhere else.
