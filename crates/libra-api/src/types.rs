@@ -351,6 +351,10 @@ pub struct JobOutput {
     /// Per node (rank): the bytes kept and where they sit in the node's output files.
     #[serde(default)]
     pub parts: Vec<OutputPart>,
+    /// When the server removed the output it kept (`output_keep_days` after the job ended):
+    /// Unix seconds; absent while it is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<f64>,
 }
 
 /// One node's part of a job's output.

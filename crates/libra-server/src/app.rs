@@ -243,9 +243,10 @@ impl App {
         Ok((applied, restart))
     }
 
-    /// `audit_keep_days` in force (a reload changes it).
-    pub fn audit_keep_days(&self) -> Option<f64> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner()).audit_keep_days
+    /// `audit_keep_days` and `output_keep_days` in force (a reload changes them).
+    pub fn retentions(&self) -> (Option<f64>, Option<f64>) {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        (live.audit_keep_days, live.output_keep_days)
     }
 
     /// Runs `f` on the state on a blocking thread, never on the async workers: taking the

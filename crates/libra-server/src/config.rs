@@ -75,6 +75,10 @@ pub struct Config {
     /// Days the audit log keeps an entry: older entries are removed at start and once an hour,
     /// the removal recorded as an entry of its own. Unset: every entry is kept for good.
     pub audit_keep_days: Option<f64>,
+    /// Days after a job ends that the server keeps its output (what `libra output` shows):
+    /// older output is removed once an hour, the job's record and the ledger staying. Unset:
+    /// kept for good.
+    pub output_keep_days: Option<f64>,
     /// What runs the admitted jobs: Libra's own node agents, or an existing Slurm cluster.
     pub executor: ExecutorConfig,
 }
@@ -168,8 +172,7 @@ impl std::fmt::Display for LogFormat {
 
 /// Settings that a reload (SIGHUP) applies to a running server; any other change needs a
 /// restart. Pricing, policy and placement are what `libra admin pricing|policy` change live
-/// anyway; the node timeout, the log level and the audit log's retention only change what
-/// happens next.
+/// anyway; the node timeout, the log level and the retentions only change what happens next.
 pub const RELOADABLE: &[&str] = &[
     "policy",
     "placement",
@@ -180,6 +183,7 @@ pub const RELOADABLE: &[&str] = &[
     "node_timeout",
     "log_level",
     "audit_keep_days",
+    "output_keep_days",
 ];
 
 /// Every setting as (dotted key, value), unset options as null: what `--print-config` shows
@@ -237,6 +241,7 @@ impl Default for Config {
             submit_burst: DEFAULT_SUBMIT_BURST,
             audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
             audit_keep_days: None,
+            output_keep_days: None,
             executor: ExecutorConfig::default(),
         }
     }
@@ -316,6 +321,13 @@ impl Config {
             if !(1.0..=36_500.0).contains(&d) {
                 return Err(ServerError::Invalid(format!(
                     "audit_keep_days: {d} is not accepted: give days from 1 to 36500, or leave it unset to keep every entry"
+                )));
+            }
+        }
+        if let Some(d) = self.output_keep_days {
+            if !(1.0..=36_500.0).contains(&d) {
+                return Err(ServerError::Invalid(format!(
+                    "output_keep_days: {d} is not accepted: give days from 1 to 36500, or leave it unset to keep every job's output"
                 )));
             }
         }

@@ -77,15 +77,23 @@ pub async fn serve(
         let app = app.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
-            // When the audit log was last pruned, and for which retention: a retention changed
-            // by a reload is applied at the next tick.
+            // When the audit log and the jobs' output were last pruned, and for which retention:
+            // a retention changed by a reload is applied at the next tick.
             let mut pruned: Option<(std::time::Instant, f64)> = None;
+            let mut outputs_pruned: Option<(std::time::Instant, f64)> = None;
             loop {
                 tick.tick().await;
-                if let Some(days) = app.audit_keep_days() {
-                    if pruned.is_none_or(|(t, d)| d != days || t.elapsed() >= AUDIT_PRUNE_EVERY) {
+                let (audit_days, output_days) = app.retentions();
+                if let Some(days) = audit_days {
+                    if pruned.is_none_or(|(t, d)| d != days || t.elapsed() >= PRUNE_EVERY) {
                         pruned = Some((std::time::Instant::now(), days));
                         prune_audit(&app, days).await;
+                    }
+                }
+                if let Some(days) = output_days {
+                    if outputs_pruned.is_none_or(|(t, d)| d != days || t.elapsed() >= PRUNE_EVERY) {
+                        outputs_pruned = Some((std::time::Instant::now(), days));
+                        prune_outputs(&app, days).await;
                     }
                 }
                 let r = app
@@ -137,8 +145,39 @@ pub async fn serve(
     r.map_err(ServerError::Io)
 }
 
-/// How often the audit log's entries older than `audit_keep_days` are removed.
-const AUDIT_PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// How often the audit log's entries and the jobs' output older than their retentions
+/// (`audit_keep_days`, `output_keep_days`) are removed.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Removes the output of the jobs that ended more than `days` ago
+/// (`store::remove_old_output`), a batch at a time, each under the state's lock for a moment.
+async fn prune_outputs(app: &Arc<App>, days: f64) {
+    const BATCH: u32 = 1_000;
+    let mut removed = 0;
+    loop {
+        let r = app
+            .run(move |g| {
+                let now = app::now();
+                Ok(crate::store::remove_old_output(&g.db, now - days * 86_400.0, now, BATCH)?)
+            })
+            .await;
+        match r {
+            Ok(n) => {
+                removed += n;
+                if n < u64::from(BATCH) {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::error!("removing old jobs' output: {e}");
+                break;
+            }
+        }
+    }
+    if removed > 0 {
+        tracing::info!(jobs = removed, output_keep_days = days, "old jobs' output removed");
+    }
+}
 
 /// Removes the audit log's entries older than `days` (`store::audit::prune`), a batch at a
 /// time, each under the state's lock for a moment only.

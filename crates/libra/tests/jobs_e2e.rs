@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use libra_api::{JobState, SubmitRequest};
+use libra_api::{Client, JobState, SubmitRequest};
 use libra_core::{JobSpec, Money};
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -365,4 +365,45 @@ fn a_job_may_use_several_cpus_of_a_node_when_it_asks_for_them() {
     // On time unless this shared machine is busy; either way both burners ran in it.
     assert!(matches!(j.state, JobState::Completed | JobState::Deadline), "{j:?}");
     assert!(j.cpu_seconds >= 2.5, "two burners ran: {j:?}");
+}
+
+/// With `output_keep_days`, the server removes a job's kept output that many days after the job
+/// ended (the job's record and its charge stay), and `libra output` says when; newer output is
+/// kept. Unset, everything is kept.
+#[test]
+fn a_jobs_output_is_removed_output_keep_days_after_it_ended() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start(1, 0.5, 30.0);
+    let c = cl.user("ola", 100);
+    let token = token_of(&cl, "ola");
+    let printing = |text: &str| {
+        let req = SubmitRequest::new(
+            JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
+            vec!["/bin/sh".into(), "-c".into(), format!("echo {text}")],
+        );
+        let j = wait_done(&c, c.submit(&req).unwrap().id);
+        assert_eq!(c.output(j.id).unwrap().stdout, format!("{text}\n"));
+        j
+    };
+    let (old, new) = (printing("from-long-ago"), printing("from-today"));
+    // The first job ended 40 days ago, as far as the store knows.
+    cl.kill_server();
+    {
+        let db = rusqlite::Connection::open(cl.dir.join("server.db")).unwrap();
+        db.execute("UPDATE jobs SET end_time = end_time - 40 * 86400 WHERE id = ?1", [old.id as i64])
+            .unwrap();
+    }
+    std::fs::write(cl.dir.join("server.toml"), "[server]\noutput_keep_days = 30\n").unwrap();
+    cl.start_server();
+    let c = Client::new(&cl.url, Some(Client::new(&cl.url, None).login("ola", "pw-ola").unwrap().token));
+    let gone = wait_until("the old output removed", || c.output(old.id).ok().filter(|o| o.removed.is_some()));
+    assert_eq!((gone.stdout.as_str(), gone.parts[0].stdout.as_str()), ("", ""), "{gone:?}");
+    assert_eq!(c.output(new.id).unwrap().stdout, "from-today\n");
+    // The record and what was charged stay.
+    let j = c.job(old.id).unwrap();
+    assert_eq!((j.state, j.charged), (JobState::Completed, old.charged));
+    let out = libra_in(&cl, &token, &cl.dir, &[], &["output", &old.id.to_string()]);
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("removed this job's output") && said.contains("output_keep_days"), "{said}");
 }

@@ -317,6 +317,10 @@ const MIGRATIONS: &[&str] = &[
      CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
      WHEN OLD.time >= COALESCE((SELECT CAST(value AS REAL) FROM settings WHERE key = 'audit_kept_from'), -1e308)
      BEGIN SELECT RAISE(ABORT, 'the audit log is append-only: only entries older than audit_keep_days are removed'); END;",
+    // Jobs' output kept for `output_keep_days` after they end when an operator sets it: when
+    // the server removed it (NULL: kept), and the ended jobs whose output is still kept, by end.
+    "ALTER TABLE jobs ADD COLUMN output_removed REAL;
+     CREATE INDEX jobs_output_kept ON jobs(end_time) WHERE output_removed IS NULL AND end_time IS NOT NULL;",
 ];
 
 /// The schema version this build writes.
@@ -677,7 +681,33 @@ pub fn output(
             })?;
         (stdout, stderr, truncated) = (o.unwrap_or_default(), e.unwrap_or_default(), t);
     }
-    Ok(JobOutput { id, state, stdout, stderr, truncated, parts })
+    let removed: Option<f64> =
+        conn.row("SELECT output_removed FROM jobs WHERE id = ?1", params![id as i64], |r| r.get(0))?;
+    Ok(JobOutput { id, state, stdout, stderr, truncated, parts, removed })
+}
+
+/// Removes the output kept of at most `limit` jobs that ended before `before` (the cut-off of
+/// `output_keep_days`), oldest first, recording when; their records and the ledger stay.
+/// Returns how many jobs' output went; the caller asks again while that is `limit`.
+pub fn remove_old_output(conn: &Connection, before: f64, now: f64, limit: u32) -> rusqlite::Result<u64> {
+    // The same jobs in both statements: nothing between them changes what the selection reads.
+    const GOING: &str = "SELECT id FROM jobs WHERE output_removed IS NULL AND end_time IS NOT NULL \
+                         AND end_time < ?1 ORDER BY end_time, id LIMIT ?2";
+    let tx = conn.unchecked_transaction()?;
+    // The offsets stay where the output ended, so that nothing reads as still to come.
+    tx.execute(
+        &format!(
+            "UPDATE job_nodes SET out = NULL, err = NULL, out_start = out_end, err_start = err_end \
+             WHERE job IN ({GOING})"
+        ),
+        params![before, limit],
+    )?;
+    let n = tx.execute(
+        &format!("UPDATE jobs SET stdout = NULL, stderr = NULL, output_removed = ?3 WHERE id IN ({GOING})"),
+        params![before, limit, now],
+    )?;
+    tx.commit()?;
+    Ok(n as u64)
 }
 
 pub fn job_owner(conn: &Connection, id: u64) -> rusqlite::Result<Option<i64>> {
@@ -781,5 +811,61 @@ mod tests {
         // Opening again applies nothing twice.
         drop(c);
         open(&p, false).unwrap();
+    }
+
+    /// Old jobs' output goes a batch at a time, oldest end first, and only the output: the
+    /// job, its parts' offsets and every newer or unfinished job's output stay.
+    #[test]
+    fn old_output_is_removed_in_batches_oldest_first_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(&dir.path().join("s.db"), false).unwrap();
+        db.execute("INSERT INTO users (id, name, pw_hash) VALUES (1, 'u', 'x')", []).unwrap();
+        // Jobs 1-4 ended 40, 35, 31 and 1 days before `now`; job 5 runs.
+        let now = 100.0 * 86_400.0;
+        for (id, ended) in [(1, Some(40.0)), (2, Some(35.0)), (3, Some(31.0)), (4, Some(1.0)), (5, None)] {
+            db.execute(
+                "INSERT INTO jobs (id, user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                 submit_time, deadline_at, end_time, stdout) VALUES (?1, 1, 'COMPLETED', '[]', 1, 1, 0, 1, 0, 0, 1, ?2, 'joined')",
+                params![id, ended.map(|d: f64| now - d * 86_400.0)],
+            )
+            .unwrap();
+            db.execute(
+                "INSERT INTO job_nodes (job, node, out, out_start, out_end, err, err_start, err_end) \
+                 VALUES (?1, 'n', X'6869', 10, 12, X'21', 0, 1)",
+                [id],
+            )
+            .unwrap();
+        }
+        let kept = |id: i64| -> (Option<Vec<u8>>, i64, i64, Option<f64>) {
+            db.query_row(
+                "SELECT out, out_start, out_end, (SELECT output_removed FROM jobs WHERE id = ?1) FROM job_nodes WHERE job = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap()
+        };
+        let cut = now - 30.0 * 86_400.0;
+        assert_eq!(remove_old_output(&db, cut, now, 2).unwrap(), 2);
+        assert_eq!(kept(1), (None, 12, 12, Some(now)));
+        assert_eq!(kept(2).0, None);
+        assert_eq!(kept(3), (Some(b"hi".to_vec()), 10, 12, None), "a batch went past its limit");
+        assert_eq!(remove_old_output(&db, cut, now, 2).unwrap(), 1);
+        assert_eq!(remove_old_output(&db, cut, now, 2).unwrap(), 0);
+        assert_eq!(kept(3).0, None);
+        for id in [4, 5] {
+            assert_eq!(kept(id), (Some(b"hi".to_vec()), 10, 12, None));
+        }
+        let joined: Vec<Option<String>> = db
+            .prepare("SELECT stdout FROM jobs ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(joined, vec![None, None, None, Some("joined".into()), Some("joined".into())]);
+        let out = output(&db, 1, JobState::Completed, None, 0, 0).unwrap();
+        assert_eq!((out.stdout.as_str(), out.removed), ("", Some(now)));
+        let jobs: i64 = db.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
+        assert_eq!(jobs, 5);
     }
 }

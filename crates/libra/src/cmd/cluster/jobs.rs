@@ -459,7 +459,12 @@ pub fn output(a: OutputArgs) -> Result<()> {
     if a.conn.json && !a.follow {
         return emit(&sofar, true);
     }
-    if o.truncated {
+    if let Some(at) = o.removed {
+        eprintln!(
+            "(the server removed this job's output on {}: it keeps output for output_keep_days after a job ends)",
+            crate::cmd::time::fmt_time(at)
+        );
+    } else if o.truncated {
         eprintln!("(only the end of a long output was kept)");
     }
     // --follow streams text (what arrives later is text too), --json or not.

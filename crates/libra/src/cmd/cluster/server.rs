@@ -20,8 +20,8 @@ pub struct ServerArgs {
     /// Configuration file (TOML): the [server] table of the site's file (see CONFIGURATION.md;
     /// a file without tables is read as the server's settings). Every setting in it can be
     /// overridden by the flags below. SIGHUP reads it again: pricing, policy, placement,
-    /// node_timeout, log_level and audit_keep_days apply at once; other changes are logged as
-    /// needing a restart.
+    /// node_timeout, log_level, audit_keep_days and output_keep_days apply at once; other
+    /// changes are logged as needing a restart.
     #[arg(long, env = "LIBRA_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1:7878). Another address without TLS is warned
@@ -128,6 +128,10 @@ pub struct ServerArgs {
     /// an hour, and the removal is itself an entry (default: every entry is kept for good).
     #[arg(long, value_name = "DAYS")]
     pub audit_keep_days: Option<f64>,
+    /// Days after a job ends that its output (`libra output`) is kept (1 to 36500): older output
+    /// is removed once an hour; the job's record and the ledger stay (default: kept for good).
+    #[arg(long, value_name = "DAYS")]
+    pub output_keep_days: Option<f64>,
 }
 
 /// The configuration in force: the file's `[server]` settings (or the defaults), each flag
@@ -256,6 +260,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.audit_keep_days {
         c.audit_keep_days = Some(v);
         src.flag("audit_keep_days", "audit-keep-days", None);
+    }
+    if let Some(v) = a.output_keep_days {
+        c.output_keep_days = Some(v);
+        src.flag("output_keep_days", "output-keep-days", None);
     }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();
