@@ -149,61 +149,52 @@ pub async fn serve(
 /// (`audit_keep_days`, `output_keep_days`) are removed.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
-/// Removes the output of the jobs that ended more than `days` ago
-/// (`store::remove_old_output`), a batch at a time, each under the state's lock for a moment.
-async fn prune_outputs(app: &Arc<App>, days: f64) {
-    const BATCH: u32 = 1_000;
+/// Runs `step` (which removes at most `batch` rows of the store as of `now` and says how many)
+/// again and again, each time under the state's lock, until it removes fewer: a long backlog
+/// never holds the store for long. Returns how many went; an error is logged with `what` and
+/// ends the run.
+async fn remove_in_batches(
+    app: &Arc<App>,
+    what: &'static str,
+    batch: u32,
+    step: impl Fn(&rusqlite::Connection, f64) -> rusqlite::Result<u64> + Copy + Send + 'static,
+) -> u64 {
     let mut removed = 0;
     loop {
-        let r = app
-            .run(move |g| {
-                let now = app::now();
-                Ok(crate::store::remove_old_output(&g.db, now - days * 86_400.0, now, BATCH)?)
-            })
-            .await;
-        match r {
+        match app.run(move |g| Ok(step(&g.db, app::now())?)).await {
             Ok(n) => {
                 removed += n;
-                if n < u64::from(BATCH) {
-                    break;
+                if n < u64::from(batch) {
+                    return removed;
                 }
             }
             Err(e) => {
-                tracing::error!("removing old jobs' output: {e}");
-                break;
+                tracing::error!("{what}: {e}");
+                return removed;
             }
         }
     }
+}
+
+/// Removes the output of the jobs that ended more than `days` ago (`store::remove_old_output`).
+async fn prune_outputs(app: &Arc<App>, days: f64) {
+    const BATCH: u32 = 1_000;
+    let step = move |db: &rusqlite::Connection, now: f64| {
+        crate::store::remove_old_output(db, now - days * 86_400.0, now, BATCH)
+    };
+    let removed = remove_in_batches(app, "removing old jobs' output", BATCH, step).await;
     if removed > 0 {
         tracing::info!(jobs = removed, output_keep_days = days, "old jobs' output removed");
     }
 }
 
-/// Removes the audit log's entries older than `days` (`store::audit::prune`), a batch at a
-/// time, each under the state's lock for a moment only.
+/// Removes the audit log's entries older than `days` (`store::audit::prune`).
 async fn prune_audit(app: &Arc<App>, days: f64) {
     const BATCH: u32 = 10_000;
-    let mut removed = 0;
-    loop {
-        let r = app
-            .run(move |g| {
-                let now = app::now();
-                Ok(crate::store::audit::prune(&g.db, now - days * 86_400.0, now, days, BATCH)?)
-            })
-            .await;
-        match r {
-            Ok(n) => {
-                removed += n;
-                if n < u64::from(BATCH) {
-                    break;
-                }
-            }
-            Err(e) => {
-                tracing::error!("audit log: removing old entries: {e}");
-                break;
-            }
-        }
-    }
+    let step = move |db: &rusqlite::Connection, now: f64| {
+        crate::store::audit::prune(db, now - days * 86_400.0, now, days, BATCH)
+    };
+    let removed = remove_in_batches(app, "audit log: removing old entries", BATCH, step).await;
     if removed > 0 {
         tracing::info!(removed, audit_keep_days = days, "audit log: old entries removed");
     }
