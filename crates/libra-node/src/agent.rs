@@ -257,9 +257,10 @@ fn orphans(workdir: &std::path::Path) -> Vec<Orphan> {
 
 /// `orphans`, and the job directories that hold nothing a later agent needs: no process of the
 /// job (its lock is free), nothing to report (no pid file: the server acknowledged how the job
-/// ended, or it never started), no Slurm job to follow. An agent that died while removing an
-/// acknowledged job's directory leaves one; so does one that died between writing a job's
-/// record and starting it (the server asks for that job again, and its directory is made anew).
+/// ended, or it never started), no Slurm job to follow; and those already on their way out
+/// (`discard`). An agent that died while removing an acknowledged job's directory leaves one;
+/// so does one that died between writing a job's record and starting it (the server asks for
+/// that job again, and its directory is made anew: `discard` has moved the old one aside).
 fn orphans_and_leftovers(workdir: &std::path::Path) -> (Vec<Orphan>, Vec<PathBuf>) {
     let Ok(dirs) = std::fs::read_dir(workdir) else { return (Vec::new(), Vec::new()) };
     let mut found = Vec::new();
@@ -277,8 +278,10 @@ fn orphans_and_leftovers(workdir: &std::path::Path) -> (Vec<Orphan>, Vec<PathBuf
         // yet, nor exec'd (its environment still the dead agent's).
         let held = job_lock_held(&dir);
         let Some(text) = pid_file_text(&dir, held) else {
-            let is_job = d.file_name().to_str().is_some_and(|n| n.starts_with("job-"));
-            if is_job && !held && d.file_type().is_ok_and(|t| t.is_dir()) {
+            let name = d.file_name();
+            let name = name.to_str().unwrap_or_default();
+            let (job, going) = (name.starts_with("job-"), name.starts_with(DISCARDED));
+            if (going || (job && !held)) && d.file_type().is_ok_and(|t| t.is_dir()) {
                 leftovers.push(dir);
             }
             continue;
@@ -317,6 +320,29 @@ fn orphans_and_leftovers(workdir: &std::path::Path) -> (Vec<Orphan>, Vec<PathBuf
         }
     }
     (found, leftovers)
+}
+
+/// The name a job's directory is given, in front of its own, when it is moved aside to be removed.
+const DISCARDED: &str = ".removing-";
+
+/// Moves a job's directory aside at once (a rename, so the job's name is free for a directory
+/// made anew the moment this returns) and has `cleaner` remove it.
+fn discard(cleaner: &std::sync::mpsc::Sender<PathBuf>, dir: &std::path::Path) {
+    let Some(name) = dir.file_name().and_then(|n| n.to_str()) else { return };
+    if name.starts_with(DISCARDED) {
+        let _ = cleaner.send(dir.to_path_buf());
+        return;
+    }
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let aside = dir.with_file_name(format!("{DISCARDED}{name}-{}-{seq}", std::process::id()));
+    match std::fs::rename(dir, &aside) {
+        Ok(()) => {
+            let _ = cleaner.send(aside);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(dir = %dir.display(), "moving a finished job's directory aside: {e}"),
+    }
 }
 
 /// Removes job directories on a thread of their own: a job's scratch directory may hold any
@@ -435,7 +461,7 @@ impl Agent {
             tracing::info!(count = leftovers.len(), "removing the directories of jobs already finished");
         }
         for dir in leftovers {
-            let _ = cleaner.send(dir);
+            discard(&cleaner, &dir);
         }
         let group = group_name(&cfg.name, &cfg.workdir);
         let mut enforcer = detect(Arc::new(RealKernel), &cfg.mechanism, &group, cfg.cpus)?;
@@ -715,7 +741,7 @@ impl Agent {
             let _ = std::fs::remove_file(dir.join(PID_FILE));
             let _ = std::fs::remove_file(dir.join(SLURM_FILE));
             if !self.jobs.contains_key(&job) {
-                let _ = self.cleaner.send(dir);
+                discard(&self.cleaner, &dir);
             }
         }
         for job in resp.kill {
@@ -1416,8 +1442,9 @@ mod tests {
     }
 
     /// A job directory with no process of the job and nothing to report is a leftover, and is
-    /// removed whole, scratch included, without following a link the job left there; the
-    /// node's other files and a running job's directory are not.
+    /// moved aside at once (its name free for a directory made anew) and removed whole, scratch
+    /// included, without following a link the job left there; the node's other files and a
+    /// running job's directory are not.
     #[test]
     fn finished_jobs_directories_are_leftovers_and_go_whole_without_following_links() {
         let dir = tempfile::tempdir().unwrap();
@@ -1440,17 +1467,34 @@ mod tests {
         std::fs::write(running.join(PID_FILE), format!("{pid} {ticks}\n")).unwrap();
         std::fs::write(running.join(JOB_FILE), record(6)).unwrap();
 
-        let (found, leftovers) = orphans_and_leftovers(dir.path());
+        // A directory an earlier agent had moved aside and not finished removing.
+        let aside = dir.path().join(format!("{DISCARDED}job-3-1-0"));
+        std::fs::create_dir_all(aside.join("work")).unwrap();
+
+        let (found, mut leftovers) = orphans_and_leftovers(dir.path());
         assert_eq!(found.len(), 1);
-        assert_eq!(leftovers, vec![done.clone()]);
+        leftovers.sort();
+        assert_eq!(leftovers, vec![aside.clone(), done.clone()]);
         let cleaner = spawn_cleaner().unwrap();
-        cleaner.send(done.clone()).unwrap();
+        for d in &leftovers {
+            discard(&cleaner, d);
+        }
+        // The job's name is free at once: a directory made anew for it is never removed.
+        assert!(!done.exists());
+        std::fs::create_dir_all(&done).unwrap();
         drop(cleaner);
         let t0 = Instant::now();
-        while done.exists() && t0.elapsed() < Duration::from_secs(10) {
+        let others = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(DISCARDED))
+                .count()
+        };
+        while others() > 0 && t0.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(!done.exists(), "the leftover was not removed");
+        assert_eq!(others(), 0, "a leftover was not removed");
+        assert!(done.exists(), "the directory made anew was removed");
         assert_eq!(std::fs::read_to_string(outside.path().join("keep.txt")).unwrap(), "keep");
         assert!(running.join(JOB_FILE).exists() && dir.path().join(CREDENTIAL_FILE).exists());
         assert!(dir.path().join("other").exists());

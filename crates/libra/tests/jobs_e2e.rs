@@ -147,6 +147,14 @@ fn a_job_runs_where_it_was_submitted_with_the_submitters_environment_and_its_out
     assert_eq!(j.state, JobState::Completed, "{j:?}");
     let record = cl.dir.join(&j.nodes[0]).join(format!("job-{}", j.id));
     wait_until("the scratch job's directory removed", || (!record.exists()).then_some(()));
+    // Moved aside at once, then removed whole: nothing of it stays in the node's directory.
+    let aside = || {
+        std::fs::read_dir(cl.dir.join(&j.nodes[0]))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(".removing-"))
+            .count()
+    };
+    wait_until("the directories moved aside removed", || (aside() == 0).then_some(()));
     assert!(std::path::Path::new("/etc/passwd").exists());
     assert_eq!(c.output(j.id).unwrap().stdout, "from-scratch\n");
 
