@@ -151,14 +151,17 @@ pub fn backup_with_sweeps(db: &Path, broker: Option<&Path>, to: &Path) -> Result
     Ok(contents)
 }
 
+/// Whether the database has a table of this name.
+fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
+    c.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [name], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n > 0)
+}
+
 /// How many sweeps a broker database holds (0 for one without the broker's tables yet).
 fn sweep_count(c: &Connection) -> rusqlite::Result<u64> {
-    let has: i64 = c.query_row(
-        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'experiments'",
-        [],
-        |r| r.get(0),
-    )?;
-    if has == 0 {
+    if !has_table(c, "experiments")? {
         return Ok(0);
     }
     c.query_row("SELECT COUNT(*) FROM experiments", [], |r| r.get::<_, i64>(0)).map(|v| v.max(0) as u64)
@@ -205,12 +208,7 @@ fn check_backup(file: &Path) -> Result<Contents, ServerError> {
 fn carried_broker(file: &Path) -> rusqlite::Result<Option<Vec<u8>>> {
     use rusqlite::OptionalExtension;
     let c = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let has: i64 = c.query_row(
-        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [FILES_TABLE],
-        |r| r.get(0),
-    )?;
-    if has == 0 {
+    if !has_table(&c, FILES_TABLE)? {
         return Ok(None);
     }
     c.query_row(&format!("SELECT bytes FROM {FILES_TABLE} WHERE name = ?1"), [BROKER_FILE], |r| r.get(0))
@@ -305,12 +303,7 @@ pub fn restore(
     // Migrate (a backup of an earlier version) and check as a server would on start.
     let c =
         store::open(db, true).map_err(|e| ServerError::Open { path: db.display().to_string(), source: e })?;
-    let carried_table: i64 = c.query_row(
-        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [FILES_TABLE],
-        |r| r.get(0),
-    )?;
-    if carried_table > 0 {
+    if has_table(&c, FILES_TABLE)? {
         // The carried files are the backup's, not the store's: out, and their pages given back.
         c.execute_batch(&format!("DROP TABLE {FILES_TABLE}; VACUUM;"))?;
     }
