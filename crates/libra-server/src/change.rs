@@ -388,7 +388,7 @@ impl Inner {
             )));
         }
         let tx = self.db.transaction()?;
-        ledger::settle(&tx, id, Money::ZERO, now).map_err(|e| ApiError::Internal(e.to_string()))?;
+        ledger::settle(&tx, id, Money::ZERO, now)?;
         store::jobs::hold(
             &tx,
             id,

@@ -33,11 +33,18 @@ pub enum LedgerError {
     NoHold(u64),
     #[error("store: {0}")]
     Store(String),
+    /// The store's disk is full (`store::is_disk_full`): nothing could be written.
+    #[error("store: {0}")]
+    StoreFull(String),
 }
 
 impl From<rusqlite::Error> for LedgerError {
     fn from(e: rusqlite::Error) -> Self {
-        LedgerError::Store(e.to_string())
+        if crate::store::is_disk_full(&e) {
+            LedgerError::StoreFull(e.to_string())
+        } else {
+            LedgerError::Store(e.to_string())
+        }
     }
 }
 

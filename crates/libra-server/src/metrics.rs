@@ -90,6 +90,13 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
     reg.register("libra_admissions", "Submissions answered, by outcome", m.admissions.clone());
     reg.register("libra_rejections", "Submissions rejected, by reason", m.rejections.clone());
     reg.register("libra_refusals", "Requests refused (401, 403, 429), by status", m.refusals.clone());
+    let store_full = Counter::<u64, AtomicU64>::default();
+    store_full.inc_by(crate::error::store_full_refusals());
+    reg.register(
+        "libra_store_full_refusals",
+        "Requests refused with 503 because the store's disk was full (nothing they asked was done)",
+        store_full,
+    );
     reg.register(
         "libra_admission_latency_seconds",
         "From a submission's arrival to its durable answer",

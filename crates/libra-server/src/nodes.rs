@@ -394,7 +394,7 @@ fn charge_as_it_runs(tx: &rusqlite::Transaction, job: u64, now: f64) -> Result<O
                 now,
             )
         }
-        Err(e) => Err(ApiError::Internal(e.to_string())),
+        Err(e) => Err(ApiError::from(e)),
     }
 }
 

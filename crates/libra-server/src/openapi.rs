@@ -429,7 +429,7 @@ pub fn build() -> Value {
         };
         let mut op = json!({
             "summary": summary,
-            "description": format!("Caller: {who}. Errors: 400 bad input (names the field), 401 not logged in (or the token expired or was revoked), 403 not allowed, 404, 409, 413 too large (names the limit), 429 too many (Retry-After)."),
+            "description": format!("Caller: {who}. Errors: 400 bad input (names the field), 401 not logged in (or the token expired or was revoked), 403 not allowed, 404, 409, 413 too large (names the limit), 429 too many (Retry-After), 503 the server's store is out of disk space (nothing was done; Retry-After)."),
             "responses": {
                 "200": {"description": "OK", "content": {media: {"schema": resp}}},
                 "default": {"description": "Error", "content": {"application/json": {"schema": error}}}

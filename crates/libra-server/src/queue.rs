@@ -44,8 +44,7 @@ impl Inner {
                     let tx = self.db.transaction()?;
                     store::jobs::place(&tx, job, &names)?;
                     store::jobs::dispatched(&tx, job, cost, share)?;
-                    ledger::reduce_hold(&tx, job, cost, now)
-                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    ledger::reduce_hold(&tx, job, cost, now)?;
                     tx.commit()?;
                     let spec = spec_of(q.estimate, q.deadline_abs - q.submit, *budget, q.procs, *mem, 1);
                     if let Err(e) = self.cluster.commit_spec(job, &spec, q.submit, &nodes, now) {

@@ -148,7 +148,10 @@ impl Inner {
     ) -> Vec<Result<JobInfo, ApiError>> {
         let tx = match self.db.unchecked_transaction() {
             Ok(tx) => tx,
-            Err(e) => return items.iter().map(|_| Err(ApiError::Internal(format!("store: {e}")))).collect(),
+            Err(e) => {
+                let e = ApiError::from(e);
+                return items.iter().map(|_| Err(e.clone())).collect();
+            }
         };
         let mut stored: Vec<Result<(u64, JobState), ApiError>> = Vec::with_capacity(items.len());
         let mut in_view: Vec<u64> = Vec::new();
@@ -166,7 +169,6 @@ impl Inner {
                         Err(e) => tracing::error!(job = id, "cluster view refused the commitment: {e}"),
                     }
                 }
-                tracing::info!(job = id, user = %caller.name, state = %state, "submitted");
                 (id, state)
             }));
         }
@@ -174,7 +176,15 @@ impl Inner {
             for id in in_view {
                 self.cluster.release(id);
             }
-            return items.iter().map(|_| Err(ApiError::Internal(format!("store: {e}")))).collect();
+            let e = ApiError::from(e);
+            return items.iter().map(|_| Err(e.clone())).collect();
+        }
+        // Logged once stored: a batch whose commit failed submitted nothing, and its ids are
+        // given again.
+        for ((caller, ..), one) in items.iter().zip(&stored) {
+            if let Ok((id, state)) = one {
+                tracing::info!(job = id, user = %caller.name, state = %state, "submitted");
+            }
         }
         stored
             .into_iter()

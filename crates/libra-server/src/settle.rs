@@ -47,17 +47,16 @@ pub fn settle_job(
         return Ok(None);
     }
     let s = billing::settle(&usage, ending);
-    let internal = |e: ledger::LedgerError| ApiError::Internal(e.to_string());
     // An overrun owes more than is held when the job ran on between two reports: raise the hold
     // as far as the owner's credit goes (the charge is already capped at the budget).
     if let Some((_, held)) = ledger::open_hold(conn, job)? {
         if s.charge > held && held.0 > 0 {
             let available = ledger::available_for_job(conn, job, now)?.max(Money::ZERO);
             let to = held + (s.charge - held).min(available);
-            ledger::extend_hold(conn, job, to, usage.budget, now).map_err(internal)?;
+            ledger::extend_hold(conn, job, to, usage.budget, now)?;
         }
     }
-    let charged = ledger::settle(conn, job, s.charge, now).map_err(internal)?;
+    let charged = ledger::settle(conn, job, s.charge, now)?;
     let mut note = s.note;
     if charged < s.charge {
         // The owner's credit could not cover what the job ran up between two reports: the

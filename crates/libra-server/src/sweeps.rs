@@ -101,6 +101,9 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NoExperiment(id) => ApiError::NotFound(format!("no sweep {id} on this server")),
+            StoreError::Sql(e) if crate::store::is_disk_full(&e) => {
+                ApiError::StoreFull(format!("broker store: {e}"))
+            }
             e => {
                 tracing::error!("broker store: {e}");
                 ApiError::Internal(e.to_string())

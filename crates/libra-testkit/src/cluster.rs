@@ -77,6 +77,9 @@ pub struct Cluster {
     pub node_names: Vec<String>,
     /// The server's self-signed certificate, when it serves https (`start_tls`).
     pub ca: Option<PathBuf>,
+    /// The server's store (`dir/server.db`, or in the directory given to
+    /// `start_with_store_in`).
+    pub db: PathBuf,
 }
 
 impl Cluster {
@@ -96,11 +99,28 @@ impl Cluster {
         Cluster::start_full(0, 1.0, node_timeout, false, Some(config))
     }
 
+    /// A cluster whose server keeps its store in `store_dir` (a file system of the test's
+    /// own, say), everything else in the cluster's directory.
+    pub fn start_with_store_in(store_dir: &Path, nodes: usize, cpus: f64, node_timeout: f64) -> Cluster {
+        Cluster::start_full_in(nodes, cpus, node_timeout, false, None, Some(store_dir))
+    }
+
     fn start_with(nodes: usize, cpus: f64, node_timeout: f64, tls: bool) -> Cluster {
         Cluster::start_full(nodes, cpus, node_timeout, tls, None)
     }
 
     fn start_full(nodes: usize, cpus: f64, node_timeout: f64, tls: bool, config: Option<&str>) -> Cluster {
+        Cluster::start_full_in(nodes, cpus, node_timeout, tls, config, None)
+    }
+
+    fn start_full_in(
+        nodes: usize,
+        cpus: f64,
+        node_timeout: f64,
+        tls: bool,
+        config: Option<&str>,
+        store_dir: Option<&Path>,
+    ) -> Cluster {
         let dir = std::env::temp_dir().join(format!("libra-e2e-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).unwrap();
         // The secrets reach the processes as files, never as arguments.
@@ -120,6 +140,7 @@ impl Cluster {
             node_timeout,
             node_names: Vec::new(),
             ca: tls.then(|| dir.join("tls").join("cert.pem")),
+            db: store_dir.unwrap_or(&dir).join("server.db"),
         };
         c.start_server();
         for i in 0..nodes {
@@ -139,13 +160,7 @@ impl Cluster {
             .arg("--admin-password-file")
             .arg(self.dir.join("admin-password"))
             .args(if self.ca.is_some() { &["--tls-self-signed"][..] } else { &[] })
-            .args([
-                "--db",
-                &self.dir.join("server.db").display().to_string(),
-                "--period",
-                "0.5",
-                "--no-fsync",
-            ])
+            .args(["--db", &self.db.display().to_string(), "--period", "0.5", "--no-fsync"])
             .args(["--node-timeout", &self.node_timeout.to_string()])
             .args(
                 Some(self.dir.join("server.toml"))

@@ -48,12 +48,24 @@ pub fn init(level: &str, format: LogFormat) -> Result<(), String> {
             .with_current_span(true)
             .with_writer(std::io::stderr)
             .boxed(),
-        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+        // Colour only for a person at a terminal: a log file, a pipe or the journal gets the
+        // bare text, which grep and log collectors read as written.
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(colour_on_stderr())
+            .with_writer(std::io::stderr)
+            .boxed(),
     };
     if tracing_subscriber::registry().with(filter).with(fmt).try_init().is_ok() {
         let _ = LEVEL.set(handle);
     }
     Ok(())
+}
+
+/// Whether standard error is a terminal that wants colour (`NO_COLOR` set to anything turns
+/// it off, as https://no-color.org asks).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Changes the level of a running process (no effect where `RUST_LOG` is set).

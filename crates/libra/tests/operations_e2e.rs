@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use libra_api::{Client, JobState};
+use libra_core::Money;
 
 fn admin_token(cl: &Cluster) -> String {
     Client::new(&cl.url, None).login("admin", ADMIN_PW).unwrap().token
@@ -339,4 +340,130 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     assert_eq!(admin.job(before[0]).unwrap().id, before[0]);
     let _ = srv.kill();
     let _ = srv.wait();
+}
+
+/// A small file system (tmpfs) of the test's own, unmounted when dropped: a disk that can be
+/// filled without touching the machine's.
+struct SmallDisk {
+    dir: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    fn mount(mib: u32) -> Option<SmallDisk> {
+        let dir =
+            std::env::temp_dir().join(format!("libra-small-disk-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m,mode=0700"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    /// Takes every free byte with one file, written until the file system says ENOSPC.
+    fn fill(&self) -> std::path::PathBuf {
+        use std::io::Write;
+        let path = self.dir.join("filler");
+        let mut f = std::fs::File::create(&path).unwrap();
+        for chunk in [64 * 1024, 4096, 1] {
+            let block = vec![0u8; chunk];
+            loop {
+                match f.write(&block) {
+                    Ok(n) if n == chunk => {}
+                    Ok(_) => break,
+                    Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                    Err(e) => panic!("filling {}: {e}", path.display()),
+                }
+            }
+        }
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let unmounted =
+            std::process::Command::new("umount").arg(&self.dir).status().is_ok_and(|s| s.success());
+        if !unmounted {
+            // Still busy (a process of a failed test): detach it, it goes when they do.
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The server's store on a disk that fills while a job runs: what cannot be recorded is refused
+/// with 503 and a reason (never half done, never an opaque 500), reads go on, the job that ends
+/// meanwhile is settled once space is back, at the charge its CPU time makes, and the server's
+/// log names the cause once and no submission it did not store.
+#[test]
+fn a_full_disk_refuses_what_it_cannot_record_and_loses_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: no file system of the test's own can be mounted here, not tested");
+        return;
+    }
+    let Some(disk) = SmallDisk::mount(8) else {
+        eprintln!("mount -t tmpfs is not permitted here: not tested");
+        return;
+    };
+    // Dropped before the disk (declared after it): the server lets go of its store first.
+    let cl = Cluster::start_with_store_in(&disk.dir, 1, 1.0, 30.0);
+    let u = cl.user("erin", 1000);
+    let token = token_of(&cl, "erin");
+    let budget = 50;
+    let running = u.submit(&burn(2.0, 4.0, 300.0, budget)).unwrap();
+    assert_eq!(running.state, JobState::Pending, "{running:?}");
+    wait_running(&u, running.id);
+    let filler = disk.fill();
+
+    let e = u.submit(&burn(0.5, 1.0, 300.0, budget)).unwrap_err();
+    assert_eq!(e.status(), Some(503), "{e}");
+    assert!(e.to_string().contains("out of disk space") && e.to_string().contains("changed nothing"), "{e}");
+    let (ok, _, err) =
+        libra_run(&cl, &token, &["submit", "--estimate", "1", "-d", "300", "-b", "50", "--", "true"]);
+    assert!(!ok && err.contains("out of disk space") && err.contains("HTTP 503"), "{err}");
+    let login = Client::new(&cl.url, None).login("erin", "pw-erin").unwrap_err();
+    assert_eq!(login.status(), Some(503), "{login}");
+    // Monitoring sees it: the /metrics scrape reads, and counts both refusals at least.
+    let (status, body) = http_get(cl.port, "/metrics");
+    assert_eq!(status, 200, "{body}");
+    assert!(sample(&samples(&body), "libra_store_full_refusals_total") >= 2.0, "{body}");
+    // Reads answer; only the running job holds credit.
+    let b = u.balance().unwrap();
+    assert_eq!((b.held, b.charged), (running.cost, Money::ZERO), "{b:?}");
+    assert_eq!(u.jobs(false).unwrap().len(), 1);
+
+    // The job ends while nothing can be recorded: its end waits on its node, not lost, and
+    // the server does not pretend it was stored.
+    wait_until("the job's processes to exit", || job_pids(&cl, running.id).is_empty().then_some(()));
+    std::thread::sleep(std::time::Duration::from_secs(2)); // four of the node's reports
+    assert_eq!(u.job(running.id).unwrap().state, JobState::Running);
+
+    std::fs::remove_file(filler).unwrap();
+    let done = wait_done(&u, running.id);
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert!(done.cpu_seconds > 1.5, "{done:?}");
+    assert!(done.charged > Money::ZERO && done.charged <= Money::from_credits(budget), "{done:?}");
+    let b = u.balance().unwrap();
+    assert_eq!(b.held, Money::ZERO, "{b:?}");
+    assert_eq!(b.charged, done.charged, "{b:?}");
+    assert_eq!(b.available + b.charged, b.deposited, "{b:?}");
+    let again = u.submit(&burn(0.2, 1.0, 300.0, budget)).unwrap();
+    assert_eq!(again.state, JobState::Pending, "{again:?}");
+    assert_eq!(wait_done(&u, again.id).state, JobState::Completed);
+
+    let log = std::fs::read_to_string(cl.dir.join("server.log")).unwrap();
+    assert!(!log.contains('\u{1b}'), "colour codes in a log file:\n{log}");
+    assert_eq!(log.matches("the store's disk is full").count(), 1, "{log}");
+    let submitted: Vec<&str> = log.lines().filter(|l| l.contains(" submitted ")).collect();
+    assert_eq!(submitted.len(), 2, "only stored submissions are logged as submitted:\n{log}");
+    assert!(submitted[0].contains(&format!("job={}", running.id)), "{log}");
+    assert!(submitted[1].contains(&format!("job={}", again.id)), "{log}");
 }

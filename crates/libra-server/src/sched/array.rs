@@ -135,7 +135,7 @@ impl Inner {
             for id in in_view {
                 self.cluster.release(id);
             }
-            return Err(ApiError::Internal(format!("store: {e}")));
+            return Err(ApiError::from(e));
         }
         let array_id = first.ok_or_else(|| ApiError::Internal("an array without tasks".into()))?;
         let mut tasks = store::array_tasks(&self.db, array_id)?;

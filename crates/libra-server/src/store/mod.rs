@@ -466,6 +466,13 @@ pub fn in_savepoint<T, E: From<rusqlite::Error>>(
     r
 }
 
+/// Whether `e` is SQLite's "database or disk is full" (the file system had no space for a
+/// write, or the database reached its page limit): a condition of the server, which the
+/// request that met it did not cause and cannot mend.
+pub fn is_disk_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
 /// Whether the store answers a query (readiness).
 pub fn answers(db: &Connection) -> rusqlite::Result<()> {
     db.row("SELECT COUNT(*) FROM settings", [], |r| r.get::<_, i64>(0)).map(drop)

@@ -48,7 +48,7 @@ pub enum ProjectError {
 
 impl From<rusqlite::Error> for ProjectError {
     fn from(e: rusqlite::Error) -> Self {
-        ProjectError::Ledger(LedgerError::Store(e.to_string()))
+        ProjectError::Ledger(LedgerError::from(e))
     }
 }
 
@@ -60,7 +60,9 @@ impl From<ProjectError> for crate::ApiError {
             ProjectError::NotMember { .. } => ApiError::Forbidden(e.to_string()),
             ProjectError::Invalid(_) => ApiError::BadRequest(e.to_string()),
             ProjectError::Conflict(_) => ApiError::Conflict(e.to_string()),
-            ProjectError::Ledger(LedgerError::Store(s)) => ApiError::Internal(format!("store: {s}")),
+            ProjectError::Ledger(l @ (LedgerError::Store(_) | LedgerError::StoreFull(_))) => {
+                ApiError::from(l)
+            }
             ProjectError::Ledger(l) => ApiError::BadRequest(l.to_string()),
         }
     }
