@@ -82,7 +82,31 @@ impl Drop for Cleanup {
                 libc::kill(pid, libc::SIGKILL);
             }
         }
+        remove_agent_groups_under(std::path::Path::new(&self.0));
     }
+}
+
+/// Removes the control groups of the node agents that worked in directories under `root`:
+/// an agent's groups outlive it by design (its jobs run on; the next agent of that work
+/// directory adopts them), so a test that started agents in a directory of its own (`libra up`'s
+/// state, a hand-started agent) leaves them on the machine unless it removes them. Agents are
+/// found by the convention every test keeps: an agent's work directory is named as the agent
+/// (`libra up`'s `STATE/node-1`).
+pub fn remove_agent_groups_under(root: &std::path::Path) {
+    fn walk(dir: &std::path::Path, depth: usize) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            libra_node::enforce::remove_node_groups(&libra_node::group_name(&name, &path));
+            if depth > 1 {
+                walk(&path, depth - 1);
+            }
+        }
+    }
+    walk(root, 3);
 }
 
 /// Every process naming `needle` is gone within 20 s.

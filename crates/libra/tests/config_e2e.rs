@@ -205,7 +205,8 @@ fn sighup_reloads_what_is_safe_and_json_logs_carry_the_job_id() {
         .env("LIBRA_JOIN_TOKEN", JOIN)
         .args([
             "--workdir",
-            &dir.join("node").display().to_string(),
+            // Named as the agent, so that `Cleanup` finds its control groups.
+            &dir.join("cfg-n1").display().to_string(),
             "--period",
             "0.5",
             "--log-format",
