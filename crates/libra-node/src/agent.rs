@@ -900,6 +900,7 @@ impl Agent {
             serde_json::to_string(&job)
                 .map_err(|e| e.to_string())
                 .and_then(|t| std::fs::write(dir.join(proc::LAUNCH_FILE), t).map_err(|e| e.to_string()))
+                .map_err(|e| format!("cannot write the job's launch file in {}: {e}", dir.display()))
                 .map(|()| groups)
         });
         // A keeper's exit file from an earlier run of a job with this id must not be taken
@@ -907,16 +908,15 @@ impl Agent {
         let _ = std::fs::remove_file(dir.join(proc::EXIT_FILE));
         // What the server asked for, before the process exists: an agent that dies the instant
         // after starting it leaves the next one all it needs to adopt the job (the child writes
-        // its own pid file before exec) instead of starting it a second time.
-        let record = serde_json::to_string(&JobRecord { spec: s.clone(), start_time: now })
-            .map_err(std::io::Error::other)
-            .and_then(|r| std::fs::write(dir.join(JOB_FILE), r));
-        if let Err(e) = record {
-            tracing::warn!(
-                job = s.job,
-                "job record not written (a crash of this agent would lose the job): {e}"
-            );
-        }
+        // its own pid file before exec) instead of starting it a second time. Without it (a
+        // full disk) the job is not started: a crash of this agent would lose it.
+        let launched = launched.and_then(|groups| {
+            serde_json::to_string(&JobRecord { spec: s.clone(), start_time: now })
+                .map_err(std::io::Error::other)
+                .and_then(|r| std::fs::write(dir.join(JOB_FILE), r))
+                .map_err(|e| format!("cannot write the job's record in {}: {e}", dir.display()))
+                .map(|()| groups)
+        });
         let keeping = self.cfg.keeper.is_some();
         // The keeper's own environment: nothing of the job's (see `proc::JobLaunch`), but its id,
         // by which an agent that follows tells the keeper apart (see `orphans`).

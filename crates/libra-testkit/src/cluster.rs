@@ -80,6 +80,9 @@ pub struct Cluster {
     /// The server's store (`dir/server.db`, or in the directory given to
     /// `start_with_store_in`).
     pub db: PathBuf,
+    /// Agents started with a work directory outside `dir` (`start_node_in`): their names and
+    /// work directories, whose control groups go with the cluster.
+    pub elsewhere: Vec<(String, PathBuf)>,
 }
 
 impl Cluster {
@@ -141,6 +144,7 @@ impl Cluster {
             node_names: Vec::new(),
             ca: tls.then(|| dir.join("tls").join("cert.pem")),
             db: store_dir.unwrap_or(&dir).join("server.db"),
+            elsewhere: Vec::new(),
         };
         c.start_server();
         for i in 0..nodes {
@@ -192,21 +196,31 @@ impl Cluster {
     }
 
     pub fn start_node(&mut self, name: &str, cpus: f64) {
+        self.start_node_at(name, cpus, &self.dir.join(name));
+        if !self.node_names.iter().any(|n| n == name) {
+            self.node_names.push(name.to_string());
+        }
+    }
+
+    /// A node agent whose work directory is `workdir` (on a file system of the test's own, say).
+    pub fn start_node_in(&mut self, name: &str, cpus: f64, workdir: &Path) {
+        self.start_node_at(name, cpus, workdir);
+        self.elsewhere.push((name.to_string(), workdir.to_path_buf()));
+    }
+
+    fn start_node_at(&mut self, name: &str, cpus: f64, workdir: &Path) {
         let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).unwrap();
         let child = Command::new(exe())
             .args(["node", "--server", &self.url, "--cpus", &cpus.to_string(), "--name", name])
             .arg("--join-token-file")
             .arg(self.dir.join("join-token"))
             .args(self.ca.iter().flat_map(|ca| [std::ffi::OsStr::new("--ca"), ca.as_os_str()]))
-            .args(["--workdir", &self.dir.join(name).display().to_string(), "--period", "0.5"])
+            .args(["--workdir", &workdir.display().to_string(), "--period", "0.5"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .unwrap();
         self.nodes.push(child);
-        if !self.node_names.iter().any(|n| n == name) {
-            self.node_names.push(name.to_string());
-        }
     }
 
     pub fn kill_server(&mut self) {
@@ -240,12 +254,16 @@ impl Drop for Cluster {
             let _ = c.wait();
         }
         // Jobs outlive a killed agent by design; these are ours, stop them.
-        for pid in pids_under(&self.dir, "") {
+        let dirs = std::iter::once(&self.dir).chain(self.elsewhere.iter().map(|(_, w)| w));
+        for pid in dirs.flat_map(|d| pids_under(d, "")) {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
         // The nodes' control groups.
         for name in &self.node_names {
             libra_node::enforce::remove_node_groups(&libra_node::group_name(name, &self.dir.join(name)));
+        }
+        for (name, workdir) in &self.elsewhere {
+            libra_node::enforce::remove_node_groups(&libra_node::group_name(name, workdir));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

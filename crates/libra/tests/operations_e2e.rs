@@ -467,3 +467,46 @@ fn a_full_disk_refuses_what_it_cannot_record_and_loses_nothing() {
     assert!(submitted[0].contains(&format!("job={}", running.id)), "{log}");
     assert!(submitted[1].contains(&format!("job={}", again.id)), "{log}");
 }
+
+/// A node agent whose disk is full cannot write what a job's start needs (its launch file, its
+/// record, without which a crash of the agent would lose the job): the job is not started, ends
+/// FAILED with a reason that says what could not be written and why, and costs its owner
+/// nothing; once space is back, the node runs jobs again.
+#[test]
+fn a_node_whose_disk_is_full_starts_nothing_it_cannot_record_and_charges_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: no file system of the test's own can be mounted here, not tested");
+        return;
+    }
+    let Some(disk) = SmallDisk::mount(4) else {
+        eprintln!("mount -t tmpfs is not permitted here: not tested");
+        return;
+    };
+    let mut cl = Cluster::start(0, 1.0, 30.0);
+    let name = format!("full-{}", cl.port);
+    cl.start_node_in(&name, 1.0, &disk.dir.join("work"));
+    let admin = cl.admin();
+    wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+    let u = cl.user("fay", 1000);
+    let filler = disk.fill();
+
+    let j = u.submit(&burn(0.2, 1.0, 120.0, 50)).unwrap();
+    assert_eq!(j.state, JobState::Pending, "{j:?}");
+    let failed = wait_done(&u, j.id);
+    assert_eq!(failed.state, JobState::Failed, "{failed:?}");
+    let reason = failed.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("cannot write the job's") && reason.contains("No space left on device"),
+        "{reason}"
+    );
+    assert_eq!(failed.charged, Money::ZERO, "{failed:?}");
+    assert!(pids_under(&disk.dir, &format!("job-{}", j.id)).is_empty(), "a process of the failed job runs");
+    let b = u.balance().unwrap();
+    assert_eq!((b.held, b.charged, b.available), (Money::ZERO, Money::ZERO, b.deposited), "{b:?}");
+
+    std::fs::remove_file(filler).unwrap();
+    let next = u.submit(&burn(0.2, 1.0, 120.0, 50)).unwrap();
+    assert_eq!(wait_done(&u, next.id).state, JobState::Completed);
+}
