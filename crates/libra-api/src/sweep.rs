@@ -100,6 +100,10 @@ pub struct SweepInfo {
     pub resources: Vec<SweepResource>,
     /// The server's clock when it answered.
     pub now: f64,
+    /// Why the sweep's engine is not making progress now, when the server knows (its disk is
+    /// full, say); absent while it runs as it should.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 /// `GET /api/sweeps/{id}/usage`: jobs in execution per resource over time, a step function:

@@ -92,6 +92,7 @@ fn sweep_info(m: &mut Markers) -> SweepInfo {
             secs_per_job: Some(0.3),
         }],
         now: 2.0,
+        engine: None,
     }
 }
 

@@ -56,6 +56,7 @@ pub fn info(store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo,
         projected_finish,
         resources,
         now,
+        engine: None,
     })
 }
 

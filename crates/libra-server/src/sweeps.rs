@@ -21,7 +21,7 @@ use libra_broker::state::ExperimentState;
 use libra_broker::store::{Store, StoreError};
 use libra_broker::view;
 use libra_core::dbc::Algorithm;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock, RwLockWriteGuard};
 
@@ -38,6 +38,9 @@ pub struct Sweeps {
     clusters: Mutex<Vec<String>>,
     /// Experiments with an engine thread in this process.
     running: Mutex<HashSet<i64>>,
+    /// Why an experiment's engine is not making progress (`SweepInfo::engine`): waiting for
+    /// disk space, or stopped by an error.
+    notes: Mutex<HashMap<i64, String>>,
     /// The program that keeps local sweep jobs (`EngineOptions::keeper`).
     keeper: Option<PathBuf>,
     /// This server's own origins (a subset of `clusters`): a sweep's `libra` resource there
@@ -52,6 +55,18 @@ pub struct Sweeps {
     /// and (exclusive) by a backup while it copies the store and the broker database: a backup
     /// never holds a sweep half made (`hold_creations`).
     creating: RwLock<()>,
+}
+
+/// How often a hosted sweep's engine stopped by a full disk tries again.
+const FULL_DISK_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+const DISK_FULL_NOTE: &str = "waiting: the server's disk is full, so the sweep can record nothing; it goes on by itself once space is freed";
+
+const STOPPED_NOTE: &str = "stopped: the sweep's engine met an error (the server's log says which); `libra sweep resume` or a restart of the server runs it again";
+
+/// Whether the engine stopped because the broker database's disk is full.
+fn engine_disk_full(e: &engine::EngineError) -> bool {
+    matches!(e, engine::EngineError::Store(StoreError::Sql(e)) if crate::store::is_disk_full(e))
 }
 
 /// How long a sweep's credential outlives its deadline (the engine settles the last attempts
@@ -137,6 +152,7 @@ impl Sweeps {
             db,
             clusters: Mutex::new(allowed),
             running: Mutex::new(HashSet::new()),
+            notes: Mutex::new(HashMap::new()),
             keeper,
             own: Mutex::new(Vec::new()),
             own_certificate: Mutex::new(None),
@@ -240,12 +256,30 @@ impl Sweeps {
         if !running.insert(exp) {
             return;
         }
+        self.note(exp, None);
         let me = self.clone();
         let spawned = std::thread::Builder::new().name(format!("sweep-{exp}")).spawn(move || loop {
             let opts = EngineOptions { keeper: me.keeper.clone(), ..EngineOptions::default() };
             let r = engine::run(&me.db, exp, opts);
-            if let Err(e) = &r {
-                tracing::error!(exp, "hosted sweep engine: {e}");
+            match &r {
+                // A full disk passes: the engine runs again, as after a crash (what it left in
+                // flight is recovered), once space is back, instead of leaving the sweep
+                // without an engine until a restart.
+                Err(e) if engine_disk_full(e) => {
+                    let first = me.note(exp, Some(DISK_FULL_NOTE.to_string())).is_none();
+                    if first {
+                        tracing::error!(exp, "hosted sweep engine: {e}: the sweep waits for disk space, trying again every {} s", FULL_DISK_RETRY.as_secs());
+                    }
+                    std::thread::sleep(FULL_DISK_RETRY);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(exp, "hosted sweep engine: {e}");
+                    me.note(exp, Some(STOPPED_NOTE.to_string()));
+                }
+                Ok(_) => {
+                    me.note(exp, None);
+                }
             }
             let mut running = me.running.lock().unwrap_or_else(|p| p.into_inner());
             let again = r.is_ok()
@@ -268,6 +302,22 @@ impl Sweeps {
             tracing::error!(exp, "cannot start a sweep engine thread: {e}");
             running.remove(&exp);
         }
+    }
+
+    /// Sets (or, with None, clears) what `SweepInfo::engine` says of `exp`; the note before.
+    fn note(&self, exp: i64, note: Option<String>) -> Option<String> {
+        let mut notes = self.notes.lock().unwrap_or_else(|p| p.into_inner());
+        match note {
+            Some(n) => notes.insert(exp, n),
+            None => notes.remove(&exp),
+        }
+    }
+
+    /// A sweep as the API shows it: the broker's view, with what this server knows of its engine.
+    fn info(&self, store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo, ApiError> {
+        let mut info = view::info(store, exp, owner, now)?;
+        info.engine = self.notes.lock().unwrap_or_else(|p| p.into_inner()).get(&exp).cloned();
+        Ok(info)
     }
 
     /// Lets users' sweeps reach this server itself, at the address it listens on (and, on a
@@ -491,7 +541,7 @@ impl Sweeps {
         hosted::add(&store.conn, id, who.id, &who.name)?;
         drop(creating);
         self.start_engine(id);
-        Ok(view::info(&store, id, &who.name, now)?)
+        self.info(&store, id, &who.name, now)
     }
 
     pub fn list(&self, who: &Caller, all: bool, now: f64) -> Result<Vec<SweepInfo>, ApiError> {
@@ -502,13 +552,13 @@ impl Sweeps {
         let rows = hosted::all(&store.conn)?;
         rows.into_iter()
             .filter(|(_, uid, _)| all || *uid == who.id)
-            .map(|(id, _, name)| Ok(view::info(&store, id, &name, now)?))
+            .map(|(id, _, name)| self.info(&store, id, &name, now))
             .collect()
     }
 
     pub fn get(&self, who: &Caller, exp: i64, now: f64) -> Result<SweepInfo, ApiError> {
         let (store, owner) = self.owned(who, exp)?;
-        Ok(view::info(&store, exp, &owner, now)?)
+        self.info(&store, exp, &owner, now)
     }
 
     pub fn usage(&self, who: &Caller, exp: i64, now: f64) -> Result<SweepUsage, ApiError> {
@@ -553,7 +603,7 @@ impl Sweeps {
             store.set_state(exp, ExperimentState::Running, None)?;
             self.start_engine(exp);
         }
-        Ok(view::info(&store, exp, &owner, now)?)
+        self.info(&store, exp, &owner, now)
     }
 
     /// pause, resume, cancel, or rerun (the failed and cancelled jobs).
@@ -607,7 +657,7 @@ impl Sweeps {
                 )))
             }
         }
-        Ok(view::info(&store, exp, &owner, now)?)
+        self.info(&store, exp, &owner, now)
     }
 }
 

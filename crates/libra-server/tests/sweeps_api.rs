@@ -335,3 +335,41 @@ fn backups_taken_while_sweeps_are_created_hold_none_half_made() {
     assert!(seen > 0, "no backup held a sweep that may run");
     drop(server);
 }
+
+/// A hosted sweep whose broker database's disk fills while it runs waits instead of losing its
+/// engine: the API says why it makes no progress, and once space is freed the engine runs again
+/// (recovering what it left in flight, as after a crash) and the sweep finishes, every job done
+/// and paid within the budget.
+#[test]
+fn a_hosted_sweep_waits_out_a_full_disk_and_finishes() {
+    let Some(disk) = libra_testkit::SmallDisk::mount(4) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_background(Config {
+        broker_db: Some(disk.dir.join("broker.db")),
+        ..common::test_config(dir.path())
+    })
+    .unwrap();
+    let url = format!("http://{}", server.addr);
+    let anon = Client::new(&url, None);
+    let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
+    admin.user_add(&UserAdd::new("alice", "pw-alice", false)).unwrap();
+    let alice = Client::new(&url, Some(anon.login("alice", "pw-alice").unwrap().token));
+    // Jobs of 0.2 s on four slots: about a second and a half of work, with a write at each
+    // job's start and end.
+    let slow = RES.replace("time_scale = 0.05", "time_scale = 0.2");
+    let s = alice.sweep_create(&sweep(PLAN, &slow, 1000)).unwrap();
+    wait(&alice, s.id, "the first jobs to run", |s| s.jobs.running > 0);
+    let filler = disk.fill();
+    let waiting = wait(&alice, s.id, "the engine to meet the full disk", |s| s.engine.is_some());
+    let note = waiting.engine.clone().unwrap();
+    assert!(note.contains("disk is full") && note.contains("goes on by itself"), "{note}");
+    assert_eq!(waiting.state, "running", "{waiting:?}");
+    std::fs::remove_file(filler).unwrap();
+    let done = wait(&alice, s.id, "the sweep to finish once space is back", |s| s.state == "done");
+    assert_eq!(done.engine, None, "{done:?}");
+    assert_eq!((done.jobs.done, done.jobs.failed, done.jobs.total), (20, 0, 20), "{done:?}");
+    assert!(done.spent <= done.budget && done.held == Money::ZERO, "{done:?}");
+    let results = alice.sweep_results(s.id).unwrap();
+    assert_eq!(results.len(), 20);
+    drop(server);
+}

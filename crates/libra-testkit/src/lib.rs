@@ -9,6 +9,7 @@
 //! crate's tests reach it as `common::...` through a one-line module).
 
 pub mod cluster;
+pub mod disk;
 pub mod lines;
 pub mod procs;
 pub mod scratch;
@@ -18,6 +19,7 @@ pub mod unix;
 pub mod wait;
 
 pub use cluster::*;
+pub use disk::*;
 pub use lines::*;
 pub use procs::*;
 pub use scratch::*;

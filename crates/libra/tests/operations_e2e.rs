@@ -342,61 +342,6 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     let _ = srv.wait();
 }
 
-/// A small file system (tmpfs) of the test's own, unmounted when dropped: a disk that can be
-/// filled without touching the machine's.
-struct SmallDisk {
-    dir: std::path::PathBuf,
-}
-
-impl SmallDisk {
-    fn mount(mib: u32) -> Option<SmallDisk> {
-        let dir =
-            std::env::temp_dir().join(format!("libra-small-disk-{}-{}", std::process::id(), free_port()));
-        std::fs::create_dir_all(&dir).ok()?;
-        let mounted = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mib}m,mode=0700"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !mounted {
-            let _ = std::fs::remove_dir(&dir);
-            return None;
-        }
-        Some(SmallDisk { dir })
-    }
-
-    /// Takes every free byte with one file, written until the file system says ENOSPC.
-    fn fill(&self) -> std::path::PathBuf {
-        use std::io::Write;
-        let path = self.dir.join("filler");
-        let mut f = std::fs::File::create(&path).unwrap();
-        for chunk in [64 * 1024, 4096, 1] {
-            let block = vec![0u8; chunk];
-            loop {
-                match f.write(&block) {
-                    Ok(n) if n == chunk => {}
-                    Ok(_) => break,
-                    Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-                    Err(e) => panic!("filling {}: {e}", path.display()),
-                }
-            }
-        }
-        path
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let unmounted =
-            std::process::Command::new("umount").arg(&self.dir).status().is_ok_and(|s| s.success());
-        if !unmounted {
-            // Still busy (a process of a failed test): detach it, it goes when they do.
-            let _ = std::process::Command::new("umount").arg("-l").arg(&self.dir).status();
-        }
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
 /// The server's store on a disk that fills while a job runs: what cannot be recorded is refused
 /// with 503 and a reason (never half done, never an opaque 500), reads go on, the job that ends
 /// meanwhile is settled once space is back, at the charge its CPU time makes, and the server's
@@ -404,15 +349,7 @@ impl Drop for SmallDisk {
 #[test]
 fn a_full_disk_refuses_what_it_cannot_record_and_loses_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: geteuid has no memory effects.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: no file system of the test's own can be mounted here, not tested");
-        return;
-    }
-    let Some(disk) = SmallDisk::mount(8) else {
-        eprintln!("mount -t tmpfs is not permitted here: not tested");
-        return;
-    };
+    let Some(disk) = SmallDisk::mount(8) else { return };
     // Dropped before the disk (declared after it): the server lets go of its store first.
     let cl = Cluster::start_with_store_in(&disk.dir, 1, 1.0, 30.0);
     let u = cl.user("erin", 1000);
@@ -475,15 +412,7 @@ fn a_full_disk_refuses_what_it_cannot_record_and_loses_nothing() {
 #[test]
 fn a_node_whose_disk_is_full_starts_nothing_it_cannot_record_and_charges_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: geteuid has no memory effects.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: no file system of the test's own can be mounted here, not tested");
-        return;
-    }
-    let Some(disk) = SmallDisk::mount(4) else {
-        eprintln!("mount -t tmpfs is not permitted here: not tested");
-        return;
-    };
+    let Some(disk) = SmallDisk::mount(4) else { return };
     let mut cl = Cluster::start(0, 1.0, 30.0);
     let name = format!("full-{}", cl.port);
     cl.start_node_in(&name, 1.0, &disk.dir.join("work"));

@@ -221,6 +221,9 @@ impl Render for SweepInfo {
         let filled = (40 * finished).checked_div(j.total).unwrap_or(40) as usize;
         let pct = if j.total == 0 { 100.0 } else { 100.0 * finished as f64 / j.total as f64 };
         text = text.line(format!("[{}{}] {pct:.1}%", "#".repeat(filled), "-".repeat(40 - filled)));
+        if let Some(note) = &s.engine {
+            text = text.line(format!("engine: {note}"));
+        }
         let mut t = table(&[
             "resource",
             "kind",
