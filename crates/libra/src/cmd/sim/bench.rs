@@ -17,7 +17,8 @@ use std::time::Instant;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// SWF trace for the real-trace cases. Default: the SDSC SP2 trace in ../shared/traces.
+    /// SWF trace for the real-trace cases. Default: the SDSC SP2 trace in ../shared/traces, from here or
+    /// a directory above, else beside the checkout this binary was built in.
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Jobs in the synthetic trace [default: 1000000; with --aims, 100000].

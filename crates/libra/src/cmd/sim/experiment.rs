@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 pub struct ExperimentArgs {
     /// The experiment to run (see the list below), or "list".
     pub name: String,
-    /// SWF trace for the Libra+$ studies. Default: the SDSC SP2 trace in ../shared/traces.
+    /// SWF trace for the Libra+$ studies. Default: the SDSC SP2 trace in ../shared/traces, from here or
+    /// a directory above, else beside the checkout this binary was built in.
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Nodes. Default: the trace header's MaxNodes (128 for SDSC SP2).

@@ -126,12 +126,50 @@ pub fn trace_path(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match given {
         Some(p) => Ok(p),
         None => {
-            let p = PathBuf::from(DEFAULT_TRACE);
-            anyhow::ensure!(
-                p.exists(),
-                "no --trace given and {DEFAULT_TRACE} does not exist here; pass --trace FILE (an SWF file, plain or .gz)"
-            );
-            Ok(p)
+            let cwd = std::env::current_dir().ok();
+            let exe = std::env::current_exe().ok();
+            default_trace(cwd.as_deref(), exe.as_deref()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no --trace given and {DEFAULT_TRACE} was found neither from here nor from any directory above, nor beside the checkout of this binary; pass --trace FILE (an SWF file, plain or .gz)"
+                )
+            })
         }
+    }
+}
+
+/// `DEFAULT_TRACE` from the working directory `cwd` or any directory above it (a command run in
+/// a subdirectory of the checkout), else from the directories above the binary `exe`
+/// (`CHECKOUT/target/release/libra` run from anywhere): the first that exists.
+fn default_trace(cwd: Option<&Path>, exe: Option<&Path>) -> Option<PathBuf> {
+    let starts = cwd.into_iter().chain(exe.and_then(Path::parent));
+    starts.flat_map(Path::ancestors).map(|d| d.join(DEFAULT_TRACE)).find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shared trace beside a checkout is found from the checkout, from a directory inside
+    /// it, and from the checkout's binary run elsewhere. (Where it is not found depends on the
+    /// machine: any directory above a temporary one may hold a `shared` of its own.)
+    #[test]
+    fn the_default_trace_is_found_from_inside_the_checkout_and_from_its_binary() {
+        let root = tempfile::tempdir().unwrap();
+        let checkout = root.path().join("libra");
+        let trace = checkout.join(DEFAULT_TRACE);
+        std::fs::create_dir_all(trace.parent().unwrap()).unwrap();
+        std::fs::write(&trace, "; an SWF header\n").unwrap();
+        let deep = checkout.join("crates").join("libra");
+        let exe = checkout.join("target").join("release").join("libra");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+        let found = |cwd: Option<&Path>, exe: Option<&Path>| {
+            default_trace(cwd, exe).map(|p| p.canonicalize().unwrap())
+        };
+        let want = Some(trace.canonicalize().unwrap());
+        assert_eq!(found(Some(&checkout), None), want);
+        assert_eq!(found(Some(&deep), None), want);
+        // The binary's checkout when the working directory leads nowhere.
+        assert_eq!(found(None, Some(&exe)), want);
     }
 }

@@ -17,7 +17,8 @@ use std::sync::Arc;
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// SWF trace (plain or .gz) to replay with the Libra+$ QoS model. Default: the SDSC SP2
-    /// trace in ../shared/traces.
+    /// trace in ../shared/traces, from here or a directory above, else beside the checkout this
+    /// binary was built in.
     #[arg(long, conflicts_with_all = ["jobs", "batch"])]
     pub trace: Option<PathBuf>,
     /// CSV job list with every job's QoS: id,submit,runtime,estimate,procs,deadline,budget,user
