@@ -852,6 +852,10 @@ pub struct ExitReport {
     /// The node stopped the job at its time limit.
     #[serde(default)]
     pub timed_out: bool,
+    /// The job could not be started through the node's own fault (its disk, its control
+    /// groups), not the job's: the server drains the node.
+    #[serde(default)]
+    pub node_fault: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -162,6 +162,12 @@ fn record_dir(dir: &std::path::Path, s: &StartJob, identity: Option<&proc::Ident
     Ok(())
 }
 
+/// Why a job could not be started: the node's fault, or the job's own.
+enum Fault {
+    Node(String),
+    Job(String),
+}
+
 /// In the agent's directory for a job: "PID START_TICKS" of its process while it runs, until the
 /// server has acknowledged how it ended.
 const PID_FILE: &str = "libra.pid";
@@ -395,6 +401,7 @@ fn exit_report(
         output,
         error,
         timed_out: false,
+        node_fault: false,
     }
 }
 
@@ -839,9 +846,11 @@ impl Agent {
             Ok(i) => i,
             Err(error) => return self.failed_start(&s, error, now),
         };
-        let files = record_dir(&dir, &s, identity.as_ref())
-            .and_then(|()| JobFiles::plan(&s, &dir, &self.cfg.name, identity.as_ref().map(|i| i.uid)));
-        let files = match files {
+        // The agent's own directory for the job: failing that is the node's fault (its disk).
+        if let Err(error) = record_dir(&dir, &s, identity.as_ref()) {
+            return self.failed_start_on_node(&s, error, now);
+        }
+        let files = match JobFiles::plan(&s, &dir, &self.cfg.name, identity.as_ref().map(|i| i.uid)) {
             Ok(f) => f,
             Err(error) => return self.failed_start(&s, error, now),
         };
@@ -857,20 +866,25 @@ impl Agent {
                     let why = "a process of this job, left by an agent that died starting it, still runs: not started a second time";
                     return self.failed_start(&s, why.to_string(), now);
                 }
-                Err(e) => return self.failed_start(&s, format!("cannot take the job's lock: {e}"), now),
+                Err(e) => {
+                    return self.failed_start_on_node(&s, format!("cannot take the job's lock: {e}"), now)
+                }
             },
             None => None,
         };
         let lock_fd = lock.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // Whose fault a failure to start is (`Fault`): everything up to the launch itself is the
+        // node's (its control groups, its disk); the launch is the job's (its directory, its
+        // program).
         let memory = match (&mut self.memory, s.mem_mb) {
             (_, 0) => Ok(None),
-            (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| e.to_string()),
+            (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| Fault::Node(e.to_string())),
             (None, _) => Ok(None),
         };
         let launched = memory.and_then(|mem| {
             self.enforcer
                 .prepare(s.job, share)
-                .map_err(|e| e.to_string())
+                .map_err(|e| Fault::Node(e.to_string()))
                 .map(|cpu| cpu.into_iter().chain(mem).collect::<Vec<_>>())
         });
         let account = identity.clone().or_else(proc::Identity::current);
@@ -900,7 +914,9 @@ impl Agent {
             serde_json::to_string(&job)
                 .map_err(|e| e.to_string())
                 .and_then(|t| std::fs::write(dir.join(proc::LAUNCH_FILE), t).map_err(|e| e.to_string()))
-                .map_err(|e| format!("cannot write the job's launch file in {}: {e}", dir.display()))
+                .map_err(|e| {
+                    Fault::Node(format!("cannot write the job's launch file in {}: {e}", dir.display()))
+                })
                 .map(|()| groups)
         });
         // A keeper's exit file from an earlier run of a job with this id must not be taken
@@ -914,7 +930,7 @@ impl Agent {
             serde_json::to_string(&JobRecord { spec: s.clone(), start_time: now })
                 .map_err(std::io::Error::other)
                 .and_then(|r| std::fs::write(dir.join(JOB_FILE), r))
-                .map_err(|e| format!("cannot write the job's record in {}: {e}", dir.display()))
+                .map_err(|e| Fault::Node(format!("cannot write the job's record in {}: {e}", dir.display())))
                 .map(|()| groups)
         });
         let keeping = self.cfg.keeper.is_some();
@@ -956,8 +972,9 @@ impl Agent {
                 }
             };
             let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();
-            proc::launch(&l)
-                .map_err(|e| format!("cannot start {:?}{who} in {}: {e}", s.command, files.cwd.display()))
+            proc::launch(&l).map_err(|e| {
+                Fault::Job(format!("cannot start {:?}{who} in {}: {e}", s.command, files.cwd.display()))
+            })
         });
         // The keeper holds the lock now (or none was started): this agent's copy goes.
         drop(lock);
@@ -998,12 +1015,15 @@ impl Agent {
                     },
                 );
             }
-            Err(error) => {
+            Err(fault) => {
                 self.enforcer.remove(s.job);
                 if let Some(m) = &mut self.memory {
                     m.remove(s.job);
                 }
-                self.failed_start(&s, error, now);
+                match fault {
+                    Fault::Node(error) => self.failed_start_on_node(&s, error, now),
+                    Fault::Job(error) => self.failed_start(&s, error, now),
+                }
             }
         }
     }
@@ -1132,6 +1152,7 @@ impl Agent {
                     output,
                     error: None,
                     timed_out: false,
+                    node_fault: false,
                 },
             );
         }
@@ -1139,7 +1160,17 @@ impl Agent {
 
     /// Reports a job that could not be started, with the reason its owner will read.
     fn failed_start(&mut self, s: &StartJob, error: String, now: f64) {
-        tracing::warn!(job = s.job, "{error}");
+        self.failed_start_as(s, error, now, false);
+    }
+
+    /// A start that failed through the node's own fault (its disk, its control groups): the
+    /// server drains the node, so that it does not fail every job placed on it.
+    fn failed_start_on_node(&mut self, s: &StartJob, error: String, now: f64) {
+        self.failed_start_as(s, error, now, true);
+    }
+
+    fn failed_start_as(&mut self, s: &StartJob, error: String, now: f64, node_fault: bool) {
+        tracing::warn!(job = s.job, node_fault, "{error}");
         self.exited.insert(
             s.job,
             ExitReport {
@@ -1152,6 +1183,7 @@ impl Agent {
                 output: Vec::new(),
                 error: Some(error),
                 timed_out: false,
+                node_fault,
             },
         );
     }

@@ -248,8 +248,19 @@ impl Inner {
             }
         }
         let mut ended: Vec<u64> = Vec::new();
+        let mut drain: Option<String> = None;
         for e in &r.exited {
             if assigned.contains_key(&e.job) {
+                if e.node_fault && drain.is_none() && self.cluster.node(idx).accepting {
+                    let why = format!(
+                        "drained: it could not start job {}: {}; undrain it (libra admin node undrain {}) once mended",
+                        e.job,
+                        e.error.as_deref().unwrap_or("no reason given"),
+                        r.name
+                    );
+                    drain_node(&tx, &r.name, &why, now)?;
+                    drain = Some(why);
+                }
                 store::nodes::record_exit(&tx, &r.name, e, now)?;
                 // The executor's own record of the end, if it came first, has the last word.
                 crate::executor::slurm::apply_slurm_end(&tx, e.job)?;
@@ -278,6 +289,11 @@ impl Inner {
             }
         }
         tx.commit()?;
+        if let Some(why) = drain {
+            // Every job placed on it would fail the same way: new ones go elsewhere.
+            self.cluster.set_accepting(idx, false);
+            tracing::warn!(node = %r.name, "{why}");
+        }
         let gone: HashSet<u64> = settled.iter().map(|s| s.job).collect();
         for j in r.running.iter().filter(|j| running.contains(&j.job) && !gone.contains(&j.job)) {
             if let Some(min_cpu) = store::nodes::min_cpu(&self.db, j.job)? {
@@ -403,4 +419,22 @@ impl Inner {
     pub fn active_on(&self, node: &str) -> rusqlite::Result<HashSet<u64>> {
         Ok(store::nodes::active_jobs(&self.db, node)?.into_iter().collect())
     }
+}
+
+/// Drains `node` for a fault of its own, in the sync's transaction, with the reason in the
+/// audit log (a server's entry, as its own retention's are): an administrator finds why there.
+fn drain_node(tx: &rusqlite::Connection, node: &str, why: &str, now: f64) -> rusqlite::Result<()> {
+    store::nodes::set_drained(tx, node, true)?;
+    store::audit::append(
+        tx,
+        &store::audit::Entry {
+            time: now,
+            caller: None,
+            address: None,
+            method: "SERVER".into(),
+            path: format!("/api/admin/nodes/{node}/drain"),
+            status: 200,
+            detail: Some(why.to_string()),
+        },
+    )
 }

@@ -37,6 +37,7 @@ fn completed(job: u64) -> ExitReport {
         output: Vec::new(),
         error: None,
         timed_out: false,
+        node_fault: false,
     }
 }
 

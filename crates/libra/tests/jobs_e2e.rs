@@ -183,6 +183,14 @@ fn a_job_runs_where_it_was_submitted_with_the_submitters_environment_and_its_out
     let why = j.reason.unwrap_or_default();
     assert!(why.contains("/nonexistent/libra-e2e") && why.contains("does not exist on node"), "{why}");
     assert_eq!(j.charged, Money::ZERO);
+    // The job's own fault (so is a program that does not exist): the node is not drained for it.
+    let req = SubmitRequest::new(
+        JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
+        vec!["/nonexistent/prog".into()],
+    );
+    assert_eq!(wait_done(&c, c.submit(&req).unwrap().id).state, JobState::Failed);
+    let nodes = cl.admin().nodes().unwrap();
+    assert!(nodes.iter().all(|n| !n.drained), "{nodes:?}");
 }
 
 #[test]

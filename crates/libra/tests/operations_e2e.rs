@@ -408,7 +408,9 @@ fn a_full_disk_refuses_what_it_cannot_record_and_loses_nothing() {
 /// A node agent whose disk is full cannot write what a job's start needs (its launch file, its
 /// record, without which a crash of the agent would lose the job): the job is not started, ends
 /// FAILED with a reason that says what could not be written and why, and costs its owner
-/// nothing; once space is back, the node runs jobs again.
+/// nothing; the server drains the node (every job placed there would fail alike), saying why in
+/// the audit log, so that new jobs are not sent to it; once space is back and an administrator
+/// undrains it, the node runs jobs again.
 #[test]
 fn a_node_whose_disk_is_full_starts_nothing_it_cannot_record_and_charges_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -434,8 +436,18 @@ fn a_node_whose_disk_is_full_starts_nothing_it_cannot_record_and_charges_nothing
     assert!(pids_under(&disk.dir, &format!("job-{}", j.id)).is_empty(), "a process of the failed job runs");
     let b = u.balance().unwrap();
     assert_eq!((b.held, b.charged, b.available), (Money::ZERO, Money::ZERO, b.deposited), "{b:?}");
+    let node = admin.nodes().unwrap().into_iter().find(|n| n.name == name).unwrap();
+    assert!(node.drained, "{node:?}");
+    let why = admin.audit(50, None).unwrap().into_iter().find(|e| e.method == "SERVER").unwrap();
+    let detail = why.detail.clone().unwrap_or_default();
+    assert!(why.path.contains(&name) && detail.contains(&format!("could not start job {}", j.id)), "{why:?}");
+    assert!(detail.contains("No space left on device") && detail.contains("undrain"), "{why:?}");
+    let refused = u.submit(&burn(0.2, 1.0, 120.0, 50)).unwrap();
+    assert_eq!(refused.state, JobState::Rejected, "the drained node took a job: {refused:?}");
 
     std::fs::remove_file(filler).unwrap();
+    let token = Client::new(&cl.url, None).login("admin", ADMIN_PW).unwrap().token;
+    libra(&cl, &token, &["admin", "node", "undrain", &name]);
     let next = u.submit(&burn(0.2, 1.0, 120.0, 50)).unwrap();
     assert_eq!(wait_done(&u, next.id).state, JobState::Completed);
 }

@@ -130,6 +130,7 @@ pub(crate) fn exit(job: u64, cpu: f64, start: f64, end: f64) -> libra_api::ExitR
         output: vec![],
         error: None,
         timed_out: false,
+        node_fault: false,
     }
 }
 
