@@ -347,8 +347,18 @@ impl Client {
     }
 
     /// Drains (`drain`) or undrains (`undrain`) a node.
-    pub fn node_action(&self, name: &str, action: &str) -> Result<NodeInfo, ClientError> {
-        self.post_action(&format!("/api/admin/nodes/{name}/{action}"))
+    /// `drain` (with why, if given) or `undrain` a node.
+    pub fn node_action(
+        &self,
+        name: &str,
+        action: &str,
+        reason: Option<&str>,
+    ) -> Result<NodeInfo, ClientError> {
+        let mut r = self.request("POST", &format!("/api/admin/nodes/{name}/{action}"));
+        if let Some(reason) = reason {
+            r = r.query("reason", reason);
+        }
+        self.finish(r.call())
     }
 
     /// A backup of the server's live store: the database file's bytes, and what the server says

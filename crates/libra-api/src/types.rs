@@ -478,6 +478,10 @@ pub struct NodeInfo {
     /// Drained by an administrator: takes no new jobs, finishes those it has.
     #[serde(default)]
     pub drained: bool,
+    /// Why it is drained: the administrator's words (`libra admin node drain NAME --reason`),
+    /// or the server's when the node could not start a job through its own fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -108,6 +108,8 @@ pub struct NodeRt {
     pub shares: Vec<NodeJobShare>,
     /// The SHA-256 digest of the node's own credential (None: not yet minted, or forgotten).
     pub cred_hash: Option<String>,
+    /// Why it is drained, when someone said (`NodeInfo::drain_reason`).
+    pub drain_reason: Option<String>,
 }
 
 pub struct Inner {
@@ -369,6 +371,7 @@ impl Inner {
                 last_seen: now,
                 shares: Vec::new(),
                 cred_hash: n.cred_hash,
+                drain_reason: n.drain_reason,
             };
             nodes.insert(n.name, rt);
         }
@@ -488,13 +491,15 @@ impl Inner {
 
     /// Drains a node (it takes no new jobs; those it runs finish) or undrains it. Stored, so a
     /// restart keeps it drained; its capacity leaves admission at once.
-    pub fn set_drained(&mut self, node: &str, drained: bool) -> Result<(), ApiError> {
+    pub fn set_drained(&mut self, node: &str, drained: bool, reason: Option<String>) -> Result<(), ApiError> {
         let rt = self
             .nodes
-            .get(node)
+            .get_mut(node)
             .ok_or_else(|| ApiError::NotFound(format!("node: '{node}' is not a node of this cluster")))?;
         let idx = rt.idx;
-        store::nodes::set_drained(&self.db, node, drained)?;
+        let reason = reason.filter(|_| drained);
+        store::nodes::set_drained(&self.db, node, drained, reason.as_deref())?;
+        rt.drain_reason = reason;
         self.cluster.set_accepting(idx, !drained);
         tracing::info!(node = %node, "{}", if drained { "node drained: it takes no new jobs" } else { "node undrained" });
         Ok(())

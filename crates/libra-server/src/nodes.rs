@@ -132,6 +132,7 @@ impl Inner {
                         last_seen: now,
                         shares: Vec::new(),
                         cred_hash: minted_hash,
+                        drain_reason: None,
                     },
                 );
             }
@@ -253,7 +254,7 @@ impl Inner {
             if assigned.contains_key(&e.job) {
                 if e.node_fault && drain.is_none() && self.cluster.node(idx).accepting {
                     let why = format!(
-                        "drained: it could not start job {}: {}; undrain it (libra admin node undrain {}) once mended",
+                        "the server drained it: it could not start job {}: {}; undrain it (libra admin node undrain {}) once mended",
                         e.job,
                         e.error.as_deref().unwrap_or("no reason given"),
                         r.name
@@ -293,6 +294,9 @@ impl Inner {
             // Every job placed on it would fail the same way: new ones go elsewhere.
             self.cluster.set_accepting(idx, false);
             tracing::warn!(node = %r.name, "{why}");
+            if let Some(rt) = self.nodes.get_mut(&r.name) {
+                rt.drain_reason = Some(why);
+            }
         }
         let gone: HashSet<u64> = settled.iter().map(|s| s.job).collect();
         for j in r.running.iter().filter(|j| running.contains(&j.job) && !gone.contains(&j.job)) {
@@ -424,7 +428,7 @@ impl Inner {
 /// Drains `node` for a fault of its own, in the sync's transaction, with the reason in the
 /// audit log (a server's entry, as its own retention's are): an administrator finds why there.
 fn drain_node(tx: &rusqlite::Connection, node: &str, why: &str, now: f64) -> rusqlite::Result<()> {
-    store::nodes::set_drained(tx, node, true)?;
+    store::nodes::set_drained(tx, node, true, Some(why))?;
     store::audit::append(
         tx,
         &store::audit::Entry {

@@ -24,14 +24,20 @@ fn a_drained_node_takes_no_new_job_and_finishes_the_one_it_runs() {
     let busy = first.nodes[0].clone();
     let other = cl.node_names.iter().find(|n| **n != busy).unwrap().clone();
     wait_running(&u, first.id);
-    let out = libra(&cl, &token, &["admin", "node", "drain", &busy]);
+    let out = libra(&cl, &token, &["admin", "node", "drain", &busy, "--reason", "fan check, ticket 12"]);
     assert!(
-        out.contains(&format!("node {busy} is drained")) && out.contains("1 job on it will finish"),
+        out.contains(&format!("node {busy} is drained"))
+            && out.contains("1 job on it will finish")
+            && out.contains("(reason: fan check, ticket 12)"),
         "{out}"
     );
     let table = libra(&cl, &token, &["admin", "nodes"]);
     let row = table.lines().find(|l| l.contains(&busy)).unwrap();
     assert!(row.contains("DRAINED"), "{table}");
+    assert!(table.contains(&format!("{busy} is drained: fan check, ticket 12")), "{table}");
+    let long = admin.node_action(&other, "drain", Some(&"x".repeat(1001))).unwrap_err();
+    assert!(long.status() == Some(400) && long.to_string().contains("reason: at most 1000 bytes"), "{long}");
+    assert!(!admin.nodes().unwrap().into_iter().find(|n| n.name == other).unwrap().drained);
     assert!(!table.lines().find(|l| l.contains(&other)).unwrap().contains("DRAINED"), "{table}");
     // New jobs that would fit on either node go to the other one, every time.
     for _ in 0..4 {
@@ -58,8 +64,13 @@ fn a_drained_node_takes_no_new_job_and_finishes_the_one_it_runs() {
     cl.start_server();
     let nodes = admin.nodes().unwrap();
     assert!(nodes.iter().all(|n| n.drained), "{nodes:?}");
+    let reason = |n: &str| nodes.iter().find(|x| x.name == n).unwrap().drain_reason.clone();
+    assert_eq!(reason(&busy).as_deref(), Some("fan check, ticket 12"), "the reason outlives a restart");
+    assert_eq!(reason(&other), None);
     let out = libra(&cl, &token, &["admin", "node", "undrain", &busy]);
     assert!(out.contains(&format!("node {busy} takes new jobs again")), "{out}");
+    let again = admin.nodes().unwrap().into_iter().find(|n| n.name == busy).unwrap();
+    assert!(!again.drained && again.drain_reason.is_none(), "{again:?}");
     let u = Client::new(&cl.url, Some(Client::new(&cl.url, None).login("dana", "pw-dana").unwrap().token));
     let j = wait_until("the undrained node back up", || {
         u.submit(&burn(0.1, 0.5, 120.0, 50)).ok().filter(|j| j.state == JobState::Pending)
@@ -438,6 +449,8 @@ fn a_node_whose_disk_is_full_starts_nothing_it_cannot_record_and_charges_nothing
     assert_eq!((b.held, b.charged, b.available), (Money::ZERO, Money::ZERO, b.deposited), "{b:?}");
     let node = admin.nodes().unwrap().into_iter().find(|n| n.name == name).unwrap();
     assert!(node.drained, "{node:?}");
+    let drained_for = node.drain_reason.clone().unwrap_or_default();
+    assert!(drained_for.contains(&format!("could not start job {}", j.id)), "{node:?}");
     let why = admin.audit(50, None).unwrap().into_iter().find(|e| e.method == "SERVER").unwrap();
     let detail = why.detail.clone().unwrap_or_default();
     assert!(why.path.contains(&name) && detail.contains(&format!("could not start job {}", j.id)), "{why:?}");

@@ -52,6 +52,7 @@ fn node_infos(g: &crate::app::Inner) -> Vec<NodeInfo> {
                     )
                 },
                 drained: !n.accepting,
+                drain_reason: rt.drain_reason.clone(),
             }
         })
         .collect();
@@ -79,11 +80,21 @@ pub async fn node_forget(
     Ok(Json(NodeForgotten { name, jobs_lost }))
 }
 
-/// `POST /api/admin/nodes/{name}/drain` or `/undrain`.
+/// What `POST /api/admin/nodes/{name}/drain` may say: why (`?reason=...`).
+#[derive(Debug, serde::Deserialize)]
+pub struct DrainQuery {
+    pub reason: Option<String>,
+}
+
+/// The longest drain reason kept, in bytes.
+const MAX_DRAIN_REASON: usize = 1000;
+
+/// `POST /api/admin/nodes/{name}/drain` (with an optional `?reason=`) or `/undrain`.
 pub async fn node_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Path((name, action)): Path<(String, String)>,
+    Query(q): Query<DrainQuery>,
 ) -> Res<NodeInfo> {
     let drained = match action.as_str() {
         "drain" => true,
@@ -94,12 +105,16 @@ pub async fn node_action(
             )))
         }
     };
+    let reason = q.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    if reason.as_ref().is_some_and(|r| r.len() > MAX_DRAIN_REASON) {
+        return Err(ApiError::BadRequest(format!("reason: at most {MAX_DRAIN_REASON} bytes are accepted")));
+    }
     let all = app
         .run({
             let name = name.clone();
             move |g| {
                 g.caller(&headers)?.require_admin(&format!("{action} a node"))?;
-                g.set_drained(&name, drained)?;
+                g.set_drained(&name, drained, reason)?;
                 // Undrained capacity may start queued jobs (space-shared policies) at once.
                 g.dispatch_queue(now())?;
                 Ok(node_infos(g))

@@ -321,6 +321,9 @@ const MIGRATIONS: &[&str] = &[
     // the server removed it (NULL: kept), and the ended jobs whose output is still kept, by end.
     "ALTER TABLE jobs ADD COLUMN output_removed REAL;
      CREATE INDEX jobs_output_kept ON jobs(end_time) WHERE output_removed IS NULL AND end_time IS NOT NULL;",
+    // Why a node is drained (an administrator's words, or the server's when the node could
+    // not start a job through its own fault); NULL while it is not, or when no one said.
+    "ALTER TABLE nodes ADD COLUMN drain_reason TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -17,12 +17,13 @@ pub struct StoredNode {
     pub switches_users: bool,
     pub cred_hash: Option<String>,
     pub drained: bool,
+    pub drain_reason: Option<String>,
 }
 
 /// Every node, in the order they first registered.
 pub fn all(db: &Connection) -> rusqlite::Result<Vec<StoredNode>> {
     db.prepare(
-        "SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash, drained FROM nodes ORDER BY rowid",
+        "SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash, drained, drain_reason FROM nodes ORDER BY rowid",
     )?
     .query_map([], |r| {
         Ok(StoredNode {
@@ -35,6 +36,7 @@ pub fn all(db: &Connection) -> rusqlite::Result<Vec<StoredNode>> {
             switches_users: r.get(6)?,
             cred_hash: r.get(7)?,
             drained: r.get(8)?,
+            drain_reason: r.get(9)?,
         })
     })?
     .collect()
@@ -58,8 +60,12 @@ pub fn register(
     Ok(())
 }
 
-pub fn set_drained(db: &Connection, node: &str, drained: bool) -> rusqlite::Result<()> {
-    db.exec("UPDATE nodes SET drained = ?2 WHERE name = ?1", params![node, drained])?;
+pub fn set_drained(db: &Connection, node: &str, drained: bool, reason: Option<&str>) -> rusqlite::Result<()> {
+    let reason = reason.filter(|_| drained);
+    db.exec(
+        "UPDATE nodes SET drained = ?2, drain_reason = ?3 WHERE name = ?1",
+        params![node, drained, reason],
+    )?;
     Ok(())
 }
 

@@ -209,9 +209,16 @@ pub enum NodeCommand {
     /// Take no new jobs on the node and let those it runs finish (their promises are kept).
     /// Its capacity leaves admission at once; new jobs go to other nodes or are refused. The
     /// node stays drained across restarts until `undrain`.
+    #[command(
+        after_help = "Example:\n  libra admin node drain n17 --reason \"disk replacement, ticket 4711\""
+    )]
     Drain {
         /// The node's name, as `libra admin nodes` shows it.
         name: String,
+        /// Why, for the other administrators: `libra admin nodes` shows it until the node is
+        /// undrained (at most 1000 bytes).
+        #[arg(long)]
+        reason: Option<String>,
     },
     /// Let a drained node take new jobs again.
     Undrain {
@@ -308,8 +315,10 @@ pub fn run(a: AdminArgs) -> Result<()> {
             v["bytes"] = bytes.len().into();
             emit(&Said::new(&v, said), json)?;
         }
-        AdminCommand::Node(NodeCommand::Drain { name }) => drain(&c, &name, "drain", json)?,
-        AdminCommand::Node(NodeCommand::Undrain { name }) => drain(&c, &name, "undrain", json)?,
+        AdminCommand::Node(NodeCommand::Drain { name, reason }) => {
+            drain(&c, &name, "drain", reason.as_deref(), json)?
+        }
+        AdminCommand::Node(NodeCommand::Undrain { name }) => drain(&c, &name, "undrain", None, json)?,
         AdminCommand::Jobs(p) => {
             let jobs = c.jobs_page(true, p.limit, p.after)?;
             emit(&Jobs::new(&jobs, true), json)?;
@@ -555,14 +564,15 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
 }
 
 /// `admin node drain|undrain NAME`.
-fn drain(c: &Client, name: &str, action: &str, json: bool) -> anyhow::Result<()> {
-    let n = c.node_action(name, action)?;
+fn drain(c: &Client, name: &str, action: &str, reason: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let n = c.node_action(name, action, reason)?;
     let said = if n.drained {
         let running = n.jobs.len();
         format!(
-            "node {} is drained: it takes no new jobs; {running} job{} on it will finish",
+            "node {} is drained: it takes no new jobs; {running} job{} on it will finish{}",
             n.name,
-            if running == 1 { "" } else { "s" }
+            if running == 1 { "" } else { "s" },
+            n.drain_reason.as_deref().map(|r| format!(" (reason: {r})")).unwrap_or_default()
         )
     } else {
         format!("node {} takes new jobs again", n.name)
@@ -605,7 +615,13 @@ impl Render for [libra_api::NodeInfo] {
                 format!("{:.1}s ago", n - x.last_seen),
             ]);
         }
-        Text::new().line(t)
+        let mut text = Text::new().line(t);
+        for x in self.iter().filter(|x| x.drained) {
+            if let Some(r) = &x.drain_reason {
+                text = text.line(format!("{} is drained: {r}", x.name));
+            }
+        }
+        text
     }
 }
 
