@@ -184,7 +184,11 @@ fn hosted_sweeps_through_the_api() {
 /// A server with its store in `dir`, its address, and clients of its administrator and of a
 /// user alice.
 fn server_with_alice(dir: &std::path::Path) -> (libra_server::Background, String, Client, Client) {
-    let server = start_background(common::test_config(dir)).unwrap();
+    server_with_alice_on(common::test_config(dir))
+}
+
+fn server_with_alice_on(config: Config) -> (libra_server::Background, String, Client, Client) {
+    let server = start_background(config).unwrap();
     let url = format!("http://{}", server.addr);
     let anon = Client::new(&url, None);
     let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
@@ -344,16 +348,10 @@ fn backups_taken_while_sweeps_are_created_hold_none_half_made() {
 fn a_hosted_sweep_waits_out_a_full_disk_and_finishes() {
     let Some(disk) = libra_testkit::SmallDisk::mount(4) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let server = start_background(Config {
+    let (server, _, _, alice) = server_with_alice_on(Config {
         broker_db: Some(disk.dir.join("broker.db")),
         ..common::test_config(dir.path())
-    })
-    .unwrap();
-    let url = format!("http://{}", server.addr);
-    let anon = Client::new(&url, None);
-    let admin = Client::new(&url, Some(anon.login("admin", "admin-pw").unwrap().token));
-    admin.user_add(&UserAdd::new("alice", "pw-alice", false)).unwrap();
-    let alice = Client::new(&url, Some(anon.login("alice", "pw-alice").unwrap().token));
+    });
     // Jobs of 0.2 s on four slots: about a second and a half of work, with a write at each
     // job's start and end.
     let slow = RES.replace("time_scale = 0.05", "time_scale = 0.2");
