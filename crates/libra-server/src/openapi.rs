@@ -273,7 +273,7 @@ const ROUTES: &[Route] = &[
     (
         "post",
         "/api/admin/nodes/{name}/{action}",
-        "Drain a node (it takes no new jobs; those it runs finish) or undrain it: action drain or undrain",
+        "Drain a node (it takes no new jobs; those it runs finish; ?reason=TEXT says why, at most 1000 bytes) or undrain it: action drain or undrain",
         None,
         one::<NodeInfo>,
         "admin",
