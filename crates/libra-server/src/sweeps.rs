@@ -259,7 +259,17 @@ impl Sweeps {
         self.note(exp, None);
         let me = self.clone();
         let spawned = std::thread::Builder::new().name(format!("sweep-{exp}")).spawn(move || loop {
-            let opts = EngineOptions { keeper: me.keeper.clone(), ..EngineOptions::default() };
+            // A run that gets as far as its first committed round is past whatever stopped
+            // the one before it (a full disk): what the API says of the engine goes with it,
+            // not only when the run ends, which may be the sweep's end.
+            let clear = me.clone();
+            let opts = EngineOptions {
+                keeper: me.keeper.clone(),
+                on_progress: Some(Box::new(move |_| {
+                    clear.note(exp, None);
+                })),
+                ..EngineOptions::default()
+            };
             let r = engine::run(&me.db, exp, opts);
             match &r {
                 // A full disk passes: the engine runs again, as after a crash (what it left in
