@@ -165,7 +165,9 @@ pub const STRIDE1: u64 = 1 << 20;
 
 /// Stride scheduling: each job holds tickets; its stride is `STRIDE1 / tickets`; the job with the
 /// smallest pass runs the next quantum and its pass advances by its stride. Ties go to the job
-/// that joined first (FIFO), as the SRS says.
+/// that joined first (FIFO), as the SRS says. A quantum the job did not have in full (another
+/// process took part of the CPU) can be charged for what it was (`charge`), as Waldspurger's
+/// stride scheduling does for fractional quanta.
 #[derive(Debug, Default, Clone)]
 pub struct StrideScheduler {
     jobs: HashMap<u64, StrideEntry>,
@@ -180,6 +182,8 @@ struct StrideEntry {
     stride: u64,
     pass: u64,
     order: u64,
+    /// What the last pick added to `pass`, until `charge` settles it.
+    charged: u64,
 }
 
 impl StrideScheduler {
@@ -201,7 +205,7 @@ impl StrideScheduler {
                 let order = self.next_order;
                 self.next_order += 1;
                 let pass = self.global_pass + stride;
-                self.jobs.insert(job, StrideEntry { tickets, stride, pass, order });
+                self.jobs.insert(job, StrideEntry { tickets, stride, pass, order, charged: 0 });
                 self.queue.push(Reverse((pass, order, job)));
             }
         }
@@ -234,10 +238,28 @@ impl StrideScheduler {
             }
             self.global_pass = pass;
             e.pass = pass + e.stride;
+            e.charged = e.stride;
             self.queue.push(Reverse((e.pass, e.order, job)));
             return Some(job);
         }
         None
+    }
+
+    /// Charges the job's last pick `quanta` quanta instead of the one `pick` charged: less when
+    /// the job had only part of its quantum, more when it had longer or used more than one CPU.
+    /// Once per pick: a second charge, or one for a job not picked since, changes nothing.
+    /// `quanta` is clamped to [0, 64] (NaN is 1).
+    pub fn charge(&mut self, job: u64, quanta: f64) {
+        let Some(e) = self.jobs.get_mut(&job) else { return };
+        if e.charged == 0 {
+            return;
+        }
+        let quanta = if quanta.is_nan() { 1.0 } else { quanta.clamp(0.0, 64.0) };
+        // Never below the pass the pick was made at, so no job runs ahead of the global pass.
+        let base = e.pass - e.charged;
+        e.pass = base + (e.stride as f64 * quanta).round() as u64;
+        e.charged = 0;
+        self.queue.push(Reverse((e.pass, e.order, job)));
     }
 }
 
@@ -330,6 +352,42 @@ mod tests {
         assert_eq!(s[0], 0.25);
         assert_eq!(s[1], 0.75);
         assert!(s[2] > 0.9);
+    }
+
+    #[test]
+    fn stride_charged_for_what_each_quantum_was_gives_cpu_in_proportion_to_tickets() {
+        // Job 1's quanta are half taken by something else; charged half, it is picked twice as
+        // often, and the CPU the two jobs had follows their tickets (3:1).
+        let mut s = StrideScheduler::new();
+        s.set_tickets(1, 300);
+        s.set_tickets(2, 100);
+        let mut had = HashMap::new();
+        for _ in 0..10_000 {
+            let j = s.pick().unwrap();
+            let got = if j == 1 { 0.5 } else { 1.0 };
+            s.charge(j, got);
+            *had.entry(j).or_insert(0.0) += got;
+        }
+        let ratio = had[&1] / had[&2];
+        assert!((ratio - 3.0).abs() < 0.01, "{had:?}");
+        // A charge settles its pick once: repeating it, or charging an unknown job, is nothing.
+        let j = s.pick().unwrap();
+        s.charge(j, 0.0);
+        let before = s.clone();
+        s.charge(j, 50.0);
+        s.charge(99, 0.0);
+        assert_eq!(format!("{:?}", before.jobs.get(&j)), format!("{:?}", s.jobs.get(&j)));
+        // Charged more than one quantum (two CPUs' worth), a job waits longer for its next.
+        let mut s = StrideScheduler::new();
+        s.set_tickets(1, 100);
+        s.set_tickets(2, 100);
+        let mut picks = HashMap::new();
+        for _ in 0..3_000 {
+            let j = s.pick().unwrap();
+            s.charge(j, if j == 1 { 2.0 } else { 1.0 });
+            *picks.entry(j).or_insert(0u32) += 1;
+        }
+        assert!((picks[&2] as i32 - 2 * picks[&1] as i32).abs() <= 2, "{picks:?}");
     }
 
     #[test]

@@ -496,6 +496,47 @@ pub fn cpu_by_session() -> std::collections::HashMap<i32, f64> {
     by
 }
 
+/// The live processes of each of `sessions` (a job's session id is its first process's pid;
+/// see `cpu_by_session`), found by one read of every process's stat.
+pub fn session_members(
+    sessions: &std::collections::HashSet<i32>,
+) -> std::collections::HashMap<i32, Vec<i32>> {
+    let mut by: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
+    if sessions.is_empty() {
+        return by;
+    }
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let Some(sid) = rest.split_whitespace().nth(3).and_then(|v| v.parse::<i32>().ok()) else { continue };
+        if sessions.contains(&sid) {
+            by.entry(sid).or_default().push(pid);
+        }
+    }
+    by
+}
+
+/// For each thread of the processes `pids`, by thread id: nanoseconds it has run on a CPU and
+/// nanoseconds it has waited, runnable, for one (the first two fields of
+/// `/proc/PID/task/TID/schedstat`). Between two readings, the second is the part of a quantum
+/// that other processes took. Threads that cannot be read are left out; empty where the
+/// kernel keeps no schedstat.
+pub fn thread_times(pids: &[i32]) -> std::collections::HashMap<i32, (u64, u64)> {
+    let mut by = std::collections::HashMap::new();
+    for pid in pids {
+        for entry in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            let Some(tid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Ok(line) = std::fs::read_to_string(entry.path().join("schedstat")) else { continue };
+            let mut f = line.split_whitespace().map(|v| v.parse::<u64>());
+            if let (Some(Ok(run)), Some(Ok(wait))) = (f.next(), f.next()) {
+                by.insert(tid, (run, wait));
+            }
+        }
+    }
+    by
+}
+
 /// Reaps the process if it has ended.
 pub fn try_reap(pid: i32) -> Option<Exit> {
     let mut status = 0;
