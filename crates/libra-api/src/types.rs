@@ -351,10 +351,14 @@ pub struct JobOutput {
     /// Per node (rank): the bytes kept and where they sit in the node's output files.
     #[serde(default)]
     pub parts: Vec<OutputPart>,
-    /// When the server removed the output it kept (`output_keep_days` after the job ended):
-    /// Unix seconds; absent while it is kept.
+    /// When the server removed the output it kept: Unix seconds; absent while it is kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<f64>,
+    /// Why, with `removed`: "output_keep_days" (that many days after the job ended) or
+    /// "output_quota_mb" (the owner's jobs kept more than the quota; the output of the jobs
+    /// that ended first goes first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_for: Option<String>,
 }
 
 /// One node's part of a job's output.

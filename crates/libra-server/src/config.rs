@@ -79,6 +79,9 @@ pub struct Config {
     /// older output is removed once an hour, the job's record and the ledger staying. Unset:
     /// kept for good.
     pub output_keep_days: Option<f64>,
+    /// MiB of output the server keeps per user (what `libra output` shows): past it, the output
+    /// of the user's jobs that ended first goes first; running jobs' output stays. 0: no quota.
+    pub output_quota_mb: u64,
     /// What runs the admitted jobs: Libra's own node agents, or an existing Slurm cluster.
     pub executor: ExecutorConfig,
 }
@@ -170,6 +173,12 @@ impl std::fmt::Display for LogFormat {
     }
 }
 
+/// The output a user's jobs may keep on the server by default: about a thousand jobs' worth of
+/// a page of output each, or one job's whole kept MiB a thousand times over.
+pub const DEFAULT_OUTPUT_QUOTA_MB: u64 = 1024;
+/// 10 TiB: past it a quota would be no bound at all.
+pub const MAX_OUTPUT_QUOTA_MB: u64 = 10 * 1024 * 1024;
+
 /// Settings that a reload (SIGHUP) applies to a running server; any other change needs a
 /// restart. Pricing, policy and placement are what `libra admin pricing|policy` change live
 /// anyway; the node timeout, the log level and the retentions only change what happens next.
@@ -184,6 +193,7 @@ pub const RELOADABLE: &[&str] = &[
     "log_level",
     "audit_keep_days",
     "output_keep_days",
+    "output_quota_mb",
 ];
 
 /// Every setting as (dotted key, value), unset options as null: what `--print-config` shows
@@ -242,6 +252,7 @@ impl Default for Config {
             audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
             audit_keep_days: None,
             output_keep_days: None,
+            output_quota_mb: DEFAULT_OUTPUT_QUOTA_MB,
             executor: ExecutorConfig::default(),
         }
     }
@@ -330,6 +341,12 @@ impl Config {
                     "output_keep_days: {d} is not accepted: give days from 1 to 36500, or leave it unset to keep every job's output"
                 )));
             }
+        }
+        if self.output_quota_mb > MAX_OUTPUT_QUOTA_MB {
+            return Err(ServerError::Invalid(format!(
+                "output_quota_mb: {} is not accepted: give MiB from 1 to {MAX_OUTPUT_QUOTA_MB}, or 0 for no quota",
+                self.output_quota_mb
+            )));
         }
         if self.max_active_jobs == 0 {
             return Err(ServerError::Invalid(
@@ -425,5 +442,17 @@ mod tests {
         assert_eq!(c.broker_db(), PathBuf::from("/var/lib/libra/sweeps/broker.db"));
         let c = Config { broker_db: Some("/b.db".into()), ..c };
         assert_eq!(c.broker_db(), PathBuf::from("/b.db"));
+    }
+
+    #[test]
+    fn the_output_quota_is_on_by_default_and_checked() {
+        let c = Config { join_token: "long enough".into(), ..toml::from_str::<Config>("").unwrap() };
+        assert_eq!(c.output_quota_mb, DEFAULT_OUTPUT_QUOTA_MB);
+        c.validate().unwrap();
+        Config { output_quota_mb: 0, ..c.clone() }.validate().unwrap();
+        let e = Config { output_quota_mb: MAX_OUTPUT_QUOTA_MB + 1, ..c }.validate().unwrap_err().to_string();
+        assert!(e.starts_with("output_quota_mb: 10485761 is not accepted: give MiB from 1 to"), "{e}");
+        let e = toml::from_str::<Config>("output_quota_mb = -5").unwrap_err().to_string();
+        assert!(e.contains("output_quota_mb"), "{e}");
     }
 }

@@ -289,6 +289,24 @@ impl Inner {
                 settled.push(s);
             }
         }
+        if let Some(quota) = self.output_quota {
+            // Whose kept output this report added to: each is held to the quota, once the
+            // jobs that ended here are settled (and so among those whose output may go).
+            let owners: HashSet<i64> = r
+                .running
+                .iter()
+                .filter(|j| !j.output.is_empty())
+                .map(|j| j.job)
+                .chain(r.exited.iter().filter(|e| !e.output.is_empty()).map(|e| e.job))
+                .filter_map(|job| store::job_owner(&tx, job).transpose())
+                .collect::<Result<_, _>>()?;
+            for user in owners {
+                let n = store::hold_output_to_quota(&tx, user, quota, now)?;
+                if n > 0 {
+                    tracing::info!(user, jobs = n, "a user's kept output passed output_quota_mb: the output of their jobs that ended first was removed");
+                }
+            }
+        }
         tx.commit()?;
         if let Some(why) = drain {
             // Every job placed on it would fail the same way: new ones go elsewhere.

@@ -82,6 +82,21 @@ fn every_released_schema_upgrades_to_the_current_one_with_its_data() {
             let out = store::output(&c, 1, j.state, None, 0, 0).unwrap();
             assert_eq!(out.stdout, "hello\n");
         }
+        // Each user's kept output is counted from what the old store kept (step 16).
+        let uncounted: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM users u WHERE output_bytes != (SELECT COALESCE(SUM(LENGTH(COALESCE(p.out, X'')) \
+                 + LENGTH(COALESCE(p.err, X''))), 0) FROM job_nodes p JOIN jobs j ON j.id = p.job WHERE j.user_id = u.id)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(uncounted, 0, "v{version}: a user's output_bytes is not what the store keeps");
+        if version == 2 {
+            let ada: i64 =
+                c.query_row("SELECT output_bytes FROM users WHERE name = 'ada'", [], |r| r.get(0)).unwrap();
+            assert!(ada >= "hello\n".len() as i64, "v2: ada's kept output counts {ada} bytes");
+        }
         // Accounts: every user's credit is their personal account, named after them and their
         // default, and old jobs are charged to it.
         for (id, name, _) in &before.0 {

@@ -423,3 +423,51 @@ fn a_jobs_output_is_removed_output_keep_days_after_it_ended() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("removed this job's output") && said.contains("output_keep_days"), "{said}");
 }
+
+/// A user whose jobs print without end cannot fill the server's store for everyone: past
+/// `output_quota_mb` the output of that user's jobs that ended first goes first (the record and
+/// the charge stay, and `libra output` says why), what they just printed is kept, and another
+/// user's output is untouched.
+#[test]
+fn a_users_kept_output_is_held_to_the_quota_and_no_one_elses_goes() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start_configured(30.0, "[server]\noutput_quota_mb = 1\n");
+    cl.start_node("n1", 1.0);
+    let alice = cl.user("alice", 100);
+    let mallory = cl.user("mallory", 100);
+    let token = token_of(&cl, "mallory");
+    let run = |c: &Client, script: &str| {
+        let req = SubmitRequest::new(
+            JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
+            vec!["/bin/sh".into(), "-c".into(), script.into()],
+        );
+        wait_done(c, c.submit(&req).unwrap().id)
+    };
+    let kept = run(&alice, "echo alice-keeps-this");
+    // 600 KiB each: two of them are more than the quota.
+    let flood = "head -c 614400 /dev/zero | tr '\\0' x";
+    let floods: Vec<_> = (0..3).map(|_| run(&mallory, flood)).collect();
+    let bytes_of = |user: &str| -> i64 {
+        let db = rusqlite::Connection::open(&cl.db).unwrap();
+        db.query_row("SELECT output_bytes FROM users WHERE name = ?1", [user], |r| r.get(0)).unwrap()
+    };
+    // The newest flood is kept whole; the two before it went, oldest first, for the quota.
+    let newest = mallory.output(floods[2].id).unwrap();
+    assert_eq!((newest.stdout.len(), newest.removed), (614_400, None));
+    for f in &floods[..2] {
+        let o = mallory.output(f.id).unwrap();
+        // (Lengths, not the text: a failure would print 600 KiB.)
+        assert_eq!((o.stdout.len(), o.removed_for.as_deref()), (0, Some("output_quota_mb")), "job {}", f.id);
+        let j = mallory.job(f.id).unwrap();
+        assert_eq!((j.state, j.charged), (JobState::Completed, f.charged));
+    }
+    assert!(bytes_of("mallory") <= 1 << 20, "mallory keeps {} bytes", bytes_of("mallory"));
+    assert_eq!(bytes_of("mallory"), 614_400);
+    // Alice's output stays, and so does her count.
+    assert_eq!(alice.output(kept.id).unwrap().stdout, "alice-keeps-this\n");
+    assert_eq!(bytes_of("alice"), "alice-keeps-this\n".len() as i64);
+    let out = libra_in(&cl, &token, &cl.dir, &[], &["output", &floods[0].id.to_string()]);
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("removed this job's output") && said.contains("output_quota_mb"), "{said}");
+}

@@ -324,6 +324,33 @@ const MIGRATIONS: &[&str] = &[
     // Why a node is drained (an administrator's words, or the server's when the node could
     // not start a job through its own fault); NULL while it is not, or when no one said.
     "ALTER TABLE nodes ADD COLUMN drain_reason TEXT;",
+    // 16: a quota on the output the server keeps per user (`output_quota_mb`): each user's kept
+    // bytes, kept up to date by the store itself at every change of what a part holds (the
+    // offsets say how many bytes it keeps), the jobs whose kept output may go first, and why a
+    // job's output went.
+    "ALTER TABLE users ADD COLUMN output_bytes INTEGER NOT NULL DEFAULT 0;
+     UPDATE users SET output_bytes = COALESCE((SELECT SUM((p.out_end - p.out_start) + (p.err_end - p.err_start))
+       FROM job_nodes p JOIN jobs j ON j.id = p.job WHERE j.user_id = users.id), 0);
+     CREATE TRIGGER job_nodes_output_insert AFTER INSERT ON job_nodes
+     BEGIN
+       UPDATE users SET output_bytes = output_bytes + (NEW.out_end - NEW.out_start) + (NEW.err_end - NEW.err_start)
+         WHERE id = (SELECT user_id FROM jobs WHERE id = NEW.job);
+     END;
+     CREATE TRIGGER job_nodes_output_update AFTER UPDATE OF job, out_start, out_end, err_start, err_end ON job_nodes
+     BEGIN
+       UPDATE users SET output_bytes = output_bytes - (OLD.out_end - OLD.out_start) - (OLD.err_end - OLD.err_start)
+         WHERE id = (SELECT user_id FROM jobs WHERE id = OLD.job);
+       UPDATE users SET output_bytes = output_bytes + (NEW.out_end - NEW.out_start) + (NEW.err_end - NEW.err_start)
+         WHERE id = (SELECT user_id FROM jobs WHERE id = NEW.job);
+     END;
+     CREATE TRIGGER job_nodes_output_delete AFTER DELETE ON job_nodes
+     BEGIN
+       UPDATE users SET output_bytes = output_bytes - (OLD.out_end - OLD.out_start) - (OLD.err_end - OLD.err_start)
+         WHERE id = (SELECT user_id FROM jobs WHERE id = OLD.job);
+     END;
+     ALTER TABLE jobs ADD COLUMN output_removed_for TEXT;
+     CREATE INDEX jobs_output_kept_by_user ON jobs(user_id, end_time)
+       WHERE output_removed IS NULL AND end_time IS NOT NULL;",
 ];
 
 /// The schema version this build writes.
@@ -691,33 +718,91 @@ pub fn output(
             })?;
         (stdout, stderr, truncated) = (o.unwrap_or_default(), e.unwrap_or_default(), t);
     }
-    let removed: Option<f64> =
-        conn.row("SELECT output_removed FROM jobs WHERE id = ?1", params![id as i64], |r| r.get(0))?;
-    Ok(JobOutput { id, state, stdout, stderr, truncated, parts, removed })
+    let (removed, removed_for): (Option<f64>, Option<String>) = conn.row(
+        "SELECT output_removed, output_removed_for FROM jobs WHERE id = ?1",
+        params![id as i64],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let removed_for = removed.and(Some(removed_for.unwrap_or_else(|| OUTPUT_KEEP_DAYS.to_string())));
+    Ok(JobOutput { id, state, stdout, stderr, truncated, parts, removed, removed_for })
 }
 
 /// Removes the output kept of at most `limit` jobs that ended before `before` (the cut-off of
 /// `output_keep_days`), oldest first, recording when; their records and the ledger stay.
 /// Returns how many jobs' output went; the caller asks again while that is `limit`.
 pub fn remove_old_output(conn: &Connection, before: f64, now: f64, limit: u32) -> rusqlite::Result<u64> {
-    // The same jobs in both statements: nothing between them changes what the selection reads.
-    const GOING: &str = "SELECT id FROM jobs WHERE output_removed IS NULL AND end_time IS NOT NULL \
-                         AND end_time < ?1 ORDER BY end_time, id LIMIT ?2";
     let tx = conn.unchecked_transaction()?;
-    // The offsets stay where the output ended, so that nothing reads as still to come.
-    tx.execute(
-        &format!(
-            "UPDATE job_nodes SET out = NULL, err = NULL, out_start = out_end, err_start = err_end \
-             WHERE job IN ({GOING})"
-        ),
-        params![before, limit],
-    )?;
-    let n = tx.execute(
-        &format!("UPDATE jobs SET stdout = NULL, stderr = NULL, output_removed = ?3 WHERE id IN ({GOING})"),
-        params![before, limit, now],
-    )?;
+    let going: Vec<i64> = tx
+        .prepare_cached(
+            "SELECT id FROM jobs WHERE output_removed IS NULL AND end_time IS NOT NULL \
+             AND end_time < ?1 ORDER BY end_time, id LIMIT ?2",
+        )?
+        .query_map(params![before, limit], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for &job in &going {
+        remove_output(&tx, job, now, OUTPUT_KEEP_DAYS)?;
+    }
     tx.commit()?;
-    Ok(n as u64)
+    Ok(going.len() as u64)
+}
+
+/// Why a job's kept output went (`JobOutput::removed_for`).
+pub const OUTPUT_KEEP_DAYS: &str = "output_keep_days";
+pub const OUTPUT_QUOTA: &str = "output_quota_mb";
+
+/// Removes a job's kept output, recording when and why; its record and the ledger stay. The
+/// offsets stay where the output ended, so that nothing reads as still to come.
+fn remove_output(tx: &Connection, job: i64, now: f64, why: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE job_nodes SET out = NULL, err = NULL, out_start = out_end, err_start = err_end WHERE job = ?1",
+    )?
+    .execute(params![job])?;
+    tx.prepare_cached(
+        "UPDATE jobs SET stdout = NULL, stderr = NULL, output_removed = ?2, output_removed_for = ?3 WHERE id = ?1",
+    )?
+    .execute(params![job, now, why])?;
+    Ok(())
+}
+
+/// The bytes of output the server keeps for `user`'s jobs (kept up to date by the store).
+pub fn output_bytes(conn: &Connection, user: i64) -> rusqlite::Result<i64> {
+    conn.row("SELECT output_bytes FROM users WHERE id = ?1", params![user], |r| r.get(0))
+        .optional()
+        .map(|b| b.unwrap_or(0))
+}
+
+/// Holds `user`'s kept output to `quota` bytes: while it is above, the output of the user's job
+/// that ended first (of those whose output is still kept) goes, recorded as removed for the
+/// quota. The output of jobs still running stays (each part keeps at most the last
+/// `OUTPUT_LIMIT` bytes of each stream, and a user runs at most `max_active_jobs`), so a user
+/// may be above the quota by what their running jobs keep, never by ended ones. Returns how
+/// many jobs' output went.
+pub fn hold_output_to_quota(tx: &Connection, user: i64, quota: i64, now: f64) -> rusqlite::Result<u64> {
+    // At most this many jobs in one call, so that one report never holds the store for long
+    // (a long history of ended jobs whose output was small); the next call goes on.
+    const AT_MOST: u64 = 1_000;
+    let mut removed = 0;
+    while removed < AT_MOST && output_bytes(tx, user)? > quota {
+        // The oldest few at a time, each removed only while the user is still above.
+        let oldest: Vec<i64> = tx
+            .prepare_cached(
+                "SELECT id FROM jobs WHERE user_id = ?1 AND output_removed IS NULL \
+                 AND end_time IS NOT NULL ORDER BY end_time, id LIMIT 16",
+            )?
+            .query_map(params![user], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if oldest.is_empty() {
+            break;
+        }
+        for job in oldest {
+            if output_bytes(tx, user)? <= quota {
+                break;
+            }
+            remove_output(tx, job, now, OUTPUT_QUOTA)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 pub fn job_owner(conn: &Connection, id: u64) -> rusqlite::Result<Option<i64>> {
@@ -762,6 +847,7 @@ pub fn observations(conn: &Connection) -> rusqlite::Result<Vec<(u64, f64, f64)>>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use libra_api::{OutputChunk, Stream};
 
     #[test]
     fn a_damaged_newer_or_unwritable_store_is_refused_at_start_with_a_reason() {
@@ -877,5 +963,124 @@ mod tests {
         assert_eq!((out.stdout.as_str(), out.removed), ("", Some(now)));
         let jobs: i64 = db.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
         assert_eq!(jobs, 5);
+    }
+
+    /// One change to what the store keeps of jobs' output, for `output_bytes_is_what_is_kept`.
+    #[derive(Debug, Clone)]
+    enum Change {
+        /// A chunk of `len` bytes for (job, node), at the stored end plus `gap` (0: in order;
+        /// more: some was lost, the copy starts again), or sent again (`resend`).
+        Append { job: usize, node: usize, err: bool, len: usize, gap: u64, resend: bool },
+        /// The job ends (its output may now go first).
+        End { job: usize, at: u16 },
+        /// Its parts given up (a held job).
+        Hold { job: usize },
+        /// `output_keep_days` removes what ended before `at`.
+        Age { at: u16 },
+        /// The user is held to `quota` bytes.
+        Quota { user: usize, quota: u32 },
+    }
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0..6usize, 0..2usize, any::<bool>(), 0..1_500_000usize, prop_oneof![3 => Just(0u64), 1 => 1..5000u64], any::<bool>())
+                .prop_map(|(job, node, err, len, gap, resend)| Change::Append { job, node, err, len, gap, resend }),
+            1 => (0..6usize, 0..1000u16).prop_map(|(job, at)| Change::End { job, at }),
+            1 => (0..6usize).prop_map(|job| Change::Hold { job }),
+            1 => (0..1000u16).prop_map(|at| Change::Age { at }),
+            1 => (0..2usize, 0..3_000_000u32).prop_map(|(user, quota)| Change::Quota { user, quota }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// What the store counts as each user's kept output is, after any sequence of appends,
+        /// ends, holds and removals, the bytes it keeps; held to a quota, a user keeps no more
+        /// than the quota unless only running jobs' output is left, and no running job's output
+        /// and no other user's goes.
+        #[test]
+        fn output_bytes_is_what_is_kept(changes in proptest::collection::vec(change(), 1..40)) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = open(&dir.path().join("s.db"), false).unwrap();
+            db.execute_batch("INSERT INTO users (id, name, pw_hash) VALUES (1, 'a', 'x'), (2, 'b', 'x')").unwrap();
+            // Jobs 1-6, alternately the two users', each on nodes n0 and n1.
+            for job in 1..=6i64 {
+                db.execute(
+                    "INSERT INTO jobs (id, user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                     submit_time, deadline_at) VALUES (?1, ?2, 'RUNNING', '[]', 1, 2, 0, 1, 0, 0, 1)",
+                    params![job, 1 + (job - 1) % 2],
+                )
+                .unwrap();
+                for node in ["n0", "n1"] {
+                    db.execute("INSERT INTO job_nodes (job, node) VALUES (?1, ?2)", params![job, node]).unwrap();
+                }
+            }
+            let kept = |db: &Connection, user: i64| -> i64 {
+                db.query_row(
+                    "SELECT COALESCE(SUM(LENGTH(COALESCE(p.out, X'')) + LENGTH(COALESCE(p.err, X''))), 0) \
+                     FROM job_nodes p JOIN jobs j ON j.id = p.job WHERE j.user_id = ?1",
+                    [user],
+                    |r| r.get(0),
+                )
+                .unwrap()
+            };
+            let running_bytes = |db: &Connection| -> Vec<(i64, i64)> {
+                db.prepare(
+                    "SELECT p.job, LENGTH(COALESCE(p.out, X'')) + LENGTH(COALESCE(p.err, X'')) FROM job_nodes p \
+                     JOIN jobs j ON j.id = p.job WHERE j.end_time IS NULL ORDER BY p.job, p.node",
+                )
+                .unwrap()
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+            };
+            for c in changes {
+                match c {
+                    Change::Append { job, node, err, len, gap, resend } => {
+                        let (job, node) = (job as u64 + 1, format!("n{node}"));
+                        let stream = if err { Stream::Stderr } else { Stream::Stdout };
+                        // A held job has no parts: its chunk is dropped, as from a node.
+                        let (out_end, err_end) = crate::store::nodes::output_end(&db, job, &node).unwrap().unwrap_or((0, 0));
+                        let end = if err { err_end } else { out_end } as u64;
+                        let offset = if resend { end.saturating_sub(len as u64 / 2) } else { end + gap };
+                        let chunk = OutputChunk::new(stream, offset, &vec![b'x'; len]);
+                        crate::store::nodes::append_output(&db, job, &node, &chunk).unwrap();
+                    }
+                    Change::End { job, at } => {
+                        db.execute(
+                            "UPDATE jobs SET state = 'COMPLETED', end_time = ?2 WHERE id = ?1 AND end_time IS NULL",
+                            params![job as i64 + 1, f64::from(at)],
+                        )
+                        .unwrap();
+                    }
+                    Change::Hold { job } => crate::store::jobs::hold(&db, job as u64 + 1, "test").unwrap(),
+                    Change::Age { at } => {
+                        remove_old_output(&db, f64::from(at), 5000.0, 2).unwrap();
+                    }
+                    Change::Quota { user, quota } => {
+                        let user = user as i64 + 1;
+                        let other = kept(&db, 3 - user);
+                        let running = running_bytes(&db);
+                        hold_output_to_quota(&db, user, i64::from(quota), 5000.0).unwrap();
+                        let ended_kept: i64 = db
+                            .query_row(
+                                "SELECT COUNT(*) FROM jobs j WHERE j.user_id = ?1 AND j.end_time IS NOT NULL AND EXISTS \
+                                 (SELECT 1 FROM job_nodes p WHERE p.job = j.id AND (p.out_end > p.out_start OR p.err_end > p.err_start))",
+                                [user],
+                                |r| r.get(0),
+                            )
+                            .unwrap();
+                        proptest::prop_assert!(kept(&db, user) <= i64::from(quota) || ended_kept == 0);
+                        proptest::prop_assert_eq!(kept(&db, 3 - user), other);
+                        proptest::prop_assert_eq!(running_bytes(&db), running);
+                    }
+                }
+                for user in [1, 2] {
+                    proptest::prop_assert_eq!(output_bytes(&db, user).unwrap(), kept(&db, user));
+                }
+            }
+        }
     }
 }

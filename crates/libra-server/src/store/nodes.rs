@@ -265,8 +265,13 @@ pub fn append_output(tx: &Connection, job: u64, node: &str, c: &OutputChunk) -> 
         Stream::Stdout => ("out", "out_start", "out_end"),
         Stream::Stderr => ("err", "err_start", "err_end"),
     };
+    // A job whose output the server has removed (its retention or its owner's quota) keeps
+    // none that comes after: what went stays gone, and nothing is kept outside the quota.
     let row: Option<(Option<Vec<u8>>, i64)> = tx
-        .prepare_cached(&format!("SELECT {data}, {end} FROM job_nodes WHERE job = ?1 AND node = ?2"))?
+        .prepare_cached(&format!(
+            "SELECT p.{data}, p.{end} FROM job_nodes p JOIN jobs j ON j.id = p.job \
+             WHERE p.job = ?1 AND p.node = ?2 AND j.output_removed IS NULL"
+        ))?
         .query_row(params![job as i64, node], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let Some((kept, kept_end)) = row else { return Ok(()) };

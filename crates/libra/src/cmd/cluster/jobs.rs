@@ -460,10 +460,13 @@ pub fn output(a: OutputArgs) -> Result<()> {
         return emit(&sofar, true);
     }
     if let Some(at) = o.removed {
-        eprintln!(
-            "(the server removed this job's output on {}: it keeps output for output_keep_days after a job ends)",
-            crate::cmd::time::fmt_time(at)
-        );
+        let why = match o.removed_for.as_deref() {
+            Some("output_quota_mb") => {
+                "your jobs' kept output passed the server's output_quota_mb, and the output of the jobs that ended first goes first"
+            }
+            _ => "it keeps output for output_keep_days after a job ends",
+        };
+        eprintln!("(the server removed this job's output on {}: {why})", crate::cmd::time::fmt_time(at));
     } else if o.truncated {
         eprintln!("(only the end of a long output was kept)");
     }

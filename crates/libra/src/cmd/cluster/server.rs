@@ -20,8 +20,8 @@ pub struct ServerArgs {
     /// Configuration file (TOML): the [server] table of the site's file (see CONFIGURATION.md;
     /// a file without tables is read as the server's settings). Every setting in it can be
     /// overridden by the flags below. SIGHUP reads it again: pricing, policy, placement,
-    /// node_timeout, log_level, audit_keep_days and output_keep_days apply at once; other
-    /// changes are logged as needing a restart.
+    /// node_timeout, log_level, audit_keep_days, output_keep_days and output_quota_mb apply at
+    /// once; other changes are logged as needing a restart.
     #[arg(long, env = "LIBRA_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1:7878). Another address without TLS is warned
@@ -132,6 +132,10 @@ pub struct ServerArgs {
     /// is removed once an hour; the job's record and the ledger stay (default: kept for good).
     #[arg(long, value_name = "DAYS")]
     pub output_keep_days: Option<f64>,
+    /// MiB of output the server keeps per user (default 1024; 0: no quota): past it, the output
+    /// of the user's jobs that ended first is removed first; running jobs' output stays.
+    #[arg(long, value_name = "MIB")]
+    pub output_quota_mb: Option<u64>,
 }
 
 /// The configuration in force: the file's `[server]` settings (or the defaults), each flag
@@ -264,6 +268,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.output_keep_days {
         c.output_keep_days = Some(v);
         src.flag("output_keep_days", "output-keep-days", None);
+    }
+    if let Some(v) = a.output_quota_mb {
+        c.output_quota_mb = v;
+        src.flag("output_quota_mb", "output-quota-mb", None);
     }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();
