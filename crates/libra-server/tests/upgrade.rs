@@ -82,6 +82,15 @@ fn every_released_schema_upgrades_to_the_current_one_with_its_data() {
             let out = store::output(&c, 1, j.state, None, 0, 0).unwrap();
             assert_eq!(out.stdout, "hello\n");
         }
+        // Ended jobs keep no environment (step 17).
+        let envs: i64 = c
+            .query_row(
+                "SELECT COUNT(*) FROM jobs WHERE env IS NOT NULL AND state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','REJECTED','TIMEOUT')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(envs, 0, "v{version}: an ended job's environment was kept");
         // Each user's kept output is counted from what the old store kept (step 16).
         let uncounted: i64 = c
             .query_row(

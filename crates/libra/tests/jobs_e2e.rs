@@ -85,6 +85,13 @@ fn a_job_runs_where_it_was_submitted_with_the_submitters_environment_and_its_out
     // `libra output` shows the same.
     let shown = c.output(id).unwrap();
     assert_eq!(shown.stdout, file);
+    // The job had the submitter's environment when it was launched (foo=bar above); now that
+    // it has ended, the server keeps none of it (it may hold the submitter's secrets).
+    let env: Option<String> = rusqlite::Connection::open(&cl.db)
+        .unwrap()
+        .query_row("SELECT env FROM jobs WHERE id = ?1", [id as i64], |r| r.get(0))
+        .unwrap();
+    assert_eq!(env, None, "job {id}'s environment is still stored after it ended");
 
     // --export=NONE: only Libra's variables and a minimal PATH; -o/-e patterns; a two-node job
     // writes one file per rank with %t.

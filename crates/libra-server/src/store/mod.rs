@@ -351,6 +351,17 @@ const MIGRATIONS: &[&str] = &[
      ALTER TABLE jobs ADD COLUMN output_removed_for TEXT;
      CREATE INDEX jobs_output_kept_by_user ON jobs(user_id, end_time)
        WHERE output_removed IS NULL AND end_time IS NOT NULL;",
+    // 17: a job's environment (the submitter's, `--export=ALL` by default: it may hold their
+    // secrets, and may be 512 KiB) is kept only while the job may still be launched: the store
+    // lets it go when the job reaches a final state, as Slurm lets a job's go when it ends.
+    "UPDATE jobs SET env = NULL
+       WHERE env IS NOT NULL AND state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','REJECTED','TIMEOUT');
+     CREATE TRIGGER jobs_env_goes_at_the_end AFTER UPDATE OF state ON jobs
+     WHEN NEW.env IS NOT NULL AND NEW.state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','REJECTED','TIMEOUT')
+     BEGIN UPDATE jobs SET env = NULL WHERE id = NEW.id; END;
+     CREATE TRIGGER jobs_env_not_kept_when_final AFTER INSERT ON jobs
+     WHEN NEW.env IS NOT NULL AND NEW.state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','REJECTED','TIMEOUT')
+     BEGIN UPDATE jobs SET env = NULL WHERE id = NEW.id; END;",
 ];
 
 /// The schema version this build writes.
@@ -963,6 +974,52 @@ mod tests {
         assert_eq!((out.stdout.as_str(), out.removed), ("", Some(now)));
         let jobs: i64 = db.query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
         assert_eq!(jobs, 5);
+    }
+
+    /// A job's environment is kept while the job may still be launched and goes when it
+    /// reaches a final state, also in a store written before the store did this.
+    #[test]
+    fn a_jobs_environment_goes_when_the_job_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let db = open(&path, false).unwrap();
+        db.execute("INSERT INTO users (id, name, pw_hash) VALUES (1, 'u', 'x')", []).unwrap();
+        let insert = |db: &Connection, id: i64, state: &str| {
+            db.execute(
+                "INSERT INTO jobs (id, user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                 submit_time, deadline_at, env) VALUES (?1, 1, ?2, '[]', 1, 1, 0, 1, 0, 0, 1, '{\"TOKEN\":\"s3cret\"}')",
+                params![id, state],
+            )
+            .unwrap();
+        };
+        let env = |db: &Connection, id: i64| -> Option<String> {
+            db.query_row("SELECT env FROM jobs WHERE id = ?1", [id], |r| r.get(0)).unwrap()
+        };
+        for (id, state) in [(1, "PENDING"), (2, "RUNNING"), (3, "HELD"), (4, "SUSPENDED"), (5, "REJECTED")] {
+            insert(&db, id, state);
+        }
+        assert!(env(&db, 1).is_some() && env(&db, 2).is_some() && env(&db, 3).is_some() && env(&db, 4).is_some());
+        assert_eq!(env(&db, 5), None, "stored refused");
+        db.execute("UPDATE jobs SET state = 'RUNNING' WHERE id = 1", []).unwrap();
+        assert!(env(&db, 1).is_some(), "launched, still running");
+        for (id, state) in [(1, "COMPLETED"), (2, "CANCELLED"), (4, "TIMEOUT")] {
+            db.execute("UPDATE jobs SET state = ?2 WHERE id = ?1", params![id, state]).unwrap();
+            assert_eq!(env(&db, id), None, "{state}");
+        }
+        assert!(env(&db, 3).is_some(), "a held job may be released and run");
+        // A store from before step 17 holding an ended job's environment loses it on upgrade.
+        db.execute_batch(&format!(
+            "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
+             PRAGMA user_version = {};",
+            SCHEMA_VERSION - 1
+        ))
+        .unwrap();
+        insert(&db, 6, "FAILED");
+        assert!(env(&db, 6).is_some());
+        drop(db);
+        let db = open(&path, false).unwrap();
+        assert_eq!(env(&db, 6), None);
+        assert!(env(&db, 3).is_some());
     }
 
     /// One change to what the store keeps of jobs' output, for `output_bytes_is_what_is_kept`.
