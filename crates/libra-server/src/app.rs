@@ -174,6 +174,7 @@ impl App {
             &config.sweep_clusters,
             config.sweep_keeper.clone(),
             config.db.clone(),
+            config.max_active_sweeps,
         )?);
         Ok(App {
             inner: Mutex::new(inner),

@@ -63,6 +63,9 @@ pub struct Config {
     /// The most active jobs (pending, running, suspended) one user may have; further
     /// submissions are answered 429 until some end.
     pub max_active_jobs: u32,
+    /// The most hosted sweeps one user may have that are not over (running, paused or
+    /// stalled); beyond, creating one is answered 429.
+    pub max_active_sweeps: u32,
     /// Submissions per second one user may make on average ...
     pub submit_rate: f64,
     /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
@@ -217,6 +220,8 @@ pub fn flatten(v: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
 /// The defaults of the accounts' limits (README: "Accounts, tokens and limits").
 pub const DEFAULT_TOKEN_TTL: f64 = 30.0 * 86_400.0;
 pub const DEFAULT_MAX_ACTIVE_JOBS: u32 = 1000;
+/// Each hosted sweep not over has an engine thread in the server.
+pub const DEFAULT_MAX_ACTIVE_SWEEPS: u32 = 10;
 pub const DEFAULT_SUBMIT_RATE: f64 = 50.0;
 pub const DEFAULT_SUBMIT_BURST: u32 = 500;
 /// The audit log's window for repeated refusals, seconds: a flood of refused requests (bad
@@ -247,6 +252,7 @@ impl Default for Config {
             sweep_keeper: None,
             token_ttl: DEFAULT_TOKEN_TTL,
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
+            max_active_sweeps: DEFAULT_MAX_ACTIVE_SWEEPS,
             submit_rate: DEFAULT_SUBMIT_RATE,
             submit_burst: DEFAULT_SUBMIT_BURST,
             audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
@@ -346,6 +352,12 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "output_quota_mb: {} is not accepted: give MiB from 1 to {MAX_OUTPUT_QUOTA_MB}, or 0 for no quota",
                 self.output_quota_mb
+            )));
+        }
+        if !(1..=10_000).contains(&self.max_active_sweeps) {
+            return Err(ServerError::Invalid(format!(
+                "max_active_sweeps: {} is not accepted: give the most hosted sweeps not over a user may have, 1 to 10000",
+                self.max_active_sweeps
             )));
         }
         if self.max_active_jobs == 0 {

@@ -55,6 +55,46 @@ pub struct Sweeps {
     /// and (exclusive) by a backup while it copies the store and the broker database: a backup
     /// never holds a sweep half made (`hold_creations`).
     creating: RwLock<()>,
+    /// The most hosted sweeps one user may have that are not over (`max_active_sweeps`).
+    max_unfinished: u32,
+    /// Per user, the sweeps being created now (counted against `max_unfinished` with the ones
+    /// made, so that creations side by side cannot pass it).
+    being_created: Mutex<HashMap<i64, u32>>,
+}
+
+/// A user's place among the sweeps being created (`Sweeps::reserve`), given back when dropped.
+struct Reservation<'a> {
+    sweeps: &'a Sweeps,
+    user: i64,
+}
+
+fn give_back(b: &mut HashMap<i64, u32>, user: i64) {
+    if let Some(n) = b.get_mut(&user) {
+        *n -= 1;
+        if *n == 0 {
+            b.remove(&user);
+        }
+    }
+}
+
+impl Reservation<'_> {
+    /// Runs `record`, which makes the sweep count among its owner's, and gives the place back
+    /// in the same step: the sweep is never counted twice (a creation beside it refused for a
+    /// place that is not taken) nor not at all.
+    fn fulfil<T>(self, record: impl FnOnce() -> T) -> T {
+        let mut b = self.sweeps.being_created.lock().unwrap_or_else(|p| p.into_inner());
+        let r = record();
+        give_back(&mut b, self.user);
+        drop(b);
+        std::mem::forget(self);
+        r
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        give_back(&mut self.sweeps.being_created.lock().unwrap_or_else(|p| p.into_inner()), self.user);
+    }
 }
 
 /// How often a hosted sweep's engine stopped by a full disk tries again.
@@ -140,6 +180,7 @@ impl Sweeps {
         clusters: &[String],
         keeper: Option<PathBuf>,
         server_db: PathBuf,
+        max_unfinished: u32,
     ) -> Result<Sweeps, ServerError> {
         if let Some(dir) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
@@ -158,6 +199,8 @@ impl Sweeps {
             own_certificate: Mutex::new(None),
             server_db,
             creating: RwLock::new(()),
+            max_unfinished,
+            being_created: Mutex::new(HashMap::new()),
         };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
@@ -499,6 +542,8 @@ impl Sweeps {
         if name.len() > 200 {
             return bad("name: give at most 200 characters".into());
         }
+        // Counted from here until its owner's record counts it.
+        let place = self.reserve(who)?;
         // From here to the owner's record the sweep is half made (`hold_creations`).
         let creating = self.creating.read().unwrap_or_else(|p| p.into_inner());
         // The credential lives as long as the sweep may run (and is revoked when it ends).
@@ -548,10 +593,34 @@ impl Sweeps {
             }
         };
         let store = self.store()?;
-        hosted::add(&store.conn, id, who.id, &who.name)?;
+        place.fulfil(|| hosted::add(&store.conn, id, who.id, &who.name))?;
         drop(creating);
         self.start_engine(id);
         self.info(&store, id, &who.name, now)
+    }
+
+    /// Takes a place for a sweep `who` creates, unless they already have `max_unfinished`
+    /// sweeps not over (with those being created): each runs an engine thread in this
+    /// process and may hold up to `MAX_JOBS` jobs in the broker database, so one user may not
+    /// take the server's threads and disk from everyone.
+    fn reserve(&self, who: &Caller) -> Result<Reservation<'_>, ApiError> {
+        let mut b = self.being_created.lock().unwrap_or_else(|p| p.into_inner());
+        let made = hosted::unfinished_of_user(&self.store()?.conn, who.id)?;
+        let creating = b.get(&who.id).copied().unwrap_or(0);
+        if made + creating >= self.max_unfinished {
+            return Err(ApiError::TooMany(
+                format!(
+                    "sweeps: {} has {} hosted sweeps not over (running, paused or stalled{}), the most one user may have (max_active_sweeps = {}); cancel one (libra sweep cancel ID --server) or create more when some end",
+                    who.name,
+                    made + creating,
+                    if creating > 0 { format!(", {creating} being created") } else { String::new() },
+                    self.max_unfinished
+                ),
+                60,
+            ));
+        }
+        *b.entry(who.id).or_insert(0) += 1;
+        Ok(Reservation { sweeps: self, user: who.id })
     }
 
     pub fn list(&self, who: &Caller, all: bool, now: f64) -> Result<Vec<SweepInfo>, ApiError> {

@@ -279,7 +279,9 @@ fn backups_taken_while_sweeps_are_created_hold_none_half_made() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
-    let (server, url, admin, alice) = server_with_alice(&dir.path().join("a"));
+    // Forty sweeps left paused: more than a user may have by default.
+    let (server, url, admin, alice) =
+        server_with_alice_on(Config { max_active_sweeps: 40, ..common::test_config(&dir.path().join("a")) });
     let own = format!("[[resource]]\nname = \"c\"\nkind = \"libra\"\nurl = \"{url}\"\ntoken = \"t\"\n");
     let stop = Arc::new(AtomicBool::new(false));
     let creator = {
@@ -369,5 +371,51 @@ fn a_hosted_sweep_waits_out_a_full_disk_and_finishes() {
     assert!(done.spent <= done.budget && done.held == Money::ZERO, "{done:?}");
     let results = alice.sweep_results(s.id).unwrap();
     assert_eq!(results.len(), 20);
+    drop(server);
+}
+
+/// One user cannot take the server's threads and disk with hosted sweeps (each not over has an
+/// engine thread and may hold 100,000 jobs): past `max_active_sweeps` of theirs that are not
+/// over, creating one is a 429 that says why, also when the creations come side by side; a
+/// sweep that ends gives its place back, and another user is not held back.
+#[test]
+fn a_user_has_at_most_max_active_sweeps_not_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _, admin, alice) =
+        server_with_alice_on(Config { max_active_sweeps: 3, ..common::test_config(dir.path()) });
+    // Budget 0: each stalls at once, and a stalled sweep is not over (it runs again when its
+    // budget grows).
+    let stalling = sweep(PLAN, RES, 0);
+    let tries: Vec<_> = (0..6)
+        .map(|_| {
+            let (alice, stalling) = (alice.clone(), stalling.clone());
+            std::thread::spawn(move || alice.sweep_create(&stalling))
+        })
+        .collect();
+    let (made, refused): (Vec<_>, Vec<_>) =
+        tries.into_iter().map(|t| t.join().unwrap()).partition(|r| r.is_ok());
+    assert_eq!((made.len(), refused.len()), (3, 3), "side by side, exactly the limit is made");
+    for r in refused {
+        let (code, msg) = status(r.unwrap_err());
+        assert_eq!(code, 429, "{msg}");
+        assert!(msg.contains("max_active_sweeps = 3") && msg.contains("alice"), "{msg}");
+    }
+    let made: Vec<SweepInfo> = made.into_iter().map(Result::unwrap).collect();
+    for s in &made {
+        wait(&alice, s.id, "the sweep to stall", |s| s.state == "stalled");
+    }
+    let (code, msg) = status(alice.sweep_create(&stalling).unwrap_err());
+    assert!(code == 429 && msg.contains("3 hosted sweeps not over"), "{code} {msg}");
+    // Another user has places of their own.
+    admin.user_add(&UserAdd::new("bob", "pw-bob", false)).unwrap();
+    let anon = Client::new(&format!("http://{}", server.addr), None);
+    let bob =
+        Client::new(&format!("http://{}", server.addr), Some(anon.login("bob", "pw-bob").unwrap().token));
+    bob.sweep_create(&stalling).unwrap();
+    // A cancelled sweep is over: its place is alice's again, once.
+    alice.sweep_action(made[0].id, "cancel").unwrap();
+    wait(&alice, made[0].id, "the cancel", |s| s.state == "cancelled");
+    alice.sweep_create(&stalling).unwrap();
+    assert_eq!(status(alice.sweep_create(&stalling).unwrap_err()).0, 429);
     drop(server);
 }

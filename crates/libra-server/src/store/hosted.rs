@@ -28,6 +28,17 @@ pub fn of_user(db: &Connection, user: i64) -> rusqlite::Result<Vec<i64>> {
     db.prepare("SELECT exp_id FROM hosted WHERE user_id = ?1")?.query_map([user], |r| r.get(0))?.collect()
 }
 
+/// How many of `user`'s hosted sweeps are not over (running, paused or stalled: each may run
+/// again, with an engine thread of the server's).
+pub fn unfinished_of_user(db: &Connection, user: i64) -> rusqlite::Result<u32> {
+    db.query_row(
+        "SELECT COUNT(*) FROM hosted h JOIN experiments e ON e.id = h.exp_id \
+         WHERE h.user_id = ?1 AND e.state NOT IN ('done', 'cancelled')",
+        [user],
+        |r| r.get(0),
+    )
+}
+
 /// Every hosted sweep: (experiment, owner's id, owner's name), by experiment.
 pub fn all(db: &Connection) -> rusqlite::Result<Vec<(i64, i64, String)>> {
     db.prepare("SELECT exp_id, user_id, user_name FROM hosted ORDER BY exp_id")?

@@ -998,7 +998,9 @@ mod tests {
         for (id, state) in [(1, "PENDING"), (2, "RUNNING"), (3, "HELD"), (4, "SUSPENDED"), (5, "REJECTED")] {
             insert(&db, id, state);
         }
-        assert!(env(&db, 1).is_some() && env(&db, 2).is_some() && env(&db, 3).is_some() && env(&db, 4).is_some());
+        assert!(
+            env(&db, 1).is_some() && env(&db, 2).is_some() && env(&db, 3).is_some() && env(&db, 4).is_some()
+        );
         assert_eq!(env(&db, 5), None, "stored refused");
         db.execute("UPDATE jobs SET state = 'RUNNING' WHERE id = 1", []).unwrap();
         assert!(env(&db, 1).is_some(), "launched, still running");

@@ -113,6 +113,10 @@ pub struct ServerArgs {
     /// The most active (pending, running, suspended) jobs one user may have (default 1000).
     #[arg(long)]
     pub max_active_jobs: Option<u32>,
+    /// The most hosted sweeps one user may have that are not over: running, paused or stalled
+    /// (default 10; each has an engine thread in the server).
+    #[arg(long)]
+    pub max_active_sweeps: Option<u32>,
     /// Submissions per second one user may make on average (default 50) ...
     #[arg(long)]
     pub submit_rate: Option<f64>,
@@ -248,6 +252,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.max_active_jobs {
         c.max_active_jobs = v;
         src.flag("max_active_jobs", "max-active-jobs", None);
+    }
+    if let Some(v) = a.max_active_sweeps {
+        c.max_active_sweeps = v;
+        src.flag("max_active_sweeps", "max-active-sweeps", None);
     }
     if let Some(v) = a.submit_rate {
         c.submit_rate = v;
