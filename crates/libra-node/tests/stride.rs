@@ -10,6 +10,18 @@ fn busy(dir: &std::path::Path) -> i32 {
     proc::spawn(&["sh".into(), "-c".into(), "while :; do :; done".into()], dir, &[]).unwrap()
 }
 
+/// Ends the test's processes (continued first: a stopped process is killed all the same, but
+/// its group may hold others) and reaps them.
+fn end(pids: &[i32]) {
+    for &p in pids {
+        proc::signal_group(p, libc::SIGCONT);
+        proc::signal_group(p, libc::SIGKILL);
+        while proc::try_reap(p).is_none() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 #[test]
 fn stride_shares_follow_tickets_and_the_capacity() {
     let dir = std::env::temp_dir().join(format!("libra-stride-{}", std::process::id()));
@@ -25,13 +37,7 @@ fn stride_shares_follow_tickets_and_the_capacity() {
     let (a0, b0, t0) = (cpu(a), cpu(b), Instant::now());
     std::thread::sleep(Duration::from_secs(3));
     let (a1, b1, dt) = (cpu(a), cpu(b), t0.elapsed().as_secs_f64());
-    for p in [a, b] {
-        proc::signal_group(p, libc::SIGCONT);
-        proc::signal_group(p, libc::SIGKILL);
-        while proc::try_reap(p).is_none() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+    end(&[a, b]);
     let _ = std::fs::remove_dir_all(&dir);
     let (ra, rb) = ((a1 - a0) / dt, (b1 - b0) / dt);
     eprintln!("stride: measured {ra:.3} and {rb:.3} CPU for shares 0.30 and 0.15 on a 0.5 CPU node");
@@ -87,13 +93,7 @@ fn stride_shares_hold_when_another_process_takes_part_of_a_jobs_quanta() {
     std::thread::sleep(Duration::from_secs(4));
     let (a1, b1, dt) = (cpu(a), cpu(b), t0.elapsed().as_secs_f64());
     drop(e);
-    for p in [a, b, other] {
-        proc::signal_group(p, libc::SIGCONT);
-        proc::signal_group(p, libc::SIGKILL);
-        while proc::try_reap(p).is_none() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+    end(&[a, b, other]);
     let _ = std::fs::remove_dir_all(&dir);
     let (ra, rb) = ((a1 - a0) / dt, (b1 - b0) / dt);
     eprintln!("stride beside another process: measured {ra:.3} and {rb:.3} CPU for shares 0.30 and 0.15");
@@ -119,13 +119,7 @@ fn a_sleeping_job_is_charged_its_quanta_and_starves_no_one() {
     std::thread::sleep(Duration::from_secs(3));
     let (b1, dt) = (proc::cpu_seconds(b).unwrap(), t0.elapsed().as_secs_f64());
     drop(e);
-    for p in [sleeper, b] {
-        proc::signal_group(p, libc::SIGCONT);
-        proc::signal_group(p, libc::SIGKILL);
-        while proc::try_reap(p).is_none() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+    end(&[sleeper, b]);
     let _ = std::fs::remove_dir_all(&dir);
     let rb = (b1 - b0) / dt;
     eprintln!("stride beside a sleeping job: the busy job measured {rb:.3} CPU for a share of 0.5");
