@@ -78,11 +78,14 @@ pub struct EngineOptions {
     /// that outlives this process, so that a resumed engine adopts the job instead of running it
     /// again. None: local jobs run on this process's threads and die with it.
     pub keeper: Option<PathBuf>,
+    /// Called once, after the run's first committed round: the run got past opening and
+    /// recovery (a host uses it to forget why the run before it stopped).
+    pub on_started: Option<Box<dyn FnOnce()>>,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { poll: Duration::from_millis(100), on_progress: None, keeper: None }
+        EngineOptions { poll: Duration::from_millis(100), on_progress: None, keeper: None, on_started: None }
     }
 }
 
@@ -504,6 +507,9 @@ impl Engine {
             }
             // Records first, then the processes: a start that is not on disk never runs.
             self.store.commit()?;
+            if let Some(started) = self.opts.on_started.take() {
+                started();
+            }
             self.launch(launches, now);
             self.progress(finished || stalled, &mut last_progress)?;
             if finished || stalled {

@@ -308,7 +308,7 @@ impl Sweeps {
             let clear = me.clone();
             let opts = EngineOptions {
                 keeper: me.keeper.clone(),
-                on_progress: Some(Box::new(move |_| {
+                on_started: Some(Box::new(move || {
                     clear.note(exp, None);
                 })),
                 ..EngineOptions::default()
@@ -369,7 +369,11 @@ impl Sweeps {
     /// A sweep as the API shows it: the broker's view, with what this server knows of its engine.
     fn info(&self, store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo, ApiError> {
         let mut info = view::info(store, exp, owner, now)?;
-        info.engine = self.notes.lock().unwrap_or_else(|p| p.into_inner()).get(&exp).cloned();
+        // A sweep that is over has no engine to wait for (a note may outlive the run that
+        // ended it by the instant between its last commit and its return).
+        let over = ExperimentState::parse(&info.state).is_ok_and(|s| s.is_final());
+        info.engine =
+            if over { None } else { self.notes.lock().unwrap_or_else(|p| p.into_inner()).get(&exp).cloned() };
         Ok(info)
     }
 
