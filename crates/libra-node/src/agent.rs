@@ -48,6 +48,11 @@ pub struct AgentConfig {
     /// Beside slurmd (`libra node --slurm`): Slurm launches the jobs, the agent adopts them
     /// (`crate::slurm`). The node's name is the Slurm node name.
     pub slurm: Option<crate::slurm::SlurmNode>,
+    /// The size in MiB of the file system each job given no working directory runs in
+    /// (`crate::scratch`): None for `scratch::DEFAULT_MB` where the agent can mount (root, loop
+    /// devices) and a plain directory elsewhere, with a warning; Some(0) for plain directories;
+    /// Some(n) for n MiB, and the agent does not start where it cannot make them.
+    pub scratch_mb: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +67,8 @@ pub enum NodeError {
     Refused(String),
     #[error("node.credential: {0}")]
     Credential(String),
+    #[error("scratch_mb: {0}")]
+    Scratch(String),
 }
 
 /// In the agent's work directory: the node's own credential, minted by the server when the
@@ -141,8 +148,14 @@ const SLURM_FILE: &str = "libra.slurm";
 
 /// Makes the agent's directory for a job (its record: only the agent's account may read it) and,
 /// for a job given no working directory, the scratch directory inside it that the job runs in,
-/// owned by the job's account.
-fn record_dir(dir: &std::path::Path, s: &StartJob, identity: Option<&proc::Identity>) -> Result<(), String> {
+/// owned by the job's account: a file system of `scratch_mb` MiB of its own (`crate::scratch`),
+/// or a plain directory when `scratch_mb` is 0.
+fn record_dir(
+    dir: &std::path::Path,
+    s: &StartJob,
+    identity: Option<&proc::Identity>,
+    scratch_mb: u64,
+) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let err = |p: &std::path::Path, e: std::io::Error| format!("cannot prepare {}: {e}", p.display());
     std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
@@ -152,6 +165,11 @@ fn record_dir(dir: &std::path::Path, s: &StartJob, identity: Option<&proc::Ident
         std::fs::create_dir_all(&scratch).map_err(|e| err(&scratch, e))?;
         std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| err(&scratch, e))?;
+        if scratch_mb > 0 {
+            tracing::info!(job = s.job, mb = scratch_mb, "making the job's scratch file system");
+            crate::scratch::mount(dir, &scratch, scratch_mb, identity.map(|i| (i.uid, i.gid)))?;
+            tracing::info!(job = s.job, "the job's scratch file system is mounted");
+        }
         if let Some(i) = identity {
             std::os::unix::fs::chown(&scratch, Some(i.uid), Some(i.gid)).map_err(|e| err(&scratch, e))?;
             // The agent's directory must let the job's account through to its scratch, and no
@@ -160,6 +178,50 @@ fn record_dir(dir: &std::path::Path, s: &StartJob, identity: Option<&proc::Ident
         }
     }
     Ok(())
+}
+
+/// The size of each job's scratch file system, MiB (0: plain directories), from what was asked
+/// (`AgentConfig::scratch_mb`) and what this machine allows, found by making one.
+fn scratch_size(cfg: &AgentConfig) -> Result<u64, NodeError> {
+    use crate::scratch::{probe, DEFAULT_MB, MAX_MB, MIN_MB};
+    match cfg.scratch_mb {
+        // Slurm launches the jobs beside slurmd: they run where Slurm puts them.
+        _ if cfg.slurm.is_some() => Ok(0),
+        Some(0) => {
+            tracing::info!("job scratch directories are plain directories: one job can fill the disk of {}", cfg.workdir.display());
+            Ok(0)
+        }
+        Some(mb) if !(MIN_MB..=MAX_MB).contains(&mb) => Err(NodeError::Scratch(format!(
+            "{mb} MiB is not accepted: give 0 (plain directories, not limited) or from {MIN_MB} to {MAX_MB} MiB"
+        ))),
+        Some(mb) => match probe(&cfg.workdir) {
+            Ok(()) => {
+                tracing::info!(mb, "each job given no working directory runs in a file system of its own");
+                Ok(mb)
+            }
+            Err(e) => Err(NodeError::Scratch(format!(
+                "cannot give jobs scratch file systems of {mb} MiB in {}: {e}; give 0 to run them in plain directories, not limited",
+                cfg.workdir.display()
+            ))),
+        },
+        None if !crate::scratch::can_mount() => {
+            tracing::info!("job scratch directories are plain directories: only root may mount, and every job runs as this agent's account");
+            Ok(0)
+        }
+        None => match probe(&cfg.workdir) {
+            Ok(()) => {
+                tracing::info!(mb = DEFAULT_MB, "each job given no working directory runs in a file system of its own");
+                Ok(DEFAULT_MB)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "job scratch directories are plain directories, not limited: one job can fill the disk of {} ({e})",
+                    cfg.workdir.display()
+                );
+                Ok(0)
+            }
+        },
+    }
 }
 
 /// Why a job could not be started: the node's fault, or the job's own.
@@ -358,8 +420,11 @@ fn spawn_cleaner() -> std::io::Result<std::sync::mpsc::Sender<PathBuf>> {
     let (tx, rx) = channel::<PathBuf>();
     std::thread::Builder::new().name("job-dirs".into()).spawn(move || {
         for dir in rx {
-            // Never follows a symbolic link a job left in its scratch directory (std's
-            // `remove_dir_all` unlinks the link itself).
+            // A job's scratch file system is detached first (its files go with its image);
+            // left mounted, the directory could not be removed. Never follows a symbolic link
+            // a job left in its scratch directory (std's `remove_dir_all` unlinks the link
+            // itself).
+            crate::scratch::unmount(&launch::scratch_dir(&dir));
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     tracing::warn!(dir = %dir.display(), "removing a finished job's directory: {e}");
@@ -441,6 +506,8 @@ pub struct Agent {
     job_control: JobControl,
     /// Directories of jobs the server has acknowledged, to be removed (`spawn_cleaner`).
     cleaner: std::sync::mpsc::Sender<PathBuf>,
+    /// The size of each scratch file system, MiB; 0: plain directories (`AgentConfig::scratch_mb`).
+    scratch_mb: u64,
 }
 
 impl Agent {
@@ -462,6 +529,7 @@ impl Agent {
                 cfg.workdir.join(CREDENTIAL_FILE).display()
             )));
         }
+        let scratch_mb = scratch_size(&cfg)?;
         let (orphans, leftovers) = orphans_and_leftovers(&cfg.workdir);
         let cleaner = spawn_cleaner()?;
         if !leftovers.is_empty() {
@@ -508,6 +576,7 @@ impl Agent {
             early: HashMap::new(),
             job_control: JobControl::default(),
             cleaner,
+            scratch_mb,
             memory: crate::memory::MemoryLimiter::new(
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/memory"),
@@ -847,7 +916,7 @@ impl Agent {
             Err(error) => return self.failed_start(&s, error, now),
         };
         // The agent's own directory for the job: failing that is the node's fault (its disk).
-        if let Err(error) = record_dir(&dir, &s, identity.as_ref()) {
+        if let Err(error) = record_dir(&dir, &s, identity.as_ref(), self.scratch_mb) {
             return self.failed_start_on_node(&s, error, now);
         }
         let files = match JobFiles::plan(&s, &dir, &self.cfg.name, identity.as_ref().map(|i| i.uid)) {

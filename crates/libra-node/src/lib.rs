@@ -10,6 +10,7 @@ pub mod kernel;
 pub mod launch;
 pub mod memory;
 pub mod proc;
+pub mod scratch;
 pub mod slurm;
 pub mod stride;
 

@@ -267,9 +267,28 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
             Ok(())
         });
     }
-    let child = cmd.spawn()?;
+    // Under `CHILDREN`: a launch that fails after the fork reaps its child inside `spawn`.
+    let child = children_lock(|| cmd.spawn())?;
     // The child is reaped with wait4 (for its resource usage), not through `Child`.
     Ok(child.id() as i32)
+}
+
+/// Held while the agent waits for a child of its own that is no job (a tool: `mkfs.ext4`,
+/// `mount`, `scontrol`) and while it spawns a job. The agent's reaper takes it for each look
+/// (`wait_any`) and reaps any child that ended, so without it the reaper would take a tool's
+/// exit from under the code waiting for it (which then fails with ECHILD), and the tool's pid
+/// would sit among the jobs' exits, to be taken for a job's if that pid came back as one.
+static CHILDREN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn children_lock<T>(f: impl FnOnce() -> T) -> T {
+    let _held = CHILDREN.lock().unwrap_or_else(|p| p.into_inner());
+    f()
+}
+
+/// Runs a tool (`cmd`) to its end and returns its output, its exit kept from the agent's
+/// reaper (`CHILDREN`). Job exits wait meanwhile: keep tools short.
+pub fn run_tool(cmd: &mut Command) -> std::io::Result<std::process::Output> {
+    children_lock(|| cmd.output())
 }
 
 /// The keeper's variable naming the descriptor of the job's lock it inherits.
@@ -595,12 +614,13 @@ pub fn tail(path: &PathBuf, limit: u64) -> (String, bool) {
     (String::from_utf8_lossy(&buf).into_owned(), cut)
 }
 
-/// Blocks until any child ends; `None` when there is no child (or a signal interrupted).
+/// A child that has ended, reaped; `None` when none has (or there is no child). It does not
+/// wait: a child a tool's runner waits for (`run_tool`) is left to it.
 pub fn wait_any() -> Option<(i32, Exit)> {
     let mut status = 0;
     // SAFETY: plain wait4 with out-pointers to locals.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(-1, &mut status, 0, &mut ru) };
+    let pid = children_lock(|| unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, &mut ru) });
     if pid <= 0 {
         return None;
     }

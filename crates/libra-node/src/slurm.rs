@@ -31,7 +31,7 @@ impl SlurmNode {
     }
 
     fn run(&self, name: &str, args: &[&str]) -> Result<String, String> {
-        let out = self.command(name).args(args).output().map_err(|e| format!("{name}: {e}"))?;
+        let out = crate::proc::run_tool(self.command(name).args(args)).map_err(|e| format!("{name}: {e}"))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {

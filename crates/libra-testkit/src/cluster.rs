@@ -208,7 +208,25 @@ impl Cluster {
         self.elsewhere.push((name.to_string(), workdir.to_path_buf()));
     }
 
+    /// `start_node_in` with `extra` arguments of `libra node`.
+    pub fn start_node_in_with(&mut self, name: &str, cpus: f64, workdir: &Path, extra: &[&str]) {
+        self.start_node_args(name, cpus, workdir, extra);
+        self.elsewhere.push((name.to_string(), workdir.to_path_buf()));
+    }
+
+    /// A node agent given `extra` arguments of `libra node` besides the usual ones.
+    pub fn start_node_with(&mut self, name: &str, cpus: f64, extra: &[&str]) {
+        self.start_node_args(name, cpus, &self.dir.join(name), extra);
+        if !self.node_names.iter().any(|n| n == name) {
+            self.node_names.push(name.to_string());
+        }
+    }
+
     fn start_node_at(&mut self, name: &str, cpus: f64, workdir: &Path) {
+        self.start_node_args(name, cpus, workdir, &[]);
+    }
+
+    fn start_node_args(&mut self, name: &str, cpus: f64, workdir: &Path, extra: &[&str]) {
         let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).unwrap();
         let child = Command::new(exe())
             .args(["node", "--server", &self.url, "--cpus", &cpus.to_string(), "--name", name])
@@ -216,6 +234,7 @@ impl Cluster {
             .arg(self.dir.join("join-token"))
             .args(self.ca.iter().flat_map(|ca| [std::ffi::OsStr::new("--ca"), ca.as_os_str()]))
             .args(["--workdir", &workdir.display().to_string(), "--period", "0.5"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -264,6 +283,11 @@ impl Drop for Cluster {
         }
         for (name, workdir) in &self.elsewhere {
             libra_node::enforce::remove_node_groups(&libra_node::group_name(name, workdir));
+        }
+        // Jobs' scratch file systems that the killed agents left mounted (they outlive an
+        // agent, for the job it adopts): mounted, their directories could not be removed.
+        for d in std::iter::once(&self.dir).chain(self.elsewhere.iter().map(|(_, w)| w)) {
+            libra_node::scratch::unmount_all_under(d);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -163,3 +163,212 @@ fn jobs_run_as_their_owners_and_cannot_reach_each_other() {
     assert_eq!(j.state, JobState::Failed, "{j:?}");
     assert!(j.reason.as_deref().unwrap_or("").contains("nosuchaccount has no account on node"), "{j:?}");
 }
+
+/// A job given no working directory runs in its scratch directory, where its output goes too.
+fn scratch_sh(script: &str, estimate: f64) -> SubmitRequest {
+    SubmitRequest::new(
+        JobSpec::simple(estimate, 300.0, Money::from_credits(50)),
+        vec!["sh".into(), "-c".into(), script.into()],
+    )
+}
+
+/// The loop devices whose backing file lies under `dir`.
+fn loops_under(dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.display().to_string();
+    std::fs::read_dir("/sys/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("loop/backing_file")).ok())
+        .filter(|b| b.trim().starts_with(&dir))
+        .collect()
+}
+
+/// A hostile user's job writes without end into its scratch directory (the agent's disk, where
+/// every job's record lives). It is stopped at its own scratch's size by the kernel (ENOSPC)
+/// and takes no more of the node's disk than that; another user's job on the same node, beside
+/// it, writes what it needs and completes; the file system is nosuid and nodev, its root the
+/// job's account's, 0700; once the jobs end, nothing stays mounted and no loop device stays
+/// attached. Without scratch file systems the writer fills 64 MiB and the test fails.
+#[test]
+fn a_job_that_writes_without_end_fills_only_its_own_scratch() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: node agents cannot mount scratch file systems here, not tested");
+        return;
+    }
+    if let Err(e) = libra_node::scratch::probe(&std::env::temp_dir()) {
+        assert!(std::env::var_os("CI").is_none(), "CI must test scratch file systems: {e}");
+        eprintln!("no loop mounts here ({e}): not tested");
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let (Some(m), Some(a)) = (Account::create(&format!("lsm{tag}")), Account::create(&format!("lsa{tag}")))
+    else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let mut cl = Cluster::start(0, 1.0, 30.0);
+    let name = format!("scratch-{}", cl.port);
+    cl.start_node_with(&name, 1.0, &["--scratch-mb", "16"]);
+    let workdir = cl.dir.join(&name);
+    let admin = cl.admin();
+    wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+    let mallory = user(&cl, "mallory", &m.name, false);
+    let alice = user(&cl, "alice", &a.name, false);
+
+    let filler = mallory
+        .submit(&scratch_sh("dd if=/dev/zero of=fill bs=1M count=64 2>&1; echo dd-exit=$?; sleep 60", 2.0))
+        .unwrap();
+    assert_eq!(filler.state, JobState::Pending, "{filler:?}");
+    let out = wait_until("the filler's dd to stop", || {
+        let o = mallory.output(filler.id).unwrap();
+        o.stdout.contains("dd-exit=").then_some(o.stdout)
+    });
+    assert!(out.contains("No space left on device") && out.contains("dd-exit=1"), "{out}");
+
+    // Her scratch: a file system of its own, hers, nosuid and nodev; on disk no more than its size.
+    let job_dir = workdir.join(format!("job-{}", filler.id));
+    let scratch = job_dir.join("work");
+    assert!(libra_node::scratch::is_mount_point(&scratch), "{} is no mount", scratch.display());
+    let meta = std::fs::metadata(&scratch).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (m.uid, 0o700), "{meta:?}");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line =
+        mountinfo.lines().find(|l| l.split(' ').nth(4) == Some(&scratch.display().to_string())).unwrap();
+    assert!(line.contains("nosuid") && line.contains("nodev"), "{line}");
+    let image = std::fs::metadata(job_dir.join(libra_node::scratch::IMAGE)).unwrap();
+    assert!(image.blocks() * 512 <= 17 << 20, "the image takes {} bytes", image.blocks() * 512);
+    let fill = std::fs::metadata(scratch.join("fill")).unwrap();
+    assert!(fill.len() < 16 << 20, "{}", fill.len());
+
+    // Alice's job beside it writes 8 MiB into hers and completes.
+    let beside = alice
+        .submit(&scratch_sh("dd if=/dev/zero of=mine bs=1M count=8 2>&1 && sync && echo alice-ok", 1.0))
+        .unwrap();
+    let done = wait_done(&alice, beside.id);
+    let out = alice.output(beside.id).unwrap().stdout;
+    assert_eq!(done.state, JobState::Completed, "{done:?}\n{out}");
+    assert!(out.contains("alice-ok"), "{out}");
+
+    mallory.cancel(filler.id).unwrap();
+    wait_done(&mallory, filler.id);
+    wait_until("the scratch file systems detached and their directories gone", || {
+        let mounts = libra_node::scratch::mounts_under(&workdir);
+        let dirs: Vec<_> = std::fs::read_dir(&workdir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name())
+            .collect();
+        (mounts.is_empty() && dirs.is_empty()).then_some(())
+    });
+    assert_eq!(loops_under(&workdir), Vec::<String>::new());
+}
+
+/// The node agent's directory of kills: its work directory, log and name.
+struct KilledAgent {
+    name: String,
+    workdir: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl KilledAgent {
+    /// Kills the agent with SIGKILL the instant its log has `line` (polled every 0.2 ms), and
+    /// starts the next on the same work directory; says what the job's scratch was left as.
+    fn kill_at(&self, cl: &mut Cluster, line: &str, job: u64) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !std::fs::read_to_string(&self.log).unwrap_or_default().contains(line) {
+            assert!(std::time::Instant::now() < deadline, "the agent never logged {line:?}");
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let mut agent = cl.nodes.pop().unwrap();
+        agent.kill().unwrap(); // SIGKILL
+        agent.wait().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300)); // an orphaned mkfs or mount ends
+        let job_dir = self.workdir.join(format!("job-{job}"));
+        let left = format!(
+            "the image {}, the file system {}",
+            if job_dir.join(libra_node::scratch::IMAGE).exists() { "made" } else { "not made" },
+            if libra_node::scratch::is_mount_point(&job_dir.join("work")) {
+                "mounted"
+            } else {
+                "not mounted"
+            }
+        );
+        // The log of the agent that follows goes on from here (the file is made anew).
+        let _ = std::fs::rename(&self.log, self.log.with_extension(format!("log.{job}")));
+        cl.start_node_with(&self.name, 1.0, &["--scratch-mb", "8"]);
+        left
+    }
+
+    /// Nothing mounted below the work directory, no loop device on an image there, and no job
+    /// directory left.
+    fn wait_clean(&self) {
+        wait_until("the scratch file systems detached and their directories gone", || {
+            let mounts = libra_node::scratch::mounts_under(&self.workdir);
+            let dirs: Vec<_> = std::fs::read_dir(&self.workdir)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.file_name())
+                .collect();
+            (mounts.is_empty() && dirs.is_empty()).then_some(())
+        });
+        assert_eq!(loops_under(&self.workdir), Vec::<String>::new());
+    }
+}
+
+/// The agent is killed with SIGKILL at each worst instant of a job's scratch file system: the
+/// moment it logs that it is making one (the image half made, mkfs orphaned), the moment it
+/// logs it mounted (mounted, and nothing of the job recorded: its directory is a leftover the
+/// next agent removes, mount and all, before the server's job is started anew), and while the
+/// job runs on it (the next agent adopts the job, whose file system outlived the agent). Each
+/// time the agent that follows on the same work directory runs the job to its end on a scratch
+/// of 8 MiB, and once it ends nothing is left mounted, no loop device attached, no directory kept.
+#[test]
+fn an_agent_killed_making_a_scratch_file_system_leaves_nothing_behind() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: node agents cannot mount scratch file systems here, not tested");
+        return;
+    }
+    if let Err(e) = libra_node::scratch::probe(&std::env::temp_dir()) {
+        assert!(std::env::var_os("CI").is_none(), "CI must test scratch file systems: {e}");
+        eprintln!("no loop mounts here ({e}): not tested");
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let Some(k) = Account::create(&format!("lsk{tag}")) else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let mut cl = Cluster::start(0, 1.0, 30.0);
+    let name = format!("killed-{}", cl.port);
+    cl.start_node_with(&name, 1.0, &["--scratch-mb", "8"]);
+    let agent = KilledAgent { workdir: cl.dir.join(&name), log: cl.dir.join(format!("{name}.log")), name };
+    let admin = cl.admin();
+    wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+    let u = user(&cl, "kim", &k.name, false);
+    let script = "echo hello > here && cat here && sleep 2 && df -k . | tail -1";
+    for (step, line) in [
+        ("making", "making the job's scratch file system job="),
+        ("mounted", "the job's scratch file system is mounted job="),
+        ("running", "started job="),
+    ] {
+        let j = u.submit(&scratch_sh(script, 1.0)).unwrap();
+        let left = agent.kill_at(&mut cl, &format!("{line}{}", j.id), j.id);
+        eprintln!("killed at {step:?}: {left}");
+        let done = wait_done(&u, j.id);
+        let out = u.output(j.id).unwrap().stdout;
+        assert_eq!(done.state, JobState::Completed, "{step}: {done:?}\n{out}");
+        assert!(out.contains("hello"), "{step}: {out}");
+        // df of its working directory: a file system of about 8 MiB, not the machine's disk.
+        let size_kb: u64 = out
+            .lines()
+            .last()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!(size_kb <= 8 * 1024, "{step}: {out}");
+        agent.wait_clean();
+    }
+}

@@ -422,13 +422,23 @@ fn a_full_disk_refuses_what_it_cannot_record_and_loses_nothing() {
 /// nothing; the server drains the node (every job placed there would fail alike), saying why in
 /// the audit log, so that new jobs are not sent to it; once space is back and an administrator
 /// undrains it, the node runs jobs again.
+///
+/// Twice: with plain scratch directories (what fails is the job's record), and with a scratch
+/// file system per job, where the agent can mount (what fails first is making it).
 #[test]
 fn a_node_whose_disk_is_full_starts_nothing_it_cannot_record_and_charges_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    full_node_disk("0", "cannot write the job's");
+    if libra_node::scratch::probe(&std::env::temp_dir()).is_ok() {
+        full_node_disk("8", "cannot make the job's scratch file system");
+    }
+}
+
+fn full_node_disk(scratch_mb: &str, failed_for: &str) {
     let Some(disk) = SmallDisk::mount(4) else { return };
     let mut cl = Cluster::start(0, 1.0, 30.0);
     let name = format!("full-{}", cl.port);
-    cl.start_node_in(&name, 1.0, &disk.dir.join("work"));
+    cl.start_node_in_with(&name, 1.0, &disk.dir.join("work"), &["--scratch-mb", scratch_mb]);
     let admin = cl.admin();
     wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
     let u = cl.user("fay", 1000);
@@ -439,10 +449,7 @@ fn a_node_whose_disk_is_full_starts_nothing_it_cannot_record_and_charges_nothing
     let failed = wait_done(&u, j.id);
     assert_eq!(failed.state, JobState::Failed, "{failed:?}");
     let reason = failed.reason.clone().unwrap_or_default();
-    assert!(
-        reason.contains("cannot write the job's") && reason.contains("No space left on device"),
-        "{reason}"
-    );
+    assert!(reason.contains(failed_for) && reason.contains("No space left on device"), "{reason}");
     assert_eq!(failed.charged, Money::ZERO, "{failed:?}");
     assert!(pids_under(&disk.dir, &format!("job-{}", j.id)).is_empty(), "a process of the failed job runs");
     let b = u.balance().unwrap();

@@ -48,6 +48,13 @@ pub struct NodeArgs {
     /// Memory offered to jobs, MB (default: 0, not limited).
     #[arg(long)]
     pub mem_mb: Option<u64>,
+    /// The size in MiB of the file system of its own each job given no working directory runs
+    /// in (a sparse ext4 image on a loop device, so no job can fill the work directory's disk):
+    /// from 4 to 16777216, or 0 for plain directories, not limited. Default: 1024 where the
+    /// agent can mount (it runs as root), plain directories elsewhere. When given, the agent
+    /// does not start where it cannot make them.
+    #[arg(long, value_name = "MIB")]
+    pub scratch_mb: Option<u64>,
     /// The node's name (default: the host name). It must stay the same across restarts.
     #[arg(long)]
     pub name: Option<String>,
@@ -100,6 +107,9 @@ pub struct NodeSettings {
     pub mem_mb: u64,
     /// Where jobs get their working directories.
     pub workdir: Option<PathBuf>,
+    /// The size in MiB of each job's scratch file system (0: plain directories; default: 1024
+    /// where the agent can mount, plain directories elsewhere).
+    pub scratch_mb: Option<u64>,
     /// Share enforcement: auto, cgroup-v2, cgroup-v1, stride or none.
     pub mechanism: String,
     /// Job-control period, seconds (default: what the server asks for).
@@ -123,6 +133,7 @@ impl Default for NodeSettings {
             cpus: None,
             mem_mb: 0,
             workdir: None,
+            scratch_mb: None,
             mechanism: "auto".into(),
             period: None,
             log_level: "info".into(),
@@ -175,6 +186,10 @@ fn settings(a: &NodeArgs) -> Result<(NodeSettings, Sources)> {
         s.workdir = Some(v.clone());
         src.flag("workdir", "workdir", None);
     }
+    if let Some(v) = a.scratch_mb {
+        s.scratch_mb = Some(v);
+        src.flag("scratch_mb", "scratch-mb", None);
+    }
     if let Some(v) = &a.mechanism {
         s.mechanism = v.clone();
         src.flag("mechanism", "mechanism", None);
@@ -208,6 +223,12 @@ fn problems(s: &NodeSettings) -> Option<String> {
     }
     if let Some(c) = s.cpus.filter(|c| !(*c > 0.0 && *c <= 4096.0)) {
         return Some(format!("cpus: {c} is not accepted: give a capacity above 0 and at most 4096 CPUs (fractions allowed, e.g. 0.5)"));
+    }
+    use libra_node::scratch::{MAX_MB, MIN_MB};
+    if let Some(mb) = s.scratch_mb.filter(|mb| *mb != 0 && !(MIN_MB..=MAX_MB).contains(mb)) {
+        return Some(format!(
+            "scratch_mb: {mb} is not accepted: give 0 (plain directories, not limited) or from {MIN_MB} to {MAX_MB} MiB"
+        ));
     }
     if let Some(p) = s.period.filter(|p| p.is_nan() || *p <= 0.0) {
         return Some(format!("period: {p} is not accepted: give a positive number of seconds"));
@@ -282,6 +303,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         cpus,
         mem_mb,
         workdir,
+        scratch_mb: s.scratch_mb,
         mechanism: s.mechanism,
         period: s.period,
         // This very binary keeps the jobs (`libra job-keeper`).

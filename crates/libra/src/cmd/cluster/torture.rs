@@ -233,6 +233,9 @@ impl Drop for Procs {
                 libc::kill(pid, libc::SIGKILL);
             }
         }
+        // A job given no working directory runs on a scratch file system of its own, which
+        // outlives its killed agent: detached here so that the directory can go.
+        libra_node::scratch::unmount_all_under(&self.dir);
         for i in 0..self.nodes.len() {
             let name = format!("node-{i}");
             libra_node::enforce::remove_node_groups(&libra_node::group_name(&name, &self.dir.join(&name)));
