@@ -177,7 +177,7 @@ fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
     }
     // The tools' last line says what went wrong (mkfs.ext4 warns of each sector before it).
     let err = String::from_utf8_lossy(&out.stderr);
-    let last = err.lines().map(str::trim).filter(|l| !l.is_empty()).last().unwrap_or_default();
+    let last = err.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or_default();
     Err(format!(
         "{what} failed ({}){}",
         out.status,
