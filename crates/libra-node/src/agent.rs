@@ -154,7 +154,7 @@ fn record_dir(
     dir: &std::path::Path,
     s: &StartJob,
     identity: Option<&proc::Identity>,
-    scratch_mb: u64,
+    template: Option<&crate::scratch::Template>,
 ) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let err = |p: &std::path::Path, e: std::io::Error| format!("cannot prepare {}: {e}", p.display());
@@ -165,9 +165,9 @@ fn record_dir(
         std::fs::create_dir_all(&scratch).map_err(|e| err(&scratch, e))?;
         std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| err(&scratch, e))?;
-        if scratch_mb > 0 {
-            tracing::info!(job = s.job, mb = scratch_mb, "making the job's scratch file system");
-            crate::scratch::mount(dir, &scratch, scratch_mb, identity.map(|i| (i.uid, i.gid)))?;
+        if let Some(t) = template {
+            tracing::info!(job = s.job, mb = t.mb, "making the job's scratch file system");
+            crate::scratch::mount(dir, &scratch, t, identity.map(|i| (i.uid, i.gid)))?;
             tracing::info!(job = s.job, "the job's scratch file system is mounted");
         }
         if let Some(i) = identity {
@@ -180,45 +180,46 @@ fn record_dir(
     Ok(())
 }
 
-/// The size of each job's scratch file system, MiB (0: plain directories), from what was asked
-/// (`AgentConfig::scratch_mb`) and what this machine allows, found by making one.
-fn scratch_size(cfg: &AgentConfig) -> Result<u64, NodeError> {
-    use crate::scratch::{probe, DEFAULT_MB, MAX_MB, MIN_MB};
+/// The template of each job's scratch file system (None: plain directories), from what was
+/// asked (`AgentConfig::scratch_mb`) and what this machine allows, found by making one.
+fn scratch_template(cfg: &AgentConfig) -> Result<Option<crate::scratch::Template>, NodeError> {
+    use crate::scratch::{can_mount, Template, DEFAULT_MB, MAX_MB, MIN_MB};
+    let made = |mb: u64| {
+        Template::make(&cfg.workdir, mb).inspect(|_| {
+            tracing::info!(mb, "each job given no working directory runs in a file system of its own")
+        })
+    };
     match cfg.scratch_mb {
         // Slurm launches the jobs beside slurmd: they run where Slurm puts them.
-        _ if cfg.slurm.is_some() => Ok(0),
+        _ if cfg.slurm.is_some() => Ok(None),
         Some(0) => {
-            tracing::info!("job scratch directories are plain directories: one job can fill the disk of {}", cfg.workdir.display());
-            Ok(0)
+            tracing::info!(
+                "job scratch directories are plain directories: one job can fill the disk of {}",
+                cfg.workdir.display()
+            );
+            Ok(None)
         }
         Some(mb) if !(MIN_MB..=MAX_MB).contains(&mb) => Err(NodeError::Scratch(format!(
             "{mb} MiB is not accepted: give 0 (plain directories, not limited) or from {MIN_MB} to {MAX_MB} MiB"
         ))),
-        Some(mb) => match probe(&cfg.workdir) {
-            Ok(()) => {
-                tracing::info!(mb, "each job given no working directory runs in a file system of its own");
-                Ok(mb)
-            }
-            Err(e) => Err(NodeError::Scratch(format!(
+        Some(mb) => made(mb).map(Some).map_err(|e| {
+            NodeError::Scratch(format!(
                 "cannot give jobs scratch file systems of {mb} MiB in {}: {e}; give 0 to run them in plain directories, not limited",
                 cfg.workdir.display()
-            ))),
-        },
-        None if !crate::scratch::can_mount() => {
+            ))
+        }),
+        None if !can_mount() => {
             tracing::info!("job scratch directories are plain directories: only root may mount, and every job runs as this agent's account");
-            Ok(0)
+            Ok(None)
         }
-        None => match probe(&cfg.workdir) {
-            Ok(()) => {
-                tracing::info!(mb = DEFAULT_MB, "each job given no working directory runs in a file system of its own");
-                Ok(DEFAULT_MB)
-            }
+        None => match made(DEFAULT_MB) {
+            Ok(t) => Ok(Some(t)),
             Err(e) => {
                 tracing::warn!(
                     "job scratch directories are plain directories, not limited: one job can fill the disk of {} ({e})",
                     cfg.workdir.display()
                 );
-                Ok(0)
+                Ok(None)
             }
         },
     }
@@ -506,8 +507,9 @@ pub struct Agent {
     job_control: JobControl,
     /// Directories of jobs the server has acknowledged, to be removed (`spawn_cleaner`).
     cleaner: std::sync::mpsc::Sender<PathBuf>,
-    /// The size of each scratch file system, MiB; 0: plain directories (`AgentConfig::scratch_mb`).
-    scratch_mb: u64,
+    /// What each job's scratch file system is made of; None: plain directories
+    /// (`AgentConfig::scratch_mb`).
+    scratch: Option<crate::scratch::Template>,
 }
 
 impl Agent {
@@ -529,7 +531,7 @@ impl Agent {
                 cfg.workdir.join(CREDENTIAL_FILE).display()
             )));
         }
-        let scratch_mb = scratch_size(&cfg)?;
+        let scratch = scratch_template(&cfg)?;
         let (orphans, leftovers) = orphans_and_leftovers(&cfg.workdir);
         let cleaner = spawn_cleaner()?;
         if !leftovers.is_empty() {
@@ -576,7 +578,7 @@ impl Agent {
             early: HashMap::new(),
             job_control: JobControl::default(),
             cleaner,
-            scratch_mb,
+            scratch,
             memory: crate::memory::MemoryLimiter::new(
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/memory"),
@@ -916,7 +918,7 @@ impl Agent {
             Err(error) => return self.failed_start(&s, error, now),
         };
         // The agent's own directory for the job: failing that is the node's fault (its disk).
-        if let Err(error) = record_dir(&dir, &s, identity.as_ref(), self.scratch_mb) {
+        if let Err(error) = record_dir(&dir, &s, identity.as_ref(), self.scratch.as_ref()) {
             return self.failed_start_on_node(&s, error, now);
         }
         let files = match JobFiles::plan(&s, &dir, &self.cfg.name, identity.as_ref().map(|i| i.uid)) {

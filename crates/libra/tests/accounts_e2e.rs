@@ -184,6 +184,22 @@ fn loops_under(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// Waits until nothing is mounted below a node agent's work directory and no job directory is
+/// left there; then no loop device may be left on an image there either.
+fn wait_clean(workdir: &std::path::Path) {
+    wait_until("the scratch file systems detached and their directories gone", || {
+        let mounts = libra_node::scratch::mounts_under(workdir);
+        let dirs: Vec<_> = std::fs::read_dir(workdir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.file_name())
+            .collect();
+        (mounts.is_empty() && dirs.is_empty()).then_some(())
+    });
+    assert_eq!(loops_under(workdir), Vec::<String>::new());
+}
+
 /// A hostile user's job writes without end into its scratch directory (the agent's disk, where
 /// every job's record lives). It is stopped at its own scratch's size by the kernel (ENOSPC)
 /// and takes no more of the node's disk than that; another user's job on the same node, beside
@@ -252,17 +268,7 @@ fn a_job_that_writes_without_end_fills_only_its_own_scratch() {
 
     mallory.cancel(filler.id).unwrap();
     wait_done(&mallory, filler.id);
-    wait_until("the scratch file systems detached and their directories gone", || {
-        let mounts = libra_node::scratch::mounts_under(&workdir);
-        let dirs: Vec<_> = std::fs::read_dir(&workdir)
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .map(|e| e.file_name())
-            .collect();
-        (mounts.is_empty() && dirs.is_empty()).then_some(())
-    });
-    assert_eq!(loops_under(&workdir), Vec::<String>::new());
+    wait_clean(&workdir);
 }
 
 /// The node agent's directory of kills: its work directory, log and name.
@@ -299,22 +305,6 @@ impl KilledAgent {
         let _ = std::fs::rename(&self.log, self.log.with_extension(format!("log.{job}")));
         cl.start_node_with(&self.name, 1.0, &["--scratch-mb", "8"]);
         left
-    }
-
-    /// Nothing mounted below the work directory, no loop device on an image there, and no job
-    /// directory left.
-    fn wait_clean(&self) {
-        wait_until("the scratch file systems detached and their directories gone", || {
-            let mounts = libra_node::scratch::mounts_under(&self.workdir);
-            let dirs: Vec<_> = std::fs::read_dir(&self.workdir)
-                .unwrap()
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.file_name())
-                .collect();
-            (mounts.is_empty() && dirs.is_empty()).then_some(())
-        });
-        assert_eq!(loops_under(&self.workdir), Vec::<String>::new());
     }
 }
 
@@ -369,6 +359,6 @@ fn an_agent_killed_making_a_scratch_file_system_leaves_nothing_behind() {
             .and_then(|v| v.parse().ok())
             .unwrap();
         assert!(size_kb <= 8 * 1024, "{step}: {out}");
-        agent.wait_clean();
+        wait_clean(&agent.workdir);
     }
 }
