@@ -184,6 +184,21 @@ fn loops_under(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// Whether node agents can mount scratch file systems here (root, loop devices); saying why
+/// not. In CI they must.
+fn scratch_testable() -> bool {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: node agents cannot mount scratch file systems here, not tested");
+        return false;
+    }
+    if let Err(e) = libra_node::scratch::probe(&std::env::temp_dir()) {
+        assert!(std::env::var_os("CI").is_none(), "CI must test scratch file systems: {e}");
+        eprintln!("no loop mounts here ({e}): not tested");
+        return false;
+    }
+    true
+}
+
 /// Waits until nothing is mounted below a node agent's work directory and no job directory is
 /// left there; then no loop device may be left on an image there either.
 fn wait_clean(workdir: &std::path::Path) {
@@ -208,13 +223,7 @@ fn wait_clean(workdir: &std::path::Path) {
 /// attached. Without scratch file systems the writer fills 64 MiB and the test fails.
 #[test]
 fn a_job_that_writes_without_end_fills_only_its_own_scratch() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: node agents cannot mount scratch file systems here, not tested");
-        return;
-    }
-    if let Err(e) = libra_node::scratch::probe(&std::env::temp_dir()) {
-        assert!(std::env::var_os("CI").is_none(), "CI must test scratch file systems: {e}");
-        eprintln!("no loop mounts here ({e}): not tested");
+    if !scratch_testable() {
         return;
     }
     let tag = std::process::id() % 100_000;
@@ -317,13 +326,7 @@ impl KilledAgent {
 /// of 8 MiB, and once it ends nothing is left mounted, no loop device attached, no directory kept.
 #[test]
 fn an_agent_killed_making_a_scratch_file_system_leaves_nothing_behind() {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: node agents cannot mount scratch file systems here, not tested");
-        return;
-    }
-    if let Err(e) = libra_node::scratch::probe(&std::env::temp_dir()) {
-        assert!(std::env::var_os("CI").is_none(), "CI must test scratch file systems: {e}");
-        eprintln!("no loop mounts here ({e}): not tested");
+    if !scratch_testable() {
         return;
     }
     let tag = std::process::id() % 100_000;
