@@ -82,6 +82,9 @@ impl Drop for Cleanup {
                 libc::kill(pid, libc::SIGKILL);
             }
         }
+        // Jobs' scratch file systems outlive their agents (for the job the next agent adopts):
+        // mounted, the test's directory could not be removed.
+        libra_node::scratch::unmount_all_under(std::path::Path::new(&self.0));
         remove_agent_groups_under(std::path::Path::new(&self.0));
     }
 }

@@ -150,6 +150,8 @@ fn cluster(a: ClusterBench) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("libra-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let result = measure(&a, &dir);
+    // The scratch file systems of jobs whose agent is gone: mounted, the directory would stay.
+    libra_node::scratch::unmount_all_under(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     let rows = result?;
     crate::cmd::quiet_on_closed_stdout();
