@@ -148,8 +148,8 @@ const SLURM_FILE: &str = "libra.slurm";
 
 /// Makes the agent's directory for a job (its record: only the agent's account may read it) and,
 /// for a job given no working directory, the scratch directory inside it that the job runs in,
-/// owned by the job's account: a file system of `scratch_mb` MiB of its own (`crate::scratch`),
-/// or a plain directory when `scratch_mb` is 0.
+/// owned by the job's account: a file system of its own, a copy of `template`
+/// (`crate::scratch`), or a plain directory when there is none.
 fn record_dir(
     dir: &std::path::Path,
     s: &StartJob,
