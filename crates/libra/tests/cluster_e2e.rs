@@ -379,6 +379,41 @@ fn the_command_line_prints_tables_and_json() {
     assert_eq!(hist.len(), 1);
     let bal: serde_json::Value = serde_json::from_str(&libra(&cl, &token, &["balance", "--json"])).unwrap();
     assert_eq!(bal["charged_cents"].as_i64(), Some(done.charged.0));
+    // A script runs with the shell its first line names, with that line's options: a bash
+    // script's arrays and `[[` are errors under sh (dash on Debian), and `-e` stops it at the
+    // first failing command.
+    let bash = cl.dir.join("bash.sh");
+    std::fs::write(
+        &bash,
+        "#!/bin/bash -e\n#LIBRA --estimate 1s -d 1m -b 5\narr=(a b c)\n[[ ${#arr[@]} -eq 3 ]] && echo \"bash ${arr[1]}\"\nfalse\necho not-reached\n",
+    )
+    .unwrap();
+    let job: JobInfo =
+        serde_json::from_str(&libra(&cl, &token, &["submit", "--json", bash.to_str().unwrap()])).unwrap();
+    let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
+    assert_eq!((done.state, done.exit_code), (JobState::Failed, Some(1)), "{done:?}");
+    assert_eq!(libra(&cl, &token, &["output", &job.id.to_string()]), "bash b\n");
+    // Another interpreter (here cat, which prints the file it is given) runs the file itself,
+    // after `--`; submitted as a script it is refused with that way out.
+    let cat = cl.dir.join("cat.sh");
+    std::fs::write(&cat, "#!/bin/cat\nprinted by its interpreter\n").unwrap();
+    std::fs::set_permissions(&cat, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let refused = libra_output(
+        &cl,
+        &token,
+        &["submit", "--estimate", "1s", "-d", "1m", "-b", "5", cat.to_str().unwrap()],
+    );
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains(&format!("-- {}", cat.display())), "{said}");
+    let job: JobInfo = serde_json::from_str(&libra(
+        &cl,
+        &token,
+        &["submit", "--json", "--estimate", "1s", "-d", "1m", "-b", "5", "--", cat.to_str().unwrap()],
+    ))
+    .unwrap();
+    let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert_eq!(libra(&cl, &token, &["output", &job.id.to_string()]), std::fs::read_to_string(&cat).unwrap());
     assert!(
         libra(&cl, &token, &["quote", "--estimate", "1m", "--deadline", "1h"]).contains("would be accepted")
     );

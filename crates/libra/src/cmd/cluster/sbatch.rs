@@ -311,32 +311,6 @@ pub fn slurm_time(s: &str) -> Result<Option<u64>, String> {
     Ok(Some(secs))
 }
 
-/// The program that runs a script's text: its `#!` shell (sh when it has none). Only shells:
-/// the text is handed over with `-c`, as `libra submit` does with a script.
-fn interpreter(text: &str, path: &Path) -> Result<String> {
-    let Some(first) = text.lines().next().and_then(|l| l.strip_prefix("#!")) else {
-        return Ok("sh".into());
-    };
-    let words: Vec<&str> = first.split_whitespace().collect();
-    let prog = match words.as_slice() {
-        [env, p, ..] if env.ends_with("/env") => *p,
-        [p, ..] => *p,
-        [] => return Ok("sh".into()),
-    };
-    let base = prog.rsplit('/').next().unwrap_or(prog);
-    if !["sh", "bash", "dash", "zsh", "ksh"].contains(&base) {
-        bail!(
-            "{}: #!{}: libra sbatch runs shell scripts (sh, bash, dash, zsh, ksh); run another program \
-             from one, or with --wrap '{} {}'",
-            path.display(),
-            first.trim(),
-            base,
-            path.display()
-        );
-    }
-    Ok(prog.to_string())
-}
-
 pub fn run(a: SbatchArgs) -> Result<()> {
     let submitted = now();
     // The job's command and the options its script holds.
@@ -360,9 +334,10 @@ pub fn run(a: SbatchArgs) -> Result<()> {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading batch script {}", path.display()))?;
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            // sh -c TEXT NAME ARGS...: the script sees NAME as $0 and its arguments as $1...
-            let mut command = vec![interpreter(&text, path)?, "-c".into(), text.clone(), name.clone()];
-            command.extend(args.iter().cloned());
+            let instead = |prog: &str| {
+                format!("run another program from one, or with --wrap '{prog} {}'", path.display())
+            };
+            let command = submit::script_command(&text, path, args, instead)?;
             (command, sbatch_lines(&text, path)?, submit::script_opts(&text, path)?, name)
         }
     };
@@ -501,10 +476,15 @@ mod tests {
     #[test]
     fn only_shell_scripts_are_run() {
         let p = Path::new("j");
-        assert_eq!(interpreter("echo hi\n", p).unwrap(), "sh");
-        assert_eq!(interpreter("#!/bin/bash -l\n", p).unwrap(), "/bin/bash");
-        assert_eq!(interpreter("#!/usr/bin/env zsh\n", p).unwrap(), "zsh");
-        let e = interpreter("#!/usr/bin/python3\n", p).unwrap_err().to_string();
-        assert!(e.contains("shell scripts") && e.contains("--wrap"), "{e}");
+        let way = |prog: &str| format!("or with --wrap '{prog} j'");
+        let cmd = |text: &str| submit::script_command(text, p, &["a1".into()], way);
+        assert_eq!(cmd("echo hi\n").unwrap(), ["sh", "-c", "echo hi\n", "j", "a1"]);
+        assert_eq!(
+            cmd("#!/bin/bash -l\n").unwrap(),
+            ["/bin/bash", "-l", "-c", "#!/bin/bash -l\n", "j", "a1"]
+        );
+        assert_eq!(cmd("#!/usr/bin/env zsh\n").unwrap()[..2], ["zsh", "-c"]);
+        let e = cmd("#!/usr/bin/python3\n").unwrap_err().to_string();
+        assert!(e.contains("runs with its shell") && e.contains("--wrap 'python3 j'"), "{e}");
     }
 }

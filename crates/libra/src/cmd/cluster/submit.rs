@@ -92,8 +92,9 @@ pub struct SubmitArgs {
     pub array: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
-    /// A job script with `#LIBRA --estimate 10m` lines, or (after `--`) a command and its
-    /// arguments: `libra submit --estimate 10m -d 1h -b 500 -- ./simulate --steps 100`.
+    /// A job script with `#LIBRA --estimate 10m` lines (run by the shell of its `#!` line), or
+    /// (after `--`) a program and its arguments, run as they are: `libra submit --estimate 10m
+    /// -d 1h -b 500 -- ./simulate --steps 100`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     pub command: Vec<String>,
 }
@@ -302,23 +303,149 @@ pub fn resolve_command(mut cmd: Vec<String>) -> Vec<String> {
     cmd
 }
 
+/// The shells whose `#!` line a job script may name: each takes the script's text with `-c`.
+const SHELLS: [&str; 5] = ["sh", "bash", "dash", "zsh", "ksh"];
+
+/// The command that runs a job script: the shell of its `#!` line with that line's options (`sh`
+/// when it has none), then `-c TEXT NAME ARGS...`, so the script sees NAME as `$0` and its
+/// arguments as `$1`... The text is the one read at submission (as sbatch keeps a copy): editing
+/// the file afterwards does not change the job. Running the text with the shell it names matters:
+/// `sh` is dash on Debian, and a `#!/bin/bash` script with arrays or `[[` fails there. Only shells
+/// take a text with `-c` alike; for another interpreter the error says what to do instead
+/// (`instead`, given the interpreter's name: it differs between `libra submit` and `libra sbatch`).
+pub(crate) fn script_command(
+    text: &str,
+    path: &Path,
+    args: &[String],
+    instead: impl Fn(&str) -> String,
+) -> Result<Vec<String>> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (prog, flags): (String, Vec<String>) = match text.lines().next().and_then(|l| l.strip_prefix("#!")) {
+        None => ("sh".into(), Vec::new()),
+        Some(line) => {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            // `#!/usr/bin/env bash`, and `#!/usr/bin/env -S bash -e`.
+            let words = match words.as_slice() {
+                [env, rest @ ..] if env.ends_with("/env") => {
+                    rest.strip_prefix(&["-S"]).unwrap_or(rest).to_vec()
+                }
+                _ => words,
+            };
+            let Some((prog, flags)) = words.split_first() else {
+                bail!("{}:1: #! names no program", path.display())
+            };
+            let base = prog.rsplit('/').next().unwrap_or(prog);
+            if !SHELLS.contains(&base) {
+                bail!(
+                    "{}: #!{}: a job script runs with its shell ({}); {}",
+                    path.display(),
+                    line.trim(),
+                    SHELLS.join(", "),
+                    instead(base)
+                );
+            }
+            // The kernel would hand the rest of the line to the shell; only options make sense
+            // there, and a word that is not one would be taken for a file to run instead.
+            if let Some(w) = flags.iter().find(|w| !(w.starts_with('-') || w.starts_with('+'))) {
+                bail!(
+                    "{}:1: #!{}: '{w}' is not an option of {base}; only options may follow the shell",
+                    path.display(),
+                    line.trim()
+                );
+            }
+            (prog.to_string(), flags.iter().map(|w| w.to_string()).collect())
+        }
+    };
+    let mut command = vec![prog];
+    command.extend(flags);
+    command.extend(["-c".to_string(), text.to_string(), name]);
+    command.extend(args.iter().cloned());
+    Ok(command)
+}
+
+/// Whether the file may be executed by whoever runs this (`access(2)` with X_OK).
+fn executable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: a valid NUL-terminated path; access(2) only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
+}
+
+/// Whether a program name without a `/` is found on this PATH (the job's under the default
+/// `--export=ALL`), as the node will look for it.
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p).any(|d| d.join(name).is_file() && executable(&d.join(name)))
+    })
+}
+
+/// A lone argument after `--` that is a file here: a program, run as it is. What would only fail
+/// on the node (exit status 126 or 127) is said now, with both ways to run it.
+fn check_lone_program(one: &str) -> Result<()> {
+    let path = Path::new(one);
+    if !one.contains('/') {
+        if !on_path(one) {
+            bail!(
+                "{one}: a program after `--` is looked for on PATH, not in this directory; \
+                 give ./{one} to run this file, or drop `--` to submit it as a job script \
+                 (its #LIBRA lines read): libra submit [OPTIONS] {one}"
+            );
+        }
+        return Ok(());
+    }
+    if !executable(path) {
+        bail!(
+            "{one}: not executable, so it cannot run as a program (after `--`); chmod +x it, or \
+             drop `--` to submit it as a job script (its #LIBRA lines read): libra submit [OPTIONS] {one}"
+        );
+    }
+    // A script's options are read only when it is submitted as one; say so rather than lose
+    // them quietly.
+    if std::fs::read(path).is_ok_and(|b| {
+        String::from_utf8_lossy(&b[..b.len().min(64 * 1024)])
+            .lines()
+            .any(|l| l.trim_start().starts_with("#LIBRA "))
+    }) {
+        eprintln!(
+            "libra submit: warning: {one} runs as a program (after `--`): its #LIBRA lines are not \
+             read; drop `--` to submit it as a job script"
+        );
+    }
+    Ok(())
+}
+
 /// `dashdash`: whether `--` came before the command, which makes a lone argument a program to
 /// run rather than a job script.
 pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f64) -> Result<SubmitRequest> {
     let (opts, command) = match command.as_slice() {
-        [one] if Path::new(one).is_file() => {
+        [one] if !dashdash && Path::new(one).is_file() => {
             let path = Path::new(one);
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading job script {}", path.display()))?;
+            let text = std::fs::read_to_string(path).with_context(|| {
+                format!(
+                    "reading job script {}; to run a program instead, give it after `--`: \
+                     libra submit [OPTIONS] -- {one}",
+                    path.display()
+                )
+            })?;
             let from_script = script_opts(&text, path)?;
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            (opts.or(from_script), vec!["sh".into(), "-c".into(), text, name])
+            let instead = |_: &str| {
+                format!(
+                    "to run it with its own interpreter, make it executable and give it after `--`: \
+                     libra submit [OPTIONS] -- {} (its #LIBRA lines are then not read: give them as flags)",
+                    if one.contains('/') { one.to_string() } else { format!("./{one}") }
+                )
+            };
+            (opts.or(from_script), script_command(&text, path, &[], instead)?)
         }
         // Sent on, it would only fail on the node with exit status 127.
         [one] if !dashdash => bail!(
             "job script {one}: {}; to run a program instead, give it after `--`: libra submit [OPTIONS] -- {one} [ARGS]",
             if Path::new(one).exists() { "not a file" } else { "no such file" }
         ),
+        [one] if Path::new(one).is_file() => {
+            check_lone_program(one)?;
+            (opts, resolve_command(command))
+        }
         _ => (opts, resolve_command(command)),
     };
     let spec = opts.spec(now)?;
@@ -591,7 +718,7 @@ mod tests {
         assert_eq!(req.spec.deadline(), 3600.0);
         assert_eq!(req.spec.budget(), Money::from_credits(20));
         assert_eq!(req.spec.procs(), 2);
-        assert_eq!(req.command[0], "sh");
+        assert_eq!(req.command[0], "/bin/sh");
         std::fs::write(&p, "#LIBRA --estimat 10m\n").unwrap();
         let err = build_request(JobOpts::default(), vec![p.display().to_string()], false, 0.0)
             .unwrap_err()
@@ -688,6 +815,84 @@ mod tests {
         assert_eq!(req.command, vec![missing]);
         let req = build_request(o, vec!["hostname".into(), "-f".into()], false, 0.0).unwrap();
         assert_eq!(req.command, ["hostname", "-f"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_script_runs_with_the_shell_its_first_line_names() {
+        let o = JobOpts {
+            estimate: Some("1m".into()),
+            deadline: Some("1h".into()),
+            budget: Some("5".into()),
+            ..Default::default()
+        };
+        let dir = temp_dir("shebang");
+        let script = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p.display().to_string()
+        };
+        let cases = [
+            ("plain.sh", "echo hi\n", vec!["sh"]),
+            ("bash.sh", "#!/bin/bash\narr=(a b)\n", vec!["/bin/bash"]),
+            ("flags.sh", "#!/bin/bash -el\n", vec!["/bin/bash", "-el"]),
+            ("env.sh", "#!/usr/bin/env bash\n", vec!["bash"]),
+            ("envs.sh", "#!/usr/bin/env -S zsh -e\n", vec!["zsh", "-e"]),
+        ];
+        for (name, text, head) in cases {
+            let req = build_request(o.clone(), vec![script(name, text)], false, 0.0).unwrap();
+            let mut want: Vec<String> = head.iter().map(|w| w.to_string()).collect();
+            want.extend(["-c".into(), text.into(), name.into()]);
+            assert_eq!(req.command, want, "{name}");
+        }
+        let py = script("py.sh", "#!/usr/bin/env python3\n#LIBRA --estimate 1m\nprint(1)\n");
+        let e = build_request(o.clone(), vec![py.clone()], false, 0.0).unwrap_err().to_string();
+        assert!(e.contains("#!/usr/bin/env python3") && e.contains(&format!("-- {py}")), "{e}");
+        let odd = script("odd.sh", "#!/bin/sh other.sh\n");
+        let e = build_request(o.clone(), vec![odd], false, 0.0).unwrap_err().to_string();
+        assert!(e.contains("'other.sh' is not an option of sh"), "{e}");
+        // A binary is no script: the error shows how to run it.
+        let bin = dir.join("prog");
+        std::fs::write(&bin, [0x7f, b'E', b'L', b'F', 0xff, 0xfe]).unwrap();
+        let e = format!(
+            "{:#}",
+            build_request(o.clone(), vec![bin.display().to_string()], false, 0.0).unwrap_err()
+        );
+        assert!(e.contains("give it after `--`") && e.contains("valid UTF-8"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_lone_file_after_dashdash_is_a_program_run_as_it_is() {
+        use std::os::unix::fs::PermissionsExt;
+        let o = JobOpts {
+            estimate: Some("1m".into()),
+            deadline: Some("1h".into()),
+            budget: Some("5".into()),
+            ..Default::default()
+        };
+        let dir = temp_dir("lone");
+        let run = dir.join("run.sh");
+        std::fs::write(&run, "#!/usr/bin/env python3\n#LIBRA --estimate 9m\nprint(1)\n").unwrap();
+        let run_s = run.display().to_string();
+        // Not executable: it would fail on the node with 126.
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = build_request(o.clone(), vec![run_s.clone()], true, 0.0).unwrap_err().to_string();
+        assert!(e.contains("not executable") && e.contains("chmod +x"), "{e}");
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let req = build_request(o.clone(), vec![run_s.clone()], true, 0.0).unwrap();
+        assert_eq!(req.command, [run_s]);
+        // Its #LIBRA lines are not read after `--`.
+        assert_eq!(req.spec.details.estimate, 60.0);
+        // A bare name is looked for on PATH, not here.
+        let name = format!("libra-test-no-such-program-{}", std::process::id());
+        let e = build_request(o.clone(), vec![name.clone()], true, 0.0);
+        assert!(e.is_ok(), "a name that is no file here goes to the node as it is");
+        let cwd_file = std::env::current_dir().unwrap().join(&name);
+        std::fs::write(&cwd_file, "echo\n").unwrap();
+        let e = build_request(o, vec![name.clone()], true, 0.0).unwrap_err().to_string();
+        std::fs::remove_file(&cwd_file).unwrap();
+        assert!(e.contains("looked for on PATH") && e.contains(&format!("./{name}")), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
