@@ -189,6 +189,11 @@ pub struct SubmitRequest {
     /// account, named after them, unless an administrator set another).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
+    /// A Slurm batch script's job (`libra sbatch`): the node also sets the `SLURM_*` variables a
+    /// Slurm batch job has (`SLURM_JOB_ID`, `SLURM_ARRAY_TASK_ID`...), from the job's own
+    /// values, in place of any the submitter's environment held.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slurm_env: bool,
 }
 
 impl SubmitRequest {
@@ -206,6 +211,7 @@ impl SubmitRequest {
             time_limit: None,
             dependencies: Vec::new(),
             account: None,
+            slurm_env: false,
         }
     }
 }
@@ -937,6 +943,9 @@ pub struct StartJob {
     /// On a Slurm node (`libra node --slurm`): the Slurm job to adopt instead of launching.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_job_id: Option<u64>,
+    /// See `SubmitRequest::slurm_env`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slurm_env: bool,
 }
 
 fn one() -> u32 {

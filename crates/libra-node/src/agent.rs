@@ -1411,6 +1411,7 @@ mod tests {
                 array_id: None,
                 array_task: None,
                 slurm_job_id: None,
+                slurm_env: false,
             },
             start_time: 2.0,
         })

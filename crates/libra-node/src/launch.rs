@@ -174,7 +174,43 @@ pub fn environment(
         env.insert("LIBRA_ARRAY_JOB_ID".into(), a.to_string());
         env.insert("LIBRA_ARRAY_TASK_ID".into(), t.to_string());
     }
+    if s.slurm_env {
+        slurm_variables(&mut env);
+    }
     env.into_iter().collect()
+}
+
+/// The `SLURM_*` variables a Slurm batch job's script reads, for a job submitted as one (`libra
+/// sbatch`), from the `LIBRA_*` ones just set. Any `SLURM_*` captured from the submitter goes
+/// first: submitted from inside a Slurm job, its ids (an array task's, say) would be taken for
+/// this job's. Each node of a multi-node job runs the script (Slurm runs it on the first and
+/// leaves the rest to `srun`), so its rank is its `SLURM_PROCID` and `SLURM_NODEID`.
+fn slurm_variables(env: &mut BTreeMap<String, String>) {
+    env.retain(|k, _| !k.starts_with("SLURM_"));
+    let get = |k: &str| env.get(k).cloned().unwrap_or_default();
+    let mut slurm = vec![
+        ("SLURM_JOB_ID", get("LIBRA_JOB_ID")),
+        ("SLURM_JOBID", get("LIBRA_JOB_ID")),
+        ("SLURM_JOB_NAME", get("LIBRA_JOB_NAME")),
+        ("SLURM_SUBMIT_DIR", get("LIBRA_SUBMIT_DIR")),
+        ("SLURM_JOB_NUM_NODES", get("LIBRA_NNODES")),
+        ("SLURM_NNODES", get("LIBRA_NNODES")),
+        ("SLURM_NTASKS", get("LIBRA_NNODES")),
+        ("SLURM_NPROCS", get("LIBRA_NNODES")),
+        ("SLURM_JOB_NODELIST", get("LIBRA_NODELIST")),
+        ("SLURM_NODELIST", get("LIBRA_NODELIST")),
+        ("SLURMD_NODENAME", get("LIBRA_NODE")),
+        ("SLURM_PROCID", get("LIBRA_PROCID")),
+        ("SLURM_NODEID", get("LIBRA_PROCID")),
+        ("SLURM_LOCALID", "0".to_string()),
+        ("SLURM_CPUS_PER_TASK", get("LIBRA_CPUS_PER_TASK")),
+        ("SLURM_CPUS_ON_NODE", get("LIBRA_CPUS_PER_TASK")),
+    ];
+    if let (Some(a), Some(t)) = (env.get("LIBRA_ARRAY_JOB_ID"), env.get("LIBRA_ARRAY_TASK_ID")) {
+        slurm.push(("SLURM_ARRAY_JOB_ID", a.clone()));
+        slurm.push(("SLURM_ARRAY_TASK_ID", t.clone()));
+    }
+    env.extend(slurm.into_iter().map(|(k, v)| (k.to_string(), v)));
 }
 
 /// The output of `w` past what the server has, at most `max` bytes: None when there is nothing
@@ -227,6 +263,7 @@ mod tests {
             array_id: None,
             array_task: None,
             slurm_job_id: None,
+            slurm_env: false,
         }
     }
 
@@ -306,6 +343,49 @@ mod tests {
         let env: BTreeMap<String, String> = environment(&s, "n2", &f, me.as_ref()).into_iter().collect();
         assert_eq!(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
         assert!(!env.contains_key("FOO"));
+    }
+
+    #[test]
+    fn a_slurm_scripts_job_gets_slurms_variables_and_no_stale_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = start(7, Some(dir.path()));
+        s.name = Some("sim".into());
+        s.cpus_per_task = 4;
+        // Submitted from inside a Slurm array task: its ids are not this job's.
+        s.env = Some(BTreeMap::from([
+            ("SLURM_JOB_ID".to_string(), "999".to_string()),
+            ("SLURM_ARRAY_TASK_ID".to_string(), "3".to_string()),
+            ("SLURM_CONF".to_string(), "/etc/slurm/slurm.conf".to_string()),
+        ]));
+        let f = JobFiles::plan(&s, dir.path(), "n2", None).unwrap();
+        let env = |s: &StartJob| -> BTreeMap<String, String> {
+            environment(s, "n2", &f, None).into_iter().collect()
+        };
+        // A job submitted with `libra submit` keeps what its owner exported.
+        let plain = env(&s);
+        assert_eq!((plain["SLURM_JOB_ID"].as_str(), plain["SLURM_ARRAY_TASK_ID"].as_str()), ("999", "3"));
+        s.slurm_env = true;
+        let e = env(&s);
+        for (k, v) in [
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_JOBID", "7"),
+            ("SLURM_JOB_NAME", "sim"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_JOB_NODELIST", "n1,n2"),
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NODEID", "1"),
+            ("SLURMD_NODENAME", "n2"),
+            ("SLURM_CPUS_PER_TASK", "4"),
+        ] {
+            assert_eq!(e.get(k).map(String::as_str), Some(v), "{k}: {e:?}");
+        }
+        assert_eq!(e["SLURM_SUBMIT_DIR"], dir.path().display().to_string());
+        assert!(!e.contains_key("SLURM_ARRAY_TASK_ID") && !e.contains_key("SLURM_CONF"), "{e:?}");
+        s.array_id = Some(40);
+        s.array_task = Some(5);
+        let e = env(&s);
+        assert_eq!((e["SLURM_ARRAY_JOB_ID"].as_str(), e["SLURM_ARRAY_TASK_ID"].as_str()), ("40", "5"));
     }
 
     #[test]

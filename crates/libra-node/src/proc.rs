@@ -182,8 +182,57 @@ unsafe fn output_on(path: &CString, append: bool, fds: &[libc::c_int]) -> std::i
     Ok(())
 }
 
+/// The steps a child takes between fork and exec (`Launch`), told apart in a failed launch's
+/// error. The standard library hands a step's failure to the parent as a bare OS error code, so
+/// the child adds `step * STEP_CODE` to the errno (`at`) and the parent splits them (`explain`):
+/// "No such file or directory" alone does not say whether the program, the working directory or
+/// the directory of an output file is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    Session = 1,
+    KeepLock,
+    ControlGroup,
+    PidFile,
+    Account,
+    WorkDir,
+    Stdout,
+    Stderr,
+}
+
+/// Above every errno (Linux's are below 4096).
+const STEP_CODE: i32 = 1 << 16;
+
+/// The error of `step` (async-signal-safe: integer arithmetic only).
+fn at(step: Step, e: std::io::Error) -> std::io::Error {
+    std::io::Error::from_raw_os_error(step as i32 * STEP_CODE + e.raw_os_error().unwrap_or(libc::EINVAL))
+}
+
+/// A failed launch's error, saying which step failed (`at`) and on what; a bare OS error is
+/// exec's own. The kind stays the cause's (a busy program is retried by its kind).
+fn explain(e: std::io::Error, l: &Launch) -> std::io::Error {
+    let Some(code) = e.raw_os_error() else { return e };
+    let (step, errno) = (code / STEP_CODE, code % STEP_CODE);
+    let cause = std::io::Error::from_raw_os_error(errno);
+    let what = match step {
+        0 => format!("executing {}", l.argv.first().map(String::as_str).unwrap_or("")),
+        s if s == Step::Session as i32 => "starting its own session".into(),
+        s if s == Step::KeepLock as i32 => "keeping the job's lock open".into(),
+        s if s == Step::ControlGroup as i32 => "joining its control group".into(),
+        s if s == Step::PidFile as i32 => "writing its pid file".into(),
+        s if s == Step::Account as i32 => "switching to its owner's account".into(),
+        s if s == Step::WorkDir as i32 => format!("entering its working directory {}", l.cwd.display()),
+        s if s == Step::Stdout as i32 => format!("opening its output file {}", l.stdout.display()),
+        s if s == Step::Stderr as i32 => {
+            format!("opening its error file {}", l.stderr.unwrap_or(l.stdout).display())
+        }
+        _ => return e,
+    };
+    std::io::Error::new(cause.kind(), format!("{what}: {cause}"))
+}
+
 /// Starts a job's process (see `Launch` for what the child does before exec). If a step fails,
-/// the launch fails instead of running unenforced, elsewhere, or as someone else.
+/// the launch fails instead of running unenforced, elsewhere, or as someone else, and its error
+/// names the step (`explain`).
 pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let (prog, args) = l.argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
     let procs = l.cgroup_procs.iter().map(|p| cstring(p)).collect::<Result<Vec<_>, _>>()?;
@@ -204,24 +253,25 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     // the fork.
     unsafe {
         cmd.pre_exec(move || {
+            let last = std::io::Error::last_os_error;
             if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
+                return Err(at(Step::Session, last()));
             }
             if let Some(fd) = keep_fd {
                 if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(at(Step::KeepLock, last()));
                 }
             }
             for p in &procs {
                 let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(at(Step::ControlGroup, last()));
                 }
                 let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-                let err = std::io::Error::last_os_error();
+                let err = last();
                 libc::close(fd);
                 if n != 1 {
-                    return Err(err);
+                    return Err(at(Step::ControlGroup, err));
                 }
             }
             if let Some(p) = &pid_file {
@@ -231,14 +281,15 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
                     0o600,
                 );
                 if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(at(Step::PidFile, last()));
                 }
                 let mut buf = [0u8; 12];
                 let n = decimal(libc::getpid() as u32, &mut buf);
                 let w = libc::write(fd, buf.as_ptr().cast(), n);
+                let err = last();
                 libc::close(fd);
                 if w != n as isize {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(at(Step::PidFile, err));
                 }
             }
             if let Some((uid, gid, groups)) = &identity {
@@ -247,28 +298,28 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
                     || libc::setgid(*gid) < 0
                     || libc::setuid(*uid) < 0
                 {
-                    return Err(std::io::Error::last_os_error());
+                    return Err(at(Step::Account, last()));
                 }
                 // Never left with a way back.
                 if *uid != 0 && (libc::setuid(0) == 0 || libc::geteuid() != *uid) {
-                    return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+                    return Err(at(Step::Account, std::io::Error::from_raw_os_error(libc::EPERM)));
                 }
             }
             if libc::chdir(cwd.as_ptr()) < 0 {
-                return Err(std::io::Error::last_os_error());
+                return Err(at(Step::WorkDir, last()));
             }
             match &stderr {
                 Some(err) => {
-                    output_on(&stdout, append, &[1])?;
-                    output_on(err, append, &[2])?;
+                    output_on(&stdout, append, &[1]).map_err(|e| at(Step::Stdout, e))?;
+                    output_on(err, append, &[2]).map_err(|e| at(Step::Stderr, e))?;
                 }
-                None => output_on(&stdout, append, &[1, 2])?,
+                None => output_on(&stdout, append, &[1, 2]).map_err(|e| at(Step::Stdout, e))?,
             }
             Ok(())
         });
     }
     // Under `CHILDREN`: a launch that fails after the fork reaps its child inside `spawn`.
-    let child = children_lock(|| cmd.spawn())?;
+    let child = children_lock(|| cmd.spawn()).map_err(|e| explain(e, l))?;
     // The child is reaped with wait4 (for its resource usage), not through `Child`.
     Ok(child.id() as i32)
 }
@@ -726,6 +777,50 @@ mod tests {
         };
         assert_eq!(exit.code, Some(0));
         assert_eq!(tail(&out, 100).0, "started\n");
+    }
+
+    /// A failed launch says which step failed and on what: the same "No such file or
+    /// directory" is a missing program, working directory, or directory of an output file.
+    #[test]
+    fn a_failed_launch_names_the_step_that_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let (sh, nowhere) =
+            (vec!["sh".to_string(), "-c".into(), "true".into()], vec![missing.display().to_string()]);
+        let (out, err_file, bad_out) = (dir.path().join("o"), dir.path().join("e"), missing.join("o"));
+        let fail = |argv: &[String], cwd: &Path, stdout: &Path, stderr: Option<&Path>| {
+            launch(&Launch {
+                argv,
+                cwd,
+                stdout,
+                stderr,
+                append: false,
+                env: None,
+                cgroup_procs: &[],
+                pid_file: None,
+                identity: None,
+                keep_fd: None,
+            })
+            .unwrap_err()
+        };
+        let e = fail(&sh, dir.path(), &bad_out, None);
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(
+            e.to_string().starts_with(&format!("opening its output file {}: ", bad_out.display())),
+            "{e}"
+        );
+        let e = fail(&sh, dir.path(), &out, Some(&bad_out));
+        assert!(e.to_string().starts_with(&format!("opening its error file {}: ", bad_out.display())), "{e}");
+        let e = fail(&sh, &missing, &out, Some(&err_file));
+        assert!(
+            e.to_string().starts_with(&format!("entering its working directory {}: ", missing.display())),
+            "{e}"
+        );
+        let e = fail(&nowhere, dir.path(), &out, None);
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        assert!(e.to_string().starts_with(&format!("executing {}: ", missing.display())), "{e}");
+        let e = spawn(&sh, dir.path(), &[PathBuf::from("/nonexistent/cgroup.procs")]).unwrap_err();
+        assert!(e.to_string().starts_with("joining its control group: "), "{e}");
     }
 
     #[test]

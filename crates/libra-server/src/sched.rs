@@ -310,6 +310,7 @@ impl Inner {
                 idem_key: key,
                 cpus_per_task: spec.resources.cpus_per_task,
                 project,
+                slurm_env: req.slurm_env,
             },
         )?;
         if state == JobState::Pending {

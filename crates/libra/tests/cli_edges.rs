@@ -175,6 +175,8 @@ fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("no server") && !err.contains("job script"), "{err}");
+    // With a warning that it is no program here either.
+    assert!(err.contains("warning: missing.sh is not on your PATH here"), "{err}");
 }
 
 /// Runs `libra ARGS` on a terminal `cols` columns wide (a pseudo-terminal that is the process's

@@ -18,7 +18,10 @@ const SCRIPT: &str = "#!/bin/bash
 #SBATCH --chdir=work
 #SBATCH --partition=batch
 #LIBRA --estimate 2s
+set -u
+declare -A seen=([id]=$SLURM_JOB_ID)
 echo \"name=$LIBRA_JOB_NAME cpus=$LIBRA_CPUS_PER_TASK pwd=$(pwd) arg=$1 id=$LIBRA_JOB_ID\"
+echo \"slurm: ${seen[id]} $SLURM_JOB_NAME $SLURM_CPUS_PER_TASK $SLURM_SUBMIT_DIR $SLURM_NNODES\"
 ";
 
 #[test]
@@ -45,10 +48,19 @@ fn sbatch_lines_are_honoured_and_the_command_line_wins_over_them() {
     let work = cl.dir.join("work").canonicalize().unwrap();
     let file = work.join(format!("out-simjob-{}.txt", job.id));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    // Libra's submit directory is where the job runs (`--chdir` here), as LIBRA_SUBMIT_DIR.
+    let submit_dir = &work;
     assert_eq!(
         text.trim(),
-        format!("name=simjob cpus=2 pwd={} arg=first id={}", work.display(), job.id),
-        "the running job saw the script's name, CPUs, directory and argument"
+        format!(
+            "name=simjob cpus=2 pwd={} arg=first id={}\nslurm: {} simjob 2 {} 1",
+            work.display(),
+            job.id,
+            job.id,
+            submit_dir.display()
+        ),
+        "the running job saw the script's name, CPUs, directory and argument, run by bash (an \
+         associative array), and Slurm's variables for them"
     );
 
     // The command line over the script: another name, output file and directory, no estimate
@@ -113,7 +125,7 @@ fn an_sbatch_array_runs_every_task_with_its_own_output_file() {
     let cl = Cluster::start(1, 2.0, 30.0);
     let alice = cl.user("alice", 1000);
     let tok = token_of(&cl, "alice");
-    let script = "#!/bin/sh\n#SBATCH --array=0-2 -o arr-%A_%a.out -t 1\n#LIBRA --estimate 1s\necho task=$LIBRA_ARRAY_TASK_ID\n";
+    let script = "#!/bin/sh\n#SBATCH --array=0-2 -o arr-%A_%a.out -t 1\n#LIBRA --estimate 1s\necho task=$LIBRA_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID\n";
     std::fs::write(cl.dir.join("arr.sh"), script).unwrap();
     let (ok, out, err) =
         run(&cl, &tok, &["sbatch", "--deadline", "1h", "--budget", "20", "--parsable", "arr.sh"]);
@@ -127,7 +139,7 @@ fn an_sbatch_array_runs_every_task_with_its_own_output_file() {
         let task = j.array_task.unwrap();
         wait_done(&alice, j.id);
         let text = std::fs::read_to_string(dir.join(format!("arr-{array}_{task}.out"))).unwrap();
-        assert_eq!(text.trim(), format!("task={task}"));
+        assert_eq!(text.trim(), format!("task={task} of {array}"));
     }
 }
 

@@ -243,14 +243,16 @@ pub struct NewJob<'a> {
     pub idem_key: Option<&'a str>,
     pub cpus_per_task: u32,
     pub project: Option<i64>,
+    /// See `SubmitRequest::slurm_env`.
+    pub slurm_env: bool,
 }
 
 /// Stores a submission; returns its job id.
 pub fn insert(db: &Connection, j: &NewJob) -> rusqlite::Result<u64> {
     db.prepare_cached(
         "INSERT INTO jobs(user_id, name, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, share, cost, reason, suggestion, reserved, \
-         workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key, cpus_per_task, project_id) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)",
+         workdir, env, stdout_pattern, stderr_pattern, time_limit, idem_key, cpus_per_task, project_id, slurm_env) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
     )?
     .execute(params![
         j.user,
@@ -277,6 +279,7 @@ pub fn insert(db: &Connection, j: &NewJob) -> rusqlite::Result<u64> {
         j.idem_key,
         j.cpus_per_task,
         j.project,
+        j.slurm_env,
     ])?;
     Ok(db.last_insert_rowid() as u64)
 }

@@ -362,6 +362,8 @@ const MIGRATIONS: &[&str] = &[
      CREATE TRIGGER jobs_env_not_kept_when_final AFTER INSERT ON jobs
      WHEN NEW.env IS NOT NULL AND NEW.state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','REJECTED','TIMEOUT')
      BEGIN UPDATE jobs SET env = NULL WHERE id = NEW.id; END;",
+    // 18: a Slurm batch script's job (`libra sbatch`) gets the `SLURM_*` variables on the node.
+    "ALTER TABLE jobs ADD COLUMN slurm_env INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.
@@ -1009,12 +1011,12 @@ mod tests {
             assert_eq!(env(&db, id), None, "{state}");
         }
         assert!(env(&db, 3).is_some(), "a held job may be released and run");
-        // A store from before step 17 holding an ended job's environment loses it on upgrade.
-        db.execute_batch(&format!(
+        // A store from before step 17 (version 16) holding an ended job's environment loses it
+        // on upgrade. Later steps are undone too, as they will be applied again.
+        db.execute_batch(
             "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
-             PRAGMA user_version = {};",
-            SCHEMA_VERSION - 1
-        ))
+             ALTER TABLE jobs DROP COLUMN slurm_env; PRAGMA user_version = 16;",
+        )
         .unwrap();
         insert(&db, 6, "FAILED");
         assert!(env(&db, 6).is_some());

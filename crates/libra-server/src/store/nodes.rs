@@ -184,7 +184,7 @@ pub fn to_run(
          j.cpus_per_task, j.name, n.rank, j.workdir, j.env, j.stdout_pattern, j.stderr_pattern, j.time_limit, \
          (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes m WHERE m.job = j.id ORDER BY rank)), \
          (SELECT COALESCE(u.unix_user, u.name) FROM users u WHERE u.id = j.user_id), \
-         (SELECT u.allow_root FROM users u WHERE u.id = j.user_id), j.array_id, j.array_task, j.slurm_id \
+         (SELECT u.allow_root FROM users u WHERE u.id = j.user_id), j.array_id, j.array_task, j.slurm_id, j.slurm_env \
          FROM job_nodes n JOIN jobs j ON j.id = n.job WHERE n.node = ?1 AND n.done = 0 \
          AND j.state IN ('PENDING','RUNNING','SUSPENDED') AND j.waiting = 0 AND (?2 = 0 OR j.slurm_id IS NOT NULL)",
     )?;
@@ -219,6 +219,7 @@ pub fn to_run(
                 array_id: row.get::<_, Option<i64>>(21)?.map(|a| a as u64),
                 array_task: row.get::<_, Option<i64>>(22)?.map(|t| t.clamp(0, i64::from(u32::MAX)) as u32),
                 slurm_job_id: row.get::<_, Option<i64>>(23)?.map(|t| t as u64),
+                slurm_env: row.get(24)?,
             },
             row.get::<_, bool>(7)?,
         ))

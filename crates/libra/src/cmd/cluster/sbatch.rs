@@ -380,7 +380,9 @@ pub fn run(a: SbatchArgs) -> Result<()> {
     }
     let parsed_array =
         array.as_deref().map(libra_api::parse_array).transpose().map_err(|e| anyhow!("--array: {e}"))?;
-    let req = submit::build_request(opts, command, true, submitted)?;
+    let mut req = submit::build_request(opts, command, true, submitted)?;
+    // The script was written for Slurm: it may read SLURM_JOB_ID and the like.
+    req.slurm_env = true;
     let client = a.conn.client()?;
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     if let (Some(spec), Some(parsed)) = (array, parsed_array) {

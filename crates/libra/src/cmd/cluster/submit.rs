@@ -446,7 +446,16 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
             check_lone_program(one)?;
             (opts, resolve_command(command))
         }
-        _ => (opts, resolve_command(command)),
+        _ => {
+            // Only a warning: the node may have what this machine lacks.
+            if let Some(prog) = command.first().filter(|p| !p.contains('/') && *p != "libra" && !on_path(p)) {
+                eprintln!(
+                    "libra submit: warning: {prog} is not on your PATH here; the job will fail (exit status \
+                     127) unless the node finds it on the job's PATH"
+                );
+            }
+            (opts, resolve_command(command))
+        }
     };
     let spec = opts.spec(now)?;
     let mut req = SubmitRequest {
