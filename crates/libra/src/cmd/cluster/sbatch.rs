@@ -40,6 +40,9 @@ pub struct SbatchOpts {
     /// Memory per node, in MB or with a unit (512M, 2G), as sbatch.
     #[arg(long)]
     pub mem: Option<String>,
+    /// Memory per CPU (512M, 2G): the job's memory per node is this times --cpus-per-task.
+    #[arg(long = "mem-per-cpu")]
+    pub mem_per_cpu: Option<String>,
     /// Time limit, in Slurm's forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (or
     /// 90s, 2h); the job is stopped (TIMEOUT) when it has run this long.
     #[arg(long, short = 't')]
@@ -66,6 +69,15 @@ pub struct SbatchOpts {
     /// Number of tasks: only 1 (see --nodes).
     #[arg(long, short = 'n')]
     pub ntasks: Option<String>,
+    /// Tasks per node: only 1 (see --nodes).
+    #[arg(long = "ntasks-per-node")]
+    pub ntasks_per_node: Option<String>,
+    /// Ignored with a warning: the job's environment is yours at submission (--export=ALL).
+    #[arg(long = "get-user-env", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+    pub get_user_env: Option<String>,
+    /// Ignored with a warning: Libra enforces CPU shares, not CPU placement.
+    #[arg(long)]
+    pub hint: Option<String>,
     /// Ignored with a warning: Libra keeps no job comment.
     #[arg(long)]
     pub comment: Option<String>,
@@ -113,9 +125,10 @@ Reads the script's #SBATCH lines (before its first command) with Slurm's meaning
 #LIBRA lines with `libra submit`'s; the command line wins over the script, a #LIBRA line over
 an #SBATCH line. Libra needs a deadline and a budget (--deadline/--budget or `#LIBRA -d 1h -b 50`).
 
-Honoured: -J, -c, --mem, -t, -o/-e (%j %x %A %a %N), -D, -a/--array, --export, -A/--account,
--d/--dependency (afterok, afterany), -N 1, -n 1.
-Warned and ignored: --comment, -p/--partition, -q/--qos, --mail-type, --mail-user.
+Honoured: -J, -c, --mem, --mem-per-cpu (times -c), -t, -o/-e (%j %x %A %a %N), -D, -a/--array,
+--export, -A/--account, -d/--dependency (afterok, afterany), -N 1, -n 1, --ntasks-per-node=1.
+Warned and ignored: --comment, -p/--partition, -q/--qos, --mail-type, --mail-user,
+--get-user-env, --hint.
 Refused, with the Libra way: every other option (e.g. --begin, --nodelist, --gres).
 
 Examples:
@@ -140,11 +153,11 @@ fn libra_way(option: &str) -> &'static str {
         "exclusive" | "s" | "oversubscribe" => {
             "Libra time-shares nodes and enforces each job's CPU share; give -c N for more CPUs"
         }
-        "mem-per-cpu" | "mem-per-gpu" => "give the memory per node with --mem",
+        "mem-per-gpu" => "give the memory per node with --mem",
         "G" | "gpus" | "gres" | "gpus-per-node" | "gpus-per-task" => "Libra schedules CPUs only",
         "H" | "hold" => "submit, then `libra hold ID`",
         "W" | "wait" => "poll `libra status ID` (or `libra output ID`)",
-        "ntasks-per-node" | "ntasks-per-core" | "ntasks-per-socket" => {
+        "ntasks-per-core" | "ntasks-per-socket" => {
             "a batch script runs once; for the command on several nodes use `#LIBRA --procs N`"
         }
         _ => "see `libra sbatch --help` for the options Libra reads, and #LIBRA lines for Libra's own",
@@ -205,6 +218,7 @@ impl SbatchOpts {
             job_name: self.job_name.or(o.job_name),
             cpus_per_task: self.cpus_per_task.or(o.cpus_per_task),
             mem: self.mem.or(o.mem),
+            mem_per_cpu: self.mem_per_cpu.or(o.mem_per_cpu),
             time: self.time.or(o.time),
             output: self.output.or(o.output),
             error: self.error.or(o.error),
@@ -213,6 +227,9 @@ impl SbatchOpts {
             export: self.export.or(o.export),
             nodes: self.nodes.or(o.nodes),
             ntasks: self.ntasks.or(o.ntasks),
+            ntasks_per_node: self.ntasks_per_node.or(o.ntasks_per_node),
+            get_user_env: self.get_user_env.or(o.get_user_env),
+            hint: self.hint.or(o.hint),
             comment: self.comment.or(o.comment),
             partition: self.partition.or(o.partition),
             account: self.account.or(o.account),
@@ -226,7 +243,11 @@ impl SbatchOpts {
     /// Libra's options for these (Slurm's time limit in seconds), and the warnings for what is
     /// ignored.
     fn to_libra(&self) -> Result<(JobOpts, Vec<String>)> {
-        for (flag, v) in [("--nodes", &self.nodes), ("--ntasks", &self.ntasks)] {
+        for (flag, v) in [
+            ("--nodes", &self.nodes),
+            ("--ntasks", &self.ntasks),
+            ("--ntasks-per-node", &self.ntasks_per_node),
+        ] {
             if let Some(v) = v {
                 if !matches!(v.trim(), "1" | "1-1") {
                     bail!(
@@ -247,9 +268,17 @@ impl SbatchOpts {
             ("--qos", &self.qos, "the deadline and the budget are Libra's quality of service"),
             ("--mail-type", &self.mail_type, "Libra sends no mail"),
             ("--mail-user", &self.mail_user, "Libra sends no mail"),
+            (
+                "--get-user-env",
+                &self.get_user_env,
+                "the job's environment is yours at submission (--export=ALL)",
+            ),
+            ("--hint", &self.hint, "Libra enforces each job's CPU share, not where it runs on the node"),
         ] {
-            if let Some(v) = v {
-                warnings.push(format!("{flag}={v} ignored: {why}"));
+            match v.as_deref() {
+                Some("") => warnings.push(format!("{flag} ignored: {why}")),
+                Some(v) => warnings.push(format!("{flag}={v} ignored: {why}")),
+                None => {}
             }
         }
         let opts = JobOpts {
@@ -263,12 +292,28 @@ impl SbatchOpts {
             output: self.output.clone(),
             error: self.error.clone(),
             export: self.export.clone(),
-            mem: self.mem.clone(),
+            mem: self.mem_per_node()?,
             name: self.job_name.clone(),
             dependency: self.dependency.clone(),
             account: self.account.clone(),
         };
         Ok((opts, warnings))
+    }
+}
+
+impl SbatchOpts {
+    /// The memory per node: --mem, or --mem-per-cpu times the CPUs per task (as Slurm counts
+    /// it); the two together are refused, as sbatch refuses them.
+    fn mem_per_node(&self) -> Result<Option<String>> {
+        match (&self.mem, &self.mem_per_cpu) {
+            (Some(_), Some(_)) => bail!("--mem and --mem-per-cpu: give one of them, as sbatch takes"),
+            (m, None) => Ok(m.clone()),
+            (None, Some(per)) => {
+                let mb = submit::parse_mem(per).map_err(|e| anyhow!("--mem-per-cpu: {e}"))?;
+                let cpus = u64::from(self.cpus_per_task.unwrap_or(1).max(1));
+                Ok(Some(format!("{}M", mb.saturating_mul(cpus))))
+            }
+        }
     }
 }
 
@@ -473,6 +518,29 @@ mod tests {
         let o = SbatchOpts { nodes: Some("2".into()), ..Default::default() };
         let e = o.to_libra().unwrap_err().to_string();
         assert!(e.starts_with("--nodes=2: only 1") && e.contains("--procs"), "{e}");
+    }
+
+    #[test]
+    fn memory_per_cpu_is_counted_per_node_and_harmless_hints_are_only_warned_of() {
+        let p = Path::new("job.sh");
+        let o = sbatch_lines(
+            "#SBATCH --mem-per-cpu=2G -c 4 --ntasks-per-node=1\n#SBATCH --hint=nomultithread\n",
+            p,
+        )
+        .unwrap();
+        let (libra, warnings) = o.to_libra().unwrap();
+        assert_eq!(libra.mem.as_deref(), Some("8192M"));
+        assert!(warnings.iter().any(|w| w.starts_with("--hint=nomultithread ignored")), "{warnings:?}");
+        let (libra, _) = sbatch_lines("#SBATCH --mem-per-cpu=100\n", p).unwrap().to_libra().unwrap();
+        assert_eq!(libra.mem.as_deref(), Some("100M"), "one CPU by default");
+        let o = sbatch_lines("#SBATCH --get-user-env\n", p).unwrap();
+        assert!(o.to_libra().unwrap().1.iter().any(|w| w.starts_with("--get-user-env")));
+        let e = sbatch_lines("#SBATCH --mem=1G --mem-per-cpu=1G\n", p).unwrap().to_libra().unwrap_err();
+        assert!(e.to_string().starts_with("--mem and --mem-per-cpu"), "{e}");
+        let e = sbatch_lines("#SBATCH --mem-per-cpu=lots\n", p).unwrap().to_libra().unwrap_err();
+        assert!(e.to_string().starts_with("--mem-per-cpu: 'lots' is not an amount"), "{e}");
+        let e = sbatch_lines("#SBATCH --ntasks-per-node=4\n", p).unwrap().to_libra().unwrap_err();
+        assert!(e.to_string().starts_with("--ntasks-per-node=4: only 1"), "{e}");
     }
 
     #[test]

@@ -202,7 +202,7 @@ impl JobOpts {
 const MEM_MAX_MB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Memory per node in MB from `512M`, `2G`, `1T`, `4096K` or a number of MB.
-fn parse_mem(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_mem(s: &str) -> Result<u64, String> {
     const FORMS: &str = "give e.g. 512M, 2G, 1T or a number of MB";
     let t = s.trim().to_ascii_uppercase();
     let (num, mult) = match t.chars().last() {
