@@ -167,7 +167,12 @@ fn cancel_id_cancels_every_task_and_id_task_one() {
     let tasks = c.array(array).unwrap();
     let states: Vec<JobState> = tasks.iter().map(|j| j.state).collect();
     assert_eq!(states, vec![JobState::Running, JobState::Cancelled, JobState::Running]);
-    let all = libra(&cl, &token, &["cancel", &array.to_string()]);
+    // Several at once, as scancel takes them: a task, a job that does not exist, and the array
+    // (its unfinished task). The missing one is named and fails the command; the rest are done.
+    let out = run(&cl, &token, &["cancel", &format!("{array}_1"), "999999", &array.to_string()]);
+    let (all, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{all}{err}");
+    assert!(err.contains("999999: job 999999 does not exist") && err.contains("1 of 3 could not"), "{err}");
     assert!(
         all.contains(&format!("job {array}_1 CANCELLED"))
             && all.contains(&format!("job {array}_5 CANCELLED")),

@@ -23,8 +23,10 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// A job id (12), a task of an array (12_7), or an array's id (12): every unfinished task of
-    /// it, each settled as above.
-    pub job: String,
+    /// it, each settled as above. Several may be given (`libra cancel 12 13 14_2`), as scancel
+    /// takes them: each is cancelled on its own, and one that cannot be does not stop the rest.
+    #[arg(required = true, value_name = "JOB")]
+    pub jobs: Vec<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -246,17 +248,37 @@ fn cancelled_text(jobs: &[JobInfo]) -> Text {
 
 pub fn cancel(a: CancelArgs) -> Result<()> {
     let c = a.conn.client()?;
-    // --json: one job's answer as before; an array's, every task's (a list).
-    match target(&c, &a.job)? {
-        Target::Job(j) => {
-            let j = c.cancel(j.id)?;
-            emit(&Said::new(&j, cancelled_text(std::slice::from_ref(&j))), a.conn.json)
-        }
-        Target::Array(id) => {
-            let tasks = c.cancel_array(id)?;
-            emit(&Said::new(&tasks, cancelled_text(&tasks)), a.conn.json)
+    // Each given job's answer, and whether it named an array (whose answer is a list).
+    let one = |job: &str| -> Result<(Vec<JobInfo>, bool)> {
+        Ok(match target(&c, job)? {
+            Target::Job(j) => (vec![c.cancel(j.id)?], false),
+            Target::Array(id) => (c.cancel_array(id)?, true),
+        })
+    };
+    if let [job] = a.jobs.as_slice() {
+        // --json: one job's answer as before; an array's, every task's (a list).
+        return match one(job)? {
+            (jobs, false) => emit(&Said::new(&jobs[0], cancelled_text(&jobs)), a.conn.json),
+            (jobs, true) => emit(&Said::new(&jobs, cancelled_text(&jobs)), a.conn.json),
+        };
+    }
+    // Several: every one is tried; --json lists every job cancelled; the failures are said on
+    // standard error and make the exit status 1.
+    let (mut done, mut failed) = (Vec::new(), 0);
+    for job in &a.jobs {
+        match one(job) {
+            Ok((jobs, _)) => done.extend(jobs),
+            Err(e) => {
+                eprintln!("error: {job}: {e:#}");
+                failed += 1;
+            }
         }
     }
+    emit(&Said::new(&done, cancelled_text(&done)), a.conn.json)?;
+    if failed > 0 {
+        bail!("{failed} of {} could not be cancelled", a.jobs.len());
+    }
+    Ok(())
 }
 
 pub fn balance(a: BalanceArgs) -> Result<()> {
