@@ -53,6 +53,10 @@ pub struct AgentConfig {
     /// devices) and a plain directory elsewhere, with a warning; Some(0) for plain directories;
     /// Some(n) for n MiB, and the agent does not start where it cannot make them.
     pub scratch_mb: Option<u64>,
+    /// A /tmp and /var/tmp of its own for each job, in memory, of this many MiB
+    /// (`proc::private_tmp`); None or Some(0): the node's, shared by every job. Root only: the
+    /// agent does not start where it cannot give them.
+    pub tmp_mb: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +73,8 @@ pub enum NodeError {
     Credential(String),
     #[error("scratch_mb: {0}")]
     Scratch(String),
+    #[error("tmp_mb: {0}")]
+    PrivateTmp(String),
 }
 
 /// In the agent's work directory: the node's own credential, minted by the server when the
@@ -532,6 +538,19 @@ impl Agent {
             )));
         }
         let scratch = scratch_template(&cfg)?;
+        if let Some(mb) = cfg.tmp_mb.filter(|mb| *mb > 0) {
+            if cfg.slurm.is_some() {
+                return Err(NodeError::PrivateTmp(
+                    "Slurm launches this node's jobs (--slurm): give them a /tmp of their own with Slurm's job_container/tmpfs".into(),
+                ));
+            }
+            proc::can_give_private_tmp().map_err(|e| {
+                NodeError::PrivateTmp(format!(
+                    "cannot give jobs a /tmp of their own ({e}): it takes root (a mount namespace per job); leave tmp_mb unset or 0 for the node's /tmp"
+                ))
+            })?;
+            tracing::info!(mb, "each job has a /tmp and /var/tmp of its own");
+        }
         let (orphans, leftovers) = orphans_and_leftovers(&cfg.workdir);
         let cleaner = spawn_cleaner()?;
         if !leftovers.is_empty() {
@@ -925,6 +944,12 @@ impl Agent {
             Ok(f) => f,
             Err(error) => return self.failed_start(&s, error, now),
         };
+        let tmp_mb = self.cfg.tmp_mb.filter(|mb| *mb > 0);
+        if tmp_mb.is_some() {
+            if let Some(error) = launch::under_private_tmp(&files, &self.cfg.name) {
+                return self.failed_start(&s, error, now);
+            }
+        }
         // The job's lock, for its keeper to hold (see `LOCK_FILE`). Held already: a process of
         // this job runs that this agent does not know of (it outlived an agent that died
         // starting it, and gave no pid file in time). It is never started a second time: the
@@ -970,6 +995,7 @@ impl Agent {
             stderr: files.stderr.clone(),
             append: files.append,
             identity: identity.clone(),
+            tmp_mb,
         };
         let keeper_log = dir.join("keeper.log");
         let argv: Vec<String> = match &self.cfg.keeper {
@@ -1027,6 +1053,8 @@ impl Agent {
                     pid_file: Some(&dir.join(PID_FILE)),
                     identity: None,
                     keep_fd: lock_fd,
+                    // The keeper stays in the node's namespace; the job it starts gets its own.
+                    tmp_mb: None,
                 }
             } else {
                 proc::Launch {
@@ -1040,6 +1068,7 @@ impl Agent {
                     pid_file: Some(&dir.join(PID_FILE)),
                     identity: identity.as_ref(),
                     keep_fd: None,
+                    tmp_mb,
                 }
             };
             let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();
@@ -1469,6 +1498,7 @@ mod tests {
                 pid_file: Some(pid_file),
                 identity: None,
                 keep_fd: None,
+                tmp_mb: None,
             })
             .unwrap()
         };
@@ -1518,6 +1548,7 @@ mod tests {
             pid_file: None,
             identity: None,
             keep_fd: Some(lock.as_raw_fd()),
+            tmp_mb: None,
         })
         .unwrap();
         // The agent is gone; its child holds the lock and writes its pid file a moment later.

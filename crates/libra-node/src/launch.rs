@@ -41,6 +41,37 @@ pub struct JobFiles {
     pub watched: Vec<Watched>,
 }
 
+/// Where each job has a /tmp of its own (`AgentConfig::tmp_mb`): the reason a job cannot start
+/// when its working directory or an output file is under /tmp or /var/tmp, which the job would
+/// not see (it sees its own). Said at once, rather than as a missing directory.
+pub fn under_private_tmp(files: &JobFiles, node: &str) -> Option<String> {
+    let hidden = |p: &Path| -> bool {
+        // The path as given, and as it resolves (a link into /tmp is under /tmp too); an output
+        // file that does not exist yet resolves by its directory.
+        let real = std::fs::canonicalize(p)
+            .ok()
+            .or_else(|| Some(std::fs::canonicalize(p.parent()?).ok()?.join(p.file_name()?)));
+        std::iter::once(p.to_path_buf())
+            .chain(real)
+            .any(|q| q.starts_with("/tmp") || q.starts_with("/var/tmp"))
+    };
+    let what = [
+        ("working directory", Some(&files.cwd)),
+        ("output file", Some(&files.stdout)),
+        ("error file", files.stderr.as_ref()),
+    ];
+    what.into_iter().find_map(|(what, p)| {
+        let p = p?;
+        hidden(p).then(|| {
+            format!(
+                "its {what} {} is under /tmp or /var/tmp, which each job on node {node} has of its own (tmp_mb): \
+                 submit from another directory, or give one with -D/--chdir and -o/-e",
+                p.display()
+            )
+        })
+    })
+}
+
 /// `%j` job id, `%x` job name, `%N` node, `%t` rank, `%A`/`%a` array job id / task id (array
 /// tasks only), `%%` a percent sign; any other `%` sequence is left as it is.
 pub fn expand(pattern: &str, s: &StartJob, node: &str) -> String {
@@ -343,6 +374,37 @@ mod tests {
         let env: BTreeMap<String, String> = environment(&s, "n2", &f, me.as_ref()).into_iter().collect();
         assert_eq!(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
         assert!(!env.contains_key("FOO"));
+    }
+
+    #[test]
+    fn paths_under_the_nodes_tmp_are_named_where_each_job_has_its_own() {
+        let files = |cwd: &str, out: &str, err: Option<&str>| JobFiles {
+            cwd: cwd.into(),
+            stdout: out.into(),
+            stderr: err.map(PathBuf::from),
+            append: false,
+            watched: Vec::new(),
+        };
+        assert_eq!(under_private_tmp(&files("/home/a", "/home/a/o", None), "n1"), None);
+        assert_eq!(under_private_tmp(&files("/tmpx", "/tmpx/o", None), "n1"), None, "a name, not a prefix");
+        let e = under_private_tmp(&files("/tmp/run", "/home/a/o", None), "n1").unwrap();
+        assert!(
+            e.starts_with("its working directory /tmp/run is under /tmp") && e.contains("node n1"),
+            "{e}"
+        );
+        let e = under_private_tmp(&files("/home/a", "/var/tmp/o", None), "n1").unwrap();
+        assert!(e.starts_with("its output file /var/tmp/o"), "{e}");
+        let e = under_private_tmp(&files("/home/a", "/home/a/o", Some("/tmp/e")), "n1").unwrap();
+        assert!(e.starts_with("its error file /tmp/e"), "{e}");
+        // A link into /tmp is under /tmp.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(std::env::temp_dir(), &link).unwrap();
+        if std::fs::canonicalize(&link).unwrap().starts_with("/tmp") {
+            let out = link.join("new.out");
+            let e = under_private_tmp(&files("/home/a", out.to_str().unwrap(), None), "n1").unwrap();
+            assert!(e.starts_with("its output file"), "{e}");
+        }
     }
 
     #[test]

@@ -114,6 +114,8 @@ pub struct Launch<'a> {
     /// A descriptor the child keeps across `exec` (its close-on-exec flag cleared): the job's
     /// lock, which the agent hands to the keeper (see `agent::job_lock`).
     pub keep_fd: Option<i32>,
+    /// A /tmp and /var/tmp of the job's own (`private_tmp`), of this many MiB.
+    pub tmp_mb: Option<u64>,
 }
 
 /// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
@@ -130,6 +132,7 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::
         pid_file: None,
         identity: None,
         keep_fd: None,
+        tmp_mb: None,
     })
 }
 
@@ -193,6 +196,7 @@ enum Step {
     KeepLock,
     ControlGroup,
     PidFile,
+    PrivateTmp,
     Account,
     WorkDir,
     Stdout,
@@ -219,6 +223,7 @@ fn explain(e: std::io::Error, l: &Launch) -> std::io::Error {
         s if s == Step::KeepLock as i32 => "keeping the job's lock open".into(),
         s if s == Step::ControlGroup as i32 => "joining its control group".into(),
         s if s == Step::PidFile as i32 => "writing its pid file".into(),
+        s if s == Step::PrivateTmp as i32 => "giving it a /tmp of its own".into(),
         s if s == Step::Account as i32 => "switching to its owner's account".into(),
         s if s == Step::WorkDir as i32 => format!("entering its working directory {}", l.cwd.display()),
         s if s == Step::Stdout as i32 => format!("opening its output file {}", l.stdout.display()),
@@ -228,6 +233,72 @@ fn explain(e: std::io::Error, l: &Launch) -> std::io::Error {
         _ => return e,
     };
     std::io::Error::new(cause.kind(), format!("{what}: {cause}"))
+}
+
+/// The mount options of a job's own /tmp (`private_tmp`): a tmpfs of `mb` MiB, open to all
+/// with the sticky bit, as /tmp is.
+fn private_tmp_data(mb: u64) -> std::io::Result<CString> {
+    CString::new(format!("size={mb}m,mode=1777")).map_err(std::io::Error::other)
+}
+
+/// Gives the calling process (a job's, between fork and exec) a /tmp and /var/tmp of its own:
+/// a mount namespace of its own, in which a fresh tmpfs (`data`: its size and mode) is mounted on
+/// /tmp and bound on /var/tmp. What the job writes there is in memory, charged to the job's own
+/// memory group, and bounded by the size; no other job sees it, the node's /tmp is neither seen
+/// nor filled, and it all goes when the job's last process ends: nothing is left to clean up
+/// after a crash of the agent or the machine. The rest of the tree is the node's as a slave: a
+/// mount or unmount on the node (another job's scratch file system going) still reaches the job,
+/// and nothing the job's namespace does reaches the node. Root only (CAP_SYS_ADMIN).
+///
+/// # Safety
+/// Only async-signal-safe calls (unshare, mount); `data` is prepared before the fork.
+unsafe fn private_tmp(data: &CString) -> std::io::Result<()> {
+    let last = std::io::Error::last_os_error;
+    if libc::unshare(libc::CLONE_NEWNS) < 0 {
+        return Err(last());
+    }
+    let root = c"/";
+    if libc::mount(
+        std::ptr::null(),
+        root.as_ptr(),
+        std::ptr::null(),
+        libc::MS_REC | libc::MS_SLAVE,
+        std::ptr::null(),
+    ) < 0
+    {
+        return Err(last());
+    }
+    let (tmp, var_tmp, tmpfs) = (c"/tmp", c"/var/tmp", c"tmpfs");
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if libc::mount(tmpfs.as_ptr(), tmp.as_ptr(), tmpfs.as_ptr(), flags, data.as_ptr().cast()) < 0 {
+        return Err(last());
+    }
+    // The same file system: one bound, for both. A machine without /var/tmp has nothing to hide.
+    if libc::mount(tmp.as_ptr(), var_tmp.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) < 0 {
+        let e = last();
+        if e.raw_os_error() != Some(libc::ENOENT) {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Whether this machine lets the agent give jobs a /tmp of their own (`private_tmp`), found by
+/// doing it once for a program that does nothing.
+pub fn can_give_private_tmp() -> std::io::Result<()> {
+    let data = private_tmp_data(1)?;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", "exit 0"]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: only `private_tmp` between fork and exec (async-signal-safe calls), on `data`
+    // prepared before.
+    unsafe {
+        cmd.pre_exec(move || private_tmp(&data));
+    }
+    let status = children_lock(|| cmd.status())?;
+    if !status.success() {
+        return Err(std::io::Error::other(format!("a test program ended {status}")));
+    }
+    Ok(())
 }
 
 /// Starts a job's process (see `Launch` for what the child does before exec). If a step fails,
@@ -243,6 +314,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let append = l.append;
     let identity = l.identity.map(|i| (i.uid as libc::uid_t, i.gid as libc::gid_t, i.groups.clone()));
     let keep_fd = l.keep_fd;
+    let tmp = l.tmp_mb.map(private_tmp_data).transpose()?;
     let mut cmd = Command::new(prog);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(env) = l.env {
@@ -291,6 +363,9 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
                 if w != n as isize {
                     return Err(at(Step::PidFile, err));
                 }
+            }
+            if let Some(data) = &tmp {
+                private_tmp(data).map_err(|e| at(Step::PrivateTmp, e))?;
             }
             if let Some((uid, gid, groups)) = &identity {
                 // Groups first, while still allowed to set them; then the group, then the user.
@@ -362,6 +437,9 @@ pub struct JobLaunch {
     pub stderr: Option<PathBuf>,
     pub append: bool,
     pub identity: Option<Identity>,
+    /// See `Launch::tmp_mb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_mb: Option<u64>,
 }
 
 /// In a job's working directory: how the job ended, written by its keeper (`keep`) the moment
@@ -396,6 +474,7 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
                 pid_file: None,
                 identity: p.identity.as_ref(),
                 keep_fd: None,
+                tmp_mb: p.tmp_mb,
             })
         }),
         None if argv.is_empty() => Err(std::io::Error::other("no command given")),
@@ -717,6 +796,7 @@ mod tests {
             pid_file: Some(&dir.path().join("pid")),
             identity: None,
             keep_fd: None,
+            tmp_mb: None,
         })
         .unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("pid")).unwrap(), format!("{pid}\n"));
@@ -757,6 +837,7 @@ mod tests {
                 pid_file: None,
                 identity: None,
                 keep_fd: None,
+                tmp_mb: None,
             })
         };
         let busy = |r: std::io::Result<i32>| r.unwrap_err().kind() == std::io::ErrorKind::ExecutableFileBusy;
@@ -800,6 +881,7 @@ mod tests {
                 pid_file: None,
                 identity: None,
                 keep_fd: None,
+                tmp_mb: None,
             })
             .unwrap_err()
         };
@@ -821,6 +903,45 @@ mod tests {
         assert!(e.to_string().starts_with(&format!("executing {}: ", missing.display())), "{e}");
         let e = spawn(&sh, dir.path(), &[PathBuf::from("/nonexistent/cgroup.procs")]).unwrap_err();
         assert!(e.to_string().starts_with("joining its control group: "), "{e}");
+    }
+
+    /// A job given a /tmp of its own writes there, sees nothing of the node's /tmp, and leaves
+    /// nothing in it; its writes past the size are refused. Root only (skipped elsewhere).
+    #[test]
+    fn a_private_tmp_is_the_jobs_alone_and_bounded() {
+        if let Err(e) = can_give_private_tmp() {
+            eprintln!("skipped: no private /tmp here ({e})");
+            return;
+        }
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let marker = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+        let name = format!("libra-private-tmp-{}", std::process::id());
+        let script = format!(
+            "test -e {m} && echo sees-the-nodes-tmp; echo mine > /tmp/{name} && cat /var/tmp/{name}; \
+             dd if=/dev/zero of=/tmp/big bs=1M count=8 2>/dev/null || echo refused-past-its-size",
+            m = marker.path().display()
+        );
+        let argv = vec!["sh".to_string(), "-c".into(), script];
+        let out = dir.path().join("o");
+        let pid = launch(&Launch {
+            argv: &argv,
+            cwd: dir.path(),
+            stdout: &out,
+            stderr: None,
+            append: false,
+            env: None,
+            cgroup_procs: &[],
+            pid_file: None,
+            identity: None,
+            keep_fd: None,
+            tmp_mb: Some(4),
+        })
+        .unwrap();
+        while try_reap(pid).is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(tail(&out, 1000).0, "mine\nrefused-past-its-size\n");
+        assert!(!Path::new("/tmp").join(&name).exists() && !Path::new("/tmp/big").exists());
     }
 
     #[test]

@@ -367,3 +367,96 @@ fn an_agent_killed_making_a_scratch_file_system_leaves_nothing_behind() {
         wait_clean(&agent.workdir);
     }
 }
+
+/// A directory outside /tmp and /var/tmp for a node whose jobs have a /tmp of their own (the
+/// test cluster's own directory is under /tmp), removed at the end.
+struct OutsideTmp(std::path::PathBuf);
+
+impl Drop for OutsideTmp {
+    fn drop(&mut self) {
+        libra_node::scratch::unmount_all_under(&self.0);
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// With `--tmp-mb`, each job has a /tmp and /var/tmp of its own. A hostile user's job hides a
+/// file in /tmp and writes without end there: it is stopped at its /tmp's size (ENOSPC), and
+/// the node's /tmp gets neither file. Another user's job beside it sees nothing of the first's
+/// /tmp, writes to its own and completes. A job whose working directory is under the node's
+/// /tmp, which it could not see, does not start, and says why. Without the feature the filler
+/// writes 64 MiB into the node's /tmp and Alice reads the secret: the test fails.
+#[test]
+fn each_job_has_a_tmp_of_its_own_where_asked() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: node agents cannot give jobs a /tmp of their own here, not tested");
+        return;
+    }
+    if let Err(e) = libra_node::proc::can_give_private_tmp() {
+        assert!(std::env::var_os("CI").is_none(), "CI must test private /tmp: {e}");
+        eprintln!("no mount namespaces here ({e}): not tested");
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let (Some(m), Some(a)) = (Account::create(&format!("ltm{tag}")), Account::create(&format!("lta{tag}")))
+    else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let base = OutsideTmp(std::path::PathBuf::from(format!("/var/lib/libra-e2e-tmp-{}", std::process::id())));
+    std::fs::create_dir_all(&base.0).unwrap();
+    std::fs::set_permissions(&base.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cl = Cluster::start(0, 1.0, 30.0);
+    let name = format!("tmp-{}", cl.port);
+    cl.start_node_in_with(&name, 1.0, &base.0.join("node"), &["--tmp-mb", "8"]);
+    let admin = cl.admin();
+    wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+    let mallory = user(&cl, "mallory", &m.name, false);
+    let alice = user(&cl, "alice", &a.name, false);
+    let secret = format!("libra-secret-{tag}");
+    let fill = format!("libra-fill-{tag}");
+
+    let filler = mallory
+        .submit(&scratch_sh(
+            &format!(
+                "echo TOP-SECRET > /tmp/{secret}; dd if=/dev/zero of=/var/tmp/{fill} bs=1M count=64 2>&1; \
+                 echo dd-exit=$?; sleep 60"
+            ),
+            2.0,
+        ))
+        .unwrap();
+    assert_eq!(filler.state, JobState::Pending, "{filler:?}");
+    let out = wait_until("the filler's dd to stop", || {
+        let o = mallory.output(filler.id).unwrap();
+        o.stdout.contains("dd-exit=").then_some(o.stdout)
+    });
+    assert!(out.contains("No space left on device") && out.contains("dd-exit=1"), "{out}");
+    for f in [&secret, &fill] {
+        for dir in ["/tmp", "/var/tmp"] {
+            assert!(!std::path::Path::new(dir).join(f).exists(), "{dir}/{f} is on the node");
+        }
+    }
+
+    let beside = alice
+        .submit(&scratch_sh(
+            &format!(
+                "cat /tmp/{secret} /var/tmp/{secret} 2>/dev/null || echo cannot-see; ls -A /tmp | wc -l; \
+                 echo mine > /tmp/a && cat /var/tmp/a"
+            ),
+            1.0,
+        ))
+        .unwrap();
+    let done = wait_done(&alice, beside.id);
+    let out = alice.output(beside.id).unwrap().stdout;
+    assert_eq!(done.state, JobState::Completed, "{done:?}\n{out}");
+    assert_eq!(out, "cannot-see\n0\nmine\n", "her /tmp is empty and hers");
+
+    // A job run from the node's /tmp (the test cluster's directory is there) is refused at start.
+    let adir = home(&cl, &a);
+    let j = wait_done(&alice, alice.submit(&sh(&adir, "echo hi", "o.out")).unwrap().id);
+    assert_eq!(j.state, JobState::Failed, "{j:?}");
+    let reason = j.reason.unwrap_or_default();
+    assert!(reason.contains("is under /tmp or /var/tmp") && reason.contains("-D/--chdir"), "{reason}");
+
+    mallory.cancel(filler.id).unwrap();
+    wait_done(&mallory, filler.id);
+}

@@ -55,6 +55,12 @@ pub struct NodeArgs {
     /// does not start where it cannot make them.
     #[arg(long, value_name = "MIB")]
     pub scratch_mb: Option<u64>,
+    /// Give each job a /tmp and /var/tmp of its own of this many MiB, in memory (a tmpfs in a
+    /// mount namespace of the job's, charged to its memory): no job sees another's files there
+    /// or fills the node's /tmp, and they go when the job ends. 0 or unset: the node's /tmp,
+    /// shared. Root only; jobs whose directory or output files are under /tmp cannot start.
+    #[arg(long, value_name = "MIB")]
+    pub tmp_mb: Option<u64>,
     /// The node's name (default: the host name). It must stay the same across restarts.
     #[arg(long)]
     pub name: Option<String>,
@@ -110,6 +116,8 @@ pub struct NodeSettings {
     /// The size in MiB of each job's scratch file system (0: plain directories; default: 1024
     /// where the agent can mount, plain directories elsewhere).
     pub scratch_mb: Option<u64>,
+    /// Each job's own /tmp, MiB (0 or unset: the node's).
+    pub tmp_mb: Option<u64>,
     /// Share enforcement: auto, cgroup-v2, cgroup-v1, stride or none.
     pub mechanism: String,
     /// Job-control period, seconds (default: what the server asks for).
@@ -134,6 +142,7 @@ impl Default for NodeSettings {
             mem_mb: 0,
             workdir: None,
             scratch_mb: None,
+            tmp_mb: None,
             mechanism: "auto".into(),
             period: None,
             log_level: "info".into(),
@@ -190,6 +199,10 @@ fn settings(a: &NodeArgs) -> Result<(NodeSettings, Sources)> {
         s.scratch_mb = Some(v);
         src.flag("scratch_mb", "scratch-mb", None);
     }
+    if let Some(v) = a.tmp_mb {
+        s.tmp_mb = Some(v);
+        src.flag("tmp_mb", "tmp-mb", None);
+    }
     if let Some(v) = &a.mechanism {
         s.mechanism = v.clone();
         src.flag("mechanism", "mechanism", None);
@@ -228,6 +241,11 @@ fn problems(s: &NodeSettings) -> Option<String> {
     if let Some(mb) = s.scratch_mb.filter(|mb| *mb != 0 && !(MIN_MB..=MAX_MB).contains(mb)) {
         return Some(format!(
             "scratch_mb: {mb} is not accepted: give 0 (plain directories, not limited) or from {MIN_MB} to {MAX_MB} MiB"
+        ));
+    }
+    if let Some(mb) = s.tmp_mb.filter(|mb| *mb > MAX_MB) {
+        return Some(format!(
+            "tmp_mb: {mb} is not accepted: give 0 (the node's /tmp) or at most {MAX_MB} MiB"
         ));
     }
     if let Some(p) = s.period.filter(|p| p.is_nan() || *p <= 0.0) {
@@ -304,6 +322,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         mem_mb,
         workdir,
         scratch_mb: s.scratch_mb,
+        tmp_mb: s.tmp_mb,
         mechanism: s.mechanism,
         period: s.period,
         // This very binary keeps the jobs (`libra job-keeper`).
