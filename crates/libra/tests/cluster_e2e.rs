@@ -414,6 +414,14 @@ fn the_command_line_prints_tables_and_json() {
     let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
     assert_eq!(done.state, JobState::Completed, "{done:?}");
     assert_eq!(libra(&cl, &token, &["output", &job.id.to_string()]), std::fs::read_to_string(&cat).unwrap());
+    // Several jobs at once, as squeue -j takes them (and space-separated).
+    let (first, last) = (hist[0].id, job.id);
+    for args in [vec![format!("{first},{last}")], vec![first.to_string(), last.to_string()]] {
+        let mut argv = vec!["status", "--json"];
+        argv.extend(args.iter().map(String::as_str));
+        let both: Vec<JobInfo> = serde_json::from_str(&libra(&cl, &token, &argv)).unwrap();
+        assert_eq!(both.iter().map(|j| j.id).collect::<Vec<_>>(), [first, last]);
+    }
     assert!(
         libra(&cl, &token, &["quote", "--estimate", "1m", "--deadline", "1h"]).contains("would be accepted")
     );

@@ -11,8 +11,10 @@ use serde::Serialize;
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// One job in detail (default: your active and recent jobs): a job id (12), a task of an
-    /// array (12_7), or an array's id (12) for all its tasks.
-    pub job: Option<String>,
+    /// array (12_7), or an array's id (12) for all its tasks. Several (`libra status 12 13`, or
+    /// `12,13` as squeue -j takes them): a table of those.
+    #[arg(value_name = "JOB", value_delimiter = ',')]
+    pub jobs: Vec<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -210,8 +212,16 @@ fn target(c: &Client, given: &str) -> Result<Target> {
 pub fn status(a: StatusArgs) -> Result<()> {
     let c = a.conn.client()?;
     let json = a.conn.json;
-    match a.job {
-        Some(given) => match target(&c, &given)? {
+    match a.jobs.as_slice() {
+        [] => {
+            let jobs: Vec<JobInfo> = c
+                .jobs(false)?
+                .into_iter()
+                .filter(|j| j.state.is_active() || now() - j.submit_time < 3600.0)
+                .collect();
+            emit(&Jobs::new(&jobs, false), json)
+        }
+        [given] => match target(&c, given)? {
             Target::Job(j) => emit(&*j, json),
             Target::Array(id) => {
                 let tasks = c.array(id)?;
@@ -221,12 +231,15 @@ pub fn status(a: StatusArgs) -> Result<()> {
                 emit(&Said::new(&tasks, text), json)
             }
         },
-        None => {
-            let jobs: Vec<JobInfo> = c
-                .jobs(false)?
-                .into_iter()
-                .filter(|j| j.state.is_active() || now() - j.submit_time < 3600.0)
-                .collect();
+        several => {
+            // Every one asked for, or the first that cannot be shown (a typo, someone else's).
+            let mut jobs = Vec::new();
+            for given in several {
+                match target(&c, given).map_err(|e| anyhow!("{given}: {e:#}"))? {
+                    Target::Job(j) => jobs.push(*j),
+                    Target::Array(id) => jobs.extend(c.array(id)?),
+                }
+            }
             emit(&Jobs::new(&jobs, false), json)
         }
     }
