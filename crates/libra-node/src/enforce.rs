@@ -45,6 +45,23 @@ pub trait Enforcer: Send {
     /// of the node: on a node Libra shares with others (a Slurm node, whose other partitions'
     /// jobs run beside Libra's), Libra takes what it promised and no more.
     fn set_strict(&mut self, _strict: bool) {}
+    /// Moves the agent itself (`pid`, the whole process) into a group of its own beside the
+    /// node's (`agent_dir`), weighted as Libra's group is, so that the machine's other work does
+    /// not delay what keeps the promises: starting a job, job control, its reports. Returns the
+    /// group, or None where the mechanism has no groups.
+    fn hold_agent(&mut self, _pid: u32) -> Result<Option<PathBuf>, EnforceError> {
+        Ok(None)
+    }
+}
+
+/// The most CPU the agent's own group may take (`Enforcer::hold_agent`), in CPUs: a bound on an
+/// agent gone wrong, far above what one does (it is idle between jobs' starts and reports).
+pub const AGENT_CPUS: f64 = 1.0;
+
+/// The agent's own group beside node `node_dir`'s (`Enforcer::hold_agent`).
+pub fn agent_dir(node_dir: &Path) -> PathBuf {
+    let name = node_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    node_dir.with_file_name(format!("{name}-agent"))
 }
 
 /// Kills every process in a job's control group until it stays empty (a process may fork while
@@ -86,6 +103,7 @@ pub fn remove_node_groups(group: &str) {
             }
         }
         let _ = std::fs::remove_dir(&node);
+        let _ = std::fs::remove_dir(agent_dir(&node));
     }
 }
 
@@ -296,6 +314,27 @@ impl Enforcer for CgroupEnforcer {
         self.strict = strict;
     }
 
+    fn hold_agent(&mut self, pid: u32) -> Result<Option<PathBuf>, EnforceError> {
+        let dir = agent_dir(&self.node_dir);
+        self.kernel
+            .mkdir(&dir)
+            .map_err(|source| EnforceError::Cgroup { path: dir.display().to_string(), source })?;
+        let cap = (AGENT_CPUS * CFS_PERIOD_US as f64).round() as u64;
+        match self.version {
+            CgroupVersion::V1 => {
+                self.write(dir.join("cpu.shares"), LIBRA_V1_SHARES.to_string())?;
+                self.write(dir.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string())?;
+                self.write(dir.join("cpu.cfs_quota_us"), cap.to_string())?;
+            }
+            CgroupVersion::V2 => {
+                self.write(dir.join("cpu.weight"), "10000".to_string())?;
+                self.write(dir.join("cpu.max"), format!("{cap} {CFS_PERIOD_US}"))?;
+            }
+        }
+        self.write(dir.join("cgroup.procs"), pid.to_string())?;
+        Ok(Some(dir))
+    }
+
     /// Job groups left by an agent that was killed whose jobs the new agent does not adopt:
     /// nobody tracks their processes any more (the server has marked them lost).
     fn clear_stale(&mut self, keep: &std::collections::HashSet<u64>) {
@@ -394,6 +433,28 @@ mod tests {
     /// A cap of `cpus` CPUs in kernel units.
     fn q(cpus: f64) -> String {
         ((cpus * CFS_PERIOD_US as f64).round() as u64).to_string()
+    }
+
+    #[test]
+    fn the_agent_is_held_beside_its_node_at_libras_weight_and_capped() {
+        let k = FakeKernel::default();
+        let mut e =
+            CgroupEnforcer::new(Arc::new(k.clone()), CgroupVersion::V1, Path::new("/cg/cpu"), "n1", 0.5)
+                .unwrap();
+        assert_eq!(e.hold_agent(4242).unwrap().as_deref(), Some(Path::new("/cg/cpu/libra/n1-agent")));
+        assert_eq!(k.get("/cg/cpu/libra/n1-agent/cpu.shares").as_deref(), Some("262144"));
+        assert_eq!(k.get("/cg/cpu/libra/n1-agent/cpu.cfs_quota_us").as_deref(), Some(q(AGENT_CPUS).as_str()));
+        assert_eq!(k.get("/cg/cpu/libra/n1-agent/cgroup.procs").as_deref(), Some("4242"));
+        let k = FakeKernel::default();
+        let mut e =
+            CgroupEnforcer::new(Arc::new(k.clone()), CgroupVersion::V2, Path::new("/cg"), "n2", 2.0).unwrap();
+        e.hold_agent(7).unwrap();
+        assert_eq!(k.get("/cg/libra/n2-agent/cpu.weight").as_deref(), Some("10000"));
+        assert_eq!(k.get("/cg/libra/n2-agent/cpu.max"), Some(format!("{} {CFS_PERIOD_US}", q(AGENT_CPUS))));
+        assert_eq!(k.get("/cg/libra/n2-agent/cgroup.procs").as_deref(), Some("7"));
+        // Not inside the node's group: the node's capacity is the jobs'.
+        assert!(!k.exists(Path::new("/cg/libra/n2/n2-agent")));
+        assert_eq!(NoEnforcer.hold_agent(1).unwrap(), None);
     }
 
     #[test]
