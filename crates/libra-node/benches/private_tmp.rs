@@ -17,7 +17,8 @@ fn main() {
         eprintln!("jobs cannot be given a /tmp of their own here ({e}): nothing to measure");
         return;
     }
-    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    // Outside /tmp, which a job with a /tmp of its own does not see.
+    let dir = tempfile::Builder::new().prefix("libra-bench-").tempdir_in("/var/lib").unwrap();
     let argv = vec!["/bin/true".to_string()];
     let out = dir.path().join("o");
     let run = |tmp_mb: Option<u64>| -> f64 {

@@ -913,7 +913,8 @@ mod tests {
             eprintln!("skipped: no private /tmp here ({e})");
             return;
         }
-        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        // Outside /tmp, which the job will not see (the checkout may be under /tmp).
+        let dir = tempfile::Builder::new().prefix("libra-test-").tempdir_in("/var/lib").unwrap();
         let marker = tempfile::NamedTempFile::new_in("/tmp").unwrap();
         let name = format!("libra-private-tmp-{}", std::process::id());
         let script = format!(

@@ -401,11 +401,11 @@ fn check_lone_program(one: &str) -> Result<()> {
     }
     // A script's options are read only when it is submitted as one; say so rather than lose
     // them quietly.
-    if std::fs::read(path).is_ok_and(|b| {
-        String::from_utf8_lossy(&b[..b.len().min(64 * 1024)])
-            .lines()
-            .any(|l| l.trim_start().starts_with("#LIBRA "))
-    }) {
+    // Its head only: the program may be large.
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path)
+        .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, 64 * 1024), &mut head));
+    if read.is_ok() && String::from_utf8_lossy(&head).lines().any(|l| l.trim_start().starts_with("#LIBRA ")) {
         eprintln!(
             "libra submit: warning: {one} runs as a program (after `--`): its #LIBRA lines are not \
              read; drop `--` to submit it as a job script"
