@@ -52,7 +52,24 @@ fn whole_tree() -> clap::Command {
     fn named_libra(c: clap::Command) -> clap::Command {
         c.display_name("libra").mut_subcommands(named_libra)
     }
-    Cli::command().mut_subcommands(named_libra)
+    hyphen_values(Cli::command().mut_subcommands(named_libra))
+}
+
+/// Every option that takes one value takes one that starts with a hyphen too: `--budget -3` and
+/// `-d -5m` reach the option's own check, which names the field and what is accepted, instead
+/// of clap's "unexpected argument '-3'" with a tip (`-- -3`) that would make it the command.
+/// Options with an optional value or several values are left alone: they would swallow the
+/// next flag.
+fn hyphen_values(c: clap::Command) -> clap::Command {
+    let one_value = |a: &clap::Arg| {
+        !a.is_positional()
+            && a.get_action().takes_values()
+            && a.get_num_args().is_none_or(|n| n.min_values() == 1 && n.max_values() == 1)
+            && !a.is_require_equals_set()
+    };
+    let ids: Vec<clap::Id> = c.get_arguments().filter(|a| one_value(a)).map(|a| a.get_id().clone()).collect();
+    let c = ids.iter().fold(c, |c, id| c.mut_arg(id, |a| a.allow_hyphen_values(true)));
+    c.mut_subcommands(hyphen_values)
 }
 
 fn parse_one(args: &[std::ffi::OsString]) -> Option<Cli> {
@@ -78,7 +95,7 @@ fn one_command(name: &str) -> Option<clap::Command> {
         [("sim", cmd::sim::SimArgs::augment_args), ("sweep", cmd::sweep::SweepArgs::augment_args)];
     let &(name, add) = top.iter().chain(cmd::cluster::COMMANDS).find(|(n, _)| *n == name)?;
     let top = clap::Command::new("libra").version(env!("CARGO_PKG_VERSION")).propagate_version(true);
-    Some(Global::augment_args(top).subcommand(add(clap::Command::new(name))))
+    Some(hyphen_values(Global::augment_args(top).subcommand(add(clap::Command::new(name)))))
 }
 
 #[derive(Debug, Subcommand)]
@@ -164,7 +181,7 @@ mod tests {
 
     #[test]
     fn each_command_alone_has_the_arguments_it_has_in_the_whole_tree() {
-        let mut tree = Cli::command();
+        let mut tree = whole_tree();
         tree.build();
         let mut seen = 0;
         for full in tree.get_subcommands().filter(|s| s.get_name() != "help") {
@@ -225,6 +242,32 @@ mod tests {
             "status --no-such-flag",
         ] {
             assert!(parse_one(&words(line)).is_none(), "{line}");
+        }
+    }
+
+    /// An option's value may start with a hyphen, so the option's own check names what is
+    /// wrong with it; an unknown option is still an error, never a job's command; an option whose
+    /// value is optional does not swallow the next flag.
+    #[test]
+    fn a_hyphen_value_reaches_its_option_and_an_unknown_option_is_refused() {
+        let parsed = |line: &str| {
+            let args = words(line);
+            let tree =
+                whole_tree().try_get_matches_from(&args).map(|m| format!("{:?}", Cli::from_arg_matches(&m)));
+            let one = parse_one(&args).map(|c| format!("{:?}", Ok::<Cli, clap::Error>(c)));
+            (tree, one)
+        };
+        for line in ["submit --estimate 1s -d -5m --budget -3 -- /bin/true", "update 4 --budget -3"] {
+            let (tree, one) = parsed(line);
+            let tree = tree.unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert!(tree.contains("\"-3\""), "{line}: {tree}");
+            assert_eq!(one.as_deref(), Some(tree.as_str()), "{line}");
+        }
+        for line in ["submit --estimte 1s -- /bin/true", "submit --begin now -- /bin/true"] {
+            let (tree, one) = parsed(line);
+            let e = tree.expect_err(line);
+            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{line}");
+            assert!(one.is_none(), "{line}");
         }
     }
 

@@ -405,6 +405,40 @@ fn the_command_line_prints_tables_and_json() {
     let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
     assert_eq!((done.state, done.exit_code), (JobState::Failed, Some(1)), "{done:?}");
     assert_eq!(libra(&cl, &token, &["output", &job.id.to_string()]), "bash b\n");
+    // A script given first takes the words after it as its arguments, hyphens and all, with
+    // its #LIBRA lines read (as `sbatch job.sh ARGS`); before, they made it a program.
+    let args = cl.dir.join("args.sh");
+    std::fs::write(&args, "#!/bin/bash\n#LIBRA --estimate 1s -d 1m -b 5\necho \"$# [$1] [$2]\"\n").unwrap();
+    let job: JobInfo = serde_json::from_str(&libra(
+        &cl,
+        &token,
+        &["submit", "--json", args.to_str().unwrap(), "seven words", "--fast"],
+    ))
+    .unwrap();
+    let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert_eq!(libra(&cl, &token, &["output", &job.id.to_string()]), "2 [seven words] [--fast]\n");
+    // An option `libra submit` does not know, or a value it refuses, is an error naming it; it
+    // is never taken for the job's command, and nothing is submitted.
+    let jobs =
+        || serde_json::from_str::<Vec<JobInfo>>(&libra(&cl, &token, &["history", "--json"])).unwrap().len();
+    let before = jobs();
+    for (argv, says) in [
+        (vec!["--estimte", "1s", "-d", "1m", "-b", "5", "--", "/bin/true"], "'--estimate'"),
+        (vec!["--estimate", "1s", "--begin", "now", "-d", "1m", "-b", "5", "--", "/bin/true"], "'--begin'"),
+        (vec!["--estimate", "1s", "-d", "1m", "-b", "-3", "--", "/bin/true"], "--budget"),
+        (
+            vec!["--estimate", "1s", "-d", "-1m", "-b", "5", "--", "/bin/true"],
+            "--deadline: '-1m' is negative",
+        ),
+    ] {
+        let mut full = vec!["submit"];
+        full.extend(argv);
+        let out = libra_output(&cl, &token, &full);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && said.contains(says), "{full:?}: {said}");
+    }
+    assert_eq!(jobs(), before, "a refused command line submitted a job");
     // Another interpreter (here cat, which prints the file it is given) runs the file itself,
     // after `--`; submitted as a script it is refused with that way out.
     let cat = cl.dir.join("cat.sh");

@@ -92,10 +92,11 @@ pub struct SubmitArgs {
     pub array: Option<String>,
     #[command(flatten)]
     pub conn: Conn,
-    /// A job script with `#LIBRA --estimate 10m` lines (run by the shell of its `#!` line), or
-    /// (after `--`) a program and its arguments, run as they are: `libra submit --estimate 10m
-    /// -d 1h -b 500 -- ./simulate --steps 100`.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    /// A job script with `#LIBRA --estimate 10m` lines (run by the shell of its `#!` line) and
+    /// its arguments (`libra submit job.sh 7 --fast`, as sbatch takes them), or (after `--`) a
+    /// program and its arguments, run as they are: `libra submit --estimate 10m -d 1h -b 500 --
+    /// ./simulate --steps 100`. Libra's options go before either.
+    #[arg(trailing_var_arg = true, required = true)]
     pub command: Vec<String>,
 }
 
@@ -417,8 +418,12 @@ fn check_lone_program(one: &str) -> Result<()> {
 /// `dashdash`: whether `--` came before the command, which makes a lone argument a program to
 /// run rather than a job script.
 pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f64) -> Result<SubmitRequest> {
+    // Without `--`, a first word that is a file is a job script, and the words after it its
+    // arguments (as `sbatch job.sh ARGS`); a program given that way with arguments (a binary,
+    // not text) is run as it is, as before.
+    let script_with_args = |one: &str| !dashdash && is_text_file(Path::new(one));
     let (opts, command) = match command.as_slice() {
-        [one] if !dashdash && Path::new(one).is_file() => {
+        [one, args @ ..] if (args.is_empty() && !dashdash && Path::new(one).is_file()) || script_with_args(one) => {
             let path = Path::new(one);
             let text = std::fs::read_to_string(path).with_context(|| {
                 format!(
@@ -435,7 +440,7 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
                     if one.contains('/') { one.to_string() } else { format!("./{one}") }
                 )
             };
-            (opts.or(from_script), script_command(&text, path, &[], instead)?)
+            (opts.or(from_script), script_command(&text, path, args, instead)?)
         }
         // Sent on, it would only fail on the node with exit status 127.
         [one] if !dashdash => bail!(
@@ -466,6 +471,25 @@ pub fn build_request(opts: JobOpts, command: Vec<String>, dashdash: bool, now: f
     req.dependencies = opts.dependencies()?;
     opts.place(&mut req)?;
     Ok(req)
+}
+
+/// Whether `path` is a file whose head is text (UTF-8, no NUL): a script, not a program.
+fn is_text_file(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = Vec::with_capacity(4096);
+    if file.take(4096).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    // A cut in the middle of a character at the end of the head is still text.
+    let valid = match std::str::from_utf8(&head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none(),
+    };
+    valid && !head.contains(&0)
 }
 
 /// Submits with an idempotency key of this invocation's own, retrying when the connection fails
@@ -680,7 +704,8 @@ fn shell_word(w: &str) -> std::borrow::Cow<'_, str> {
 pub fn run(a: SubmitArgs) -> Result<()> {
     // Only the raw arguments tell whether `--` was given, and are what a suggestion repeats.
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-    let dashdash = argv.iter().any(|a| a == "--");
+    // `--` counts only right before the command: one among a script's arguments is theirs.
+    let dashdash = argv.len() > a.command.len() && argv[argv.len() - a.command.len() - 1] == "--";
     let array = a.array.as_deref().map(libra_api::parse_array).transpose().map_err(|e| anyhow!(e))?;
     let submitted = now();
     let req = build_request(a.opts, a.command, dashdash, submitted)?;
@@ -868,6 +893,31 @@ mod tests {
             build_request(o.clone(), vec![bin.display().to_string()], false, 0.0).unwrap_err()
         );
         assert!(e.contains("give it after `--`") && e.contains("valid UTF-8"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_script_given_first_takes_the_words_after_it_as_its_arguments() {
+        let o = JobOpts { budget: Some("5".into()), ..Default::default() };
+        let dir = temp_dir("script-args");
+        let p = dir.join("job.sh");
+        let text = "#!/bin/bash\n#LIBRA --estimate 1m --deadline 1h\necho \"$@\"\n";
+        std::fs::write(&p, text).unwrap();
+        let job = p.display().to_string();
+        // Its #LIBRA lines are read and the words after it are its $1 $2..., hyphens and all.
+        let req =
+            build_request(o.clone(), vec![job.clone(), "--steps".into(), "-x".into()], false, 0.0).unwrap();
+        assert_eq!(req.command, ["/bin/bash", "-c", text, "job.sh", "--steps", "-x"]);
+        assert_eq!(req.spec.deadline(), 3600.0);
+        // After `--` the same words are a program and its arguments, run as they are.
+        let req = build_request(o.clone(), vec![job.clone(), "a".into()], true, 0.0);
+        assert!(req.is_err(), "no estimate without the script's lines");
+        // A binary given first with arguments is a program, as before.
+        let bin = dir.join("prog");
+        std::fs::write(&bin, [0x7f, b'E', b'L', b'F', 0, 0xff]).unwrap();
+        let flags = JobOpts { estimate: Some("1m".into()), deadline: Some("1h".into()), ..o };
+        let req = build_request(flags, vec![bin.display().to_string(), "-v".into()], false, 0.0).unwrap();
+        assert_eq!(req.command, [bin.display().to_string(), "-v".into()]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
