@@ -228,3 +228,30 @@ fn sql_is_only_in_the_store_and_the_ledger() {
     }
     assert!(offenders.is_empty(), "SQL outside the store and the ledger:\n{}", offenders.join("\n"));
 }
+
+/// Every error of the API is JSON with an `error` field, malformed paths and query strings too
+/// (axum's own rejections are plain text): a client reads one shape.
+#[test]
+fn a_malformed_path_or_query_is_a_json_400_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let bg = start_background(common::test_config(dir.path())).unwrap();
+    let url = format!("http://{}", bg.addr);
+    let admin_token = Client::new(&url, None).login("admin", "admin-pw").unwrap().token;
+    let admin = Client::new(&url, Some(admin_token.clone()));
+    let alice = user(&url, &admin, "alice");
+    for (path, token, says) in [
+        ("/api/jobs/abc", &alice, "`abc`"),
+        ("/api/jobs/-1/output", &alice, "`-1`"),
+        ("/api/arrays/99999999999999999999999", &alice, "99999999999999999999999"),
+        ("/api/sweeps/x", &alice, "`x`"),
+        ("/api/jobs?limit=-4", &alice, "limit"),
+        ("/api/admin/users?limit=many", &admin_token, "limit"),
+    ] {
+        let (status, body) = get(&format!("{url}{path}"), Some(token), Duration::from_secs(30)).unwrap();
+        assert_eq!(status, 400, "{path}: {body}");
+        let v: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {body}"));
+        let error = v["error"].as_str().unwrap_or_else(|| panic!("{path}: {body}"));
+        assert!(error.contains(says), "{path}: {error}");
+    }
+}

@@ -274,6 +274,18 @@ fn a_backup_taken_while_jobs_are_submitted_restores_every_job_and_ledger_entry_i
     // A second backup to the same file is refused without --overwrite.
     let again = run_libra(&["admin", "backup", &file_s], &env);
     assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("--overwrite"));
+    // Into a directory that does not exist: refused by name before the server makes one, and
+    // no partial file is left anywhere.
+    let nowhere = cl.dir.join("no-such-dir").join("b.db");
+    let out = run_libra(&["admin", "backup", &nowhere.display().to_string()], &env);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("no-such-dir is not a directory"), "{said}");
+    assert!(!said.contains(".partial"), "{said}");
+    let partial = std::fs::read_dir(&cl.dir)
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".partial"));
+    assert!(!partial, "a partial backup was left");
 
     // The live store cannot be restored into while its server runs, nor opened by a second one.
     let live = cl.dir.join("server.db");

@@ -1,13 +1,13 @@
 //! Administrator endpoints: every one refuses a non-administrator with 403.
 
-use super::Body;
+use super::{Body, InPath, Params};
 use crate::app::{now, App};
 use crate::auth;
 use crate::error::ApiError;
 use crate::ledger;
 use crate::projects;
 use crate::store;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::*;
@@ -65,7 +65,7 @@ fn node_infos(g: &crate::app::Inner) -> Vec<NodeInfo> {
 pub async fn node_forget(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
 ) -> Res<NodeForgotten> {
     let jobs_lost = app
         .run({
@@ -93,8 +93,8 @@ const MAX_DRAIN_REASON: usize = 1000;
 pub async fn node_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path((name, action)): Path<(String, String)>,
-    Query(q): Query<DrainQuery>,
+    InPath((name, action)): InPath<(String, String)>,
+    Params(q): Params<DrainQuery>,
 ) -> Res<NodeInfo> {
     let drained = match action.as_str() {
         "drain" => true,
@@ -132,7 +132,7 @@ pub async fn node_action(
 pub async fn usage(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Query(q): Query<UsageQuery>,
+    Params(q): Params<UsageQuery>,
 ) -> Res<Vec<UsageRow>> {
     app.read(headers, move |db, who| {
         who.require_admin("see the cluster's usage")?;
@@ -173,7 +173,7 @@ fn in_tx<T>(
 pub async fn account_add_user(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
     Body(a): Body<AccountUserAdd>,
 ) -> Res<AccountInfo> {
     app.run(move |g| {
@@ -186,7 +186,7 @@ pub async fn account_add_user(
 pub async fn account_remove_user(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
     Body(a): Body<AccountUserRemove>,
 ) -> Res<AccountInfo> {
     app.run(move |g| {
@@ -199,7 +199,7 @@ pub async fn account_remove_user(
 pub async fn account_default(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
     Body(a): Body<AccountDefault>,
 ) -> Res<AccountInfo> {
     app.run(move |g| {
@@ -212,7 +212,7 @@ pub async fn account_default(
 pub async fn account_deposit(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
     Body(a): Body<AccountDeposit>,
 ) -> Res<AccountInfo> {
     app.run(move |g| {
@@ -240,7 +240,7 @@ pub async fn account_transfer(
 pub async fn account_allocate(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
     Body(a): Body<AccountAllocate>,
 ) -> Res<AccountInfo> {
     app.run(move |g| {
@@ -317,7 +317,7 @@ pub async fn set_policy(
 pub async fn job_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path((id, action)): Path<(u64, String)>,
+    InPath((id, action)): InPath<(u64, String)>,
     _ignored: axum::body::Bytes,
 ) -> Res<JobInfo> {
     let job = app
@@ -364,7 +364,7 @@ fn user_state(disabled: bool, removed: bool) -> &'static str {
 pub async fn users(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Query(page): Query<Page>,
+    Params(page): Params<Page>,
 ) -> Res<Vec<UserInfo>> {
     app.read(headers, move |db, who| {
         who.require_admin("list users")?;
@@ -395,7 +395,7 @@ pub async fn users(
 pub async fn user_action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path((name, action)): Path<(String, String)>,
+    InPath((name, action)): InPath<(String, String)>,
     _ignored: axum::body::Bytes,
 ) -> Res<UserActionResponse> {
     let (resp, admin, uid) = app
@@ -469,7 +469,7 @@ pub async fn user_action(
 pub async fn audit(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Query(page): Query<Page>,
+    Params(page): Params<Page>,
 ) -> Res<Vec<AuditEntry>> {
     app.read(headers, move |db, who| {
         who.require_admin("read the audit log")?;

@@ -1,9 +1,9 @@
 //! Job arrays: submit one (`POST /api/arrays`), see its tasks, cancel all of them.
 
-use super::Body;
+use super::{Body, InPath};
 use crate::app::{now, App};
 use crate::error::ApiError;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::{ArrayRequest, ArrayResponse, JobInfo};
@@ -34,7 +34,11 @@ pub async fn submit(
     Ok(Json(answer))
 }
 
-pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<Vec<JobInfo>> {
+pub async fn get(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    InPath(id): InPath<u64>,
+) -> Res<Vec<JobInfo>> {
     app.read(headers, move |db, who| Ok(Json(crate::sched::owned_array(db, &who, id)?))).await
 }
 
@@ -42,7 +46,7 @@ pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path
 pub async fn cancel(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<u64>,
+    InPath(id): InPath<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<Vec<JobInfo>> {
     let tasks = app

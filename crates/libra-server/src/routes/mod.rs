@@ -32,6 +32,44 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     }
 }
 
+/// Query strings whose decoding errors name the parameter (400).
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Params(v)),
+            Err(e) => Err(ApiError::BadRequest(format!("query: {}", e.body_text()))),
+        }
+    }
+}
+
+/// Path segments (`/api/jobs/{id}`) whose decoding errors come back as JSON, like every other
+/// error of the API (400), rather than axum's plain text.
+pub struct InPath<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned + Send> axum::extract::FromRequestParts<S> for InPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(InPath(v)),
+            Err(e) => {
+                let text = e.body_text();
+                Err(ApiError::BadRequest(format!("path: {}", text.trim_start_matches("Invalid URL: "))))
+            }
+        }
+    }
+}
+
 /// The largest request body accepted (413 beyond): the largest submission the field limits
 /// allow (`crate::sched`) fits with room to spare.
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;

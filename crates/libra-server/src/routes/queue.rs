@@ -1,32 +1,15 @@
 //! The queue, changing, holding and releasing a job, and filtered history (`crate::change`).
 
-use super::Body;
+use super::{Body, InPath, Params};
 use crate::app::{now, App};
 use crate::error::ApiError;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::{ChangeAnswer, HistoryQuery, JobInfo, QueueEntry, QueueQuery, UpdateRequest};
 use std::sync::Arc;
 
 type Res<T> = Result<Json<T>, ApiError>;
-
-/// Query strings whose decoding errors name the parameter (400).
-pub struct Params<T>(pub T);
-
-impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequestParts<S> for Params<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        match Query::<T>::from_request_parts(parts, state).await {
-            Ok(Query(v)) => Ok(Params(v)),
-            Err(e) => Err(ApiError::BadRequest(format!("query: {}", e.body_text()))),
-        }
-    }
-}
 
 pub async fn queue(
     State(app): State<Arc<App>>,
@@ -47,7 +30,7 @@ pub async fn history(
 pub async fn update(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<u64>,
+    InPath(id): InPath<u64>,
     Body(req): Body<UpdateRequest>,
 ) -> Res<ChangeAnswer> {
     let answer = app
@@ -64,7 +47,7 @@ pub async fn update(
 pub async fn hold(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<u64>,
+    InPath(id): InPath<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<JobInfo> {
     let job = app
@@ -80,7 +63,7 @@ pub async fn hold(
 pub async fn release(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<u64>,
+    InPath(id): InPath<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<ChangeAnswer> {
     let answer = app

@@ -1,11 +1,11 @@
 //! Hosted sweeps (`crate::sweeps`): the caller is found under the lock, then the broker's
 //! database is read or written off the async workers, as SQLite calls block.
 
-use super::Body;
+use super::{Body, InPath, Params};
 use crate::app::{now, App};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::Json;
 use libra_api::{SweepBudget, SweepCreate, SweepDeadline, SweepInfo, SweepJob, SweepUsage};
@@ -43,23 +43,27 @@ pub struct ListQuery {
 pub async fn list(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Query(q): Query<ListQuery>,
+    Params(q): Params<ListQuery>,
 ) -> Res<Vec<SweepInfo>> {
     with_caller(&app, &headers, move |who, s| s.list(&who, q.all, now())).await
 }
 
-pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<i64>) -> Res<SweepInfo> {
+pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, InPath(id): InPath<i64>) -> Res<SweepInfo> {
     with_caller(&app, &headers, move |who, s| s.get(&who, id, now())).await
 }
 
-pub async fn usage(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<i64>) -> Res<SweepUsage> {
+pub async fn usage(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    InPath(id): InPath<i64>,
+) -> Res<SweepUsage> {
     with_caller(&app, &headers, move |who, s| s.usage(&who, id, now())).await
 }
 
 pub async fn results(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<i64>,
+    InPath(id): InPath<i64>,
 ) -> Res<Vec<SweepJob>> {
     with_caller(&app, &headers, move |who, s| s.results(&who, id)).await
 }
@@ -67,7 +71,7 @@ pub async fn results(
 pub async fn set_deadline(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<i64>,
+    InPath(id): InPath<i64>,
     Body(req): Body<SweepDeadline>,
 ) -> Res<SweepInfo> {
     with_caller(&app, &headers, move |who, s| {
@@ -89,7 +93,7 @@ pub async fn set_deadline(
 pub async fn set_budget(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<i64>,
+    InPath(id): InPath<i64>,
     Body(req): Body<SweepBudget>,
 ) -> Res<SweepInfo> {
     with_caller(&app, &headers, move |who, s| s.set_limits(&who, id, None, Some(req.budget), now())).await
@@ -98,7 +102,7 @@ pub async fn set_budget(
 pub async fn action(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path((id, action)): Path<(i64, String)>,
+    InPath((id, action)): InPath<(i64, String)>,
     _ignored: axum::body::Bytes,
 ) -> Res<SweepInfo> {
     with_caller(&app, &headers, move |who, s| s.action(&who, id, &action, now())).await

@@ -1,11 +1,11 @@
 //! What every user can do, each on their own jobs and money only.
 
-use super::Body;
+use super::{Body, InPath, Params};
 use crate::app::{now, App};
 use crate::auth;
 use crate::error::ApiError;
 use crate::{ledger, store};
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Json;
@@ -242,7 +242,7 @@ pub const MAX_PAGE: u32 = 10_000;
 pub async fn list(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Query(q): Query<ListQuery>,
+    Params(q): Params<ListQuery>,
 ) -> Res<Vec<JobInfo>> {
     app.read(headers, move |db, who| {
         if q.all {
@@ -254,7 +254,7 @@ pub async fn list(
     .await
 }
 
-pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path<u64>) -> Res<JobInfo> {
+pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, InPath(id): InPath<u64>) -> Res<JobInfo> {
     app.read(headers, move |db, who| Ok(Json(crate::sched::owned_job(db, &who, id)?))).await
 }
 
@@ -264,7 +264,7 @@ pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, Path(id): Path
 pub async fn cancel(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<u64>,
+    InPath(id): InPath<u64>,
     _ignored: axum::body::Bytes,
 ) -> Res<JobInfo> {
     let job = app
@@ -292,8 +292,8 @@ pub struct OutputQuery {
 pub async fn output(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(id): Path<u64>,
-    Query(q): Query<OutputQuery>,
+    InPath(id): InPath<u64>,
+    Params(q): Params<OutputQuery>,
 ) -> Res<JobOutput> {
     app.read(headers, move |db, who| {
         let job = crate::sched::owned_job(db, &who, id)?;
@@ -315,7 +315,7 @@ pub async fn accounts(State(app): State<Arc<App>>, headers: HeaderMap) -> Res<Ve
 pub async fn account(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
 ) -> Res<MyAccount> {
     app.read(headers, move |db, who| {
         Ok(Json(crate::projects::one(db, who.id, &who.name, who.admin, &name, now())?))
@@ -327,7 +327,7 @@ pub async fn account(
 pub async fn account_ledger(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    InPath(name): InPath<String>,
 ) -> Res<Vec<AccountEntry>> {
     app.read(headers, move |db, who| {
         Ok(Json(crate::projects::entries(db, who.id, &who.name, who.admin, &name, 10_000)?))

@@ -269,32 +269,58 @@ pub enum UserCommand {
     Remove { name: String },
 }
 
+/// Writes `bytes` to `file` whole or not at all: into `FILE.partial` beside it (0600), synced,
+/// then renamed over `file`, and the directory synced, so that FILE is never a partial backup
+/// and a crash leaves either the old file or the new one. On an error the partial file goes.
+fn write_whole(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut tmp_name = file.as_os_str().to_owned();
+    tmp_name.push(".partial");
+    let tmp = std::path::PathBuf::from(tmp_name);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, file));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    std::fs::File::open(dir)?.sync_all()
+}
+
 pub fn run(a: AdminArgs) -> Result<()> {
     let c = a.conn.client()?;
     let json = a.conn.json;
     match a.cmd {
         AdminCommand::Nodes => emit(c.nodes()?.as_slice(), json)?,
         AdminCommand::Backup { file, overwrite } => {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
             if file.exists() && !overwrite {
                 anyhow::bail!("{}: the file exists; give --overwrite to replace it", file.display());
             }
+            // Checked before the server makes the backup, which may be large.
+            let dir = match file.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => std::path::PathBuf::from("."),
+            };
+            if !dir.is_dir() {
+                anyhow::bail!(
+                    "{}: cannot write the backup there: {} is not a directory",
+                    file.display(),
+                    dir.display()
+                );
+            }
             let (bytes, info) = c.backup()?;
-            // Written beside the target and renamed, so FILE is never a partial backup.
-            let mut tmp_name = file.as_os_str().to_owned();
-            tmp_name.push(".partial");
-            let tmp = std::path::PathBuf::from(tmp_name);
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &file)?;
+            write_whole(&file, &bytes)
+                .map_err(|e| anyhow::anyhow!("{}: cannot write the backup: {e}", file.display()))?;
             let sweeps = match info["sweeps"].as_u64() {
                 Some(n) => format!(", {n} hosted sweeps"),
                 None => String::new(),
