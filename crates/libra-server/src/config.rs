@@ -304,9 +304,9 @@ impl Config {
             }
             _ => {}
         }
-        if !(self.node_timeout > 0.0 && self.node_timeout < 86_400.0) {
+        if !(self.node_timeout > 0.0 && self.node_timeout <= 86_400.0) {
             return Err(ServerError::Invalid(format!(
-                "node_timeout: {} is not accepted: give seconds between 0 and 86400",
+                "node_timeout: {} is not accepted: give seconds above 0 and at most 86400",
                 self.node_timeout
             )));
         }
@@ -318,7 +318,7 @@ impl Config {
         }
         if !(self.default_price_base >= 0.0 && self.default_price_base < 1e9) {
             return Err(ServerError::Invalid(format!(
-                "default_price_base: {} is not accepted: give a price from 0 to 1e9",
+                "default_price_base: {} is not accepted: give a price from 0 to below 1e9",
                 self.default_price_base
             )));
         }

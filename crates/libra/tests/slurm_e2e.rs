@@ -338,9 +338,26 @@ fn history_filters_on_the_server_and_prints_sacct_columns() {
     let at = format!("@{:.0}", t0 - 10.0);
     let out = libra(&cl, &token, &["history", "--endtime", &at, "--json"]);
     assert_eq!(out.trim(), "[]");
-    let (ok, _, err) = run(&cl, &token, &["history", "--format", "jobid,elapsed"]);
+    // sacct's own names for the wall time, the nodes and the CPUs.
+    let out = libra(
+        &cl,
+        &token,
+        &["history", "-S", "1h", "-s", "COMPLETED", "-o", "jobid,nnodes,alloccpus,nodelist,elapsed", "-p"],
+    );
+    let (start, end) = (done.start_time.unwrap(), done.end_time.unwrap());
+    assert!(end - start < 60.0, "{done:?}");
+    let cpus = u64::from(done.procs) * u64::from(done.cpus_per_task.max(1));
+    let want = format!(
+        "JobID|NNodes|AllocCPUS|NodeList|Elapsed|\n{}|{}|{cpus}|{}|{:.1}s|\n",
+        done.id,
+        done.procs,
+        done.nodes.join(","),
+        end - start
+    );
+    assert_eq!(out, want);
+    let (ok, _, err) = run(&cl, &token, &["history", "--format", "jobid,maxrss"]);
     assert!(
-        !ok && err.contains("'elapsed' is not a column") && err.contains("jobid, jobname, user, state"),
+        !ok && err.contains("'maxrss' is not a column") && err.contains("jobid, jobname, user, state"),
         "{err}"
     );
     let (ok, _, err) = run(&cl, &token, &["history", "--starttime", "soon"]);

@@ -119,7 +119,7 @@ pub struct HistoryArgs {
     pub user: Option<String>,
     /// The columns to print, a comma list (case does not matter): jobid, jobname, user, state,
     /// submit, start, end, deadline, nodes, share, cputime, cost, budget, exitcode, reason, billing,
-    /// account.
+    /// account; and sacct's elapsed, nodelist, nnodes, alloccpus, timelimit, totalcpu, workdir.
     #[arg(long, short = 'o')]
     pub format: Option<String>,
     /// Print `|`-separated fields with a header line (like sacct -p), for scripts.
@@ -285,6 +285,19 @@ const COLUMNS: &[Column] = &[
     ("Reason", |j| j.reason.clone().unwrap_or_default()),
     ("Billing", |j| j.settlement.clone().unwrap_or_default()),
     ("Account", |j| j.account.clone().unwrap_or_default()),
+    // sacct's names for what a Slurm user's scripts ask: the wall time from start to end (or
+    // to now while running), the nodes, how many, the CPUs allocated (each node's cpus per
+    // task), the time limit, the CPU time again, and the working directory.
+    ("Elapsed", |j| match j.start_time {
+        Some(start) => fmt_dur(j.end_time.unwrap_or_else(now) - start),
+        None => String::new(),
+    }),
+    ("NodeList", |j| j.nodes.join(",")),
+    ("NNodes", |j| j.procs.to_string()),
+    ("AllocCPUS", |j| (u64::from(j.procs) * u64::from(j.cpus_per_task.max(1))).to_string()),
+    ("Timelimit", |j| j.time_limit.map(fmt_dur).unwrap_or_else(|| "UNLIMITED".into())),
+    ("TotalCPU", |j| fmt_dur(j.cpu_seconds)),
+    ("WorkDir", |j| j.workdir.clone().unwrap_or_default()),
 ];
 
 const DEFAULT_FORMAT: &str = "jobid,jobname,user,state,submit,start,end,cputime,cost,budget,exitcode,billing";
@@ -391,8 +404,8 @@ mod tests {
     fn format_names_columns_in_any_case_and_refuses_unknown_ones_with_the_list() {
         let c = columns("JobID,state, COST").unwrap();
         assert_eq!(c.iter().map(|c| c.0).collect::<Vec<_>>(), ["JobID", "State", "Cost"]);
-        let e = columns("jobid,elapsed").unwrap_err().to_string();
-        assert!(e.contains("'elapsed' is not a column") && e.contains("jobid, jobname, user"), "{e}");
+        let e = columns("jobid,maxrss").unwrap_err().to_string();
+        assert!(e.contains("'maxrss' is not a column") && e.contains("jobid, jobname, user"), "{e}");
         assert!(columns(",").is_err());
     }
 }
