@@ -1,13 +1,14 @@
 //! What a scratch file system of its own costs a job (`libra_node::scratch`): the time to make
-//! and mount one (sparse image, mkfs.ext4, loop mount) and to detach and remove it, against a
-//! plain directory, side by side in one run. Needs root and loop devices:
+//! and mount one at the job's start (template copy, loop mount), or to take one made ahead
+//! (`libra_node::scratch_pool`: rename and bind), and to detach and remove it, against a plain
+//! directory, side by side in one run. Needs root and loop devices:
 //!
 //!     cargo bench -p libra-node --bench scratch
 //!
 //! Prints medians (and the spread) over rounds that alternate the two, so both see the same
 //! machine.
 
-use libra_node::scratch;
+use libra_node::{scratch, scratch_pool};
 use std::time::Instant;
 
 const ROUNDS: usize = 31;
@@ -22,6 +23,8 @@ fn main() {
     let template = scratch::Template::make(&base, scratch::DEFAULT_MB).unwrap();
     let mut plain = (Vec::new(), Vec::new());
     let mut fs = (Vec::new(), Vec::new());
+    let mut ahead = (Vec::new(), Vec::new());
+    let pool = scratch_pool::Pool::start(&base, template.clone(), scratch_pool::READY).unwrap();
     for round in 0..ROUNDS {
         let record = base.join(format!("job-{round}"));
         let work = record.join("work");
@@ -41,16 +44,38 @@ fn main() {
         scratch::unmount(&work);
         std::fs::remove_dir_all(&record).unwrap();
         fs.1.push(t.elapsed().as_secs_f64());
+
+        // Made ahead: the pool refills between rounds, as between a node's starts.
+        while pool.ready() < scratch_pool::READY {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::fs::create_dir_all(&work).unwrap();
+        let t = Instant::now();
+        assert!(pool.take(&record, &work, Some((65534, 65534))).unwrap());
+        ahead.0.push(t.elapsed().as_secs_f64());
+        std::fs::write(work.join("out"), vec![1u8; 1 << 20]).unwrap();
+        let t = Instant::now();
+        scratch::unmount(&work);
+        std::fs::remove_dir_all(&record).unwrap();
+        ahead.1.push(t.elapsed().as_secs_f64());
     }
+    drop(pool);
     let _ = std::fs::remove_dir_all(&base);
     println!("{ROUNDS} rounds, {} MiB scratch, milliseconds: median (min - max)", scratch::DEFAULT_MB);
-    println!("{:<44} {:>24} {:>24}", "", "make", "detach and remove");
+    println!("{:<44} {:>24} {:>24}", "", "make (or take)", "detach and remove");
     row("plain directory", &mut plain);
     row("file system of its own (template copy, loop)", &mut fs);
+    row("file system of its own, made ahead (bind)", &mut ahead);
     let ratio = median(&mut fs.0) / median(&mut plain.0);
     println!(
         "making a file system costs {:.1} ms more per job start ({ratio:.0}x)",
         (median(&mut fs.0) - median(&mut plain.0)) * 1e3
+    );
+    println!(
+        "taking one made ahead costs {:.2} ms more per job start ({:.1}x a plain directory; {:.0}x less than making one)",
+        (median(&mut ahead.0) - median(&mut plain.0)) * 1e3,
+        median(&mut ahead.0) / median(&mut plain.0),
+        median(&mut fs.0) / median(&mut ahead.0)
     );
 }
 

@@ -57,6 +57,10 @@ pub struct AgentConfig {
     /// (`proc::private_tmp`); None or Some(0): the node's, shared by every job. Root only: the
     /// agent does not start where it cannot give them.
     pub tmp_mb: Option<u64>,
+    /// How many scratch file systems are kept made ahead of the jobs that will run in them
+    /// (`crate::scratch_pool`); None for `scratch_pool::READY`, Some(0) for none (each made at
+    /// its job's start).
+    pub scratch_ahead: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +165,7 @@ fn record_dir(
     s: &StartJob,
     identity: Option<&proc::Identity>,
     template: Option<&crate::scratch::Template>,
+    pool: Option<&crate::scratch_pool::Pool>,
 ) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let err = |p: &std::path::Path, e: std::io::Error| format!("cannot prepare {}: {e}", p.display());
@@ -172,9 +177,22 @@ fn record_dir(
         std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| err(&scratch, e))?;
         if let Some(t) = template {
-            tracing::info!(job = s.job, mb = t.mb, "making the job's scratch file system");
-            crate::scratch::mount(dir, &scratch, t, identity.map(|i| (i.uid, i.gid)))?;
-            tracing::info!(job = s.job, "the job's scratch file system is mounted");
+            let owner = identity.map(|i| (i.uid, i.gid));
+            // One made ahead when there is one (`crate::scratch_pool`), else made now.
+            // Only this thread takes from the pool, so one that is ready now is there to take.
+            let taken = match pool.filter(|p| p.ready() > 0) {
+                Some(p) => {
+                    tracing::info!(job = s.job, "taking a scratch file system made ahead");
+                    p.take(dir, &scratch, owner)
+                        .map_err(|e| format!("cannot make the job's scratch file system: {e}"))?
+                }
+                None => false,
+            };
+            if !taken {
+                tracing::info!(job = s.job, mb = t.mb, "making the job's scratch file system");
+                crate::scratch::mount(dir, &scratch, t, owner)?;
+            }
+            tracing::info!(made_ahead = taken, job = s.job, "the job's scratch file system is mounted");
         }
         if let Some(i) = identity {
             std::os::unix::fs::chown(&scratch, Some(i.uid), Some(i.gid)).map_err(|e| err(&scratch, e))?;
@@ -524,6 +542,8 @@ pub struct Agent {
     /// What each job's scratch file system is made of; None: plain directories
     /// (`AgentConfig::scratch_mb`).
     scratch: Option<crate::scratch::Template>,
+    /// Scratch file systems made ahead (with `scratch`, where the pool could be made).
+    pool: Option<crate::scratch_pool::Pool>,
 }
 
 impl Agent {
@@ -546,6 +566,16 @@ impl Agent {
             )));
         }
         let scratch = scratch_template(&cfg)?;
+        let ahead = cfg.scratch_ahead.unwrap_or(crate::scratch_pool::READY);
+        if ahead == 0 || scratch.is_none() {
+            // None kept: an earlier agent's are no use.
+            crate::scratch_pool::clear(&cfg.workdir.join(crate::scratch_pool::POOL_DIR));
+        }
+        let pool = scratch.as_ref().filter(|_| ahead > 0).and_then(|t| {
+            crate::scratch_pool::Pool::start(&cfg.workdir, t.clone(), ahead)
+                .inspect_err(|e| tracing::warn!("each job's scratch file system is made at its start: {e}"))
+                .ok()
+        });
         if let Some(mb) = cfg.tmp_mb.filter(|mb| *mb > 0) {
             if cfg.slurm.is_some() {
                 return Err(NodeError::PrivateTmp(
@@ -619,6 +649,7 @@ impl Agent {
             job_control: JobControl::default(),
             cleaner,
             scratch,
+            pool,
             memory: crate::memory::MemoryLimiter::new(
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/memory"),
@@ -960,7 +991,8 @@ impl Agent {
             Err(error) => return self.failed_start(&s, error, now),
         };
         // The agent's own directory for the job: failing that is the node's fault (its disk).
-        if let Err(error) = record_dir(&dir, &s, identity.as_ref(), self.scratch.as_ref()) {
+        if let Err(error) = record_dir(&dir, &s, identity.as_ref(), self.scratch.as_ref(), self.pool.as_ref())
+        {
             return self.failed_start_on_node(&s, error, now);
         }
         let files = match JobFiles::plan(&s, &dir, &self.cfg.name, identity.as_ref().map(|i| i.uid)) {

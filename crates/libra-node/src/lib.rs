@@ -11,6 +11,7 @@ pub mod launch;
 pub mod memory;
 pub mod proc;
 pub mod scratch;
+pub mod scratch_pool;
 pub mod slurm;
 pub mod stride;
 

@@ -128,7 +128,12 @@ pub fn mount(
     copy_sparse(&template.path, &image)
         .map_err(|e| made(format!("copying {}: {e}", template.path.display())))?;
     attach_and_mount(&image, scratch).map_err(made)?;
-    // ext4's lost+found is root's, of no use to a job; the root is the job's account's alone.
+    give_root(scratch, owner).map_err(made)
+}
+
+/// Gives the root of the file system mounted on `scratch` to the job's account (`owner`), mode
+/// 0700, without ext4's lost+found (root's, of no use to a job); unmounts it when that fails.
+pub(crate) fn give_root(scratch: &Path, owner: Option<(u32, u32)>) -> Result<(), String> {
     let _ = std::fs::remove_dir(scratch.join("lost+found"));
     use std::os::unix::fs::PermissionsExt;
     let owned = match owner {
@@ -138,14 +143,14 @@ pub fn mount(
     .and_then(|()| std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o700)));
     if let Err(e) = owned {
         unmount(scratch);
-        return Err(made(format!("cannot give its root to the job's account: {e}")));
+        return Err(format!("cannot give its root to the job's account: {e}"));
     }
     Ok(())
 }
 
 /// Copies `from` into a new file `to` (0600) of the same length, only its written ranges
 /// (SEEK_DATA / SEEK_HOLE): the rest stays a hole.
-fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let src = std::fs::File::open(from)?;
@@ -225,7 +230,7 @@ mod loop_dev {
 
 /// Attaches `image` to a free loop device (set to clear itself) and mounts the ext4 on it at
 /// `dir`, nosuid and nodev. The device goes with the mount, or at once if mounting fails.
-fn attach_and_mount(image: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn attach_and_mount(image: &Path, dir: &Path) -> Result<(), String> {
     use loop_dev::*;
     use std::os::fd::AsRawFd;
     let file = std::fs::OpenOptions::new()

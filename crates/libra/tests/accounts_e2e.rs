@@ -201,20 +201,30 @@ fn scratch_testable() -> bool {
     true
 }
 
-/// Waits until nothing is mounted below a node agent's work directory and no job directory is
-/// left there; then no loop device may be left on an image there either.
-fn wait_clean(workdir: &std::path::Path) {
+/// Waits until nothing of a job is mounted below a node agent's work directory and no job
+/// directory is left there; then no loop device may be left on an image there either. The
+/// agent's own file systems made ahead for the next jobs (`scratch_pool::POOL_DIR`) are no
+/// job's: there must be `ready` of them, each a loop device on an image of the pool's, and
+/// nothing else.
+fn wait_clean(workdir: &std::path::Path, ready: usize) {
+    use libra_node::scratch_pool::POOL_DIR;
+    let pool = workdir.join(POOL_DIR);
     wait_until("the scratch file systems detached and their directories gone", || {
         let mounts = libra_node::scratch::mounts_under(workdir);
+        let (pooled, jobs): (Vec<_>, Vec<_>) = mounts.iter().partition(|m| m.starts_with(&pool));
         let dirs: Vec<_> = std::fs::read_dir(workdir)
             .unwrap()
             .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()) && e.file_name() != POOL_DIR)
             .map(|e| e.file_name())
             .collect();
-        (mounts.is_empty() && dirs.is_empty()).then_some(())
+        (jobs.is_empty() && dirs.is_empty() && pooled.len() == ready).then_some(())
     });
-    assert_eq!(loops_under(workdir), Vec::<String>::new());
+    let loops = loops_under(workdir);
+    let pool_s = pool.display().to_string();
+    let (pooled, jobs): (Vec<_>, Vec<_>) = loops.iter().partition(|b| b.trim().starts_with(&pool_s));
+    assert_eq!(jobs, Vec::<&String>::new());
+    assert_eq!(pooled.len(), ready, "{pooled:?}");
 }
 
 /// A hostile user's job writes without end into its scratch directory (the agent's disk, where
@@ -279,7 +289,7 @@ fn a_job_that_writes_without_end_fills_only_its_own_scratch() {
 
     mallory.cancel(filler.id).unwrap();
     wait_done(&mallory, filler.id);
-    wait_clean(&workdir);
+    wait_clean(&workdir, libra_node::scratch_pool::READY);
 }
 
 /// The node agent's directory of kills: its work directory, log and name.
@@ -291,8 +301,9 @@ struct KilledAgent {
 
 impl KilledAgent {
     /// Kills the agent with SIGKILL the instant its log has `line` (polled every 0.2 ms), and
-    /// starts the next on the same work directory; says what the job's scratch was left as.
-    fn kill_at(&self, cl: &mut Cluster, line: &str, job: u64) -> String {
+    /// starts the next on the same work directory with `args` (after `--scratch-mb 8`); says
+    /// what the job's scratch was left as.
+    fn kill_at(&self, cl: &mut Cluster, line: &str, job: u64, args: &[&str]) -> String {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while !std::fs::read_to_string(&self.log).unwrap_or_default().contains(line) {
             assert!(std::time::Instant::now() < deadline, "the agent never logged {line:?}");
@@ -314,18 +325,31 @@ impl KilledAgent {
         );
         // The log of the agent that follows goes on from here (the file is made anew).
         let _ = std::fs::rename(&self.log, self.log.with_extension(format!("log.{job}")));
-        cl.start_node_with(&self.name, 1.0, &["--scratch-mb", "8"]);
+        let mut all = vec!["--scratch-mb", "8"];
+        all.extend(args);
+        cl.start_node_with(&self.name, 1.0, &all);
         left
+    }
+
+    /// Waits until the agent's pool holds `n` file systems made ahead (mounted in it).
+    fn wait_pool(&self, n: usize) {
+        let pool = self.workdir.join(libra_node::scratch_pool::POOL_DIR);
+        wait_until("the scratch file systems made ahead", || {
+            (libra_node::scratch::mounts_under(&pool).len() == n).then_some(())
+        });
     }
 }
 
-/// The agent is killed with SIGKILL at each worst instant of a job's scratch file system: the
-/// moment it logs that it is making one (the image half made, mkfs orphaned), the moment it
-/// logs it mounted (mounted, and nothing of the job recorded: its directory is a leftover the
-/// next agent removes, mount and all, before the server's job is started anew), and while the
-/// job runs on it (the next agent adopts the job, whose file system outlived the agent). Each
-/// time the agent that follows on the same work directory runs the job to its end on a scratch
-/// of 8 MiB, and once it ends nothing is left mounted, no loop device attached, no directory kept.
+/// The agent is killed with SIGKILL at each worst instant of a job's scratch file system. Made
+/// at the job's start (`--scratch-ahead 0`): the moment it logs that it is making one (the image
+/// half made, mkfs orphaned) and the moment it logs it mounted (mounted, and nothing of the job
+/// recorded: its directory is a leftover the next agent removes, mount and all, before the
+/// server's job is started anew). Made ahead (the default): the moment it logs it is taking one
+/// (moved, bound, or neither yet), the moment it logs it mounted, and while the job runs on it
+/// (the next agent adopts the job, whose file system outlived the agent). Each time the agent
+/// that follows on the same work directory runs the job to its end on a scratch of 8 MiB, and
+/// once it ends nothing of a job is left mounted, no loop device attached, no directory kept,
+/// and the pool holds what it should.
 #[test]
 fn an_agent_killed_making_a_scratch_file_system_leaves_nothing_behind() {
     if !scratch_testable() {
@@ -338,19 +362,25 @@ fn an_agent_killed_making_a_scratch_file_system_leaves_nothing_behind() {
     };
     let mut cl = Cluster::start(0, 1.0, 30.0);
     let name = format!("killed-{}", cl.port);
-    cl.start_node_with(&name, 1.0, &["--scratch-mb", "8"]);
+    cl.start_node_with(&name, 1.0, &["--scratch-mb", "8", "--scratch-ahead", "0"]);
     let agent = KilledAgent { workdir: cl.dir.join(&name), log: cl.dir.join(format!("{name}.log")), name };
     let admin = cl.admin();
     wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
     let u = user(&cl, "kim", &k.name, false);
     let script = "echo hello > here && cat here && sleep 2 && df -k . | tail -1";
-    for (step, line) in [
-        ("making", "making the job's scratch file system job="),
-        ("mounted", "the job's scratch file system is mounted job="),
-        ("running", "started job="),
+    use libra_node::scratch_pool::READY;
+    let (none, made_ahead): (&[&str], &[&str]) = (&["--scratch-ahead", "0"], &[]);
+    // Each step: the pool the running agent keeps, where to kill it, and the next agent's.
+    for (step, ahead, line, next) in [
+        ("making", 0, "making the job's scratch file system job=", none),
+        ("mounted", 0, "the job's scratch file system is mounted made_ahead=false job=", made_ahead),
+        ("taking", READY, "taking a scratch file system made ahead job=", made_ahead),
+        ("mounted ahead", READY, "the job's scratch file system is mounted made_ahead=true job=", made_ahead),
+        ("running", READY, "started job=", made_ahead),
     ] {
+        agent.wait_pool(ahead);
         let j = u.submit(&scratch_sh(script, 1.0)).unwrap();
-        let left = agent.kill_at(&mut cl, &format!("{line}{}", j.id), j.id);
+        let left = agent.kill_at(&mut cl, &format!("{line}{}", j.id), j.id, next);
         eprintln!("killed at {step:?}: {left}");
         let done = wait_done(&u, j.id);
         let out = u.output(j.id).unwrap().stdout;
@@ -364,7 +394,7 @@ fn an_agent_killed_making_a_scratch_file_system_leaves_nothing_behind() {
             .and_then(|v| v.parse().ok())
             .unwrap();
         assert!(size_kb <= 8 * 1024, "{step}: {out}");
-        wait_clean(&agent.workdir);
+        wait_clean(&agent.workdir, if next.is_empty() { READY } else { 0 });
     }
 }
 

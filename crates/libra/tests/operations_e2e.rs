@@ -450,7 +450,15 @@ fn full_node_disk(scratch_mb: &str, failed_for: &str) {
     let Some(disk) = SmallDisk::mount(4) else { return };
     let mut cl = Cluster::start(0, 1.0, 30.0);
     let name = format!("full-{}", cl.port);
-    cl.start_node_in_with(&name, 1.0, &disk.dir.join("work"), &["--scratch-mb", scratch_mb]);
+    // None made ahead: a start makes its own, and that is what the full disk stops (with file
+    // systems made ahead, a start takes one and what fails is the record, as with plain
+    // directories).
+    cl.start_node_in_with(
+        &name,
+        1.0,
+        &disk.dir.join("work"),
+        &["--scratch-mb", scratch_mb, "--scratch-ahead", "0"],
+    );
     let admin = cl.admin();
     wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
     let u = cl.user("fay", 1000);

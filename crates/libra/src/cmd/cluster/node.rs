@@ -55,6 +55,11 @@ pub struct NodeArgs {
     /// does not start where it cannot make them.
     #[arg(long, value_name = "MIB")]
     pub scratch_mb: Option<u64>,
+    /// How many jobs' scratch file systems the agent keeps made ahead, so that a job's start
+    /// binds one instead of making it (which reads through a loop device, slow on a busy
+    /// machine): from 0 (each made at its job's start) to 64. Default: 2.
+    #[arg(long, value_name = "N")]
+    pub scratch_ahead: Option<usize>,
     /// Give each job a /tmp and /var/tmp of its own of this many MiB, in memory (a tmpfs in a
     /// mount namespace of the job's, charged to its memory): no job sees another's files there
     /// or fills the node's /tmp, and they go when the job ends. 0 or unset: the node's /tmp,
@@ -116,6 +121,8 @@ pub struct NodeSettings {
     /// The size in MiB of each job's scratch file system (0: plain directories; default: 1024
     /// where the agent can mount, plain directories elsewhere).
     pub scratch_mb: Option<u64>,
+    /// Scratch file systems kept made ahead (default 2; 0: none).
+    pub scratch_ahead: Option<usize>,
     /// Each job's own /tmp, MiB (0 or unset: the node's).
     pub tmp_mb: Option<u64>,
     /// Share enforcement: auto, cgroup-v2, cgroup-v1, stride or none.
@@ -142,6 +149,7 @@ impl Default for NodeSettings {
             mem_mb: 0,
             workdir: None,
             scratch_mb: None,
+            scratch_ahead: None,
             tmp_mb: None,
             mechanism: "auto".into(),
             period: None,
@@ -199,6 +207,10 @@ fn settings(a: &NodeArgs) -> Result<(NodeSettings, Sources)> {
         s.scratch_mb = Some(v);
         src.flag("scratch_mb", "scratch-mb", None);
     }
+    if let Some(v) = a.scratch_ahead {
+        s.scratch_ahead = Some(v);
+        src.flag("scratch_ahead", "scratch-ahead", None);
+    }
     if let Some(v) = a.tmp_mb {
         s.tmp_mb = Some(v);
         src.flag("tmp_mb", "tmp-mb", None);
@@ -241,6 +253,12 @@ fn problems(s: &NodeSettings) -> Option<String> {
     if let Some(mb) = s.scratch_mb.filter(|mb| *mb != 0 && !(MIN_MB..=MAX_MB).contains(mb)) {
         return Some(format!(
             "scratch_mb: {mb} is not accepted: give 0 (plain directories, not limited) or from {MIN_MB} to {MAX_MB} MiB"
+        ));
+    }
+    use libra_node::scratch_pool::MAX_READY;
+    if let Some(n) = s.scratch_ahead.filter(|n| *n > MAX_READY) {
+        return Some(format!(
+            "scratch_ahead: {n} is not accepted: give from 0 (each job's scratch made at its start) to {MAX_READY}"
         ));
     }
     if let Some(mb) = s.tmp_mb.filter(|mb| *mb > MAX_MB) {
@@ -322,6 +340,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         mem_mb,
         workdir,
         scratch_mb: s.scratch_mb,
+        scratch_ahead: s.scratch_ahead,
         tmp_mb: s.tmp_mb,
         mechanism: s.mechanism,
         period: s.period,
@@ -330,6 +349,34 @@ pub fn run(a: NodeArgs) -> Result<()> {
         slurm,
     })?;
     eprintln!("libra node {name}: {cpus} CPUs, enforcing shares with {}", agent.mechanism());
-    agent.run(|| false)?;
+    let stop = stop_on_signals();
+    agent.run(|| stop.load(std::sync::atomic::Ordering::Relaxed))?;
+    // Dropped here: what the agent keeps for itself goes (the scratch file systems made ahead);
+    // the jobs run on under their keepers, for the next agent to adopt.
+    drop(agent);
+    tracing::info!("stopped on a signal; running jobs go on under their keepers");
     Ok(())
+}
+
+/// Set by the first SIGINT or SIGTERM (systemctl stop, `libra up` stopping): the agent stops
+/// at its next turn and cleans up after itself. A second one ends it at once.
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    // Only an atomic store and signal(2): async-signal-safe.
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: restores the default action, so that the next such signal ends the process.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+    }
+}
+
+fn stop_on_signals() -> &'static std::sync::atomic::AtomicBool {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installs a handler that only stores to an atomic and restores the default.
+        unsafe {
+            libc::signal(sig, on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t);
+        }
+    }
+    &STOP
 }

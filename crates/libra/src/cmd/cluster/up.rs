@@ -67,12 +67,29 @@ fn stop_on_signals() -> &'static AtomicBool {
     &STOP
 }
 
-/// Kills the processes it started when dropped.
+/// Stops the processes it started when dropped: SIGTERM, so that each cleans up after itself
+/// (a node agent removes its scratch file systems made ahead, the server finishes the requests
+/// in flight), then SIGKILL for any still there after `STOP_WAIT`.
 struct Children(Vec<Child>);
+
+/// How long `Children` waits for its processes to stop on SIGTERM.
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Drop for Children {
     fn drop(&mut self) {
         for c in &mut self.0 {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                // SAFETY: kill(2) on a child of this process, not yet waited for.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+        }
+        let until = std::time::Instant::now() + STOP_WAIT;
+        for c in &mut self.0 {
+            while matches!(c.try_wait(), Ok(None)) && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
