@@ -455,7 +455,15 @@ impl Inner {
     pub fn cancel(&mut self, caller: &Caller, id: u64, now: f64) -> Result<JobInfo, ApiError> {
         let job = self.owned_job(caller, id)?;
         if !job.state.is_active() {
-            return Err(ApiError::Conflict(format!("job {id} is already {}: nothing to cancel", job.state)));
+            // Named as the user named it: an array's task by its label (`7_2`, job 8).
+            let label = match (job.array_id, job.array_task) {
+                (Some(_), Some(_)) => format!("{} (job {id})", libra_api::job_label(&job)),
+                _ => id.to_string(),
+            };
+            return Err(ApiError::Conflict(format!(
+                "job {label} is already {}: nothing to cancel",
+                job.state
+            )));
         }
         let by_owner = job.user == caller.name;
         let reason = if by_owner {

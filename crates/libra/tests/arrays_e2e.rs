@@ -190,6 +190,12 @@ fn cancel_id_cancels_every_task_and_id_task_one() {
     let again = run(&cl, &token, &["cancel", &array.to_string()]);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to cancel"));
+    // One task, named by its label, is named back so.
+    let task = &a.tasks[0];
+    let again = run(&cl, &token, &["cancel", &format!("{array}_1")]);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "{said}");
+    assert!(said.contains(&format!("job {array}_1 (job {}) is already CANCELLED", task.id)), "{said}");
 }
 
 #[test]

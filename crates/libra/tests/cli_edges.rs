@@ -179,6 +179,20 @@ fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
     assert!(err.contains("warning: missing.sh is not on your PATH here"), "{err}");
 }
 
+/// A name the server would refuse is refused before a password is asked for (on a terminal the
+/// administrator would type one for nothing): with stdin closed, the error is the name's.
+#[test]
+fn a_bad_user_name_is_refused_before_a_password_is_asked() {
+    let dir = scratch("user-name");
+    let o = libra(&dir, &["admin", "user", "add", "bad name", "--server", "http://127.0.0.1:1"])
+        .env("LIBRA_TOKEN", "t")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("name: 'bad name' is not accepted"), "{err}");
+    assert!(!err.contains("password"), "{err}");
+}
+
 /// Runs `libra ARGS` on a terminal `cols` columns wide (a pseudo-terminal that is the process's
 /// controlling terminal and its stdout) and returns what it printed.
 fn on_a_terminal(dir: &Path, args: &[&str], cols: u16) -> String {

@@ -437,6 +437,8 @@ pub fn run(a: AdminArgs) -> Result<()> {
             unix_user,
             allow_root,
         }) => {
+            // The server checks the name too; checked here first, before asking a password.
+            libra_server::auth::valid_user_name(&name).map_err(|e| anyhow::anyhow!("{e}"))?;
             let password =
                 read_password(password, password_file.as_deref(), &format!("password for {name}: "))?;
             let u = c.user_add(&UserAdd { name, password, admin, unix_user, allow_root })?;
