@@ -139,6 +139,45 @@ pub fn create_from_text(db: &Path, s: &TextSweep) -> Result<i64, CreateError> {
     store_new(db, &new, &s.resources, &jobs, true)
 }
 
+/// A work directory no other sweep has used, `ID` in `base` (`ID.2`, `ID.3`... when taken), with
+/// its `jobs` directory and its key (`SWEEP_KEY`). Another broker database in the same
+/// directory, or one made anew after the old was removed, numbers its sweeps from 1 again: in
+/// the same directory the new sweep would read the old one's records of how its attempts ended
+/// as its own, and send a Libra cluster the old attempts' keys, which give back the old sweep's
+/// jobs (done, and paid) instead of running its own.
+fn fresh_work_dir(base: &Path, id: i64) -> Result<PathBuf, CreateError> {
+    let failed = |path: &Path, source| CreateError::WorkDir { path: path.display().to_string(), source };
+    std::fs::create_dir_all(base).map_err(|e| failed(base, e))?;
+    let mut n = 1u32;
+    let work = loop {
+        let work = if n == 1 { base.join(id.to_string()) } else { base.join(format!("{id}.{n}")) };
+        match std::fs::create_dir(&work) {
+            Ok(()) => break work,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 10_000 => n += 1,
+            Err(e) => return Err(failed(&work, e)),
+        }
+    };
+    let jobs = work.join("jobs");
+    std::fs::create_dir(&jobs).map_err(|e| failed(&jobs, e))?;
+    let key = work.join(crate::engine::SWEEP_KEY);
+    std::fs::write(&key, random_hex()).map_err(|e| failed(&key, e))?;
+    Ok(work)
+}
+
+/// 128 random bits in hex, from the kernel.
+fn random_hex() -> String {
+    let mut b = [0u8; 16];
+    // SAFETY: getrandom(2) writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        // Not expected on Linux >= 3.17; the clock and the process still tell sweeps apart.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        b[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
+        b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 fn experiments_dir(db: &Path) -> PathBuf {
     db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("experiments")
 }
@@ -152,13 +191,63 @@ fn store_new(
 ) -> Result<i64, CreateError> {
     let mut store = Store::open(db)?;
     let id = store.create_experiment(new, resources, jobs)?;
-    let work = experiments_dir(db).join(id.to_string());
-    std::fs::create_dir_all(work.join("jobs"))
-        .map_err(|source| CreateError::WorkDir { path: work.display().to_string(), source })?;
+    let work = fresh_work_dir(&experiments_dir(db), id)?;
     let work = std::fs::canonicalize(&work).unwrap_or(work);
     store.set_work_dir(id, &work.to_string_lossy())?;
     if root_is_work {
         store.set_root_dir(id, &work.to_string_lossy())?;
     }
     Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep_in(db: &Path) -> (i64, PathBuf) {
+        let s = TextSweep {
+            name: "s",
+            plan_text: "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n",
+            resources: Vec::new(),
+            algorithm: Algorithm::Cost,
+            deadline: 3600.0,
+            budget: Money::from_credits(10),
+            max_retries: 0,
+            estimate_secs: None,
+            seed: 0,
+            now: 0.0,
+            max_jobs: 100,
+        };
+        let id = create_from_text(db, &s).unwrap();
+        let work = Store::open(db).unwrap().experiment(id).unwrap().work_dir;
+        (id, PathBuf::from(work))
+    }
+
+    /// Two broker databases in one directory, and one made anew after the old was removed,
+    /// number their sweeps from 1 alike: each sweep still gets a work directory of its own and a
+    /// key of its own, so that neither reads the other's records nor gets the other's jobs back
+    /// from a cluster by their attempts' keys.
+    #[test]
+    fn every_sweep_has_a_work_directory_and_a_key_of_its_own() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, wa) = sweep_in(&d.path().join("broker.db"));
+        let (b, wb) = sweep_in(&d.path().join("other.db"));
+        assert_eq!((a, b), (1, 1));
+        assert_ne!(wa, wb);
+        assert!(wa.join("jobs").is_dir() && wb.join("jobs").is_dir());
+        std::fs::remove_file(d.path().join("broker.db")).unwrap();
+        let (c, wc) = sweep_in(&d.path().join("broker.db"));
+        assert_eq!(c, 1);
+        assert!(wc != wa && wc != wb, "{wc:?}");
+        let keys: Vec<String> = [&wa, &wb, &wc].iter().map(|w| crate::engine::attempt_key(w, 1)).collect();
+        assert!(keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2], "{keys:?}");
+        // The same directory made anew (removed with its database): a key of its own still.
+        let key_a = crate::engine::attempt_key(&wa, 1);
+        std::fs::remove_dir_all(d.path().join("experiments")).unwrap();
+        std::fs::remove_file(d.path().join("broker.db")).unwrap();
+        std::fs::remove_file(d.path().join("other.db")).unwrap();
+        let (_, again) = sweep_in(&d.path().join("broker.db"));
+        assert_eq!(again, wa);
+        assert_ne!(crate::engine::attempt_key(&again, 1), key_a);
+    }
 }

@@ -12,6 +12,7 @@
 use crate::adapter::{self, Launch, Outcome, ResourceAdapter};
 use crate::farm::{Farm, FarmResource, Running};
 use crate::plan::{self, PlanError, Vars};
+use crate::resources::Kind;
 use crate::state::ExperimentState;
 use crate::store::{AttemptRow, Counts, Store, StoreError};
 use libra_core::dbc::Algorithm;
@@ -118,13 +119,21 @@ pub fn run(db: &Path, exp: i64, opts: EngineOptions) -> Result<ExperimentState, 
 /// other attempt's (the experiment's work directory names the experiment and its database).
 pub fn attempt_key(work_dir: &Path, attempt: i64) -> String {
     use std::os::unix::ffi::OsStrExt;
+    // The sweep's own random key (`SWEEP_KEY`), where it has one (every sweep made since it was
+    // written): the path alone is the same for a sweep made anew in a directory reused.
+    let own = std::fs::read(work_dir.join(SWEEP_KEY)).unwrap_or_default();
     let h = work_dir
         .as_os_str()
         .as_bytes()
         .iter()
+        .chain(&own)
         .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
     format!("libra-sweep-{h:016x}-{attempt}")
 }
+
+/// In a sweep's work directory: its random key, which its attempts' keys are made from
+/// (`attempt_key`), written when the sweep is made.
+pub const SWEEP_KEY: &str = ".sweep-key";
 
 /// One experiment being run by this process.
 pub struct Engine {
@@ -405,13 +414,25 @@ impl Engine {
         vars.insert("nimrod_jobindex".into(), (idx + 1).to_string());
         vars.insert("OS".into(), self.os.clone());
         let res = &self.farm.resources[a.pos];
+        let estimate = match res.cfg.kind() {
+            // A Libra cluster admits and prices a job by its estimate, and the sweep offers the
+            // resource's price per CPU-second of it (`budget` is the hold): the estimate is what
+            // the hold pays for at the attempt's price. That is the measured length once the
+            // resource is calibrated and, before, the length the planner assumed when it sized
+            // the hold (`Farm::start`). The fallback here instead offered the cluster the hold
+            // spread over a longer estimate: below the resource's price, and refused by a
+            // cluster that would have taken the job (a budget of 200 for 6 jobs at price 2:
+            // 33.33 held for an assumed 16.7 s, offered for a 60 s estimate, 0.56 a second).
+            Kind::Libra if a.price > 0.0 => (a.hold.as_credits_f64() / a.price).max(1.0),
+            _ => res.secs_per_job(true).unwrap_or(self.farm.fallback_secs),
+        };
         Ok(Launch {
             attempt: a.id,
             key: attempt_key(&self.work, a.id),
             resource: a.pos,
             dir: PathBuf::from(&a.dir),
             vars,
-            estimate: res.secs_per_job(true).unwrap_or(self.farm.fallback_secs),
+            estimate,
             deadline_in: self.farm.deadline - now,
             budget: a.hold,
         })
@@ -533,5 +554,13 @@ mod tests {
         assert_ne!(attempt_key(a, 7), attempt_key(a, 8));
         assert_ne!(attempt_key(a, 7), attempt_key(Path::new("/data/experiments/2"), 7));
         assert!(attempt_key(a, 7).len() <= 128);
+        // The same path with another sweep's key: another key.
+        let d = tempfile::tempdir().unwrap();
+        let before = attempt_key(d.path(), 1);
+        std::fs::write(d.path().join(SWEEP_KEY), "0123").unwrap();
+        let one = attempt_key(d.path(), 1);
+        assert_eq!(one, attempt_key(d.path(), 1));
+        std::fs::write(d.path().join(SWEEP_KEY), "4567").unwrap();
+        assert!(before != one && one != attempt_key(d.path(), 1));
     }
 }

@@ -289,7 +289,7 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     )
     .unwrap();
     let res = dir.join("res.toml");
-    let run = |price: f64, db: &str| {
+    let run = |price: f64, db: &str, budget: &str, estimate: &str| {
         std::fs::write(
             &res,
             format!(
@@ -300,7 +300,8 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
         .unwrap();
         Command::new(EXE)
             .args(["sweep", "run", &plan.display().to_string(), "-r", &res.display().to_string()])
-            .args(["--deadline", "20s", "--budget", "200", "--estimate", "5s"])
+            .args(["--deadline", "20s", "--budget", budget])
+            .args(if estimate.is_empty() { vec![] } else { vec!["--estimate", estimate] })
             .env("LIBRA_BROKER_DB", dir.join(db))
             .env("LIBRA_DATA_DIR", dir.join("data"))
             .env_remove("LIBRA_TOKEN")
@@ -310,7 +311,7 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     };
     // Offering less per CPU-second than the cluster asks: every job is refused for its budget,
     // the log says what the cluster would take, and the sweep fails when its deadline comes.
-    let o = run(0.5, "cheap.db");
+    let o = run(0.5, "cheap.db", "200", "5s");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "a sweep that ran nothing succeeded: {err}");
     assert!(err.contains("budget") && err.contains("would take it with a budget of"), "{err}");
@@ -335,7 +336,7 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
         out.into_owned()
     };
     // Offering enough: the cluster runs every job and charges its own price.
-    let o = run(5.0, "broker.db");
+    let o = run(5.0, "broker.db", "200", "5s");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let results: serde_json::Value = serde_json::from_str(&sweep(&["results", "1", "--json"])).unwrap();
     let jobs = results["jobs"].as_array().unwrap_or_else(|| panic!("{results}"));
@@ -362,6 +363,39 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
         assert_eq!(j["state"], "done", "{j}");
         assert_eq!(j["resource"], "cluster", "{j}");
     }
+    // No estimate given, and a budget that holds less per job than the price times the
+    // broker's default guess (40 for 4 jobs at 5 a CPU-second: 10 a job, the 2 s of the
+    // cluster's time the planner then assumes, against the default of 60 s): each job is
+    // offered to the cluster for the length its hold pays for at the resource's price, which
+    // the cluster takes. Offered for the default instead (the hold spread over 60 s, 0.17 a
+    // CPU-second, and 60 s of work by a 20 s deadline), every job was refused and the sweep
+    // ran nothing.
+    let o = run(5.0, "tight.db", "40", "");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(EXE)
+        .args(["sweep", "results", "1", "--json"])
+        .env("LIBRA_BROKER_DB", dir.join("tight.db"))
+        .env("LIBRA_DATA_DIR", dir.join("data"))
+        .output()
+        .unwrap();
+    let results: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let jobs = results["jobs"].as_array().unwrap_or_else(|| panic!("{results}"));
+    assert!(jobs.len() == 4 && jobs.iter().all(|j| j["state"] == "done"), "{results}");
+    // Paid what the cluster charged for them, within the sweep's budget.
+    let tight: Vec<JobInfo> =
+        ida.jobs(false).unwrap().into_iter().filter(|j| !mine.iter().any(|m| m.id == j.id)).collect();
+    let done: Vec<&JobInfo> = tight.iter().filter(|j| j.state == JobState::Completed).collect();
+    assert_eq!(done.len(), 4, "{tight:?}");
+    let paid = done.iter().fold(Money::ZERO, |a, j| a + j.charged);
+    assert!(paid > Money::ZERO && paid <= Money::from_credits(40), "{paid}: {tight:?}");
+    let status = Command::new(EXE)
+        .args(["sweep", "status", "1", "--json"])
+        .env("LIBRA_BROKER_DB", dir.join("tight.db"))
+        .env("LIBRA_DATA_DIR", dir.join("data"))
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["spent_cents"].as_i64(), Some(paid.0), "{status}");
 }
 
 #[test]
