@@ -357,6 +357,12 @@ impl Engine {
     /// The starts the planner asks for now, recorded (not yet launched).
     fn plan_starts(&mut self, now: f64) -> Result<Vec<Launch>, EngineError> {
         let mut launches = Vec::new();
+        // Past the deadline nothing more starts (what runs finishes): the sweep stalls, and
+        // `set-deadline` then `resume` go on. A planner may still probe a resource not yet
+        // measured, and a Libra cluster refuses a job due in no time, again and again.
+        if now >= self.farm.deadline {
+            return Ok(launches);
+        }
         let d = self.farm.decide(now, self.pending.queue.len() as u64);
         let usable = self.farm.resources.iter().filter(|r| r.available).count();
         for (r, &n) in d.start.iter().enumerate() {

@@ -317,3 +317,21 @@ endtask
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Past its deadline a sweep starts nothing more: it stalls, and says so (`libra sweep
+/// set-deadline` and `resume` go on). Before, a resource not yet measured was probed again and
+/// again past the deadline: a Libra cluster refused each job ("deadline: 1 s is shorter than
+/// 60 s"), sat out 15 s and was probed again, and the sweep never ended.
+#[test]
+fn a_sweep_past_its_deadline_starts_nothing_and_stalls() {
+    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 2\nprice = 1\n";
+    let plan = "parameter x integer range from 1 to 3 step 1\ntask main\nexec true\nendtask\n";
+    for alg in [Algorithm::Cost, Algorithm::Time, Algorithm::NimrodCost] {
+        let s = setup(plan, res, alg, 1000, 0);
+        Store::open(&s.db).unwrap().set_deadline(s.exp, engine::now_unix() - 1.0).unwrap();
+        assert_eq!(engine::run(&s.db, s.exp, EngineOptions::default()).unwrap(), "stalled", "{alg:?}");
+        let store = Store::open(&s.db).unwrap();
+        let attempts: i64 = store.conn.query_row("SELECT COUNT(*) FROM attempts", [], |r| r.get(0)).unwrap();
+        assert_eq!(attempts, 0, "{alg:?}: jobs were started past the deadline");
+    }
+}
