@@ -69,6 +69,13 @@ pub struct SweepResource {
     pub spent: Money,
     /// Measured wall seconds per successful job.
     pub secs_per_job: Option<f64>,
+    /// Why the resource refused the sweep's last job, when it did (its latest attempt was
+    /// refused): what a sweep that makes no progress there waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// When it refused it (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_at: Option<f64>,
 }
 
 /// A sweep: progress, money, time.

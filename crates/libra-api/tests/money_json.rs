@@ -90,6 +90,8 @@ fn sweep_info(m: &mut Markers) -> SweepInfo {
             running: 1,
             spent: m.next(),
             secs_per_job: Some(0.3),
+            refused: None,
+            refused_at: None,
         }],
         now: 2.0,
         engine: None,

@@ -319,7 +319,7 @@ impl Engine {
                 if let Some(r) = self.farm.resources.get_mut(o.resource) {
                     r.running.retain(|x| x.attempt != o.attempt);
                 }
-                self.store.lose_attempt(&a, now, &format!("refused by the resource: {}", o.message))?;
+                self.store.lose_attempt(&a, now, &format!("{}{}", crate::store::REFUSED, o.message))?;
                 self.pending.queue.push_back((a.job_id, Some(o.resource)));
                 continue;
             }

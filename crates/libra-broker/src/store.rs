@@ -149,6 +149,9 @@ pub struct JobResult {
     pub files: Vec<String>,
 }
 
+/// How a lost attempt's message starts when the resource refused the job: the rest is why.
+pub const REFUSED: &str = "refused by the resource: ";
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ResourceSummary {
     pub name: String,
@@ -159,6 +162,9 @@ pub struct ResourceSummary {
     pub spent: Money,
     pub wall_sum: f64,
     pub cpu_sum: f64,
+    /// Why the resource refused the sweep's last job, and when, when its latest attempt was
+    /// refused: what a sweep that makes no progress is waiting on.
+    pub refused: Option<(String, f64)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -394,6 +400,19 @@ impl Store {
                 "failed" => s.failed += n,
                 "running" => s.running += n,
                 _ => {}
+            }
+        }
+        let mut last = self.conn.prepare(
+            "SELECT pos, message, ended FROM attempts WHERE id IN (SELECT MAX(id) FROM attempts WHERE exp_id = ?1 GROUP BY pos) AND state = 'lost'",
+        )?;
+        let rows = last.query_map([exp], |r| {
+            Ok((r.get::<_, i64>(0)? as usize, r.get::<_, Option<String>>(1)?, r.get::<_, Option<f64>>(2)?))
+        })?;
+        for row in rows {
+            let (pos, message, ended) = row?;
+            let refused = message.as_deref().and_then(|m| m.strip_prefix(REFUSED));
+            if let (Some(s), Some(m), Some(at)) = (out.get_mut(pos), refused, ended) {
+                s.refused = Some((m.to_string(), at));
             }
         }
         Ok(out)

@@ -31,6 +31,8 @@ pub fn info(store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo,
             running: p.running,
             spent: p.spent,
             secs_per_job: (p.done > 0).then(|| p.wall_sum / p.done as f64),
+            refused: p.refused.as_ref().map(|(m, _)| m.clone()),
+            refused_at: p.refused.as_ref().map(|(_, at)| *at),
         })
         .collect();
     Ok(SweepInfo {

@@ -321,6 +321,25 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     // most, should the room go between a quote and its submission).
     let refused = ida.jobs(false).unwrap();
     assert!(refused.len() <= 1 && refused.iter().all(|j| j.state == JobState::Rejected), "{refused:?}");
+    // `libra sweep status` says why, from any shell: the resource's last refusal.
+    let status = |json: bool| {
+        let o = Command::new(EXE)
+            .args(["sweep", "status", "1"])
+            .args(if json { vec!["--json"] } else { vec![] })
+            .env("LIBRA_BROKER_DB", dir.join("cheap.db"))
+            .env("LIBRA_DATA_DIR", dir.join("data"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let text = status(false);
+    assert!(
+        text.contains("cluster: its last job was refused") && text.contains("would take it with a budget of"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    let why = v["resources"][0]["refused"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(why.starts_with("budget") && v["resources"][0]["refused_at"].is_f64(), "{v}");
     let sweep = |args: &[&str]| {
         let o = Command::new(EXE)
             .arg("sweep")

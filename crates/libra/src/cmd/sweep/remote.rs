@@ -248,7 +248,13 @@ impl Render for SweepInfo {
                 r.secs_per_job.map_or("-".into(), |x| format!("{x:.3}")),
             ]);
         }
-        text.line(t)
+        let refused: Vec<(String, f64)> =
+            s.resources.iter().map(|r| r.refused.clone().zip(r.refused_at).unwrap_or_default()).collect();
+        let lines = super::status::refusals(
+            s.resources.iter().zip(&refused).map(|(r, x)| (r.name.as_str(), r.refused.as_ref().map(|_| x))),
+            s.now,
+        );
+        lines.into_iter().fold(text.line(t), |text, l| text.line(l))
     }
 }
 

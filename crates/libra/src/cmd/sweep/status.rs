@@ -94,6 +94,7 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
                 "name": p.name, "kind": cfg.kind(), "slots": cfg.slots, "price": cfg.price_at(now),
                 "done": p.done, "failed": p.failed, "running": p.running, "spent_cents": p.spent,
                 "secs_per_job": (p.done > 0).then(|| p.wall_sum / p.done as f64),
+                "refused": p.refused.as_ref().map(|(m, _)| m), "refused_at": p.refused.as_ref().map(|(_, at)| at),
             })).collect::<Vec<_>>(),
     });
     let mut text = Text::new().line(format!(
@@ -143,5 +144,21 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
             if p.done > 0 { format!("{:.3}", p.wall_sum / p.done as f64) } else { "-".into() },
         ]);
     }
-    emit(&Said::new(&summary, text.line(t)), json)
+    let mut text = text.line(t);
+    for line in refusals(per.iter().map(|p| (p.name.as_str(), p.refused.as_ref())), now) {
+        text = text.line(line);
+    }
+    emit(&Said::new(&summary, text), json)
+}
+
+/// A line for each resource whose latest attempt it refused: why, and how long ago (what a
+/// sweep that makes no progress waits on).
+pub fn refusals<'a>(
+    per: impl Iterator<Item = (&'a str, Option<&'a (String, f64)>)>,
+    now: f64,
+) -> Vec<String> {
+    per.filter_map(|(name, r)| {
+        r.map(|(why, at)| format!("{name}: its last job was refused {:.0} s ago: {why}", (now - at).max(0.0)))
+    })
+    .collect()
 }
