@@ -55,19 +55,39 @@ fn whole_tree() -> clap::Command {
     hyphen_values(Cli::command().mut_subcommands(named_libra))
 }
 
-/// Every option that takes one value takes one that starts with a hyphen too: `--budget -3` and
-/// `-d -5m` reach the option's own check, which names the field and what is accepted, instead
-/// of clap's "unexpected argument '-3'" with a tip (`-- -3`) that would make it the command.
-/// Options with an optional value or several values are left alone: they would swallow the
-/// next flag.
+/// The options whose one value is a number, a duration, a time, a size or an amount, which take
+/// a value that starts with a hyphen too: `--budget -3` and `-d -5m` reach the option's own
+/// check, which names the field and what is accepted, instead of clap's "unexpected argument
+/// '-3'" with a tip (`-- -3`) that would make it the command. Only these: such an option given
+/// no value takes the next flag (`--deadline --budget 80`), which its own check refuses in
+/// turn; an option of free text (`-J`, `-o`, `--account`) would take it silently, and the words
+/// after it would become the job's command.
+const NUMERIC_OPTIONS: &[&str] = &[
+    "estimate",
+    "deadline",
+    "budget",
+    "time_limit",
+    "time",
+    "mem",
+    "mem_per_cpu",
+    "cpus_per_task",
+    "procs",
+    "cpus",
+    "mem_mb",
+    "scratch_mb",
+    "scratch_ahead",
+    "tmp_mb",
+    "period",
+];
+
 fn hyphen_values(c: clap::Command) -> clap::Command {
-    let one_value = |a: &clap::Arg| {
+    let numeric = |a: &clap::Arg| {
         !a.is_positional()
             && a.get_action().takes_values()
             && a.get_num_args().is_none_or(|n| n.min_values() == 1 && n.max_values() == 1)
-            && !a.is_require_equals_set()
+            && NUMERIC_OPTIONS.contains(&a.get_id().as_str())
     };
-    let ids: Vec<clap::Id> = c.get_arguments().filter(|a| one_value(a)).map(|a| a.get_id().clone()).collect();
+    let ids: Vec<clap::Id> = c.get_arguments().filter(|a| numeric(a)).map(|a| a.get_id().clone()).collect();
     let c = ids.iter().fold(c, |c, id| c.mut_arg(id, |a| a.allow_hyphen_values(true)));
     c.mut_subcommands(hyphen_values)
 }
@@ -263,10 +283,19 @@ mod tests {
             assert!(tree.contains("\"-3\""), "{line}: {tree}");
             assert_eq!(one.as_deref(), Some(tree.as_str()), "{line}");
         }
-        for line in ["submit --estimte 1s -- /bin/true", "submit --begin now -- /bin/true"] {
+        // A text option given no value does not take the next flag: the words after it would
+        // become the job's command.
+        for line in [
+            "submit --estimte 1s -- /bin/true",
+            "submit --begin now -- /bin/true",
+            "submit -o -e err.txt -- /bin/true",
+            "submit -J -- /bin/true",
+            "submit --account --mem 1G -- /bin/true",
+        ] {
             let (tree, one) = parsed(line);
             let e = tree.expect_err(line);
-            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{line}");
+            use clap::error::ErrorKind::{InvalidValue, UnknownArgument};
+            assert!(matches!(e.kind(), UnknownArgument | InvalidValue), "{line}: {:?}", e.kind());
             assert!(one.is_none(), "{line}");
         }
     }
