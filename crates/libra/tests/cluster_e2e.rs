@@ -321,30 +321,12 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     // most, should the room go between a quote and its submission).
     let refused = ida.jobs(false).unwrap();
     assert!(refused.len() <= 1 && refused.iter().all(|j| j.state == JobState::Rejected), "{refused:?}");
-    // `libra sweep status` says why, from any shell: the resource's last refusal.
-    let status = |json: bool| {
-        let o = Command::new(EXE)
-            .args(["sweep", "status", "1"])
-            .args(if json { vec!["--json"] } else { vec![] })
-            .env("LIBRA_BROKER_DB", dir.join("cheap.db"))
-            .env("LIBRA_DATA_DIR", dir.join("data"))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
-    let text = status(false);
-    assert!(
-        text.contains("cluster: its last job was refused") && text.contains("would take it with a budget of"),
-        "{text}"
-    );
-    let v: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
-    let why = v["resources"][0]["refused"].as_str().unwrap_or_else(|| panic!("{v}"));
-    assert!(why.starts_with("budget") && v["resources"][0]["refused_at"].is_f64(), "{v}");
-    let sweep = |args: &[&str]| {
+    // `libra sweep ARGS` on the broker database `db`: its standard output (it must succeed).
+    let sweep = |db: &str, args: &[&str]| {
         let o = Command::new(EXE)
             .arg("sweep")
             .args(args)
-            .env("LIBRA_BROKER_DB", dir.join("broker.db"))
+            .env("LIBRA_BROKER_DB", dir.join(db))
             .env("LIBRA_DATA_DIR", dir.join("data"))
             .env_remove("LIBRA_TOKEN")
             .env_remove("LIBRA_SERVER")
@@ -354,10 +336,22 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
         assert!(o.status.success(), "libra sweep {args:?} failed: {err}\n{out}");
         out.into_owned()
     };
+    // `libra sweep status` says why, from any shell: the resource's last refusal.
+    let status =
+        |json: bool| sweep("cheap.db", if json { &["status", "1", "--json"] } else { &["status", "1"] });
+    let text = status(false);
+    assert!(
+        text.contains("cluster: its last job was refused") && text.contains("would take it with a budget of"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&status(true)).unwrap();
+    let why = v["resources"][0]["refused"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(why.starts_with("budget") && v["resources"][0]["refused_at"].is_f64(), "{v}");
     // Offering enough: the cluster runs every job and charges its own price.
     let o = run(5.0, "broker.db", "200", "5s");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let results: serde_json::Value = serde_json::from_str(&sweep(&["results", "1", "--json"])).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&sweep("broker.db", &["results", "1", "--json"])).unwrap();
     let jobs = results["jobs"].as_array().unwrap_or_else(|| panic!("{results}"));
     assert_eq!(jobs.len(), 4, "{results}");
     // On the cluster: four jobs of ida's, each run by a node agent and charged; the broker paid
@@ -375,7 +369,8 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     let charged = mine.iter().fold(Money::ZERO, |a, j| a + j.charged);
     assert_eq!(ida.balance().unwrap().charged, charged);
     assert!(charged <= Money::from_credits(200));
-    let status: serde_json::Value = serde_json::from_str(&sweep(&["status", "1", "--json"])).unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&sweep("broker.db", &["status", "1", "--json"])).unwrap();
     eprintln!("{status}");
     assert_eq!(status["spent_cents"].as_i64(), Some(charged.0), "{status}");
     for j in jobs {
@@ -391,13 +386,8 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     // ran nothing.
     let o = run(5.0, "tight.db", "40", "");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new(EXE)
-        .args(["sweep", "results", "1", "--json"])
-        .env("LIBRA_BROKER_DB", dir.join("tight.db"))
-        .env("LIBRA_DATA_DIR", dir.join("data"))
-        .output()
-        .unwrap();
-    let results: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&sweep("tight.db", &["results", "1", "--json"])).unwrap();
     let jobs = results["jobs"].as_array().unwrap_or_else(|| panic!("{results}"));
     assert!(jobs.len() == 4 && jobs.iter().all(|j| j["state"] == "done"), "{results}");
     // Paid what the cluster charged for them, within the sweep's budget.
@@ -407,13 +397,8 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     assert_eq!(done.len(), 4, "{tight:?}");
     let paid = done.iter().fold(Money::ZERO, |a, j| a + j.charged);
     assert!(paid > Money::ZERO && paid <= Money::from_credits(40), "{paid}: {tight:?}");
-    let status = Command::new(EXE)
-        .args(["sweep", "status", "1", "--json"])
-        .env("LIBRA_BROKER_DB", dir.join("tight.db"))
-        .env("LIBRA_DATA_DIR", dir.join("data"))
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&sweep("tight.db", &["status", "1", "--json"])).unwrap();
     assert_eq!(status["spent_cents"].as_i64(), Some(paid.0), "{status}");
 }
 
