@@ -12,7 +12,7 @@
 use crate::adapter::{self, Launch, Outcome, ResourceAdapter};
 use crate::farm::{Farm, FarmResource, Running};
 use crate::plan::{self, PlanError, Vars};
-use crate::resources::Kind;
+use crate::resources::{Kind, KindSpec, ResourceConfig, SavedLogin};
 use crate::state::ExperimentState;
 use crate::store::{AttemptRow, Counts, Store, StoreError};
 use libra_core::dbc::Algorithm;
@@ -82,11 +82,21 @@ pub struct EngineOptions {
     /// Called once, after the run's first committed round: the run got past opening and
     /// recovery (a host uses it to forget why the run before it stopped).
     pub on_started: Option<Box<dyn FnOnce()>>,
+    /// The login saved on this machine (`libra login`), which a `libra` resource on its server
+    /// that names no token acts through (`LibraSpec::with_login`). None for a sweep hosted by a
+    /// server: a server never lends its own user's login.
+    pub login: Option<SavedLogin>,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { poll: Duration::from_millis(100), on_progress: None, keeper: None, on_started: None }
+        EngineOptions {
+            poll: Duration::from_millis(100),
+            on_progress: None,
+            keeper: None,
+            on_started: None,
+            login: None,
+        }
     }
 }
 
@@ -189,6 +199,18 @@ impl Engine {
                 fr.failed = m.failed;
                 fr.spent = m.spent;
             }
+            // A login lent to a resource is used for this run only: it is never stored.
+            let lent;
+            let cfg = match &cfg.spec {
+                KindSpec::Libra(l) if opts.login.is_some() => {
+                    lent = ResourceConfig {
+                        spec: KindSpec::Libra(l.with_login(opts.login.as_ref())),
+                        ..cfg.clone()
+                    };
+                    &lent
+                }
+                _ => cfg,
+            };
             let built = adapter::build(cfg, plan.clone(), &e.plan_text, root.clone(), opts.keeper.clone());
             match built {
                 Ok(a) => adapters.push(Some(a)),
@@ -429,7 +451,13 @@ impl Engine {
             // spread over a longer estimate: below the resource's price, and refused by a
             // cluster that would have taken the job (a budget of 200 for 6 jobs at price 2:
             // 33.33 held for an assumed 16.7 s, offered for a 60 s estimate, 0.56 a second).
-            Kind::Libra if a.price > 0.0 => (a.hold.as_credits_f64() / a.price).max(1.0),
+            // The hold is rounded up to a cent, so at a small price it pays for far longer than
+            // the job: never more than that length (at 0.0001 a CPU-second a 5 s job is held
+            // 0.01, which would have been offered as a 100 s job and refused for its deadline
+            // or priced for 100 s).
+            Kind::Libra if a.price > 0.0 => {
+                (a.hold.as_credits_f64() / a.price).min(self.farm.job_secs(a.pos)).max(1.0)
+            }
             _ => res.secs_per_job(true).unwrap_or(self.farm.fallback_secs),
         };
         Ok(Launch {

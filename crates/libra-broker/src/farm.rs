@@ -285,11 +285,16 @@ impl Farm {
         self.assumed_secs.unwrap_or(self.fallback_secs)
     }
 
+    /// The CPU seconds a job started now on resource `r` is held (and, on a Libra cluster,
+    /// offered) for: measured once the resource is calibrated, else the planner's assumption.
+    pub fn job_secs(&self, r: usize) -> f64 {
+        self.resources[r].cpu_per_job(self.cost_secs())
+    }
+
     /// Records a start on resource `r`; returns the hold placed on the budget.
     pub fn start(&mut self, r: usize, attempt: i64, job: i64, now: f64) -> Money {
-        let res = &self.resources[r];
-        let price = res.cfg.price_at(now);
-        let hold = money_for(price, res.cpu_per_job(self.cost_secs()));
+        let price = self.resources[r].cfg.price_at(now);
+        let hold = money_for(price, self.job_secs(r));
         self.resources[r].running.push(Running { attempt, job, started: now, hold, price });
         hold
     }

@@ -117,7 +117,8 @@ pub struct TestqueueSpec {
 pub struct LibraSpec {
     /// The cluster's API address.
     pub url: String,
-    /// The user's API token (default: the LIBRA_TOKEN environment variable).
+    /// The user's API token (default: the LIBRA_TOKEN environment variable, else, where the
+    /// engine is given one, the login saved for this very `url`: `LibraSpec::with_login`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     /// A PEM file with the certificate (or CA) the cluster's TLS certificate is checked
@@ -168,6 +169,51 @@ pub const SLURM_OWN_OPTIONS: &[&str] = &[
 const SHARED: &[&str] = &["name", "slots", "price", "job_secs", "utc_offset", "peak"];
 const TESTQUEUE: &[&str] = &["wall", "cpu", "time_scale"];
 const LIBRA: &[&str] = &["url", "token", "ca", "insecure_http"];
+
+/// A login saved on this machine for one Libra server (`libra login`): what a `libra` resource
+/// that names no token of its own acts through, on that server only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedLogin {
+    /// The server the login is for, as it was given to `libra login`.
+    pub server: String,
+    pub token: String,
+    /// Its TLS settings go with it, as for every other command.
+    pub ca: Option<std::path::PathBuf>,
+    pub insecure_http: bool,
+}
+
+/// Whether two server addresses name the same server as written: a token is sent only to the
+/// address it was saved for (no resolving of names: `localhost` is not `127.0.0.1`).
+pub fn same_server(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/').eq_ignore_ascii_case(b.trim_end_matches('/'))
+}
+
+impl LibraSpec {
+    /// Whether a token comes from the resource itself or the environment (LIBRA_TOKEN).
+    pub fn has_own_token(&self) -> bool {
+        self.token.is_some() || std::env::var_os("LIBRA_TOKEN").is_some()
+    }
+
+    /// This resource acting through `login` when it names no token and LIBRA_TOKEN is unset,
+    /// and `login` is for its very server; otherwise as it is. The login's certificate and
+    /// plain-http consent come with its token, as they do for `libra status`.
+    pub fn with_login(&self, login: Option<&SavedLogin>) -> LibraSpec {
+        self.lent(login, std::env::var_os("LIBRA_TOKEN").is_some())
+    }
+
+    /// `with_login`, LIBRA_TOKEN being set or not (`env_token`).
+    fn lent(&self, login: Option<&SavedLogin>, env_token: bool) -> LibraSpec {
+        match login {
+            Some(l) if self.token.is_none() && !env_token && same_server(&l.server, &self.url) => LibraSpec {
+                url: self.url.clone(),
+                token: Some(l.token.clone()),
+                ca: self.ca.clone().or_else(|| l.ca.clone()),
+                insecure_http: self.insecure_http || l.insecure_http,
+            },
+            _ => self.clone(),
+        }
+    }
+}
 const SLURM: &[&str] = &["partition", "cpus_per_job", "sbatch_args"];
 
 impl Kind {
@@ -672,6 +718,38 @@ time_scale = 0.001
         let old = r#"{"name":"a","kind":"local","slots":2,"price":1.5,"job_secs":null,"utc_offset":null,"peak":null,"wall":null,"cpu":null,"time_scale":null,"url":null}"#;
         let a: ResourceConfig = serde_json::from_str(old).unwrap();
         assert_eq!((a.kind(), a.slots, a.price), (Kind::Local, 2, 1.5));
+    }
+
+    #[test]
+    fn a_saved_login_is_lent_only_to_a_resource_on_its_own_server_that_names_no_token() {
+        let spec = |url: &str, token: Option<&str>| LibraSpec {
+            url: url.into(),
+            token: token.map(Into::into),
+            ca: None,
+            insecure_http: false,
+        };
+        let login = SavedLogin {
+            server: "http://10.0.0.5:7878/".into(),
+            token: "saved".into(),
+            ca: Some("/etc/libra/ca.pem".into()),
+            insecure_http: true,
+        };
+        let lent = spec("HTTP://10.0.0.5:7878", None).lent(Some(&login), false);
+        assert_eq!(lent.token.as_deref(), Some("saved"));
+        // Its certificate and plain-http consent come with it, as for every other command.
+        assert_eq!((lent.ca, lent.insecure_http), (Some("/etc/libra/ca.pem".into()), true));
+        // Another server, another name for the same one, another port: nothing lent.
+        for url in
+            ["http://10.0.0.6:7878", "http://localhost:7878", "http://10.0.0.5:7879", "https://10.0.0.5:7878"]
+        {
+            assert_eq!(spec(url, None).lent(Some(&login), false), spec(url, None), "{url}");
+        }
+        // The resource's own token, or LIBRA_TOKEN, wins; no login, nothing changes.
+        let own = spec("http://10.0.0.5:7878", Some("mine"));
+        assert_eq!(own.lent(Some(&login), false), own);
+        let bare = spec("http://10.0.0.5:7878", None);
+        assert_eq!(bare.lent(Some(&login), true), bare);
+        assert_eq!(bare.lent(None, false), bare);
     }
 
     #[test]

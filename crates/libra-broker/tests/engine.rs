@@ -146,6 +146,7 @@ kind = "libra"
 slots = 4
 price = 0
 url = "http://127.0.0.1:9"
+token = "t"
 
 [[resource]]
 name = "here"
@@ -173,7 +174,7 @@ fn steering_is_not_locked_out_while_the_only_resource_sits_out() {
     // cancel from another connection goes through at once and ends the sweep. (When the engine
     // waited inside its transaction, the cancel failed after the busy timeout with "database is
     // locked".)
-    let res = "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 1\nprice = 0\nurl = \"http://127.0.0.1:9\"\n";
+    let res = "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 1\nprice = 0\nurl = \"http://127.0.0.1:9\"\ntoken = \"t\"\n";
     let plan = "parameter x integer range from 1 to 3 step 1\ntask main\nexec true\nendtask\n";
     let s = setup(plan, res, Algorithm::Cost, 10, 0);
     let (db, exp) = (s.db.clone(), s.exp);

@@ -5,6 +5,17 @@
 (function () {
   var W = 640, H = 240, L = 64, R = 16, T = 16, B = 40;
 
+  // Grid lines at 0, the middle and the top, labelled; a chart of counts (`opts.integer`) puts
+  // its middle line on a whole number, at its true height (a label "1" at 0.5 would misread), or
+  // has none.
+  function grid(svg, ymax, y, opts) {
+    var mid = opts.integer ? Math.floor(ymax / 2) : ymax / 2;
+    [0, mid, ymax].filter(function (v, k) { return k !== 1 || (v > 0 && v < ymax); }).forEach(function (v) {
+      svg.appendChild(Libra.s("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
+      svg.appendChild(Libra.s("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" }, opts.format(v)));
+    });
+  }
+
   Libra.stepChart = function (opts) {
     var pts = opts.points; // [[unixTime, value], ...] sorted by time
     var id = opts.id;
@@ -24,11 +35,7 @@
     var x = function (t) { return L + (t - t0) / (t1 - t0) * (W - L - R); };
     var y = function (v) { return H - B - v / ymax * (H - T - B); };
 
-    [0, 0.5, 1].forEach(function (f) {
-      var v = ymax * f;
-      svg.appendChild(Libra.s("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
-      svg.appendChild(Libra.s("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" }, opts.format(v)));
-    });
+    grid(svg, ymax, y, opts);
     svg.appendChild(Libra.s("text", { x: L, y: H - B + 18, class: "axis" }, new Date(t0 * 1000).toLocaleTimeString()));
     svg.appendChild(Libra.s("text", { x: W - R, y: H - B + 18, "text-anchor": "end", class: "axis" }, new Date(t1 * 1000).toLocaleTimeString()));
     svg.appendChild(Libra.s("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "axis" }, opts.xLabel));
@@ -65,11 +72,7 @@
     var ymax = Math.max.apply(null, all.map(function (p) { return p[1]; })) || 1;
     var x = function (t) { return L + (Math.min(Math.max(t, t0), t1) - t0) / (t1 - t0) * (W - L - R); };
     var y = function (v) { return H - B - v / ymax * (H - T - B); };
-    [0, 0.5, 1].forEach(function (f) {
-      var v = ymax * f;
-      svg.appendChild(Libra.s("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" }));
-      svg.appendChild(Libra.s("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end", class: "axis" }, opts.format(v)));
-    });
+    grid(svg, ymax, y, opts);
     svg.appendChild(Libra.s("text", { x: L, y: H - B + 18, class: "axis" }, new Date(t0 * 1000).toLocaleTimeString()));
     svg.appendChild(Libra.s("text", { x: W - R, y: H - B + 18, "text-anchor": "end", class: "axis" }, new Date(t1 * 1000).toLocaleTimeString()));
     svg.appendChild(Libra.s("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle", class: "axis" }, opts.xLabel));

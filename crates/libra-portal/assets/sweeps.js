@@ -72,17 +72,24 @@ Libra.views = Libra.views || {};
   function showOne(s) {
     var j = s.jobs;
     Libra.replace($("h-sweep"), "Sweep " + s.id + ": " + s.name);
+    // Each resource whose latest job was refused, and why: what a sweep that makes no progress
+    // there waits on (a price below the cluster's, a deadline too close), near the top.
+    var refused = s.resources.filter(function (r) { return r.refused; }).map(function (r) {
+      var ago = Math.max(0, Math.round(Date.now() / 1000 - r.refused_at));
+      return Libra.h("div", { class: "bad" }, r.name + ": its last job was refused " + ago + " s ago: " + r.refused);
+    });
     Libra.replace($("sweep-detail"), dl([
       ["State", badge(s.state), "sweep-state"],
       ["Owner", s.owner],
       ["Optimise", s.optimise],
       ["Progress", progress(s), "sweep-progress"],
       ["Jobs", j.done + " done, " + j.failed + " failed, " + j.running + " running, " + j.pending + " pending" + (j.cancelled ? ", " + j.cancelled + " cancelled" : "")],
+    ].concat(refused.length ? [["Refused", refused, "sweep-refused"]] : []).concat([
       ["Spent of budget", money(s), "sweep-money"],
       ["Projected finish", finish(s), "sweep-finish"],
       ["Deadline", inTime(s, s.deadline), "sweep-deadline-at"],
       ["Started", Libra.time(s.created)],
-    ]));
+    ])));
     var buttons = [];
     if (s.state === "running") buttons.push(steer(s.id, "pause"));
     if (s.state === "paused" || s.state === "stalled") buttons.push(steer(s.id, "resume"));
@@ -118,7 +125,7 @@ Libra.views = Libra.views || {};
         id: "sweep-usage-svg", series: series, start: u.start, end: end,
         title: "Jobs in execution per resource, sweep " + u.id,
         desc: u.points.length ? "Jobs running at once: " + peak + "." : "No job has started yet.",
-        empty: "No job has started yet.", xLabel: "time", format: function (v) { return Libra.num(v, 0); },
+        empty: "No job has started yet.", xLabel: "time", integer: true, format: function (v) { return Libra.num(v, 0); },
       }),
       Libra.h("ul", { class: "legend", "aria-label": "Resources in the chart" }, u.resources.map(function (name, k) {
         return Libra.h("li", null, Libra.h("span", { class: "swatch seg-" + (k % 8), "aria-hidden": "true" }), name);

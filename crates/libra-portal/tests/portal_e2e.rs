@@ -164,6 +164,45 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     b.shot("sweep").await?;
     // Bob may not see it.
     check!(bob.sweep(sweep.id).map_err(|e| e.status()).err() == Some(Some(403)), "bob can see alice's sweep");
+    // A sweep offering this cluster far less per CPU-second than it asks: its jobs are refused
+    // (on the cluster's quote), and the sweep's page says so and why beside its progress.
+    let cheap = format!(
+        "[[resource]]\nname = \"own-cluster\"\nkind = \"libra\"\nslots = 1\nprice = 0.0001\nurl = \"{}\"\n",
+        cl.url
+    );
+    let refused = alice
+        .sweep_create(&SweepCreate {
+            plan: "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n".into(),
+            resources: cheap,
+            name: Some("underpaid".into()),
+            deadline: None,
+            deadline_in: Some(600.0),
+            budget: Money::from_credits(1),
+            optimise: None,
+            max_retries: None,
+            estimate: Some(5.0),
+            seed: 0,
+        })
+        .map_err(|e| format!("the underpaid sweep: {e}"))?;
+    b.open(&format!("#sweep/{}", refused.id)).await?;
+    let why = b
+        .wait_text("#sweep-refused", "the refusal on the sweep's page", |t| {
+            t.contains("own-cluster: its last job was refused")
+        })
+        .await?;
+    let api = alice.sweep(refused.id).map_err(|e| e.to_string())?;
+    let said = api.resources[0].refused.clone().unwrap_or_default();
+    // The same refusal (its reason; the figures in it may move between the two readings).
+    let reason = said.split(':').next().unwrap_or_default();
+    check!(
+        !reason.is_empty() && why.contains(&format!("s ago: {reason}")),
+        "the page says '{why}', the API '{said}'"
+    );
+    // Offered for the job's own length (the sweep's estimate), not for what its hold, rounded
+    // up to a cent, would pay for at that price (100 s).
+    check!(said.contains("of its 5 s estimate"), "the job was offered for another length: {said}");
+    b.shot("sweep-refused").await?;
+    alice.sweep_action(refused.id, "cancel").map_err(|e| format!("cancelling the underpaid sweep: {e}"))?;
 
     // The administrator: a long job shows as a segment on its node, and is cancelled from the page.
     let long = alice

@@ -289,11 +289,16 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     )
     .unwrap();
     let res = dir.join("res.toml");
-    let run = |price: f64, db: &str, budget: &str, estimate: &str| {
+    // The user's own `libra login` (none until the last run).
+    let config = dir.join("config");
+    // `libra sweep run` over the cluster at `price`; the resource names its token unless
+    // `from_login`, when the saved login is what gives one.
+    let run_with = |price: f64, db: &str, budget: &str, estimate: &str, from_login: bool| {
+        let token_line = if from_login { String::new() } else { format!("token = \"{token}\"\n") };
         std::fs::write(
             &res,
             format!(
-                "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 2\nprice = {price}\nurl = \"{}\"\ntoken = \"{token}\"\n",
+                "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 2\nprice = {price}\nurl = \"{}\"\n{token_line}",
                 cl.url
             ),
         )
@@ -304,11 +309,14 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
             .args(if estimate.is_empty() { vec![] } else { vec!["--estimate", estimate] })
             .env("LIBRA_BROKER_DB", dir.join(db))
             .env("LIBRA_DATA_DIR", dir.join("data"))
+            .env("LIBRA_CONFIG_DIR", &config)
             .env_remove("LIBRA_TOKEN")
             .env_remove("LIBRA_SERVER")
             .output()
             .unwrap()
     };
+    let run =
+        |price: f64, db: &str, budget: &str, estimate: &str| run_with(price, db, budget, estimate, false);
     // Offering less per CPU-second than the cluster asks: every job is refused for its budget,
     // the log says what the cluster would take, and the sweep fails when its deadline comes.
     let o = run(0.5, "cheap.db", "200", "5s");
@@ -384,7 +392,40 @@ fn a_sweep_runs_on_the_cluster_through_a_libra_resource_and_pays_what_it_charged
     // the cluster takes. Offered for the default instead (the hold spread over 60 s, 0.17 a
     // CPU-second, and 60 s of work by a 20 s deadline), every job was refused and the sweep
     // ran nothing.
-    let o = run(5.0, "tight.db", "40", "");
+    //
+    // The resource names no token here: without one every job would be refused (401), so the
+    // sweep is refused before it is made, naming the ways to give one; a login saved for the
+    // same cluster under another name (`localhost`) is not lent to it (a token goes only to
+    // the address it was saved for); the user's login to the cluster is.
+    let login = |server: &str| {
+        let o = Command::new(EXE)
+            .args(["login", "--server", server, "--user", "ida"])
+            .env("LIBRA_CONFIG_DIR", &config)
+            .env("LIBRA_PASSWORD", "pw-ida")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "libra login: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    for other in [None, Some(cl.url.replace("127.0.0.1", "localhost"))] {
+        if let Some(server) = &other {
+            // As `libra login` saves it (which would first have to reach that name).
+            std::fs::create_dir_all(&config).unwrap();
+            let saved = serde_json::json!({ "server": server, "user": "ida", "token": token });
+            std::fs::write(config.join("login.json"), saved.to_string()).unwrap();
+        }
+        let o = run_with(5.0, "tight.db", "40", "", true);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "a sweep without a token was made (login {other:?}): {err}");
+        assert!(
+            err.contains("resource 'cluster': no API token for")
+                && err.contains("LIBRA_TOKEN")
+                && err.contains("libra login"),
+            "{err}"
+        );
+        assert!(!dir.join("tight.db").exists(), "the refused sweep left a database");
+    }
+    login(&cl.url);
+    let o = run_with(5.0, "tight.db", "40", "", true);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let results: serde_json::Value =
         serde_json::from_str(&sweep("tight.db", &["results", "1", "--json"])).unwrap();

@@ -23,6 +23,14 @@ pub struct LibraCluster {
     cancelled: Arc<AtomicBool>,
 }
 
+/// What a `libra` resource without a token is told: the three ways to give one.
+pub fn no_token(url: &str) -> String {
+    format!(
+        "no API token for {url}: give `token = \"...\"` in the resource, set LIBRA_TOKEN, or log in to that \
+         server (`libra login --server {url} --user NAME`; a saved login is used for its own server only)"
+    )
+}
+
 fn quote(w: &str) -> String {
     format!("'{}'", w.replace('\'', "'\\''"))
 }
@@ -31,9 +39,14 @@ impl LibraCluster {
     pub fn new(name: &str, cfg: &LibraSpec, plan: &Plan) -> Result<Self, AdapterError> {
         let unsupported =
             |why: &'static str| AdapterError::Unsupported { resource: name.to_string(), kind: "libra", why };
-        let token = cfg.token.clone().or_else(|| std::env::var("LIBRA_TOKEN").ok());
+        // Without a token every request is refused (401): say so now, and how to give one.
+        let token = cfg
+            .token
+            .clone()
+            .or_else(|| std::env::var("LIBRA_TOKEN").ok())
+            .ok_or_else(|| AdapterError::Start { resource: name.to_string(), msg: no_token(&cfg.url) })?;
         let ca = cfg.ca.clone().or_else(|| std::env::var_os("LIBRA_CA").map(Into::into));
-        let client = Client::connect(&cfg.url, token, ca.as_deref(), cfg.insecure_http)
+        let client = Client::connect(&cfg.url, Some(token), ca.as_deref(), cfg.insecure_http)
             .map_err(|e| AdapterError::Start { resource: name.to_string(), msg: e.to_string() })?;
         let mut parts = Vec::new();
         let mut ignore = false;

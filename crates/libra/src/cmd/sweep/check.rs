@@ -22,12 +22,13 @@ pub struct CheckArgs {
 pub fn run(a: CheckArgs) -> anyhow::Result<()> {
     let (_, plan, jobs) = libra_broker::create::load_plan(&a.plan, a.seed)?;
     let first: Vec<_> = (0..jobs.total.min(a.show)).map(|i| jobs.job(i)).collect();
+    let n = |count: usize, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
     let mut text = Text::new().line(format!(
-        "{}: OK, {} jobs from {} parameters; task main has {} commands{}",
+        "{}: OK, {} from {}; task main has {}{}",
         a.plan.display(),
-        jobs.total,
-        plan.parameters.len(),
-        plan.main.len(),
+        n(jobs.total as usize, "job"),
+        n(plan.parameters.len(), "parameter"),
+        n(plan.main.len(), "command"),
         if plan.nodestart.is_empty() {
             String::new()
         } else {

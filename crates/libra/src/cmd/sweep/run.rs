@@ -7,8 +7,10 @@ use crate::output::{emit, Said};
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use libra_broker::adapter::libra::no_token;
 use libra_broker::create::{create, load_resources, SweepSpec};
 use libra_broker::engine::{self, EngineOptions, Progress};
+use libra_broker::resources::{KindSpec, SavedLogin};
 use libra_broker::state::ExperimentState;
 use libra_core::dbc::Algorithm;
 use libra_core::Money;
@@ -24,7 +26,7 @@ pub struct RunArgs {
     /// (credits per CPU-second), optional `job_secs` (expected seconds per job before
     /// calibration), `utc_offset` ("+10:00") and `peak = { start = "09:00", end = "18:00",
     /// price = 20 }` for a time-of-day price; testqueue: `wall`, `cpu`, `time_scale`; libra:
-    /// `url`, `token`; slurm (each job an sbatch job): `partition`, `cpus_per_job`,
+    /// `url`, `token` (default: LIBRA_TOKEN, else your `libra login` for that url); slurm (each job an sbatch job): `partition`, `cpus_per_job`,
     /// `sbatch_args = ["--time=30"]`.
     ///
     /// [[resource]]
@@ -76,6 +78,16 @@ pub struct RerunArgs {
 
 pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
     let resources = load_resources(&a.resources)?;
+    // A `libra` resource with no way to a token would have every job refused (401): refuse the
+    // sweep instead, before anything is recorded.
+    let login = saved_login();
+    for r in &resources {
+        if let KindSpec::Libra(l) = &r.spec {
+            if !l.has_own_token() && l.with_login(login.as_ref()).token.is_none() {
+                anyhow::bail!("resources file: resource '{}': {}", r.name, no_token(&l.url));
+            }
+        }
+    }
     if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -104,11 +116,26 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
     drive(db, exp, a.json)
 }
 
+/// The login `libra login` saved, which a `libra` resource on its server that names no token
+/// acts through.
+fn saved_login() -> Option<SavedLogin> {
+    crate::cmd::cluster::common::saved_login().map(|l| SavedLogin {
+        server: l.server,
+        token: l.token,
+        ca: l.ca,
+        insecure_http: l.insecure_http,
+    })
+}
+
 /// Runs the engine here with a progress bar on a terminal, then prints the status.
 pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
     // Local jobs run under a keeper (this binary), so a killed sweep's jobs are adopted by the
     // next `libra sweep resume`, not run again.
-    let mut opts = EngineOptions { keeper: std::env::current_exe().ok(), ..EngineOptions::default() };
+    let mut opts = EngineOptions {
+        keeper: std::env::current_exe().ok(),
+        login: saved_login(),
+        ..EngineOptions::default()
+    };
     if !json && is_terminal() {
         let bar = ProgressBar::new(0);
         bar.set_style(
