@@ -68,6 +68,31 @@ fn a_broken_job_list_names_the_line_and_column() {
 }
 
 #[test]
+fn a_broken_trace_line_stops_the_run_naming_it_and_lenient_reads_on_past_it() {
+    let tmp = scratch();
+    let swf = tmp.path().join("broken.swf");
+    let job = |id: u32, submit: u32| format!("{id} {submit} 0 100 4 -1 -1 4 200 -1 1 1 1 1 1 1 -1 -1\n");
+    std::fs::write(&swf, format!("; MaxNodes: 8\n{}4 5 0 abc\n{}", job(1, 0), job(3, 7))).unwrap();
+    let run = |lenient: bool| {
+        let mut c = libra();
+        c.args(["sim", "run", "--policy", "libra+$", "--json", "--trace"]).arg(&swf);
+        if lenient {
+            c.arg("--lenient");
+        }
+        c.output().unwrap()
+    };
+    let out = run(false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a broken line was read past: {err}");
+    assert!(err.contains("broken.swf: line 3") && err.contains("--lenient"), "{err}");
+    let out = run(true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("skipped line 3"), "{err}");
+    let v = json(&out);
+    assert_eq!(v["runs"][0]["metrics"]["jobs"], 2, "{v}");
+}
+
+#[test]
 fn unknown_policy_and_experiment_are_refused_with_the_list() {
     let out = libra().args(["sim", "run", "--batch", "1", "--policy", "lottery"]).output().unwrap();
     assert!(!out.status.success());

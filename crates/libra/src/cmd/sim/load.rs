@@ -110,7 +110,10 @@ pub fn read_trace(path: &Path, mode: ReadMode) -> anyhow::Result<(Vec<SwfRecord>
     let max_nodes = reader.header().max_nodes().or(reader.header().max_procs());
     let mut records = Vec::new();
     for r in reader.by_ref() {
-        records.push(r.with_context(|| format!("in trace {}", path.display()))?);
+        // Only a strict read stops on a line: say how to read on past such lines.
+        records.push(r.map_err(|e| {
+            anyhow::anyhow!("in trace {}: {e} (--lenient skips malformed lines, naming each)", path.display())
+        })?);
     }
     for e in reader.skipped().iter().take(20) {
         eprintln!("warning: {}: skipped {e}", path.display());
