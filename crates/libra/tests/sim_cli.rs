@@ -93,6 +93,17 @@ fn a_broken_trace_line_stops_the_run_naming_it_and_lenient_reads_on_past_it() {
 }
 
 #[test]
+fn an_experiment_refuses_an_out_that_is_a_file_and_leaves_it_alone() {
+    let tmp = scratch();
+    let file = tmp.path().join("results");
+    std::fs::write(&file, "mine").unwrap();
+    let out = libra().args(["sim", "experiment", "libra-table1", "--out"]).arg(&file).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--out") && err.contains("not a directory"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+}
+
+#[test]
 fn unknown_policy_and_experiment_are_refused_with_the_list() {
     let out = libra().args(["sim", "run", "--batch", "1", "--policy", "lottery"]).output().unwrap();
     assert!(!out.status.success());

@@ -182,5 +182,12 @@ pub fn points_json(points: &[Point]) -> serde_json::Value {
 }
 
 pub fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
+    // create_dir_all's "File exists" for a file of that name would read as a directory in the way.
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "--out {}: not a directory (the experiment writes several files into it)",
+            dir.display()
+        );
+    }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create output directory {}", dir.display()))
 }
