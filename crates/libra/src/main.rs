@@ -80,12 +80,34 @@ const NUMERIC_OPTIONS: &[&str] = &[
     "period",
 ];
 
+/// Whether option `a` takes a number by its parser's type (every count, rate and coefficient:
+/// `libra sim run --nodes -3`, `--alpha -1`), beside the ones `NUMERIC_OPTIONS` names, whose
+/// parsers are the project's own (a deadline, a size).
+fn parses_a_number(a: &clap::Arg) -> bool {
+    use std::any::TypeId;
+    let t = a.get_value_parser().type_id();
+    [
+        TypeId::of::<f64>(),
+        TypeId::of::<f32>(),
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<libra_core::Money>(),
+    ]
+    .into_iter()
+    .any(|n| t == n)
+}
+
 fn hyphen_values(c: clap::Command) -> clap::Command {
     let numeric = |a: &clap::Arg| {
         !a.is_positional()
             && a.get_action().takes_values()
             && a.get_num_args().is_none_or(|n| n.min_values() == 1 && n.max_values() == 1)
-            && NUMERIC_OPTIONS.contains(&a.get_id().as_str())
+            && (NUMERIC_OPTIONS.contains(&a.get_id().as_str()) || parses_a_number(a))
     };
     let ids: Vec<clap::Id> = c.get_arguments().filter(|a| numeric(a)).map(|a| a.get_id().clone()).collect();
     let c = ids.iter().fold(c, |c, id| c.mut_arg(id, |a| a.allow_hyphen_values(true)));
@@ -282,6 +304,15 @@ mod tests {
             let tree = tree.unwrap_or_else(|e| panic!("{line}: {e}"));
             assert!(tree.contains("\"-3\""), "{line}: {tree}");
             assert_eq!(one.as_deref(), Some(tree.as_str()), "{line}");
+        }
+        // An option whose parser takes a number, anywhere: the value reaches it (`alpha: -1.0`,
+        // then refused by the run's own check), or its parser names the option.
+        let (tree, _) = parsed("sim run --alpha -1");
+        assert!(tree.as_ref().is_ok_and(|t| t.contains("alpha: -1.0")), "{tree:?}");
+        for line in ["sim run --nodes -3", "sweep run p -r r --deadline 1m --budget 1 --max-retries -1"] {
+            let e = parsed(line).0.expect_err(line);
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{line}: {e}");
+            assert!(e.to_string().contains("'-"), "{line}: {e}");
         }
         // A text option given no value does not take the next flag: the words after it would
         // become the job's command.

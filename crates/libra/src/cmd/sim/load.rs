@@ -1,6 +1,5 @@
 //! Workload and pricing options shared by `sim run` and `sim experiment`.
 
-use anyhow::Context;
 use clap::Args;
 use libra_core::PricingParams;
 use libra_sim::swf::{ReadMode, SwfError, SwfReader, SwfRecord};
