@@ -497,6 +497,31 @@ fn the_command_line_prints_tables_and_json() {
     let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
     assert_eq!(done.state, JobState::Completed, "{done:?}");
     assert_eq!(libra(&cl, &token, &["output", &job.id.to_string()]), "2 [seven words] [--fast]\n");
+    // A long output: the server keeps its last MiB, and `libra output` says where the whole of
+    // it is (the job's output file, named by `libra status`), which holds every byte.
+    let long = &[
+        "submit",
+        "--json",
+        "--estimate",
+        "2s",
+        "-d",
+        "1m",
+        "-b",
+        "5",
+        "--",
+        "sh",
+        "-c",
+        "head -c 1572864 /dev/zero | tr '\\0' x; echo END",
+    ];
+    let job: JobInfo = serde_json::from_str(&libra(&cl, &token, long)).unwrap();
+    let done = wait_done(&Client::new(&cl.url, Some(token.clone())), job.id);
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    let (ok, out, err) = libra_run(&cl, &token, &["output", &job.id.to_string()]);
+    assert!(ok && out.len() == 1 << 20 && out.ends_with("xxEND\n"), "{} bytes: {err}", out.len());
+    assert!(err.contains("last MiB") && err.contains(&format!("libra status {}", job.id)), "{err}");
+    let file = std::fs::read(cl.dir.join(format!("libra-{}.out", job.id))).unwrap();
+    assert_eq!(file.len(), 1_572_864 + 4, "the output file holds the whole output");
+    assert!(libra(&cl, &token, &["status", &job.id.to_string()]).contains("libra-%j.out"));
     // An option `libra submit` does not know, or a value it refuses, is an error naming it; it
     // is never taken for the job's command, and nothing is submitted.
     let jobs =

@@ -503,7 +503,10 @@ pub fn output(a: OutputArgs) -> Result<()> {
         };
         eprintln!("(the server removed this job's output on {}: {why})", crate::cmd::time::fmt_time(at));
     } else if o.truncated {
-        eprintln!("(only the end of a long output was kept)");
+        eprintln!(
+            "(only the end of a long output was kept: the server keeps the last MiB of each stream per node; \
+             the whole of it is in the job's output file on its nodes, which `libra status {id}` names)"
+        );
     }
     // --follow streams text (what arrives later is text too), --json or not.
     emit(&sofar, false)?;
