@@ -1110,6 +1110,7 @@ impl Agent {
                     keep_fd: lock_fd,
                     // The keeper stays in the node's namespace; the job it starts gets its own.
                     tmp_mb: None,
+                    record: None,
                 }
             } else {
                 proc::Launch {
@@ -1124,6 +1125,7 @@ impl Agent {
                     identity: identity.as_ref(),
                     keep_fd: None,
                     tmp_mb,
+                    record: Some(&dir),
                 }
             };
             let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();
@@ -1565,6 +1567,7 @@ mod tests {
                 identity: None,
                 keep_fd: None,
                 tmp_mb: None,
+                record: None,
             })
             .unwrap()
         };
@@ -1615,6 +1618,7 @@ mod tests {
             identity: None,
             keep_fd: Some(lock.as_raw_fd()),
             tmp_mb: None,
+            record: None,
         })
         .unwrap();
         // The agent is gone; its child holds the lock and writes its pid file a moment later.

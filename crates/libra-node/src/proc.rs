@@ -116,6 +116,25 @@ pub struct Launch<'a> {
     pub keep_fd: Option<i32>,
     /// A /tmp and /var/tmp of the job's own (`private_tmp`), of this many MiB.
     pub tmp_mb: Option<u64>,
+    /// The agent's directory of the job (`job-ID` in its work directory), with `tmp_mb`: the
+    /// other file systems mounted in the work directory (other jobs' scratch, those made ahead)
+    /// are detached from the job's own mount namespace (`mounts_beside`).
+    pub record: Option<&'a Path>,
+}
+
+/// The mount points in the work directory that holds `record` (its parent) that are neither
+/// `record`, nor in it, nor above it: what a job with a mount namespace of its own must not
+/// keep a copy of. A copy made at its start (`private_tmp`) would hold each of them, and its
+/// loop device, for as long as the job runs wherever the node's mounts do not propagate (no
+/// systemd): other jobs' scratch file systems after those jobs end, and the ones made ahead
+/// (`crate::scratch_pool`) after other jobs take them. Deepest first.
+pub fn mounts_beside(record: &Path) -> Vec<PathBuf> {
+    let record = std::fs::canonicalize(record).unwrap_or_else(|_| record.to_path_buf());
+    let Some(work) = record.parent() else { return Vec::new() };
+    crate::scratch::mounts_under(work)
+        .into_iter()
+        .filter(|m| !m.starts_with(&record) && !record.starts_with(m))
+        .collect()
 }
 
 /// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
@@ -133,6 +152,7 @@ pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::
         identity: None,
         keep_fd: None,
         tmp_mb: None,
+        record: None,
     })
 }
 
@@ -242,8 +262,8 @@ fn private_tmp_data(mb: u64) -> std::io::Result<CString> {
 }
 
 /// Gives the calling process (a job's, between fork and exec) a /tmp and /var/tmp of its own:
-/// a mount namespace of its own, in which a fresh tmpfs (`data`: its size and mode) is mounted on
-/// /tmp and bound on /var/tmp. What the job writes there is in memory, charged to the job's own
+/// a mount namespace of its own, without the mounts `hide` names, in which a fresh tmpfs
+/// (`data`: its size and mode) is mounted on /tmp and bound on /var/tmp. What the job writes there is in memory, charged to the job's own
 /// memory group, and bounded by the size; no other job sees it, the node's /tmp is neither seen
 /// nor filled, and it all goes when the job's last process ends: nothing is left to clean up
 /// after a crash of the agent or the machine. The rest of the tree is the node's as a slave: a
@@ -252,7 +272,7 @@ fn private_tmp_data(mb: u64) -> std::io::Result<CString> {
 ///
 /// # Safety
 /// Only async-signal-safe calls (unshare, mount); `data` is prepared before the fork.
-unsafe fn private_tmp(data: &CString) -> std::io::Result<()> {
+unsafe fn private_tmp(data: &CString, hide: &[CString]) -> std::io::Result<()> {
     let last = std::io::Error::last_os_error;
     if libc::unshare(libc::CLONE_NEWNS) < 0 {
         return Err(last());
@@ -267,6 +287,12 @@ unsafe fn private_tmp(data: &CString) -> std::io::Result<()> {
     ) < 0
     {
         return Err(last());
+    }
+    // Before /tmp is covered (a work directory may be under it): the copies of the mounts the
+    // job has no business holding (`mounts_beside`) go from its namespace alone. One gone
+    // meanwhile is no error.
+    for m in hide {
+        libc::umount2(m.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW);
     }
     let (tmp, var_tmp, tmpfs) = (c"/tmp", c"/var/tmp", c"tmpfs");
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
@@ -292,7 +318,7 @@ pub fn can_give_private_tmp() -> std::io::Result<()> {
     // SAFETY: only `private_tmp` between fork and exec (async-signal-safe calls), on `data`
     // prepared before.
     unsafe {
-        cmd.pre_exec(move || private_tmp(&data));
+        cmd.pre_exec(move || private_tmp(&data, &[]));
     }
     let status = children_lock(|| cmd.status())?;
     if !status.success() {
@@ -315,6 +341,12 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let identity = l.identity.map(|i| (i.uid as libc::uid_t, i.gid as libc::gid_t, i.groups.clone()));
     let keep_fd = l.keep_fd;
     let tmp = l.tmp_mb.map(private_tmp_data).transpose()?;
+    let hide = match (l.tmp_mb, l.record) {
+        (Some(_), Some(record)) => {
+            mounts_beside(record).iter().map(|m| cstring(m)).collect::<Result<Vec<_>, _>>()?
+        }
+        _ => Vec::new(),
+    };
     let mut cmd = Command::new(prog);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(env) = l.env {
@@ -365,7 +397,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
                 }
             }
             if let Some(data) = &tmp {
-                private_tmp(data).map_err(|e| at(Step::PrivateTmp, e))?;
+                private_tmp(data, &hide).map_err(|e| at(Step::PrivateTmp, e))?;
             }
             if let Some((uid, gid, groups)) = &identity {
                 // Groups first, while still allowed to set them; then the group, then the user.
@@ -475,6 +507,7 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
                 identity: p.identity.as_ref(),
                 keep_fd: None,
                 tmp_mb: p.tmp_mb,
+                record: Some(record),
             })
         }),
         None if argv.is_empty() => Err(std::io::Error::other("no command given")),
@@ -797,6 +830,7 @@ mod tests {
             identity: None,
             keep_fd: None,
             tmp_mb: None,
+            record: None,
         })
         .unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("pid")).unwrap(), format!("{pid}\n"));
@@ -838,6 +872,7 @@ mod tests {
                 identity: None,
                 keep_fd: None,
                 tmp_mb: None,
+                record: None,
             })
         };
         let busy = |r: std::io::Result<i32>| r.unwrap_err().kind() == std::io::ErrorKind::ExecutableFileBusy;
@@ -882,6 +917,7 @@ mod tests {
                 identity: None,
                 keep_fd: None,
                 tmp_mb: None,
+                record: None,
             })
             .unwrap_err()
         };
@@ -936,6 +972,7 @@ mod tests {
             identity: None,
             keep_fd: None,
             tmp_mb: Some(4),
+            record: None,
         })
         .unwrap();
         while try_reap(pid).is_none() {
@@ -943,6 +980,64 @@ mod tests {
         }
         assert_eq!(tail(&out, 1000).0, "mine\nrefused-past-its-size\n");
         assert!(!Path::new("/tmp").join(&name).exists() && !Path::new("/tmp/big").exists());
+    }
+
+    /// A job with a /tmp of its own keeps no copy of the other mounts in the agent's work
+    /// directory (another job's scratch, one made ahead), only its own: a copy would hold the
+    /// file system and its loop device for as long as the job runs. The node's mounts are not
+    /// touched.
+    #[test]
+    fn a_private_tmp_job_keeps_no_copy_of_the_other_mounts_beside_it() {
+        if let Err(e) = can_give_private_tmp() {
+            eprintln!("skipped: no private /tmp here ({e})");
+            return;
+        }
+        let work = tempfile::Builder::new().prefix("libra-test-").tempdir_in("/var/lib").unwrap();
+        let own = work.path().join("job-1");
+        let (own_scratch, other) =
+            (crate::launch::scratch_dir(&own), crate::launch::scratch_dir(&work.path().join("job-2")));
+        let ahead = work.path().join(crate::scratch_pool::POOL_DIR).join("0");
+        for d in [&own_scratch, &other, &ahead] {
+            std::fs::create_dir_all(d).unwrap();
+            let c = cstring(d).unwrap();
+            // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+            let r = unsafe {
+                libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, c"size=1m".as_ptr().cast())
+            };
+            assert_eq!(r, 0, "{}: {}", d.display(), std::io::Error::last_os_error());
+        }
+        let beside = mounts_beside(&own);
+        let argv = vec!["cat".to_string(), "/proc/self/mountinfo".into()];
+        let out = work.path().join("o");
+        let pid = launch(&Launch {
+            argv: &argv,
+            cwd: &own_scratch,
+            stdout: &out,
+            stderr: None,
+            append: false,
+            env: None,
+            cgroup_procs: &[],
+            pid_file: None,
+            identity: None,
+            keep_fd: None,
+            tmp_mb: Some(1),
+            record: Some(&own),
+        })
+        .unwrap();
+        while try_reap(pid).is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let seen = std::fs::read_to_string(&out).unwrap();
+        let on_node = crate::scratch::mounts_under(work.path());
+        crate::scratch::unmount_all_under(work.path());
+        let mounted = |text: &str, d: &Path| {
+            let d = std::fs::canonicalize(work.path()).unwrap().join(d.strip_prefix(work.path()).unwrap());
+            text.lines().any(|l| l.split(' ').nth(4) == Some(d.to_str().unwrap()))
+        };
+        assert_eq!(beside.len(), 2, "{beside:?}");
+        assert!(mounted(&seen, &own_scratch), "its own scratch is gone from the job's view:\n{seen}");
+        assert!(!mounted(&seen, &other) && !mounted(&seen, &ahead), "the job holds others' mounts:\n{seen}");
+        assert_eq!(on_node.len(), 3, "the node's own mounts were touched: {on_node:?}");
     }
 
     #[test]

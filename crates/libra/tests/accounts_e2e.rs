@@ -481,6 +481,14 @@ fn each_job_has_a_tmp_of_its_own_where_asked() {
     assert_eq!(done.state, JobState::Completed, "{done:?}\n{out}");
     assert_eq!(out, "cannot-see\n0\nmine\n", "her /tmp is empty and hers");
 
+    // Her next job's mount namespace keeps no copy of the file systems beside it in the node's
+    // work directory: not the filler's scratch (it still runs), not those made ahead for later
+    // jobs (each copy would hold its file system and loop device until her job ends); her own
+    // scratch it keeps.
+    if scratch_testable() {
+        private_tmp_keeps_no_copy_of_the_mounts_beside(&base.0.join("node"), &alice, filler.id);
+    }
+
     // A job run from the node's /tmp (the test cluster's directory is there) is refused at start.
     let adir = home(&cl, &a);
     let j = wait_done(&alice, alice.submit(&sh(&adir, "echo hi", "o.out")).unwrap().id);
@@ -490,4 +498,29 @@ fn each_job_has_a_tmp_of_its_own_where_asked() {
 
     mallory.cancel(filler.id).unwrap();
     wait_done(&mallory, filler.id);
+}
+
+/// `each_job_has_a_tmp_of_its_own_where_asked`, on a node with scratch file systems in
+/// `workdir`: a job of `alice`'s started while job `running` runs sees neither that job's
+/// scratch nor the file systems made ahead in its own mount namespace, and sees its own.
+fn private_tmp_keeps_no_copy_of_the_mounts_beside(workdir: &std::path::Path, alice: &Client, running: u64) {
+    let pool = workdir.join(libra_node::scratch_pool::POOL_DIR);
+    wait_until("a file system made ahead", || {
+        (!libra_node::scratch::mounts_under(&pool).is_empty()).then_some(())
+    });
+    let look = alice
+        .submit(&scratch_sh(
+            &format!(
+                "grep -c '/{}/' /proc/self/mountinfo; grep -c '/job-{}/work ' /proc/self/mountinfo; \
+                 grep -c \"/job-$LIBRA_JOB_ID/work \" /proc/self/mountinfo",
+                libra_node::scratch_pool::POOL_DIR,
+                running
+            ),
+            1.0,
+        ))
+        .unwrap();
+    let done = wait_done(alice, look.id);
+    let out = alice.output(look.id).unwrap().stdout;
+    assert_eq!(done.state, JobState::Completed, "{done:?}\n{out}");
+    assert_eq!(out, "0\n0\n1\n", "made ahead, the filler's scratch, her own");
 }
