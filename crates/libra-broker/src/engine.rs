@@ -33,8 +33,8 @@ pub enum EngineError {
     AlreadyRunning { exp: i64, pid: i64, age: f64 },
     #[error("stored algorithm: {0}")]
     Algorithm(#[from] libra_core::dbc::UnknownAlgorithm),
-    #[error("no resource of experiment {0} can run jobs")]
-    NoResource(i64),
+    #[error("no resource of experiment {0} can run jobs: {1}")]
+    NoResource(i64, String),
 }
 
 pub use libra_api::unix_now as now_unix;
@@ -189,6 +189,7 @@ impl Engine {
         let work = PathBuf::from(&e.work_dir);
         let measured = store.per_resource(exp)?;
         let mut adapters: Vec<Option<Box<dyn ResourceAdapter>>> = Vec::new();
+        let mut left_out = Vec::new();
         let mut resources = Vec::new();
         for (k, cfg) in configs.iter().enumerate() {
             let mut fr = FarmResource::new(cfg.clone(), cfg.prior_secs(e.estimate_secs));
@@ -216,6 +217,7 @@ impl Engine {
                 Ok(a) => adapters.push(Some(a)),
                 Err(err) => {
                     tracing::warn!("{err}; the resource is left out");
+                    left_out.push(err.to_string());
                     fr.available = false;
                     adapters.push(None);
                 }
@@ -223,7 +225,7 @@ impl Engine {
             resources.push(fr);
         }
         if adapters.iter().all(Option::is_none) {
-            return Err(EngineError::NoResource(exp));
+            return Err(EngineError::NoResource(exp, left_out.join("; ")));
         }
         let farm = Farm {
             resources,

@@ -168,6 +168,52 @@ price = 1
 }
 
 #[test]
+fn a_libra_resource_without_a_token_is_left_out_and_the_engine_says_why() {
+    if std::env::var_os("LIBRA_TOKEN").is_some() {
+        eprintln!("LIBRA_TOKEN is set: every libra resource has a token here, not tested");
+        return;
+    }
+    // No token in the resource, none in the environment, and a saved login for another
+    // server: every request would be refused (401), so the resource is not used at all.
+    let res = "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 1\nprice = 1\nurl = \"http://127.0.0.1:9\"\n";
+    let plan = "parameter x integer range from 1 to 2 step 1\ntask main\nexec true\nendtask\n";
+    let s = setup(plan, res, Algorithm::Cost, 10, 0);
+    let login = libra_broker::resources::SavedLogin {
+        server: "http://127.0.0.1:10".into(),
+        token: "for-another-server".into(),
+        ca: None,
+        insecure_http: false,
+    };
+    let opts = EngineOptions { login: Some(login), ..EngineOptions::default() };
+    let e = engine::run(&s.db, s.exp, opts).unwrap_err().to_string();
+    assert!(e.contains("no resource") && e.contains("'cluster': no API token for http://127.0.0.1:9"), "{e}");
+    // The same login, for this server: lent, the resource is used (and refused by nothing
+    // listening there, which is another story: it sits out, and the sweep is cancelled).
+    let s = setup(plan, res, Algorithm::Cost, 10, 0);
+    let login = libra_broker::resources::SavedLogin {
+        server: "http://127.0.0.1:9/".into(),
+        token: "mine".into(),
+        ca: None,
+        insecure_http: false,
+    };
+    let (db, exp) = (s.db.clone(), s.exp);
+    let engine = std::thread::spawn(move || {
+        engine::run(&db, exp, EngineOptions { login: Some(login), ..EngineOptions::default() })
+    });
+    let store = Store::open(&s.db).unwrap();
+    let lost = || -> i64 {
+        store.conn.query_row("SELECT COUNT(*) FROM attempts WHERE state = 'lost'", [], |r| r.get(0)).unwrap()
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while lost() == 0 {
+        assert!(std::time::Instant::now() < until, "the lent login's resource was never tried");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    store.set_state(exp, libra_broker::state::ExperimentState::Cancelled, None).unwrap();
+    assert_eq!(engine.join().unwrap().unwrap(), "cancelled");
+}
+
+#[test]
 fn steering_is_not_locked_out_while_the_only_resource_sits_out() {
     // The only resource refuses (nothing listens on port 9), so it sits out for a while with
     // nothing in flight. The engine waits then without holding the database's write lock: a
