@@ -36,14 +36,19 @@ Libra.views = Libra.views || {};
 
   function showList(list) {
     var sess = Libra.session();
-    var key = JSON.stringify(list.map(function (s) { return [s.id, s.state, s.jobs, s.spent_cents, s.held_cents, s.budget_cents, s.deadline, Math.round((s.projected_finish || 0) / 5)]; }));
+    // A sweep's state, and the resources whose latest job was refused (its page says why).
+    var state = function (s) {
+      var refused = (s.resources || []).filter(function (r) { return r.refused; }).map(function (r) { return r.name; });
+      return refused.length ? [badge(s.state), Libra.h("span", { class: "bad sweep-list-refused" }, " refused on " + refused.join(", "))] : badge(s.state);
+    };
+    var key = JSON.stringify(list.map(function (s) { return [s.id, s.state, s.jobs, s.spent_cents, s.held_cents, s.budget_cents, s.deadline, Math.round((s.projected_finish || 0) / 5), (s.resources || []).map(function (r) { return r.refused || ""; })]; }));
     if (key === lastList) return;
     lastList = key;
     var head = ["Sweep", "State", "Progress", "Spent of budget", "Projected finish", "Deadline"];
     if (sess && sess.admin) head.splice(1, 0, "Owner");
     Libra.replace($("sweeps"), Libra.table(sess && sess.admin ? "Every sweep on this server" : "Your sweeps", head,
       list.map(function (s) {
-        var row = [Libra.h("a", { href: "#sweep/" + s.id, class: "sweep-link" }, s.id + ": " + s.name), badge(s.state),
+        var row = [Libra.h("a", { href: "#sweep/" + s.id, class: "sweep-link" }, s.id + ": " + s.name), state(s),
           progress(s), money(s), finish(s), inTime(s, s.deadline)];
         if (sess && sess.admin) row.splice(1, 0, s.owner);
         return row;

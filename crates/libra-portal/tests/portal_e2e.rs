@@ -202,6 +202,9 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
     // up to a cent, would pay for at that price (100 s).
     check!(said.contains("of its 5 s estimate"), "the job was offered for another length: {said}");
     b.shot("sweep-refused").await?;
+    // The list of sweeps says which resource refused, so a sweep that stands still is seen there.
+    b.open("#sweeps").await?;
+    b.wait_text("#sweeps", "the refusal in the list", |t| t.contains("refused on own-cluster")).await?;
     alice.sweep_action(refused.id, "cancel").map_err(|e| format!("cancelling the underpaid sweep: {e}"))?;
 
     // The administrator: a long job shows as a segment on its node, and is cancelled from the page.
