@@ -169,6 +169,7 @@ pub const SLURM_OWN_OPTIONS: &[&str] = &[
 const SHARED: &[&str] = &["name", "slots", "price", "job_secs", "utc_offset", "peak"];
 const TESTQUEUE: &[&str] = &["wall", "cpu", "time_scale"];
 const LIBRA: &[&str] = &["url", "token", "ca", "insecure_http"];
+const SLURM: &[&str] = &["partition", "cpus_per_job", "sbatch_args"];
 
 /// A login saved on this machine for one Libra server (`libra login`): what a `libra` resource
 /// that names no token of its own acts through, on that server only.
@@ -189,9 +190,9 @@ pub fn same_server(a: &str, b: &str) -> bool {
 }
 
 impl LibraSpec {
-    /// Whether a token comes from the resource itself or the environment (LIBRA_TOKEN).
-    pub fn has_own_token(&self) -> bool {
-        self.token.is_some() || std::env::var_os("LIBRA_TOKEN").is_some()
+    /// Whether it has a token to act through: its own, LIBRA_TOKEN, or `login` lent to it.
+    pub fn has_token_with(&self, login: Option<&SavedLogin>) -> bool {
+        std::env::var_os("LIBRA_TOKEN").is_some() || self.with_login(login).token.is_some()
     }
 
     /// This resource acting through `login` when it names no token and LIBRA_TOKEN is unset,
@@ -214,7 +215,6 @@ impl LibraSpec {
         }
     }
 }
-const SLURM: &[&str] = &["partition", "cpus_per_job", "sbatch_args"];
 
 impl Kind {
     /// The fields this kind takes beyond the shared ones.

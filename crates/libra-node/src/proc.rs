@@ -263,15 +263,17 @@ fn private_tmp_data(mb: u64) -> std::io::Result<CString> {
 
 /// Gives the calling process (a job's, between fork and exec) a /tmp and /var/tmp of its own:
 /// a mount namespace of its own, without the mounts `hide` names, in which a fresh tmpfs
-/// (`data`: its size and mode) is mounted on /tmp and bound on /var/tmp. What the job writes there is in memory, charged to the job's own
-/// memory group, and bounded by the size; no other job sees it, the node's /tmp is neither seen
-/// nor filled, and it all goes when the job's last process ends: nothing is left to clean up
-/// after a crash of the agent or the machine. The rest of the tree is the node's as a slave: a
-/// mount or unmount on the node (another job's scratch file system going) still reaches the job,
-/// and nothing the job's namespace does reaches the node. Root only (CAP_SYS_ADMIN).
+/// (`data`: its size and mode) is mounted on /tmp and bound on /var/tmp. What the job writes
+/// there is in memory, charged to the job's own memory group, and bounded by the size; no other
+/// job sees it, the node's /tmp is neither seen nor filled, and it all goes when the job's last
+/// process ends: nothing is left to clean up after a crash of the agent or the machine. The
+/// rest of the tree is the node's as a slave: where the node's mounts propagate (systemd makes
+/// them shared) a mount or unmount on the node still reaches the job, and nothing the job's
+/// namespace does reaches the node. Root only (CAP_SYS_ADMIN).
 ///
 /// # Safety
-/// Only async-signal-safe calls (unshare, mount); `data` is prepared before the fork.
+/// Only async-signal-safe calls (unshare, mount, umount2); `data` and `hide` are prepared before
+/// the fork.
 unsafe fn private_tmp(data: &CString, hide: &[CString]) -> std::io::Result<()> {
     let last = std::io::Error::last_os_error;
     if libc::unshare(libc::CLONE_NEWNS) < 0 {

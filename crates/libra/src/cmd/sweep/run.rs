@@ -83,7 +83,7 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
     let login = saved_login();
     for r in &resources {
         if let KindSpec::Libra(l) = &r.spec {
-            if !l.has_own_token() && l.with_login(login.as_ref()).token.is_none() {
+            if !l.has_token_with(login.as_ref()) {
                 anyhow::bail!("resources file: resource '{}': {}", r.name, no_token(&l.url));
             }
         }
