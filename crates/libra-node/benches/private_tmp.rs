@@ -19,7 +19,7 @@ fn main() {
     }
     // Outside /tmp, which a job with a /tmp of its own does not see. An agent's work directory:
     // the job's own directory, and two file systems made ahead beside it (`scratch_pool::READY`),
-    // which the job's namespace detaches (`proc::mounts_beside`), as it does on a node.
+    // which the job's namespace detaches (`libra_node::beside`), as it does on a node.
     let dir = tempfile::Builder::new().prefix("libra-bench-").tempdir_in("/var/lib").unwrap();
     let record = dir.path().join("job-1");
     std::fs::create_dir(&record).unwrap();

@@ -4,6 +4,7 @@
 //! scheduling), runs job control every period and reports progress and exits.
 
 pub mod agent;
+pub mod beside;
 pub mod control;
 pub mod enforce;
 pub mod kernel;

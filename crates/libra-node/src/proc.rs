@@ -2,6 +2,7 @@
 //! moved into their control group before `exec`, with stdout and stderr going to files in the
 //! job's own working directory.
 
+use crate::beside::Beside;
 use std::ffi::CString;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
@@ -118,25 +119,9 @@ pub struct Launch<'a> {
     pub tmp_mb: Option<u64>,
     /// The agent's directory of the job (`job-ID` in its work directory), with `tmp_mb`: the
     /// other file systems mounted in the work directory (other jobs' scratch, those made ahead)
-    /// are detached from the job's own mount namespace (`mounts_beside`).
+    /// are detached from the job's own mount namespace (`crate::beside`).
     pub record: Option<&'a Path>,
 }
-
-/// The mount points in the work directory that holds `record` (its parent) that are neither
-/// `record`, nor in it, nor above it: what a job with a mount namespace of its own must not
-/// keep a copy of. A copy made at its start (`private_tmp`) would hold each of them, and its
-/// loop device, for as long as the job runs wherever the node's mounts do not propagate (no
-/// systemd): other jobs' scratch file systems after those jobs end, and the ones made ahead
-/// (`crate::scratch_pool`) after other jobs take them. Deepest first.
-pub fn mounts_beside(record: &Path) -> Vec<PathBuf> {
-    let record = std::fs::canonicalize(record).unwrap_or_else(|_| record.to_path_buf());
-    let Some(work) = record.parent() else { return Vec::new() };
-    crate::scratch::mounts_under(work)
-        .into_iter()
-        .filter(|m| !m.starts_with(&record) && !record.starts_with(m))
-        .collect()
-}
-
 /// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
 pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::Result<i32> {
     std::fs::create_dir_all(dir)?;
@@ -262,7 +247,7 @@ fn private_tmp_data(mb: u64) -> std::io::Result<CString> {
 }
 
 /// Gives the calling process (a job's, between fork and exec) a /tmp and /var/tmp of its own:
-/// a mount namespace of its own, without the mounts `hide` names, in which a fresh tmpfs
+/// a mount namespace of its own, without the mounts `beside` finds, in which a fresh tmpfs
 /// (`data`: its size and mode) is mounted on /tmp and bound on /var/tmp. What the job writes
 /// there is in memory, charged to the job's own memory group, and bounded by the size; no other
 /// job sees it, the node's /tmp is neither seen nor filled, and it all goes when the job's last
@@ -272,9 +257,9 @@ fn private_tmp_data(mb: u64) -> std::io::Result<CString> {
 /// namespace does reaches the node. Root only (CAP_SYS_ADMIN).
 ///
 /// # Safety
-/// Only async-signal-safe calls (unshare, mount, umount2); `data` and `hide` are prepared before
-/// the fork.
-unsafe fn private_tmp(data: &CString, hide: &[CString]) -> std::io::Result<()> {
+/// Only async-signal-safe calls (unshare, mount, and `Beside::detach`'s); `data` and `beside`
+/// are prepared before the fork.
+unsafe fn private_tmp(data: &CString, beside: Option<&mut Beside>) -> std::io::Result<()> {
     let last = std::io::Error::last_os_error;
     if libc::unshare(libc::CLONE_NEWNS) < 0 {
         return Err(last());
@@ -291,10 +276,9 @@ unsafe fn private_tmp(data: &CString, hide: &[CString]) -> std::io::Result<()> {
         return Err(last());
     }
     // Before /tmp is covered (a work directory may be under it): the copies of the mounts the
-    // job has no business holding (`mounts_beside`) go from its namespace alone. One gone
-    // meanwhile is no error.
-    for m in hide {
-        libc::umount2(m.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW);
+    // job has no business holding go from its namespace alone.
+    if let Some(b) = beside {
+        b.detach();
     }
     let (tmp, var_tmp, tmpfs) = (c"/tmp", c"/var/tmp", c"tmpfs");
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
@@ -320,7 +304,7 @@ pub fn can_give_private_tmp() -> std::io::Result<()> {
     // SAFETY: only `private_tmp` between fork and exec (async-signal-safe calls), on `data`
     // prepared before.
     unsafe {
-        cmd.pre_exec(move || private_tmp(&data, &[]));
+        cmd.pre_exec(move || private_tmp(&data, None));
     }
     let status = children_lock(|| cmd.status())?;
     if !status.success() {
@@ -343,12 +327,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let identity = l.identity.map(|i| (i.uid as libc::uid_t, i.gid as libc::gid_t, i.groups.clone()));
     let keep_fd = l.keep_fd;
     let tmp = l.tmp_mb.map(private_tmp_data).transpose()?;
-    let hide = match (l.tmp_mb, l.record) {
-        (Some(_), Some(record)) => {
-            mounts_beside(record).iter().map(|m| cstring(m)).collect::<Result<Vec<_>, _>>()?
-        }
-        _ => Vec::new(),
-    };
+    let mut beside = l.tmp_mb.and(l.record).map(Beside::new);
     let mut cmd = Command::new(prog);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     if let Some(env) = l.env {
@@ -399,7 +378,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
                 }
             }
             if let Some(data) = &tmp {
-                private_tmp(data, &hide).map_err(|e| at(Step::PrivateTmp, e))?;
+                private_tmp(data, beside.as_mut()).map_err(|e| at(Step::PrivateTmp, e))?;
             }
             if let Some((uid, gid, groups)) = &identity {
                 // Groups first, while still allowed to set them; then the group, then the user.
@@ -1000,15 +979,8 @@ mod tests {
             (crate::launch::scratch_dir(&own), crate::launch::scratch_dir(&work.path().join("job-2")));
         let ahead = work.path().join(crate::scratch_pool::POOL_DIR).join("0");
         for d in [&own_scratch, &other, &ahead] {
-            std::fs::create_dir_all(d).unwrap();
-            let c = cstring(d).unwrap();
-            // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
-            let r = unsafe {
-                libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, c"size=1m".as_ptr().cast())
-            };
-            assert_eq!(r, 0, "{}: {}", d.display(), std::io::Error::last_os_error());
+            mount_tmpfs(d);
         }
-        let beside = mounts_beside(&own);
         let argv = vec!["cat".to_string(), "/proc/self/mountinfo".into()];
         let out = work.path().join("o");
         let pid = launch(&Launch {
@@ -1030,16 +1002,42 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let seen = std::fs::read_to_string(&out).unwrap();
+        // What is mounted after the start was prepared and before the job's namespace is made
+        // goes too (a start takes a file system made ahead, and so sets the pool making the
+        // next at that very moment): the job reads its own table once it has it.
+        let mut beside = Beside::new(&own);
+        let late = work.path().join(crate::scratch_pool::POOL_DIR).join("1");
+        mount_tmpfs(&late);
+        let data = private_tmp_data(1).unwrap();
+        let mut cmd = Command::new("cat");
+        cmd.arg("/proc/self/mountinfo").stdin(Stdio::null()).stderr(Stdio::null());
+        // SAFETY: only `private_tmp` between fork and exec, on what was prepared before.
+        unsafe {
+            cmd.pre_exec(move || private_tmp(&data, Some(&mut beside)));
+        }
+        let later = children_lock(|| cmd.output()).unwrap();
+        let later = String::from_utf8_lossy(&later.stdout).into_owned();
         let on_node = crate::scratch::mounts_under(work.path());
         crate::scratch::unmount_all_under(work.path());
         let mounted = |text: &str, d: &Path| {
             let d = std::fs::canonicalize(work.path()).unwrap().join(d.strip_prefix(work.path()).unwrap());
             text.lines().any(|l| l.split(' ').nth(4) == Some(d.to_str().unwrap()))
         };
-        assert_eq!(beside.len(), 2, "{beside:?}");
         assert!(mounted(&seen, &own_scratch), "its own scratch is gone from the job's view:\n{seen}");
         assert!(!mounted(&seen, &other) && !mounted(&seen, &ahead), "the job holds others' mounts:\n{seen}");
-        assert_eq!(on_node.len(), 3, "the node's own mounts were touched: {on_node:?}");
+        assert!(mounted(&later, &own_scratch) && !mounted(&later, &late), "a late mount is held:\n{later}");
+        assert_eq!(on_node.len(), 4, "the node's own mounts were touched: {on_node:?}");
+    }
+
+    /// A small tmpfs on `d` (made), for a test's mounts.
+    fn mount_tmpfs(d: &Path) {
+        std::fs::create_dir_all(d).unwrap();
+        let c = cstring(d).unwrap();
+        // SAFETY: mount(2) with NUL-terminated strings that outlive the call.
+        let r = unsafe {
+            libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), 0, c"size=1m".as_ptr().cast())
+        };
+        assert_eq!(r, 0, "{}: {}", d.display(), std::io::Error::last_os_error());
     }
 
     #[test]
