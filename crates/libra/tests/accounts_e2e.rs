@@ -508,13 +508,15 @@ fn private_tmp_keeps_no_copy_of_the_mounts_beside(workdir: &std::path::Path, ali
     wait_until("a file system made ahead", || {
         (!libra_node::scratch::mounts_under(&pool).is_empty()).then_some(())
     });
+    // This node's mounts only, by their whole path: the other tests' nodes on this machine
+    // have pools and job directories of their own, in work directories of their own.
+    let at = std::fs::canonicalize(workdir).unwrap().display().to_string();
     let look = alice
         .submit(&scratch_sh(
             &format!(
-                "grep -c '/{}/' /proc/self/mountinfo; grep -c '/job-{}/work ' /proc/self/mountinfo; \
-                 grep -c \"/job-$LIBRA_JOB_ID/work \" /proc/self/mountinfo",
-                libra_node::scratch_pool::POOL_DIR,
-                running
+                "grep -cF '{at}/{pool}/' /proc/self/mountinfo; grep -cF '{at}/job-{running}/work ' /proc/self/mountinfo; \
+                 grep -cF \"{at}/job-$LIBRA_JOB_ID/work \" /proc/self/mountinfo",
+                pool = libra_node::scratch_pool::POOL_DIR,
             ),
             1.0,
         ))
