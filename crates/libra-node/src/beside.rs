@@ -57,6 +57,12 @@ impl Beside {
         }
     }
 
+    /// Whether there is a work directory to leave out: one at the root would make every mount of
+    /// the machine "beside" the job (/proc, /dev), and then nothing is detached.
+    fn applies(&self) -> bool {
+        self.work.len() > 1
+    }
+
     /// Detaches, in the calling process's own mount namespace, every mount below the work
     /// directory that is not the job's own directory or in it; one that cannot be (gone
     /// meanwhile) is left. Returns how many were detached.
@@ -65,6 +71,9 @@ impl Beside {
     /// For a child between fork and exec that has a mount namespace of its own: only
     /// async-signal-safe calls (open, read, close, umount2), into the buffers made by `new`.
     pub unsafe fn detach(&mut self) -> usize {
+        if !self.applies() {
+            return 0;
+        }
         let fd = libc::open(c"/proc/self/mountinfo".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
             return 0;
@@ -194,6 +203,14 @@ mod tests {
         );
         assert!(beside("", "/w/", "/w/job-1").is_empty());
         assert!(beside("no newline at all", "/w/", "/w/job-1").is_empty());
+    }
+
+    /// An agent whose work directory is the root leaves its jobs' mount tables as they are.
+    #[test]
+    fn a_work_directory_at_the_root_detaches_nothing() {
+        let b = Beside::new(Path::new("/job-1"));
+        assert!(b.work == b"/" && !b.applies());
+        assert!(Beside::new(Path::new("/var/lib/libra/job-1")).applies());
     }
 
     #[test]
