@@ -139,7 +139,7 @@ fn escape(path: &[u8]) -> Vec<u8> {
 
 /// `escaped` decoded into `out`, NUL-terminated, as a C string in it; None when it does not fit
 /// or holds a NUL. Allocates nothing.
-fn unescape_into<'a>(escaped: &[u8], out: &'a mut [u8]) -> Option<&'a CStr> {
+pub(crate) fn unescape_into<'a>(escaped: &[u8], out: &'a mut [u8]) -> Option<&'a CStr> {
     let (mut i, mut n) = (0, 0);
     while i < escaped.len() {
         let octal = escaped

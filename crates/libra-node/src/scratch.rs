@@ -340,24 +340,13 @@ pub fn unmount_all_under(dir: &Path) -> usize {
 
 /// A path as mountinfo writes it: space, tab, newline and backslash as octal escapes.
 fn unescape(p: &str) -> String {
-    let b = p.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal =
-            b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(b[i]);
-                i += 1;
-            }
-        }
+    // The decoding a job's own process does on its table (`crate::beside`), into a buffer of
+    // the escaped length (a path only gets shorter decoded) and its NUL.
+    let mut out = vec![0u8; p.len() + 1];
+    match crate::beside::unescape_into(p.as_bytes(), &mut out) {
+        Some(c) => c.to_string_lossy().into_owned(),
+        None => p.to_string(),
     }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Whether a job's scratch file system can be made in `dir` (a template of `MIN_MB` is made,
