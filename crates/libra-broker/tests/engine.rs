@@ -177,29 +177,25 @@ fn a_libra_resource_without_a_token_is_left_out_and_the_engine_says_why() {
     // server: every request would be refused (401), so the resource is not used at all.
     let res = "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 1\nprice = 1\nurl = \"http://127.0.0.1:9\"\n";
     let plan = "parameter x integer range from 1 to 2 step 1\ntask main\nexec true\nendtask\n";
-    let s = setup(plan, res, Algorithm::Cost, 10, 0);
-    let login = libra_broker::resources::SavedLogin {
-        server: "http://127.0.0.1:10".into(),
-        token: "for-another-server".into(),
-        ca: None,
-        insecure_http: false,
+    // Options lending a login saved for `server`.
+    let lending = |server: &str| EngineOptions {
+        login: Some(libra_broker::resources::SavedLogin {
+            server: server.into(),
+            token: "saved".into(),
+            ca: None,
+            insecure_http: false,
+        }),
+        ..EngineOptions::default()
     };
-    let opts = EngineOptions { login: Some(login), ..EngineOptions::default() };
+    let s = setup(plan, res, Algorithm::Cost, 10, 0);
+    let opts = lending("http://127.0.0.1:10");
     let e = engine::run(&s.db, s.exp, opts).unwrap_err().to_string();
     assert!(e.contains("no resource") && e.contains("'cluster': no API token for http://127.0.0.1:9"), "{e}");
     // The same login, for this server: lent, the resource is used (and refused by nothing
     // listening there, which is another story: it sits out, and the sweep is cancelled).
     let s = setup(plan, res, Algorithm::Cost, 10, 0);
-    let login = libra_broker::resources::SavedLogin {
-        server: "http://127.0.0.1:9/".into(),
-        token: "mine".into(),
-        ca: None,
-        insecure_http: false,
-    };
     let (db, exp) = (s.db.clone(), s.exp);
-    let engine = std::thread::spawn(move || {
-        engine::run(&db, exp, EngineOptions { login: Some(login), ..EngineOptions::default() })
-    });
+    let engine = std::thread::spawn(move || engine::run(&db, exp, lending("http://127.0.0.1:9/")));
     let store = Store::open(&s.db).unwrap();
     let lost = || -> i64 {
         store.conn.query_row("SELECT COUNT(*) FROM attempts WHERE state = 'lost'", [], |r| r.get(0)).unwrap()

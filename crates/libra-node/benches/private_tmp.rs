@@ -37,21 +37,8 @@ fn main() {
     let out = record.join("o");
     let run = |tmp_mb: Option<u64>| -> f64 {
         let t = Instant::now();
-        let pid = launch(&Launch {
-            argv: &argv,
-            cwd: &record,
-            stdout: &out,
-            stderr: None,
-            append: false,
-            env: None,
-            cgroup_procs: &[],
-            pid_file: None,
-            identity: None,
-            keep_fd: None,
-            tmp_mb,
-            record: Some(&record),
-        })
-        .unwrap();
+        let pid =
+            launch(&Launch { tmp_mb, record: Some(&record), ..Launch::plain(&argv, &record, &out) }).unwrap();
         loop {
             if let Some(e) = try_reap(pid) {
                 assert_eq!(e.code, Some(0));

@@ -122,6 +122,28 @@ pub struct Launch<'a> {
     /// are detached from the job's own mount namespace (`crate::beside`).
     pub record: Option<&'a Path>,
 }
+
+impl<'a> Launch<'a> {
+    /// `argv` in `cwd`, both output streams to `stdout`, as the agent's own account, with the
+    /// caller's environment and nothing else: the rest is set by name where it is wanted.
+    pub fn plain(argv: &'a [String], cwd: &'a Path, stdout: &'a Path) -> Launch<'a> {
+        Launch {
+            argv,
+            cwd,
+            stdout,
+            stderr: None,
+            append: false,
+            env: None,
+            cgroup_procs: &[],
+            pid_file: None,
+            identity: None,
+            keep_fd: None,
+            tmp_mb: None,
+            record: None,
+        }
+    }
+}
+
 /// Starts `argv` in `dir`, its output in `dir`'s `stdout` and `stderr` files.
 pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::Result<i32> {
     std::fs::create_dir_all(dir)?;
@@ -799,19 +821,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let argv: Vec<String> = ["sleep", "5"].iter().map(|s| s.to_string()).collect();
         let env = vec![("LIBRA_JOB_ID".to_string(), "77".to_string())];
+        let (out, pid_file) = (dir.path().join("o"), dir.path().join("pid"));
         let pid = launch(&Launch {
-            argv: &argv,
-            cwd: dir.path(),
-            stdout: &dir.path().join("o"),
-            stderr: None,
-            append: false,
             env: Some(&env),
-            cgroup_procs: &[],
-            pid_file: Some(&dir.path().join("pid")),
-            identity: None,
-            keep_fd: None,
-            tmp_mb: None,
-            record: None,
+            pid_file: Some(&pid_file),
+            ..Launch::plain(&argv, dir.path(), &out)
         })
         .unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join("pid")).unwrap(), format!("{pid}\n"));
@@ -840,22 +854,7 @@ mod tests {
         std::fs::set_permissions(&prog, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         let argv = vec![prog.to_string_lossy().into_owned()];
         let out = dir.path().join("o");
-        let start = || {
-            launch(&Launch {
-                argv: &argv,
-                cwd: dir.path(),
-                stdout: &out,
-                stderr: None,
-                append: false,
-                env: None,
-                cgroup_procs: &[],
-                pid_file: None,
-                identity: None,
-                keep_fd: None,
-                tmp_mb: None,
-                record: None,
-            })
-        };
+        let start = || launch(&Launch::plain(&argv, dir.path(), &out));
         let busy = |r: std::io::Result<i32>| r.unwrap_err().kind() == std::io::ErrorKind::ExecutableFileBusy;
         // Without the retry, and with a wait shorter than the writer holds it: refused.
         assert!(busy(start()));
@@ -886,21 +885,7 @@ mod tests {
             (vec!["sh".to_string(), "-c".into(), "true".into()], vec![missing.display().to_string()]);
         let (out, err_file, bad_out) = (dir.path().join("o"), dir.path().join("e"), missing.join("o"));
         let fail = |argv: &[String], cwd: &Path, stdout: &Path, stderr: Option<&Path>| {
-            launch(&Launch {
-                argv,
-                cwd,
-                stdout,
-                stderr,
-                append: false,
-                env: None,
-                cgroup_procs: &[],
-                pid_file: None,
-                identity: None,
-                keep_fd: None,
-                tmp_mb: None,
-                record: None,
-            })
-            .unwrap_err()
+            launch(&Launch { stderr, ..Launch::plain(argv, cwd, stdout) }).unwrap_err()
         };
         let e = fail(&sh, dir.path(), &bad_out, None);
         assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
@@ -941,21 +926,7 @@ mod tests {
         );
         let argv = vec!["sh".to_string(), "-c".into(), script];
         let out = dir.path().join("o");
-        let pid = launch(&Launch {
-            argv: &argv,
-            cwd: dir.path(),
-            stdout: &out,
-            stderr: None,
-            append: false,
-            env: None,
-            cgroup_procs: &[],
-            pid_file: None,
-            identity: None,
-            keep_fd: None,
-            tmp_mb: Some(4),
-            record: None,
-        })
-        .unwrap();
+        let pid = launch(&Launch { tmp_mb: Some(4), ..Launch::plain(&argv, dir.path(), &out) }).unwrap();
         while try_reap(pid).is_none() {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
@@ -984,18 +955,9 @@ mod tests {
         let argv = vec!["cat".to_string(), "/proc/self/mountinfo".into()];
         let out = work.path().join("o");
         let pid = launch(&Launch {
-            argv: &argv,
-            cwd: &own_scratch,
-            stdout: &out,
-            stderr: None,
-            append: false,
-            env: None,
-            cgroup_procs: &[],
-            pid_file: None,
-            identity: None,
-            keep_fd: None,
             tmp_mb: Some(1),
             record: Some(&own),
+            ..Launch::plain(&argv, &own_scratch, &out)
         })
         .unwrap();
         while try_reap(pid).is_none() {
