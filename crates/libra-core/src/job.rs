@@ -2,7 +2,7 @@
 //! segments, here the four basic ones: details, resource requirements, QoS constraints and QoS
 //! optimisation. Validation returns a typed error that names the field and the accepted range.
 
-use crate::Money;
+use crate::{Money, Shown};
 use serde::{Deserialize, Serialize};
 
 /// The longest estimate or deadline accepted: one year. Anything longer is a typo, not a job.
@@ -87,9 +87,9 @@ pub struct JobSpec {
 /// A field of the specification that failed validation, and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SpecError {
-    #[error("estimate: {0} is not accepted: give a runtime estimate in seconds, greater than 0 and at most {MAX_SECONDS} (one year)")]
+    #[error("estimate: {} is not accepted: give a runtime estimate in seconds, greater than 0 and at most {MAX_SECONDS} (one year)", Shown(*.0))]
     Estimate(f64),
-    #[error("deadline: {0} is not accepted: give a deadline in seconds after submission, greater than 0 and at most {MAX_SECONDS} (one year)")]
+    #[error("deadline: {} is not accepted: give a deadline in seconds after submission, greater than 0 and at most {MAX_SECONDS} (one year)", Shown(*.0))]
     Deadline(f64),
     #[error("deadline: {deadline} s is shorter than {least} s, the estimate {estimate} s on {cpus} CPU(s) at once: no scheduler can finish the job in time; give a deadline of at least {least} s (or more CPUs per task)")]
     DeadlineBeforeEstimate { deadline: f64, estimate: f64, cpus: u32, least: f64 },
@@ -99,7 +99,7 @@ pub enum SpecError {
     Budget(Money),
     #[error("procs: {0} is not accepted: give between 1 and {MAX_PROCS} processors")]
     Procs(u32),
-    #[error("length_mi: {0} is not accepted: give a positive number of million instructions")]
+    #[error("length_mi: {} is not accepted: give a positive number of million instructions", Shown(*.0))]
     Length(f64),
     #[error("cpus_per_task: {0} is not accepted: give between 1 and {MAX_CPUS_PER_TASK} CPUs per task")]
     CpusPerTask(u32),

@@ -17,6 +17,7 @@ pub mod money;
 pub mod policy;
 pub mod pricing;
 pub mod share;
+pub mod shown;
 pub mod still;
 
 pub use cluster::{Cluster, JobSlot, NodeIdx, NodeSpec};
@@ -24,3 +25,4 @@ pub use job::JobSpec;
 pub use money::Money;
 pub use policy::{build_policy, Decision, Policy, RejectReason, Suggestion, POLICY_NAMES};
 pub use pricing::PricingParams;
+pub use shown::Shown;

@@ -67,7 +67,7 @@ pub struct AgentConfig {
 pub enum NodeError {
     #[error("{0}")]
     Enforce(#[from] crate::enforce::EnforceError),
-    #[error("cpus: {0} is not accepted: give a capacity greater than 0 and at most the machine's {1} cores")]
+    #[error("cpus: {} is not accepted: give a capacity greater than 0 and at most the machine's {} cores", libra_core::Shown(*.0), .1)]
     Cpus(f64, usize),
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -966,9 +966,9 @@ impl Agent {
             return if *user == me {
                 Ok(None)
             } else {
+                // The server names the node before every reason a node gives.
                 Err(format!(
-                    "node {}'s agent is not root: it runs jobs only as its own account {me}, not as {user}",
-                    self.cfg.name
+                    "this node's agent is not root: it runs jobs only as its own account {me}, not as {user}"
                 ))
             };
         }
@@ -977,8 +977,8 @@ impl Agent {
                 "jobs do not run as root unless an administrator allows it for their user (the account mapped is {user})"
             )),
             Ok(Some(id)) => Ok(Some(id)),
-            Ok(None) => Err(format!("{user} has no account on node {}", self.cfg.name)),
-            Err(e) => Err(format!("looking up the account {user} on node {}: {e}", self.cfg.name)),
+            Ok(None) => Err(format!("the Unix account {user} does not exist on this node")),
+            Err(e) => Err(format!("looking up the Unix account {user} on this node: {e}")),
         }
     }
 
@@ -1111,6 +1111,7 @@ impl Agent {
                     // The keeper stays in the node's namespace; the job it starts gets its own.
                     tmp_mb: None,
                     record: None,
+                    own_session: true,
                 }
             } else {
                 proc::Launch {
@@ -1126,6 +1127,7 @@ impl Agent {
                     keep_fd: None,
                     tmp_mb,
                     record: Some(&dir),
+                    own_session: true,
                 }
             };
             let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();
@@ -1556,18 +1558,9 @@ mod tests {
         let (e7, e8) = (env("7"), env("8"));
         let launch = |env: &[(String, String)], pid_file: &std::path::Path| {
             proc::launch(&proc::Launch {
-                argv: &argv,
-                cwd: &job,
-                stdout: &job.join("stdout"),
-                stderr: None,
-                append: false,
                 env: Some(env),
-                cgroup_procs: &[],
                 pid_file: Some(pid_file),
-                identity: None,
-                keep_fd: None,
-                tmp_mb: None,
-                record: None,
+                ..proc::Launch::plain(&argv, &job, &job.join("stdout"))
             })
             .unwrap()
         };
@@ -1607,18 +1600,9 @@ mod tests {
         // No LIBRA_JOB_ID: what a child before its exec shows.
         let env: Vec<(String, String)> = Vec::new();
         let pid = proc::launch(&proc::Launch {
-            argv: &argv,
-            cwd: &job,
-            stdout: &job.join("stdout"),
-            stderr: None,
-            append: false,
             env: Some(&env),
-            cgroup_procs: &[],
-            pid_file: None,
-            identity: None,
             keep_fd: Some(lock.as_raw_fd()),
-            tmp_mb: None,
-            record: None,
+            ..proc::Launch::plain(&argv, &job, &job.join("stdout"))
         })
         .unwrap();
         // The agent is gone; its child holds the lock and writes its pid file a moment later.

@@ -121,6 +121,13 @@ pub struct Launch<'a> {
     /// other file systems mounted in the work directory (other jobs' scratch, those made ahead)
     /// are detached from the job's own mount namespace (`crate::beside`).
     pub record: Option<&'a Path>,
+    /// Start a session (and process group) of its own, led by the child: true for what the
+    /// agent starts (a keeper, or a job without one), whose session is then the job's. False
+    /// for the job a keeper starts, which stays in its keeper's session and group: the agent
+    /// counts the job's CPU by that session (`cpu_by_session`), finds its processes by it
+    /// (`session_members`) and signals that group (suspend, resume, kill), all by the keeper's
+    /// pid, the only one it knows.
+    pub own_session: bool,
 }
 
 impl<'a> Launch<'a> {
@@ -140,6 +147,7 @@ impl<'a> Launch<'a> {
             keep_fd: None,
             tmp_mb: None,
             record: None,
+            own_session: true,
         }
     }
 }
@@ -148,18 +156,9 @@ impl<'a> Launch<'a> {
 pub fn spawn(argv: &[String], dir: &Path, cgroup_procs: &[PathBuf]) -> std::io::Result<i32> {
     std::fs::create_dir_all(dir)?;
     launch(&Launch {
-        argv,
-        cwd: dir,
-        stdout: &dir.join("stdout"),
         stderr: Some(&dir.join("stderr")),
-        append: false,
-        env: None,
         cgroup_procs,
-        pid_file: None,
-        identity: None,
-        keep_fd: None,
-        tmp_mb: None,
-        record: None,
+        ..Launch::plain(argv, dir, &dir.join("stdout"))
     })
 }
 
@@ -348,6 +347,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let append = l.append;
     let identity = l.identity.map(|i| (i.uid as libc::uid_t, i.gid as libc::gid_t, i.groups.clone()));
     let keep_fd = l.keep_fd;
+    let own_session = l.own_session;
     let tmp = l.tmp_mb.map(private_tmp_data).transpose()?;
     let mut beside = l.tmp_mb.and(l.record).map(Beside::new);
     let mut cmd = Command::new(prog);
@@ -361,7 +361,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     unsafe {
         cmd.pre_exec(move || {
             let last = std::io::Error::last_os_error;
-            if libc::setsid() < 0 {
+            if own_session && libc::setsid() < 0 {
                 return Err(at(Step::Session, last()));
             }
             if let Some(fd) = keep_fd {
@@ -511,6 +511,8 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
                 keep_fd: None,
                 tmp_mb: p.tmp_mb,
                 record: Some(record),
+                // The keeper's session and group are the job's (see `Launch::own_session`).
+                own_session: false,
             })
         }),
         None if argv.is_empty() => Err(std::io::Error::other("no command given")),

@@ -507,7 +507,9 @@ impl Inner {
             .get_mut(node)
             .ok_or_else(|| ApiError::NotFound(format!("node: '{node}' is not a node of this cluster")))?;
         let idx = rt.idx;
-        let reason = reason.filter(|_| drained);
+        // Draining a drained node again without a reason keeps the one it has (an
+        // administrator's ticket, or why the server drained it); undraining forgets it.
+        let reason = if drained { reason.or_else(|| rt.drain_reason.clone()) } else { None };
         store::nodes::set_drained(&self.db, node, drained, reason.as_deref())?;
         rt.drain_reason = reason;
         self.cluster.set_accepting(idx, !drained);
@@ -555,7 +557,8 @@ impl Inner {
     fn price_targets(&self, node: Option<&str>, price: f64) -> Result<Vec<(String, NodeIdx)>, ApiError> {
         if !(0.0..1e9).contains(&price) {
             return Err(ApiError::BadRequest(format!(
-                "price_base: {price} is not accepted: give a price from 0 to 1e9 per CPU-second"
+                "price_base: {} is not accepted: give a price from 0 to 1e9 per CPU-second",
+                libra_core::Shown(price)
             )));
         }
         Ok(match node {

@@ -3,7 +3,7 @@
 
 use crate::error::ServerError;
 use libra_core::policy::Placement;
-use libra_core::PricingParams;
+use libra_core::{PricingParams, Shown};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -307,44 +307,46 @@ impl Config {
         if !(self.node_timeout > 0.0 && self.node_timeout <= 86_400.0) {
             return Err(ServerError::Invalid(format!(
                 "node_timeout: {} is not accepted: give seconds above 0 and at most 86400",
-                self.node_timeout
+                Shown(self.node_timeout)
             )));
         }
         if !(self.period >= 0.05 && self.period <= 3600.0) {
             return Err(ServerError::Invalid(format!(
                 "period: {} is not accepted: give seconds between 0.05 and 3600",
-                self.period
+                Shown(self.period)
             )));
         }
         if !(self.default_price_base >= 0.0 && self.default_price_base < 1e9) {
             return Err(ServerError::Invalid(format!(
                 "default_price_base: {} is not accepted: give a price from 0 to below 1e9",
-                self.default_price_base
+                Shown(self.default_price_base)
             )));
         }
         if !(self.token_ttl >= 1.0 && self.token_ttl <= 10.0 * 365.0 * 86_400.0) {
             return Err(ServerError::Invalid(format!(
                 "token_ttl: {} is not accepted: give seconds from 1 to 315360000 (ten years)",
-                self.token_ttl
+                Shown(self.token_ttl)
             )));
         }
         if !(self.audit_repeat_window >= 0.0 && self.audit_repeat_window <= 3600.0) {
             return Err(ServerError::Invalid(format!(
                 "audit_repeat_window: {} is not accepted: give seconds from 0 (write every refusal) to 3600",
-                self.audit_repeat_window
+                Shown(self.audit_repeat_window)
             )));
         }
         if let Some(d) = self.audit_keep_days {
             if !(1.0..=36_500.0).contains(&d) {
                 return Err(ServerError::Invalid(format!(
-                    "audit_keep_days: {d} is not accepted: give days from 1 to 36500, or leave it unset to keep every entry"
+                    "audit_keep_days: {} is not accepted: give days from 1 to 36500, or leave it unset to keep every entry",
+                    Shown(d)
                 )));
             }
         }
         if let Some(d) = self.output_keep_days {
             if !(1.0..=36_500.0).contains(&d) {
                 return Err(ServerError::Invalid(format!(
-                    "output_keep_days: {d} is not accepted: give days from 1 to 36500, or leave it unset to keep every job's output"
+                    "output_keep_days: {} is not accepted: give days from 1 to 36500, or leave it unset to keep every job's output",
+                    Shown(d)
                 )));
             }
         }
@@ -369,7 +371,8 @@ impl Config {
         if !(self.submit_rate > 0.0 && self.submit_rate <= 1e6) || self.submit_burst == 0 {
             return Err(ServerError::Invalid(format!(
                 "submit_rate, submit_burst: {} per second, {} at once is not accepted: give a rate above 0 (at most 1e6) and a burst of at least 1",
-                self.submit_rate, self.submit_burst
+                Shown(self.submit_rate),
+                self.submit_burst
             )));
         }
         libra_core::policy::build_policy_with(&self.policy, self.pricing, self.placement)

@@ -23,8 +23,11 @@ pub enum LedgerError {
     Insufficient { user: String, available: Money, needed: Money },
     #[error("amount: {0} is not accepted: the hold must be between 0 and the job's budget {1}")]
     AboveBudget(Money, Money),
-    #[error("amount: a withdrawal of {amount} would take {user}'s available credit {available} below zero")]
-    Overdraw { user: String, amount: Money, available: Money },
+    /// `withdrawn` is the amount taken out (> 0).
+    #[error(
+        "amount: a withdrawal of {withdrawn} would take {user}'s available credit {available} below zero"
+    )]
+    Overdraw { user: String, withdrawn: Money, available: Money },
     #[error("credit: account {account} has {available} available, the job needs {needed} on hold; ask an administrator for credit, charge another account (--account) or lower the budget")]
     AccountShort { account: String, available: Money, needed: Money },
     #[error("limit: {user} may have at most {limit} charged and held against account {account} in its allocation period; {used} is used, {left} is left, the job needs {needed} on hold; ask an administrator to raise the limit, or charge another account (--account)")]
@@ -121,7 +124,8 @@ pub fn balance_from_entries(conn: &Connection, user: i64) -> rusqlite::Result<(i
 pub fn deposit(conn: &Connection, user: i64, amount: Money, now: f64) -> Result<Balance, LedgerError> {
     let b = balance(conn, user)?;
     if (b.available + amount).is_negative() {
-        return Err(LedgerError::Overdraw { user: b.user, amount, available: b.available });
+        let withdrawn = Money(amount.0.saturating_neg());
+        return Err(LedgerError::Overdraw { user: b.user, withdrawn, available: b.available });
     }
     append(conn, user, None, LedgerKind::Deposit, amount, now)?;
     Ok(balance(conn, user)?)

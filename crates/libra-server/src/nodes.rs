@@ -98,7 +98,7 @@ impl Inner {
         if !(r.cpus > 0.0 && r.cpus <= 4096.0) {
             return Err(ApiError::BadRequest(format!(
                 "cpus: {} is not accepted: give a capacity above 0 and at most 4096 CPUs (fractions allowed, e.g. 0.5)",
-                r.cpus
+                libra_core::Shown(r.cpus)
             )));
         }
         let price = match self.nodes.get(&r.name) {

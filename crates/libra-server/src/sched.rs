@@ -122,7 +122,8 @@ fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
     if let Some(t) = req.time_limit {
         if !(t > 0.0 && t <= libra_core::job::MAX_SECONDS) {
             return Err(ApiError::BadRequest(format!(
-                "time_limit: {t} is not accepted: give a wall-clock limit in seconds, greater than 0 and at most one year"
+                "time_limit: {} is not accepted: give a wall-clock limit in seconds, greater than 0 and at most one year",
+                libra_core::Shown(t)
             )));
         }
     }

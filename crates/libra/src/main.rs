@@ -78,6 +78,14 @@ const NUMERIC_OPTIONS: &[&str] = &[
     "scratch_ahead",
     "tmp_mb",
     "period",
+    // Times and durations: `--end -3d`, `--since -2d` reach `parse_instant`'s own error.
+    "start",
+    "end",
+    "since",
+    "until",
+    "starttime",
+    "endtime",
+    "duration",
 ];
 
 /// Whether option `a` takes a number by its parser's type (every count, rate and coefficient:
@@ -299,10 +307,16 @@ mod tests {
             let one = parse_one(&args).map(|c| format!("{:?}", Ok::<Cli, clap::Error>(c)));
             (tree, one)
         };
-        for line in ["submit --estimate 1s -d -5m --budget -3 -- /bin/true", "update 4 --budget -3"] {
+        for line in [
+            "submit --estimate 1s -d -5m --budget -3 -- /bin/true",
+            "update 4 --budget -3",
+            "admin account allocate physics 50 --start -3d --end -3m",
+            "admin usage --since -3d --until -3m",
+            "history --starttime -3d --endtime -3m",
+        ] {
             let (tree, one) = parsed(line);
             let tree = tree.unwrap_or_else(|e| panic!("{line}: {e}"));
-            assert!(tree.contains("\"-3\""), "{line}: {tree}");
+            assert!(tree.contains("\"-3"), "{line}: {tree}");
             assert_eq!(one.as_deref(), Some(tree.as_str()), "{line}");
         }
         // An option whose parser takes a number, anywhere: the value reaches it (`alpha: -1.0`,

@@ -163,7 +163,13 @@ fn jobs_run_as_their_owners_and_cannot_reach_each_other() {
     let ed = user(&cl, "ed", "nosuchaccount", false);
     let j = wait_done(&ed, ed.submit(&sh(&cl.dir, "true", "ed.out")).unwrap().id);
     assert_eq!(j.state, JobState::Failed, "{j:?}");
-    assert!(j.reason.as_deref().unwrap_or("").contains("nosuchaccount has no account on node"), "{j:?}");
+    assert!(
+        j.reason
+            .as_deref()
+            .unwrap_or("")
+            .contains(": the Unix account nosuchaccount does not exist on this node"),
+        "{j:?}"
+    );
 }
 
 /// A job given no working directory runs in its scratch directory, where its output goes too.

@@ -636,6 +636,31 @@ fn the_command_line_prints_tables_and_json() {
     assert!(libra(&cl, &token, &["completions", "bash"]).contains("libra"));
 }
 
+/// The agent counts a running job's CPU as it goes (the job runs in its keeper's session, by
+/// which the agent knows it): the server sees it rise while the job runs, and a job cancelled
+/// half way pays for what it used. Before, the keeper's session held only the keeper: a job
+/// showed 0 CPU-s until it ended, and a cancel charged nothing for seconds of work.
+#[test]
+fn a_running_jobs_cpu_is_seen_as_it_runs_and_a_cancel_pays_for_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let hugo = cl.user("hugo", 1000);
+    let j = hugo.submit(&burn(30.0, 30.0, 120.0, 500)).unwrap();
+    assert_eq!(j.state, JobState::Pending, "{j:?}");
+    let seen = wait_until("the server to see the job's CPU rise", || {
+        hugo.job(j.id).ok().filter(|i| i.state == JobState::Running && i.cpu_seconds >= 1.0)
+    });
+    let c = hugo.cancel(j.id).unwrap();
+    assert_eq!(c.state, JobState::Cancelled, "{c:?}");
+    let done = wait_done(&hugo, j.id);
+    assert!(done.cpu_seconds >= seen.cpu_seconds, "{done:?} after {seen:?}");
+    assert!(done.charged > Money::ZERO && done.charged <= done.cost, "{done:?}");
+    let bal = hugo.balance().unwrap();
+    assert_eq!((bal.held, bal.charged), (Money::ZERO, done.charged));
+    // Nothing of the job runs on: the keeper's group was the job's.
+    wait_until("the job's processes gone", || job_pids(&cl, j.id).is_empty().then_some(()));
+}
+
 #[test]
 fn administrators_suspend_resume_and_reprice() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -645,16 +670,18 @@ fn administrators_suspend_resume_and_reprice() {
     let j = gina.submit(&burn(1.0, 1.0, 60.0, 100)).unwrap();
     wait_running(&gina, j.id);
     assert_eq!(admin.admin_job(j.id, "suspend").unwrap().state, JobState::Suspended);
-    // The node stops the process: its CPU time stands still while suspended.
-    let pid = wait_until("the job's process", || job_pids(&cl, j.id).first().copied());
-    wait_until("the node to stop it", || {
+    // The node stops the job's processes, its keeper's and the job's own (the burner): their
+    // CPU time stands still while suspended.
+    let pids = wait_until("the keeper and the job", || Some(job_pids(&cl, j.id)).filter(|p| p.len() >= 2));
+    let stopped = |pid: &i32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .filter(|s| s[s.rfind(')').unwrap() + 2..].starts_with('T'))
-    });
-    let c0 = proc_cpu(pid);
+            .is_ok_and(|s| s[s.rfind(')').unwrap() + 2..].starts_with('T'))
+    };
+    wait_until("the node to stop them", || pids.iter().all(stopped).then_some(()));
+    let cpu = || pids.iter().map(|&p| proc_cpu(p)).sum::<f64>();
+    let c0 = cpu();
     std::thread::sleep(Duration::from_millis(700));
-    assert!(proc_cpu(pid) - c0 < 0.05, "a suspended job kept running");
+    assert!(cpu() - c0 < 0.05, "a suspended job kept running");
     assert_eq!(admin.admin_job(j.id, "resume").unwrap().state, JobState::Running);
     assert_eq!(wait_done(&gina, j.id).state, JobState::Completed);
     // Prices change at run time: a higher base price makes the same job dearer.

@@ -35,6 +35,9 @@ fn a_drained_node_takes_no_new_job_and_finishes_the_one_it_runs() {
     let row = table.lines().find(|l| l.contains(&busy)).unwrap();
     assert!(row.contains("DRAINED"), "{table}");
     assert!(table.contains(&format!("{busy} is drained: fan check, ticket 12")), "{table}");
+    // Drained again without a reason: the reason given before stays (a new one replaces it).
+    let out = libra(&cl, &token, &["admin", "node", "drain", &busy]);
+    assert!(out.contains("(reason: fan check, ticket 12)"), "{out}");
     let long = admin.node_action(&other, "drain", Some(&"x".repeat(1001))).unwrap_err();
     assert!(long.status() == Some(400) && long.to_string().contains("reason: at most 1000 bytes"), "{long}");
     assert!(!admin.nodes().unwrap().into_iter().find(|n| n.name == other).unwrap().drained);

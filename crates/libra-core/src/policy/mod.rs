@@ -192,7 +192,7 @@ pub trait Policy: Send + Sync {
 pub enum PolicyError {
     #[error("policy: '{0}' is not a policy; accepted: {list}, {more}", list = POLICY_NAMES.join(", "), more = BEYOND_POLICY_NAMES.join(", "))]
     Unknown(String),
-    #[error("pricing: {field} = {value} is not accepted: {accepted}")]
+    #[error("pricing: {field} = {} is not accepted: {accepted}", crate::Shown(*.value))]
     Pricing { field: &'static str, value: f64, accepted: &'static str },
     #[error("placement: {policy} gives each job whole idle nodes in queue order and has no node choice; give a placement (best-fit, least-loaded, cheapest) only with a time-shared policy ({list}, {more})", list = TIME_SHARED_POLICY_NAMES.join(", "), more = BEYOND_POLICY_NAMES.join(", "))]
     NoNodeChoice { policy: &'static str },

@@ -598,8 +598,9 @@ pub fn deposit(
             let lasting = totals(conn, p, None)?;
             let available = Money(lasting.0 - lasting.1 + lasting.3);
             if (available + amount).is_negative() {
+                let withdrawn = Money(amount.0.saturating_neg());
                 return Err(
-                    LedgerError::Overdraw { user: format!("account {name}"), amount, available }.into()
+                    LedgerError::Overdraw { user: format!("account {name}"), withdrawn, available }.into()
                 );
             }
             append(conn, p, None, Some(actor), None, Kind::Deposit, amount.0, now)?;

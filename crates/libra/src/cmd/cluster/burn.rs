@@ -20,7 +20,10 @@ fn cpu_time() -> f64 {
 
 pub fn run(a: BurnArgs) -> Result<()> {
     if !(a.cpu_seconds.is_finite() && a.cpu_seconds >= 0.0 && a.cpu_seconds <= 86400.0 * 365.0) {
-        bail!("--cpu-seconds: {} is not accepted: give seconds from 0 to one year", a.cpu_seconds);
+        bail!(
+            "--cpu-seconds: {} is not accepted: give seconds from 0 to one year",
+            libra_core::Shown(a.cpu_seconds)
+        );
     }
     // The process's CPU time from its start, its own start-up included: a job asked to burn
     // N CPU-seconds uses N in all (the kernel's accounting of the job is what its owner pays

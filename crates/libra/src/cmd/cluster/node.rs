@@ -247,7 +247,10 @@ fn problems(s: &NodeSettings) -> Option<String> {
         return Some("server: give the server's URL (--server, LIBRA_SERVER or server in [node])".into());
     }
     if let Some(c) = s.cpus.filter(|c| !(*c > 0.0 && *c <= 4096.0)) {
-        return Some(format!("cpus: {c} is not accepted: give a capacity above 0 and at most 4096 CPUs (fractions allowed, e.g. 0.5)"));
+        return Some(format!(
+            "cpus: {} is not accepted: give a capacity above 0 and at most 4096 CPUs (fractions allowed, e.g. 0.5)",
+            libra_core::Shown(c)
+        ));
     }
     use libra_node::scratch::{MAX_MB, MIN_MB};
     if let Some(mb) = s.scratch_mb.filter(|mb| *mb != 0 && !(MIN_MB..=MAX_MB).contains(mb)) {
@@ -267,7 +270,10 @@ fn problems(s: &NodeSettings) -> Option<String> {
         ));
     }
     if let Some(p) = s.period.filter(|p| p.is_nan() || *p <= 0.0) {
-        return Some(format!("period: {p} is not accepted: give a positive number of seconds"));
+        return Some(format!(
+            "period: {} is not accepted: give a positive number of seconds",
+            libra_core::Shown(p)
+        ));
     }
     crate::logging::check_level(&s.log_level).err()
 }

@@ -72,7 +72,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         anyhow::ensure!(
             a.node_mips.is_finite() && a.node_mips > 0.0 && a.node_mips <= 1e6,
             "node-mips: {} is not accepted: give a speed above 0 and at most 1000000",
-            a.node_mips
+            libra_core::Shown(a.node_mips)
         );
         let pb = progress(table1::run_count(a.seeds), &a.name);
         let cells = table1::run(a.seeds, a.model.seed, a.node_mips, a.pricing.params(), &|| pb.inc(1))?;

@@ -69,7 +69,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         a.pricing.price_base.is_finite() && a.pricing.price_base >= 0.0,
         "price-base: {} is not accepted: give a non-negative number",
-        a.pricing.price_base
+        libra_core::Shown(a.pricing.price_base)
     );
     let policies: Vec<String> = if a.policy == "all" {
         POLICY_NAMES.iter().map(|s| s.to_string()).collect()
