@@ -535,6 +535,9 @@ pub struct Agent {
     early: HashMap<i32, (proc::Exit, f64)>,
     /// Memory limits for jobs that ask for memory (cgroup v1 memory hierarchy), where writable.
     memory: Option<crate::memory::MemoryLimiter>,
+    /// Each job's group in a cgroup v1 `cpuacct` hierarchy mounted apart from `cpu`, where
+    /// the kernel counts the CPU of all its processes (`cpu_account`).
+    cpu_account: Option<crate::cpu_account::CpuAccount>,
     /// As the server's policy asks (Algorithm 2 until it says otherwise).
     job_control: JobControl,
     /// Directories of jobs the server has acknowledged, to be removed (`spawn_cleaner`).
@@ -655,6 +658,12 @@ impl Agent {
                 std::path::Path::new("/sys/fs/cgroup/memory"),
                 &group,
             ),
+            cpu_account: crate::cpu_account::CpuAccount::new(
+                Arc::new(RealKernel),
+                std::path::Path::new("/sys/fs/cgroup/cpuacct"),
+                std::path::Path::new("/sys/fs/cgroup/cpu"),
+                &group,
+            ),
         };
         for o in orphans {
             agent.adopt(o);
@@ -679,9 +688,17 @@ impl Agent {
                 if let Err(e) = self.enforcer.adopt(job, pid, share) {
                     tracing::warn!(job, "share not re-applied: {e}");
                 }
+                // The job's processes joined its accounting group when it started: the group is
+                // taken over as it is.
+                if let Some(a) = &mut self.cpu_account {
+                    if let Err(e) = a.prepare(job) {
+                        tracing::warn!(job, "CPU accounting group not found again: {e}");
+                    }
+                }
                 let suspended = record.spec.suspended;
                 tracing::info!(job, pid, "adopted a job an earlier agent started");
-                let cpu = proc::cpu_by_session().get(&pid).copied().unwrap_or(0.0);
+                let session = proc::cpu_by_session().get(&pid).copied().unwrap_or(0.0);
+                let cpu = session.max(self.group_cpu(job).unwrap_or(0.0));
                 let owner = self.identity_for(&record.spec).ok().flatten().map(|i| i.uid);
                 let watched = JobFiles::plan(&record.spec, &dir, &self.cfg.name, owner)
                     .map(|f| f.watched)
@@ -1032,11 +1049,16 @@ impl Agent {
             (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| Fault::Node(e.to_string())),
             (None, _) => Ok(None),
         };
+        let account = match &mut self.cpu_account {
+            Some(a) => a.prepare(s.job).map(Some).map_err(|e| Fault::Node(e.to_string())),
+            None => Ok(None),
+        };
         let launched = memory.and_then(|mem| {
+            let acct = account?;
             self.enforcer
                 .prepare(s.job, share)
                 .map_err(|e| Fault::Node(e.to_string()))
-                .map(|cpu| cpu.into_iter().chain(mem).collect::<Vec<_>>())
+                .map(|cpu| cpu.into_iter().chain(mem).chain(acct).collect::<Vec<_>>())
         });
         let account = identity.clone().or_else(proc::Identity::current);
         let env = launch::environment(&s, &self.cfg.name, &files, account.as_ref());
@@ -1178,6 +1200,9 @@ impl Agent {
                 self.enforcer.remove(s.job);
                 if let Some(m) = &mut self.memory {
                     m.remove(s.job);
+                }
+                if let Some(a) = &mut self.cpu_account {
+                    a.remove(s.job);
                 }
                 match fault {
                     Fault::Node(error) => self.failed_start_on_node(&s, error, now),
@@ -1386,12 +1411,18 @@ impl Agent {
                 .map(|(id, _)| (*id, proc::Exit { code: None, signal: None, cpu_seconds: 0.0 }, now)),
         );
         for (id, exit, end_time) in done {
-            let Some(r) = self.jobs.remove(&id) else { continue };
+            let Some(mut r) = self.jobs.remove(&id) else { continue };
+            // Its group's count, before what the job left behind (an escapee) is killed: the
+            // CPU of every process it ever had.
+            r.cpu = r.cpu.max(self.group_cpu(id).unwrap_or(0.0));
             // Make sure nothing the job left behind keeps running outside any accounting.
             proc::signal_group(r.pid, libc::SIGKILL);
             self.enforcer.remove(id);
             if let Some(m) = &mut self.memory {
                 m.remove(id);
+            }
+            if let Some(a) = &mut self.cpu_account {
+                a.remove(id);
             }
             let record = JobRecord { spec: r.spec, start_time: r.start_time };
             let seen = (!r.adopted).then_some((exit, end_time));
@@ -1403,6 +1434,13 @@ impl Agent {
         }
     }
 
+    /// The CPU seconds job `id`'s control group has used, every process in it counted: its
+    /// CPU group's count, else its accounting group's (`cpu_account`); None where neither
+    /// counts (no control groups).
+    fn group_cpu(&self, id: u64) -> Option<f64> {
+        self.enforcer.cpu_seconds(id).or_else(|| self.cpu_account.as_ref()?.seconds(id))
+    }
+
     /// Job control (Algorithm 2, or EDF under the EDF policies): each job's share from now on,
     /// from the CPU time the kernel accounted to it.
     fn control(&mut self) {
@@ -1410,8 +1448,14 @@ impl Agent {
         // Each job's whole session: children that are still running count too.
         let by_session = proc::cpu_by_session();
         self.follow_slurm_jobs(now);
-        for r in self.jobs.values_mut().filter(|r| r.slurm.is_none()) {
+        let groups: HashMap<u64, f64> =
+            self.jobs.keys().filter_map(|&id| Some((id, self.group_cpu(id)?))).collect();
+        for (id, r) in self.jobs.iter_mut().filter(|(_, r)| r.slurm.is_none()) {
             if let Some(cpu) = by_session.get(&r.pid).copied().or_else(|| proc::cpu_seconds(r.pid)) {
+                r.cpu = r.cpu.max(cpu);
+            }
+            // The group counts the processes that left the session too (`cpu_account`).
+            if let Some(&cpu) = groups.get(id) {
                 r.cpu = r.cpu.max(cpu);
             }
         }

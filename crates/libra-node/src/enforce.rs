@@ -52,6 +52,11 @@ pub trait Enforcer: Send {
     fn hold_agent(&mut self, _pid: u32) -> Result<Option<PathBuf>, EnforceError> {
         Ok(None)
     }
+    /// The CPU seconds the job's group has used, every process in it counted (see
+    /// `cpu_account`); None where the mechanism keeps no such count.
+    fn cpu_seconds(&self, _job: u64) -> Option<f64> {
+        None
+    }
 }
 
 /// The most CPU the agent's own group may take (`Enforcer::hold_agent`), in CPUs: a bound on an
@@ -95,7 +100,12 @@ pub fn end_group(kernel: &dyn Kernel, dir: &Path) -> bool {
 /// those who start agents and clean up after them: benchmarks, tests, `libra up`.
 pub fn remove_node_groups(group: &str) {
     let kernel = crate::kernel::RealKernel;
-    for root in ["/sys/fs/cgroup/cpu/libra", "/sys/fs/cgroup/memory/libra", "/sys/fs/cgroup/libra"] {
+    for root in [
+        "/sys/fs/cgroup/cpu/libra",
+        "/sys/fs/cgroup/cpuacct/libra",
+        "/sys/fs/cgroup/memory/libra",
+        "/sys/fs/cgroup/libra",
+    ] {
         let node = Path::new(root).join(group);
         for job in std::fs::read_dir(&node).into_iter().flatten().flatten() {
             if job.file_name().to_string_lossy().starts_with("job-") {
@@ -347,6 +357,10 @@ impl Enforcer for CgroupEnforcer {
                 end_group(self.kernel.as_ref(), &e.path());
             }
         }
+    }
+
+    fn cpu_seconds(&self, job: u64) -> Option<f64> {
+        crate::cpu_account::group_cpu(self.kernel.as_ref(), &self.jobs.get(&job)?.dir)
     }
 
     /// A job ends as a whole: whatever it left in its group (a `setsid` escapee, a daemon it

@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod beside;
 pub mod control;
+pub mod cpu_account;
 pub mod enforce;
 pub mod kernel;
 pub mod launch;

@@ -122,18 +122,10 @@ pub fn keep_in_group(procs: &Path, pids: &[i32]) -> usize {
     moved
 }
 
-/// The CPU seconds a job's group has used, processes that exited included: the cpuacct
-/// controller's count where it is mounted with the cpu controller (cgroup v1), else cgroup v2's
-/// cpu.stat. None where neither is there.
+/// The CPU seconds a job's group has used, processes that exited included
+/// (`cpu_account::group_cpu`). None where the group keeps no count.
 pub fn group_cpu(group: &Path) -> Option<f64> {
-    if let Ok(ns) = std::fs::read_to_string(group.join("cpuacct.usage")) {
-        return ns.trim().parse::<f64>().ok().map(|n| n / 1e9);
-    }
-    let stat = std::fs::read_to_string(group.join("cpu.stat")).ok()?;
-    stat.lines()
-        .find_map(|l| l.strip_prefix("usage_usec "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|us| us / 1e6)
+    crate::cpu_account::group_cpu(&crate::kernel::RealKernel, group)
 }
 
 /// The CPU seconds of live processes (the fallback where the group keeps no count).

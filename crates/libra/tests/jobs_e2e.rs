@@ -361,6 +361,37 @@ fn a_job_ends_as_a_whole_with_the_processes_that_escaped_its_session() {
     wait_until("the job's group to be removed", || (!group.exists() && !v2.exists()).then_some(()));
 }
 
+/// The attack on the bill: a job whose own process sleeps while a process it put in a session
+/// of its own (`setsid`), and left to init, does the work. Counting by the job's session and
+/// its keeper's rusage saw the sleeper alone and charged nothing; the job's control group holds the escapee too, and its count is the
+/// job's CPU (cgroup v2's `cpu.stat`, v1's `cpuacct`, in a hierarchy of its own where it is not
+/// mounted with `cpu`).
+#[test]
+fn the_cpu_a_job_hides_in_a_process_outside_its_session_is_charged() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let mech = cl.admin().nodes().unwrap()[0].mechanism.clone();
+    if !mech.starts_with("cgroup") {
+        eprintln!("no control groups here ({mech}): a setsid escapee's CPU cannot be counted, not tested");
+        return;
+    }
+    let c = cl.user("wes", 1000);
+    // In a subshell that leaves at once, so that the burner is nobody's child in the job: its
+    // CPU is in no rusage the keeper reaps either.
+    let hide = format!("(setsid {} burn --cpu-seconds 2 </dev/null >/dev/null 2>&1 &); sleep 4", EXE);
+    let mut req = SubmitRequest::new(
+        JobSpec::simple(5.0, 120.0, Money::from_credits(100)),
+        vec!["sh".into(), "-c".into(), hide],
+    );
+    req.workdir = Some(cl.dir.display().to_string());
+    let j = c.submit(&req).unwrap();
+    assert_eq!(j.state, JobState::Pending, "{j:?}");
+    let done = wait_done(&c, j.id);
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert!(done.cpu_seconds >= 1.8, "the escapee's 2 CPU-s were not counted: {done:?}");
+    assert!(done.charged > Money::ZERO && done.charged <= done.budget, "{done:?}");
+}
+
 #[test]
 fn a_job_may_use_several_cpus_of_a_node_when_it_asks_for_them() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
