@@ -292,22 +292,28 @@ impl Inner {
             }
             let left = (full.estimate() - cpu_done).max(full.estimate() * 1e-3);
             let rest_budget = budget - earned;
-            if rest_budget.is_negative() {
-                return Ok(refuse(
-                    format!("budget: the part of its price its CPU time so far has earned, {earned}, is above the new budget"),
-                    None,
-                    job,
-                ));
-            }
+            // A budget below what the job has earned already is refused, but the rest is still
+            // decided (with nothing to spend on it), so that the answer suggests a budget that
+            // would do: the earned part plus the price of the rest.
+            let overspent = rest_budget.is_negative();
+            let overspent_why = || {
+                format!("budget: the part of its price its CPU time so far has earned, {earned}, is above the new budget")
+            };
             let rest = spec_of(
                 left,
                 deadline_at - now,
-                rest_budget,
+                if overspent { Money::ZERO } else { rest_budget },
                 full.procs(),
                 full.resources.mem_mb,
                 full.resources.cpus_per_task,
             );
             match self.policy.decide_as(&rest, user, &view, now) {
+                Decision::Accept { nodes, cost, .. }
+                    if overspent && nodes.iter().all(|n| node_idx.contains(n)) =>
+                {
+                    let sg = ChangeSuggestion { deadline_at, budget: earned + cost };
+                    return Ok(refuse(overspent_why(), Some(sg), job));
+                }
                 Decision::Accept { nodes, share, cost } if nodes.iter().all(|n| node_idx.contains(n)) => {
                     let reserved = cpu_done + self.policy.reserved_estimate(&rest, user);
                     (earned + cost, share, Some(reserved))
@@ -324,7 +330,11 @@ impl Inner {
                         deadline_at: now + s.deadline,
                         budget: earned + s.budget,
                     });
-                    return Ok(refuse(why(reason).into(), sg, job));
+                    let reason = match reason {
+                        RejectReason::Budget if overspent => overspent_why(),
+                        r => why(r).into(),
+                    };
+                    return Ok(refuse(reason, sg, job));
                 }
             }
         };

@@ -155,6 +155,8 @@ fn update_reprices_a_running_job_its_node_follows_the_new_deadline_and_a_refusal
     // A budget below the price: refused with a budget that would do.
     let poor = alice.update(a.id, &UpdateRequest { deadline_at: None, budget: Some(Money(1)) }).unwrap();
     assert!(!poor.accepted && poor.reason.as_deref().unwrap_or("").starts_with("budget"), "{poor:?}");
+    // With a budget that would do, whether or not the job has earned more than the one asked.
+    assert!(poor.suggestion.as_ref().is_some_and(|s| s.budget > Money(1)), "{poor:?}");
     assert_eq!(alice.job(a.id).unwrap().budget, job_before.budget);
     assert_eq!(held(&alice), held_before);
     // A higher budget: accepted, never held above it.
