@@ -457,9 +457,9 @@ impl Engine {
             // the job: never more than that length (at 0.0001 a CPU-second a 5 s job is held
             // 0.01, which would have been offered as a 100 s job and refused for its deadline
             // or priced for 100 s).
-            Kind::Libra if a.price > 0.0 => {
-                (a.hold.as_credits_f64() / a.price).min(self.farm.job_secs(a.pos)).max(1.0)
-            }
+            Kind::Libra if a.price > 0.0 => (a.hold.as_credits_f64() / a.price)
+                .min(self.farm.job_secs(a.pos))
+                .max(crate::resources::LIBRA_MIN_ESTIMATE_SECS),
             _ => res.secs_per_job(true).unwrap_or(self.farm.fallback_secs),
         };
         Ok(Launch {

@@ -63,15 +63,23 @@ impl FarmResource {
 
     /// Measured CPU seconds per job, else the prior wall time, else `fallback`.
     pub fn cpu_per_job(&self, fallback: f64) -> f64 {
-        // A Libra cluster prices a job by its runtime estimate, not by the CPU it ends up
-        // using: budget its jobs by their measured wall time.
-        if self.done > 0 && self.cfg.kind() == crate::resources::Kind::Libra {
-            return self.wall_sum / self.done as f64;
-        }
-        if self.done > 0 {
+        use crate::resources::{Kind, LIBRA_MIN_ESTIMATE_SECS};
+        let libra = self.cfg.kind() == Kind::Libra;
+        let secs = if self.done > 0 && libra {
+            // A Libra cluster prices a job by its runtime estimate, not by the CPU it ends up
+            // using: budget its jobs by their measured wall time.
+            self.wall_sum / self.done as f64
+        } else if self.done > 0 {
             self.cpu_sum / self.done as f64
         } else {
             self.prior_secs.unwrap_or(fallback)
+        };
+        // Nor for less than the shortest estimate it is offered: a job measured at 0.3 s held
+        // price x 0.3 s and was offered as a 1 s job, at 0.3 of the price per CPU-second.
+        if libra {
+            secs.max(LIBRA_MIN_ESTIMATE_SECS)
+        } else {
+            secs
         }
     }
 
@@ -368,6 +376,24 @@ mod tests {
             calibration: Calibration::Bound,
             assumed_secs: None,
         }
+    }
+
+    /// A Libra cluster's job measured shorter than the shortest estimate it is offered is held
+    /// for that estimate: the sweep offers the resource's price per CPU-second of it, never less.
+    #[test]
+    fn a_libra_clusters_short_job_is_held_for_the_shortest_estimate_it_is_offered() {
+        use crate::resources::{LibraSpec, LIBRA_MIN_ESTIMATE_SECS};
+        let spec =
+            LibraSpec { url: "http://127.0.0.1:1".into(), token: None, ca: None, insecure_http: false };
+        let cfg = ResourceConfig { slots: 2, price: 5.0, ..ResourceConfig::new("c", KindSpec::Libra(spec)) };
+        let mut f = Farm { resources: vec![FarmResource::new(cfg, Some(0.2))], ..farm(100.0, 1_000) };
+        assert_eq!(f.job_secs(0), LIBRA_MIN_ESTIMATE_SECS, "from a prior of 0.2 s");
+        f.resources[0].done = 2;
+        f.resources[0].wall_sum = 0.6;
+        assert_eq!(f.job_secs(0), LIBRA_MIN_ESTIMATE_SECS, "measured at 0.3 s");
+        assert_eq!(f.start(0, 1, 1, 0.0), Money::from_credits(5));
+        f.resources[0].wall_sum = 5.0;
+        assert_eq!(f.job_secs(0), 2.5, "measured longer: as measured");
     }
 
     #[test]

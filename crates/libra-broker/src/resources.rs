@@ -84,6 +84,11 @@ pub struct ResourceConfig {
     pub spec: KindSpec,
 }
 
+/// The shortest runtime estimate a sweep offers a Libra cluster for a job, in seconds: a job
+/// measured shorter is still offered, priced and held for this long (`Farm::job_secs`), so
+/// that what the sweep offers per CPU-second is never below the resource's price.
+pub const LIBRA_MIN_ESTIMATE_SECS: f64 = 1.0;
+
 /// What a resource is, with the fields only that kind takes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]

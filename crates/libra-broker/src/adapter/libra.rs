@@ -6,7 +6,7 @@
 
 use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
 use crate::plan::{substitute, Command, ExecKind, Plan, Vars};
-use crate::resources::LibraSpec;
+use crate::resources::{LibraSpec, LIBRA_MIN_ESTIMATE_SECS};
 use libra_api::Client;
 use libra_api::{JobState, QuoteRequest, SubmitRequest};
 use libra_core::{JobSpec, Suggestion};
@@ -194,7 +194,7 @@ fn run_remote(
         rejected: false,
         billed: None,
     };
-    let spec = JobSpec::simple(l.estimate.max(1.0), l.deadline_in.max(1.0), l.budget);
+    let spec = JobSpec::simple(l.estimate.max(LIBRA_MIN_ESTIMATE_SECS), l.deadline_in.max(1.0), l.budget);
     // A resumed attempt may already be on the cluster: its key finds it, whatever a quote would
     // say now; only a fresh one is quoted first.
     if !resumed {
