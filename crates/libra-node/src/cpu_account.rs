@@ -7,8 +7,8 @@
 //! (`CpuAccount`), joined before `exec` as the CPU and memory groups are.
 
 use crate::enforce::EnforceError;
+use crate::job_groups::JobGroups;
 use crate::kernel::Kernel;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,9 +29,7 @@ pub fn group_cpu(kernel: &dyn Kernel, group: &Path) -> Option<f64> {
 
 /// Job groups in a v1 `cpuacct` hierarchy mounted apart from `cpu`: `<root>/libra/<node>/job-N`.
 pub struct CpuAccount {
-    kernel: Arc<dyn Kernel>,
-    node_dir: PathBuf,
-    jobs: HashMap<u64, PathBuf>,
+    groups: JobGroups,
 }
 
 impl CpuAccount {
@@ -42,36 +40,23 @@ impl CpuAccount {
         if !kernel.exists(&root.join("cpuacct.usage")) || kernel.exists(&cpu_root.join("cpuacct.usage")) {
             return None;
         }
-        let libra = root.join("libra");
-        let node_dir = libra.join(node);
-        if kernel.mkdir(&libra).is_err() || kernel.mkdir(&node_dir).is_err() {
-            return None;
-        }
-        Some(CpuAccount { kernel, node_dir, jobs: HashMap::new() })
+        Some(CpuAccount { groups: JobGroups::open(kernel, root, node)? })
     }
 
     /// Makes the job's group (or takes the one an earlier agent made, for a job it adopts);
     /// returns the file the job joins it through.
     pub fn prepare(&mut self, job: u64) -> Result<PathBuf, EnforceError> {
-        let dir = self.node_dir.join(format!("job-{job}"));
-        self.kernel
-            .mkdir(&dir)
-            .map_err(|source| EnforceError::Cgroup { path: dir.display().to_string(), source })?;
-        let procs = dir.join("cgroup.procs");
-        self.jobs.insert(job, dir);
-        Ok(procs)
+        Ok(self.groups.make(job)?.join("cgroup.procs"))
     }
 
     /// The CPU seconds the job's group has used.
     pub fn seconds(&self, job: u64) -> Option<f64> {
-        group_cpu(self.kernel.as_ref(), self.jobs.get(&job)?)
+        group_cpu(self.groups.kernel(), self.groups.dir(job)?)
     }
 
     /// Kills what is left in the job's group and removes it.
     pub fn remove(&mut self, job: u64) {
-        if let Some(dir) = self.jobs.remove(&job) {
-            crate::enforce::end_group(self.kernel.as_ref(), &dir);
-        }
+        self.groups.remove(job);
     }
 }
 

@@ -8,6 +8,7 @@ pub mod beside;
 pub mod control;
 pub mod cpu_account;
 pub mod enforce;
+pub mod job_groups;
 pub mod kernel;
 pub mod launch;
 pub mod memory;

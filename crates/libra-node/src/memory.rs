@@ -2,15 +2,13 @@
 //! hierarchy with `memory.limit_in_bytes`, joined before `exec` like the CPU group.
 
 use crate::enforce::EnforceError;
+use crate::job_groups::JobGroups;
 use crate::kernel::Kernel;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub struct MemoryLimiter {
-    kernel: Arc<dyn Kernel>,
-    node_dir: PathBuf,
-    jobs: HashMap<u64, PathBuf>,
+    groups: JobGroups,
 }
 
 impl MemoryLimiter {
@@ -19,32 +17,22 @@ impl MemoryLimiter {
         if !kernel.exists(&root.join("memory.limit_in_bytes")) {
             return None;
         }
-        let libra = root.join("libra");
-        let node_dir = libra.join(node);
-        if kernel.mkdir(&libra).is_err() || kernel.mkdir(&node_dir).is_err() {
-            return None;
-        }
-        Some(MemoryLimiter { kernel, node_dir, jobs: HashMap::new() })
+        Some(MemoryLimiter { groups: JobGroups::open(kernel, root, node)? })
     }
 
     /// Creates the job's group with its limit; returns the file the child joins it through.
     pub fn prepare(&mut self, job: u64, mem_mb: u64) -> Result<PathBuf, EnforceError> {
-        let dir = self.node_dir.join(format!("job-{job}"));
-        let err = |p: &Path| {
-            let path = p.display().to_string();
-            move |source| EnforceError::Cgroup { path, source }
-        };
-        self.kernel.mkdir(&dir).map_err(err(&dir))?;
+        let dir = self.groups.make(job)?;
         let f = dir.join("memory.limit_in_bytes");
-        self.kernel.write(&f, &(mem_mb.saturating_mul(1 << 20)).to_string()).map_err(err(&f))?;
-        self.jobs.insert(job, dir.clone());
+        self.groups
+            .kernel()
+            .write(&f, &(mem_mb.saturating_mul(1 << 20)).to_string())
+            .map_err(|source| EnforceError::Cgroup { path: f.display().to_string(), source })?;
         Ok(dir.join("cgroup.procs"))
     }
 
     pub fn remove(&mut self, job: u64) {
-        if let Some(dir) = self.jobs.remove(&job) {
-            crate::enforce::end_group(self.kernel.as_ref(), &dir);
-        }
+        self.groups.remove(job);
     }
 }
 
