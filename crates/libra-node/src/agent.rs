@@ -1049,12 +1049,12 @@ impl Agent {
             (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| Fault::Node(e.to_string())),
             (None, _) => Ok(None),
         };
-        let account = match &mut self.cpu_account {
+        let counted = match &mut self.cpu_account {
             Some(a) => a.prepare(s.job).map(Some).map_err(|e| Fault::Node(e.to_string())),
             None => Ok(None),
         };
         let launched = memory.and_then(|mem| {
-            let acct = account?;
+            let acct = counted?;
             self.enforcer
                 .prepare(s.job, share)
                 .map_err(|e| Fault::Node(e.to_string()))
