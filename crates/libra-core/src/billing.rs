@@ -114,6 +114,10 @@ pub struct Settlement {
     pub note: String,
 }
 
+/// How a waived settlement's note begins (`libra history` shows it): a charge made later, for
+/// CPU a node reports after the job was settled, is never made on a job the cluster let off.
+pub const FREE_NOTE: &str = "free: ";
+
 fn used(u: &Usage) -> String {
     format!("{:.1} of {:.1} CPU-s", u.cpu_seconds.max(0.0), u.quoted_cpu())
 }
@@ -125,7 +129,7 @@ pub fn settle(u: &Usage, ending: Ending) -> Settlement {
         outcome,
         charge: Money::ZERO,
         free: true,
-        note: format!("free: {why}"),
+        note: format!("{FREE_NOTE}{why}"),
     };
     match ending {
         Ending::Exited { timed_out: true, .. } => {

@@ -201,6 +201,28 @@ pub fn settle(conn: &Connection, job: u64, charge: Money, now: f64) -> Result<Mo
     Ok(charge)
 }
 
+/// Charges a settled job `more` for CPU its node reported after the settlement (a job its owner
+/// cancelled ran until the node's next exchange killed it): as much of it as the owner's
+/// available credit (or the account's) covers, held and captured at once, so that the job's
+/// charges and releases still equal its holds. Returns what was charged. The caller bounds
+/// `more` by the budget less what the job was charged already.
+pub fn charge_settled(conn: &Connection, job: u64, more: Money, now: f64) -> Result<Money, LedgerError> {
+    let amount = more.min(available_for_job(conn, job, now)?.max(Money::ZERO));
+    if amount.0 <= 0 {
+        return Ok(Money::ZERO);
+    }
+    if let Some(p) = projects::job_project(conn, job)? {
+        projects::raise(conn, p, job, amount, now)?;
+        return projects::settle(conn, p, job, amount, now);
+    }
+    let user: i64 = conn
+        .prepare_cached("SELECT user_id FROM jobs WHERE id = ?1")?
+        .query_row(params![job as i64], |r| r.get(0))?;
+    append(conn, user, Some(job), LedgerKind::Hold, amount, now)?;
+    append(conn, user, Some(job), LedgerKind::Charge, amount, now)?;
+    Ok(amount)
+}
+
 /// Raises a job's hold to `to` (a running job that overruns its estimate owes more than its
 /// quote, up to its budget), taking the difference from the owner's available credit. Refused,
 /// with nothing written, when the job's holds would pass its budget or the credit cannot cover

@@ -245,7 +245,12 @@ impl Inner {
                     }
                     running.push(j.job);
                 }
-                _ => resp.kill.push(j.job),
+                _ => {
+                    // Settled already (cancelled, out of credit) and running until this kill:
+                    // the CPU it used since the settlement is billed.
+                    crate::settle::cpu_after_settling(&tx, j.job, &r.name, j.cpu_seconds, now)?;
+                    resp.kill.push(j.job)
+                }
             }
         }
         let mut ended: Vec<u64> = Vec::new();
@@ -266,6 +271,8 @@ impl Inner {
                 // The executor's own record of the end, if it came first, has the last word.
                 crate::executor::slurm::apply_slurm_end(&tx, e.job)?;
                 ended.push(e.job);
+            } else {
+                crate::settle::cpu_after_settling(&tx, e.job, &r.name, e.cpu_seconds, now)?;
             }
             resp.ack.push(e.job);
         }

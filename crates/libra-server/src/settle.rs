@@ -68,6 +68,53 @@ pub fn settle_job(
     Ok(Some(Settled { job, state: final_state, charged }))
 }
 
+/// What a settled job's note says of CPU reported after the settlement (replaced, not added
+/// to, when more comes).
+const LATER_CPU: &str = "; its node reported ";
+
+/// CPU a node reports for a job already settled (its owner cancelled it, or it ran out of
+/// budget or credit, and it ran on until the node's next exchange stopped it): recorded, and
+/// what it adds to the bill charged, never past the budget and as far as the owner's credit
+/// goes. Nothing for a job the cluster let off (a waived settlement), a part that is not this
+/// node's, or CPU counted already (a report sent again). Returns what was charged.
+///
+/// Without it a cancel was billed for the CPU of the last report, up to one `period` before
+/// it, and a job could run that long unpaid each time.
+pub fn cpu_after_settling(
+    conn: &Connection,
+    job: u64,
+    node: &str,
+    cpu: f64,
+    now: f64,
+) -> Result<Money, ApiError> {
+    if !(cpu.is_finite() && cpu > 0.0 && store::endings::more_cpu(conn, job, node, cpu)?) {
+        return Ok(Money::ZERO);
+    }
+    let (Some((state, usage)), Some((charged, note))) =
+        (usage(conn, job)?, store::endings::settlement(conn, job)?)
+    else {
+        return Ok(Money::ZERO);
+    };
+    if state.is_active() || note.starts_with(billing::FREE_NOTE) {
+        return Ok(Money::ZERO);
+    }
+    let more = usage.owed() - charged;
+    if more.0 <= 0 {
+        return Ok(Money::ZERO);
+    }
+    let got = ledger::charge_settled(conn, job, more, now)?;
+    let base = note.split(LATER_CPU).next().unwrap_or_default();
+    let total = charged + got;
+    let mut note =
+        format!("{base}{LATER_CPU}{:.1} CPU-s in all at its end: {total} charged", usage.cpu_seconds);
+    if got < more {
+        note.push_str(&format!(" (capped at what the owner's credit could cover; {} owed)", charged + more));
+    }
+    store::endings::charged_more(conn, job, total, &note)?;
+    tracing::info!(job, node, cpu, more = %got, "charged CPU reported after the job was settled");
+    Ok(got)
+}
+
 /// How a job ended once every part has: None while a part is open. Records the job's end time
 /// and exit code. `lost_reason` names the node when a part was lost.
 pub fn parts_ending(

@@ -652,13 +652,27 @@ fn a_running_jobs_cpu_is_seen_as_it_runs_and_a_cancel_pays_for_it() {
     });
     let c = hugo.cancel(j.id).unwrap();
     assert_eq!(c.state, JobState::Cancelled, "{c:?}");
-    let done = wait_done(&hugo, j.id);
-    assert!(done.cpu_seconds >= seen.cpu_seconds, "{done:?} after {seen:?}");
-    assert!(done.charged > Money::ZERO && done.charged <= done.cost, "{done:?}");
-    let bal = hugo.balance().unwrap();
-    assert_eq!((bal.held, bal.charged), (Money::ZERO, done.charged));
+    assert!(c.cpu_seconds >= seen.cpu_seconds && c.charged > Money::ZERO, "{c:?} after {seen:?}");
     // Nothing of the job runs on: the keeper's group was the job's.
     wait_until("the job's processes gone", || job_pids(&cl, j.id).is_empty().then_some(()));
+    // It burned on from the node's last report until the kill: the node's report of its end
+    // has that CPU, and it is billed at the quoted rate (it was billed at the last report's).
+    let owed = |d: &libra_api::JobInfo| {
+        let u = libra_core::billing::Usage {
+            quoted: d.cost,
+            budget: d.budget,
+            estimate: d.estimate,
+            procs: 1,
+            cpu_seconds: d.cpu_seconds,
+        };
+        u.owed()
+    };
+    let done = wait_until("the CPU to the kill billed", || {
+        hugo.job(j.id).ok().filter(|d| d.cpu_seconds > c.cpu_seconds && d.charged == owed(d))
+    });
+    assert!(done.charged >= c.charged && done.charged <= done.cost, "{done:?} after {c:?}");
+    let bal = hugo.balance().unwrap();
+    assert_eq!((bal.held, bal.charged), (Money::ZERO, done.charged));
 }
 
 #[test]

@@ -186,6 +186,73 @@ fn a_job_within_its_hold_runs_on_when_no_credit_is_left_for_the_margin() {
     assert!(d.reason.as_deref().unwrap().contains("credit"), "{d:?}");
 }
 
+/// A cancel settles at once on the CPU of the node's last report; the job runs until the node's
+/// next exchange kills it, and what it used meanwhile (in the kill's running report and in its
+/// exit) is charged then: at the quoted rate, once, within the budget and the owner's credit,
+/// and never for a job the cluster let off.
+#[test]
+fn cpu_used_between_a_cancel_and_the_kill_is_charged_when_the_node_reports_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 100_000);
+    let mut g = app.lock();
+    let j = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+    let rate = j.cost.0 as f64 / 10.0;
+    let owed = |cpu: f64| Money((rate * cpu).floor() as i64);
+    g.sync(&sync("n1", vec![running(j.id, 4.0, now)], vec![]), now + 5.0).unwrap();
+    let c = g.cancel(&u, j.id, now + 6.0).unwrap();
+    assert_eq!((c.state, c.charged), (JobState::Cancelled, owed(4.0)), "{c:?}");
+    // The node's next report still has it running, with more CPU: it is told to kill it, and
+    // the CPU is billed.
+    let resp = g.sync(&sync("n1", vec![running(j.id, 5.0, now)], vec![]), now + 7.0).unwrap();
+    assert!(resp.kill.contains(&j.id), "{resp:?}");
+    assert_eq!(crate::store::job(&g.db, j.id).unwrap().unwrap().charged, owed(5.0));
+    // Its exit, with the CPU read at the kill, and the same exit sent again.
+    let mut e = exit(j.id, 5.5, now, now + 7.5);
+    e.signal = Some(9);
+    for _ in 0..2 {
+        let resp = g.sync(&sync("n1", vec![], vec![e.clone()]), now + 8.0).unwrap();
+        assert!(resp.ack.contains(&j.id));
+    }
+    let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert_eq!((d.state, d.charged, d.cpu_seconds), (JobState::Cancelled, owed(5.5), 5.5), "{d:?}");
+    let note = d.settlement.unwrap();
+    assert!(note.starts_with("cancelled; charged for 4.0 of 10.0 CPU-s used"), "{note}");
+    assert!(
+        note.ends_with(&format!("reported 5.5 CPU-s in all at its end: {} charged", owed(5.5))),
+        "{note}"
+    );
+    let b = ledger::balance(&g.db, u.id).unwrap();
+    assert_eq!((b.held, b.charged, b.deposited), (Money::ZERO, owed(5.5), b.available + owed(5.5)), "{b:?}");
+    // CPU past the estimate is still capped at the quote within the noise, at the budget past it.
+    let e = exit(j.id, 10_000.0, now, now + 9.0);
+    g.sync(&sync("n1", vec![], vec![e]), now + 9.0).unwrap();
+    assert_eq!(crate::store::job(&g.db, j.id).unwrap().unwrap().charged, j.budget);
+    assert_eq!(ledger::balance(&g.db, u.id).unwrap().charged, j.budget);
+
+    // An administrator's cancel is free, and stays free whatever the node reports later.
+    let k = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+    g.sync(&sync("n1", vec![running(k.id, 2.0, now)], vec![]), now + 10.0).unwrap();
+    let admin = crate::auth::Caller { admin: true, name: "root".into(), ..u.clone() };
+    assert_eq!(g.cancel(&admin, k.id, now + 11.0).unwrap().charged, Money::ZERO);
+    g.sync(&sync("n1", vec![], vec![exit(k.id, 3.0, now, now + 12.0)]), now + 12.0).unwrap();
+    assert_eq!(crate::store::job(&g.db, k.id).unwrap().unwrap().charged, Money::ZERO);
+
+    // With no credit left, the late CPU is charged as far as the credit goes and the note says so.
+    let m = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+    g.sync(&sync("n1", vec![running(m.id, 1.0, now)], vec![]), now + 13.0).unwrap();
+    g.cancel(&u, m.id, now + 14.0).unwrap();
+    let left = ledger::balance(&g.db, u.id).unwrap().available;
+    ledger::deposit(&g.db, u.id, Money(-(left.0 - 1)), now).unwrap();
+    g.sync(&sync("n1", vec![], vec![exit(m.id, 3.0, now, now + 15.0)]), now + 15.0).unwrap();
+    let d = crate::store::job(&g.db, m.id).unwrap().unwrap();
+    assert_eq!(d.charged, owed(1.0) + Money(1), "{d:?}");
+    assert!(d.settlement.unwrap().contains("capped at what the owner's credit could cover"));
+    assert_eq!(ledger::balance(&g.db, u.id).unwrap().available, Money::ZERO);
+}
+
 #[test]
 fn an_exit_is_recorded_only_with_its_settlement() {
     // A failure while settling (a full disk, here a trigger) must not leave the exit recorded and

@@ -128,3 +128,35 @@ pub fn unstarted_by(db: &Connection, t: f64) -> rusqlite::Result<Vec<u64>> {
 
 pub(crate) const UNSTARTED_BY: &str = "SELECT id FROM jobs WHERE state IN ('PENDING','SUSPENDED','HELD') \
      AND start_time IS NULL AND deadline_at < ?1 ORDER BY state, id";
+
+/// Raises the CPU recorded for `node`'s part of `job` to `cpu` (and the job's sum with it).
+/// False, nothing written, when the part is not this node's or already counts as much.
+pub fn more_cpu(db: &Connection, job: u64, node: &str, cpu: f64) -> rusqlite::Result<bool> {
+    let n = db
+        .prepare_cached(
+            "UPDATE job_nodes SET cpu_seconds = ?3 WHERE job = ?1 AND node = ?2 AND cpu_seconds < ?3",
+        )?
+        .execute(params![job as i64, node, cpu])?;
+    if n > 0 {
+        db.prepare_cached(
+            "UPDATE jobs SET cpu_seconds = (SELECT SUM(cpu_seconds) FROM job_nodes WHERE job = ?1) WHERE id = ?1",
+        )?
+        .execute(params![job as i64])?;
+    }
+    Ok(n > 0)
+}
+
+/// A settled job's charge and the note saying how it was reached.
+pub fn settlement(db: &Connection, job: u64) -> rusqlite::Result<Option<(Money, String)>> {
+    db.row("SELECT charged, COALESCE(settlement, '') FROM jobs WHERE id = ?1", params![job as i64], |r| {
+        Ok((Money(r.get(0)?), r.get(1)?))
+    })
+    .optional()
+}
+
+/// A settled job's charge raised (CPU reported after the settlement) and its note with it.
+pub fn charged_more(db: &Connection, job: u64, charged: Money, note: &str) -> rusqlite::Result<()> {
+    db.prepare_cached("UPDATE jobs SET charged = ?2, settlement = ?3 WHERE id = ?1")?
+        .execute(params![job as i64, charged.0, note])?;
+    Ok(())
+}
