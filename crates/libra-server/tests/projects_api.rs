@@ -100,7 +100,7 @@ fn only_administrators_manage_accounts_and_bad_input_is_named() {
                 &AccountUserAdd { user: "nobody".into(), limit: None, default: false },
             ),
             404,
-            "user: no user is named 'nobody'",
+            "user: 'nobody' does not exist",
         ),
         (
             admin.account_add_user(
@@ -145,6 +145,13 @@ fn only_administrators_manage_accounts_and_bad_input_is_named() {
         assert_eq!(got, status, "{msg}");
         assert!(msg.contains(want), "wanted '{want}' in: {msg}");
     }
+    // A credit change of nothing is a mistake, not an entry in the books.
+    let (status, msg) = refused(admin.account_deposit("physics", Money::ZERO));
+    assert!(status == 400 && msg.contains("amount: 0.00 is not accepted: it changes nothing"), "{msg}");
+    let (status, msg) = refused(admin.credit("bob", Money::ZERO));
+    assert!(status == 400 && msg.contains("amount: 0.00 is not accepted: it changes nothing"), "{msg}");
+    let (status, msg) = refused(admin.credit("nobody", Money::from_credits(1)));
+    assert!(status == 404 && msg.contains("user: 'nobody' does not exist"), "{msg}");
     let (status, msg) = refused(admin.account_transfer("physics", "alice", Money::ZERO));
     assert!(status == 400 && msg.contains("amount: 0.00 is not accepted"), "{msg}");
     let (status, msg) = refused(admin.account_transfer("physics", "physics", Money::from_credits(1)));

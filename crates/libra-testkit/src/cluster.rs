@@ -259,7 +259,9 @@ impl Cluster {
     pub fn user(&self, name: &str, credit: i64) -> Client {
         let admin = self.admin();
         admin.user_add(&as_me(name, &("pw-".to_string() + name))).unwrap();
-        admin.credit(name, Money::from_credits(credit)).unwrap();
+        if credit != 0 {
+            admin.credit(name, Money::from_credits(credit)).unwrap();
+        }
         let anon = self.anon();
         let t = anon.login(name, &("pw-".to_string() + name)).unwrap().token;
         anon.with_token(Some(t))

@@ -60,7 +60,9 @@ impl TestServer {
     pub fn user(&self, name: &str, credits: i64) -> Client {
         let admin = self.admin();
         admin.user_add(&UserAdd::new(name, &format!("pw-{name}"), false)).unwrap();
-        admin.credit(name, Money::from_credits(credits)).unwrap();
+        if credits != 0 {
+            admin.credit(name, Money::from_credits(credits)).unwrap();
+        }
         self.login(name, &format!("pw-{name}"))
     }
 

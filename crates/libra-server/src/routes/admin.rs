@@ -218,6 +218,7 @@ pub async fn account_deposit(
     app.run(move |g| {
         let who = g.caller(&headers)?;
         who.require_admin("change credit")?;
+        some_amount(a.amount)?;
         in_tx(g, |db| projects::deposit(db, &name, a.amount, who.id, now())).map(Json)
     })
     .await
@@ -556,6 +557,18 @@ pub async fn user_add(
     .await
 }
 
+/// A credit change of nothing is refused rather than written as an entry that changes nothing
+/// (a typo, most likely: `1e3` read as 0, a forgotten amount).
+fn some_amount(amount: Money) -> Result<(), ApiError> {
+    if amount == Money::ZERO {
+        return Err(ApiError::BadRequest(
+            "amount: 0.00 is not accepted: it changes nothing; give a positive amount to add credit, a negative one to take it back"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 pub async fn credit(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -563,6 +576,7 @@ pub async fn credit(
 ) -> Res<Balance> {
     app.run(move |g| {
         g.caller(&headers)?.require_admin("change credit")?;
+        some_amount(c.amount)?;
         let (id, _) = auth::user_id(&g.db, &c.user)?
             .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
         ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))

@@ -36,7 +36,7 @@ pub enum ProjectError {
     NoAccount(String),
     #[error("account: {user} is not a member of account {account}; your accounts: {mine}")]
     NotMember { user: String, account: String, mine: String },
-    #[error("user: no user is named '{0}'")]
+    #[error("user: '{0}' does not exist")]
     NoUser(String),
     #[error("{0}")]
     Invalid(String),
