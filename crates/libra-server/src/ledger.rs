@@ -32,6 +32,9 @@ pub enum LedgerError {
     AccountShort { account: String, available: Money, needed: Money },
     #[error("limit: {user} may have at most {limit} charged and held against account {account} in its allocation period; {used} is used, {left} is left, the job needs {needed} on hold; ask an administrator to raise the limit, or charge another account (--account)")]
     LimitShort { user: String, account: String, limit: Money, used: Money, left: Money, needed: Money },
+    /// Credit given to a removed user could never be used (they cannot log in again).
+    #[error("user: {0} was removed: credit can only be taken back from them (a negative amount), not given")]
+    Removed(String),
     #[error("job {0} has no open hold")]
     NoHold(u64),
     #[error("store: {0}")]
@@ -120,9 +123,19 @@ pub fn balance_from_entries(conn: &Connection, user: i64) -> rusqlite::Result<(i
     )
 }
 
+fn removed(conn: &Connection, user: i64) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT removed FROM users WHERE id = ?1")?
+        .query_row(params![user], |r| r.get::<_, Option<bool>>(0))
+        .optional()
+        .map(|r| r.flatten().unwrap_or(false))
+}
+
 /// A deposit (positive) or a withdrawal (negative) by an administrator.
 pub fn deposit(conn: &Connection, user: i64, amount: Money, now: f64) -> Result<Balance, LedgerError> {
     let b = balance(conn, user)?;
+    if amount.0 > 0 && removed(conn, user)? {
+        return Err(LedgerError::Removed(b.user));
+    }
     if (b.available + amount).is_negative() {
         let withdrawn = Money(amount.0.saturating_neg());
         return Err(LedgerError::Overdraw { user: b.user, withdrawn, available: b.available });

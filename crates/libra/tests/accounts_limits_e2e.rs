@@ -225,6 +225,9 @@ fn logout_passwd_disable_and_audit_from_the_command_line() {
     assert!(!cl.dir.join("cli-config/login.json").exists());
     let e = Client::new(&cl.url, Some(saved_token)).balance().unwrap_err();
     assert_eq!(e.status(), Some(401), "{e}");
+    // Again: nothing to revoke or forget, which is done, not an error about a missing server.
+    let (ok, out, err) = cli(&cl, &["logout"]);
+    assert!(ok && out.contains("not logged in") && out.contains("nothing to log out"), "{out}{err}");
 
     // An administrator disables mia: her running job is cancelled and its hold released.
     let mia = Client::new(&cl.url, Some(Client::new(&cl.url, None).login("mia", "pw-mia-2").unwrap().token));
@@ -267,4 +270,20 @@ fn logout_passwd_disable_and_audit_from_the_command_line() {
     assert!(ok && out.contains("CALLER") && out.contains("admin"), "{out}");
     let (ok, _, err) = cli(&cl, &["admin", "user", "remove", "nobody"]);
     assert!(!ok && err.contains("does not exist"), "{err}");
+
+    // A removed user can be given nothing: no credit (taking it back is allowed), no account.
+    let (ok, out, err) = cli(&cl, &["admin", "user", "remove", "mia"]);
+    assert!(ok && out.contains("user mia is now removed; 0 tokens revoked"), "{out}{err}");
+    let (ok, _, err) = cli(&cl, &["admin", "credit", "mia", "5"]);
+    assert!(!ok && err.contains("user: mia was removed: credit can only be taken back"), "{err}");
+    let (ok, _, err) = cli(&cl, &["admin", "account", "deposit", "mia", "5"]);
+    assert!(!ok && err.contains("user: mia was removed"), "{err}");
+    let (ok, out, err) = cli(&cl, &["admin", "credit", "mia", "-5"]);
+    assert!(ok && out.contains("mia: 95.00 available"), "{out}{err}");
+    let (ok, _, err) = cli(&cl, &["admin", "account", "create", "lab"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = cli(&cl, &["admin", "account", "add-user", "lab", "mia"]);
+    assert!(!ok && err.contains("user: mia was removed; nothing can change it"), "{err}");
+    let (ok, _, err) = cli(&cl, &["admin", "credit", "mia", "0"]);
+    assert!(!ok && err.contains("amount: 0.00 is not accepted"), "{err}");
 }

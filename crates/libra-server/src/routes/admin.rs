@@ -579,7 +579,11 @@ pub async fn credit(
         some_amount(c.amount)?;
         let (id, _) = auth::user_id(&g.db, &c.user)?
             .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
-        ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| ApiError::BadRequest(e.to_string()))
+        ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| match e {
+            ledger::LedgerError::Removed(_) => ApiError::Conflict(e.to_string()),
+            ledger::LedgerError::Store(_) | ledger::LedgerError::StoreFull(_) => ApiError::from(e),
+            e => ApiError::BadRequest(e.to_string()),
+        })
     })
     .await
 }

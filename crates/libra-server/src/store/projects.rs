@@ -60,6 +60,7 @@ impl From<ProjectError> for crate::ApiError {
             ProjectError::NotMember { .. } => ApiError::Forbidden(e.to_string()),
             ProjectError::Invalid(_) => ApiError::BadRequest(e.to_string()),
             ProjectError::Conflict(_) => ApiError::Conflict(e.to_string()),
+            ProjectError::Ledger(LedgerError::Removed(_)) => ApiError::Conflict(e.to_string()),
             ProjectError::Ledger(l @ (LedgerError::Store(_) | LedgerError::StoreFull(_))) => {
                 ApiError::from(l)
             }
@@ -522,6 +523,10 @@ pub fn add_user(
 ) -> Result<AccountInfo, ProjectError> {
     let p = shared(conn, name, "users are added to")?;
     let u = user_by_name(conn, user)?;
+    let removed: bool = conn.row("SELECT removed FROM users WHERE id = ?1", params![u], |r| r.get(0))?;
+    if removed {
+        return Err(ProjectError::Conflict(format!("user: {user} was removed; nothing can change it")));
+    }
     if limit.is_some_and(|l| l.is_negative()) {
         return Err(ProjectError::Invalid(format!(
             "limit: {} is not accepted: give zero or more credits",

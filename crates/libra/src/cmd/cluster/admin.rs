@@ -466,10 +466,10 @@ pub fn run(a: AdminArgs) -> Result<()> {
             };
             let r = c.user_action(name, action)?;
             let said = format!(
-                "user {} is now {}; {} tokens revoked; cancelled jobs: {}",
+                "user {} is now {}; {} revoked; cancelled jobs: {}",
                 r.user,
                 r.state,
-                r.revoked_tokens,
+                tokens(r.revoked_tokens, ""),
                 if r.cancelled_jobs.is_empty() {
                     "none".to_string()
                 } else {
@@ -778,4 +778,9 @@ impl Render for [AccountInfo] {
         }
         Text::new().line(t)
     }
+}
+
+/// "1 token", "2 other tokens".
+pub(crate) fn tokens(n: u64, which: &str) -> String {
+    format!("{n} {which}token{}", if n == 1 { "" } else { "s" })
 }

@@ -71,6 +71,18 @@ pub struct LogoutArgs {
 }
 
 pub fn logout(a: LogoutArgs) -> Result<()> {
+    let no_token = a.conn.token.is_none()
+        && a.conn.token_file.is_none()
+        && std::env::var_os("LIBRA_TOKEN").is_none_or(|t| t.is_empty());
+    if no_token && saved_login().is_none() {
+        // Nothing to revoke and nothing to forget: done already, as `cargo logout` says.
+        let said =
+            format!("not logged in (no saved login in {}): nothing to log out", login_path()?.display());
+        return emit(
+            &Said::new(&serde_json::json!({ "revoked": false, "forgotten": false }), said),
+            a.conn.json,
+        );
+    }
     let c = a.conn.client()?;
     let revoked = match c.logout() {
         Ok(_) => true,
@@ -156,6 +168,10 @@ pub fn passwd(a: PasswdArgs) -> Result<()> {
         }
     };
     let r = c.passwd(&old, &new)?;
-    let said = format!("password changed for {}; {} other tokens revoked", r.user, r.revoked_tokens);
+    let said = format!(
+        "password changed for {}; {} revoked",
+        r.user,
+        super::admin::tokens(r.revoked_tokens, "other ")
+    );
     emit(&Said::new(&r, said), a.conn.json)
 }
