@@ -35,6 +35,7 @@ pub struct Config {
     /// least-loaded or cheapest. Absent: the policy's own (best fit for libra+$ and the EDF
     /// policies, least loaded for libra).
     pub placement: Option<Placement>,
+    #[serde(deserialize_with = "strict_pricing")]
     pub pricing: PricingParams,
     /// PBase per CPU-second given to nodes when they first join.
     pub default_price_base: f64,
@@ -108,6 +109,28 @@ impl std::fmt::Display for ExecutorKind {
             ExecutorKind::Slurm => "slurm",
         })
     }
+}
+
+/// `[pricing]` as the file writes it: a misspelt or misplaced key (`betta`, or `period` written
+/// under `[server.pricing]`) is refused by name like any other, not silently ignored.
+/// (`PricingParams` itself stays lenient: it is also read from the store and the API.)
+fn strict_pricing<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PricingParams, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct Strict {
+        alpha: f64,
+        beta: f64,
+        libra_gamma: f64,
+        libra_delta: f64,
+    }
+    impl Default for Strict {
+        fn default() -> Self {
+            let p = PricingParams::default();
+            Strict { alpha: p.alpha, beta: p.beta, libra_gamma: p.libra_gamma, libra_delta: p.libra_delta }
+        }
+    }
+    let s = Strict::deserialize(d)?;
+    Ok(PricingParams { alpha: s.alpha, beta: s.beta, libra_gamma: s.libra_gamma, libra_delta: s.libra_delta })
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -430,6 +453,15 @@ mod tests {
         assert_eq!(c.pricing.alpha, 2.0);
         assert_eq!(c.listen, Config::default().listen);
         assert!(toml::from_str::<Config>("nonsense = 1").is_err());
+        // Inside a table too: a key written under [pricing] that belongs elsewhere is named.
+        let e = toml::from_str::<Config>("[pricing]\nbeta = 0.3\nperiod = 3.0\n").unwrap_err().to_string();
+        assert!(e.contains("unknown field `period`"), "{e}");
+        let c: Config = toml::from_str("[pricing]\nbeta = 0.3\n").unwrap();
+        assert_eq!(
+            (c.pricing.alpha, c.pricing.beta),
+            (1.0, 0.3),
+            "the rest of a partial table is the default"
+        );
         let mut c = Config { join_token: "short".into(), ..Config::default() };
         assert!(c.validate().unwrap_err().to_string().starts_with("join_token"));
         c.join_token = "long enough".into();
