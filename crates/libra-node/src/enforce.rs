@@ -100,12 +100,7 @@ pub fn end_group(kernel: &dyn Kernel, dir: &Path) -> bool {
 /// those who start agents and clean up after them: benchmarks, tests, `libra up`.
 pub fn remove_node_groups(group: &str) {
     let kernel = crate::kernel::RealKernel;
-    for root in [
-        "/sys/fs/cgroup/cpu/libra",
-        "/sys/fs/cgroup/cpuacct/libra",
-        "/sys/fs/cgroup/memory/libra",
-        "/sys/fs/cgroup/libra",
-    ] {
+    for root in CGROUP_ROOTS {
         let node = Path::new(root).join(group);
         for job in std::fs::read_dir(&node).into_iter().flatten().flatten() {
             if job.file_name().to_string_lossy().starts_with("job-") {
@@ -116,6 +111,26 @@ pub fn remove_node_groups(group: &str) {
         let _ = std::fs::remove_dir(agent_dir(&node));
     }
 }
+
+/// Removes the control groups of a stopped agent's node that are empty (its own group, and the
+/// node's when no job group is left in it), killing nothing: a job that runs on keeps its group
+/// and its node's, for the next agent to adopt. For `libra up` stopping.
+pub fn remove_empty_node_groups(group: &str) {
+    for root in CGROUP_ROOTS {
+        let node = Path::new(root).join(group);
+        let _ = std::fs::remove_dir(agent_dir(&node));
+        let _ = std::fs::remove_dir(&node);
+    }
+}
+
+/// Where the agents' groups are made, in every hierarchy they use (cgroup v1's cpu, cpuacct and
+/// memory; the v2 unified tree).
+const CGROUP_ROOTS: [&str; 4] = [
+    "/sys/fs/cgroup/cpu/libra",
+    "/sys/fs/cgroup/cpuacct/libra",
+    "/sys/fs/cgroup/memory/libra",
+    "/sys/fs/cgroup/libra",
+];
 
 /// Which cgroup interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

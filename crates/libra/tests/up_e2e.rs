@@ -169,6 +169,28 @@ fn up_runs_the_demo_once_keeps_others_logins_and_stops_with_its_cluster() {
         Client::new(&url, None).get::<serde_json::Value>("/api/health").is_err(),
         "the server still answers"
     );
+    // No job runs on, so nothing of its node agents' control groups is left behind.
+    let agents: Vec<PathBuf> = std::fs::read_dir(&state)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("node-") && e.path().is_dir())
+        .map(|e| e.path())
+        .collect();
+    assert!(!agents.is_empty(), "no node work directory in {}", state.display());
+    for workdir in &agents {
+        let name = workdir.file_name().unwrap().to_string_lossy().into_owned();
+        let group = libra_node::group_name(&name, workdir);
+        for root in [
+            "/sys/fs/cgroup/cpu/libra",
+            "/sys/fs/cgroup/cpuacct/libra",
+            "/sys/fs/cgroup/memory/libra",
+            "/sys/fs/cgroup/libra",
+        ] {
+            for dir in [Path::new(root).join(&group), Path::new(root).join(format!("{group}-agent"))] {
+                assert!(!dir.exists(), "{} left behind by a stopped `libra up`", dir.display());
+            }
+        }
+    }
 
     // `--demo` runs the demo again, as the demo user, and the administrator's login to this
     // cluster (same port, so same server) stays.

@@ -70,7 +70,10 @@ fn stop_on_signals() -> &'static AtomicBool {
 /// Stops the processes it started when dropped: SIGTERM, so that each cleans up after itself
 /// (a node agent removes its scratch file systems made ahead, the server finishes the requests
 /// in flight), then SIGKILL for any still there after `STOP_WAIT`.
-struct Children(Vec<Child>);
+///
+/// The second field names the node agents (name, work directory): once they have stopped, their
+/// control groups left empty are removed (a job that runs on keeps its own).
+struct Children(Vec<Child>, Vec<(String, PathBuf)>);
 
 /// How long `Children` waits for its processes to stop on SIGTERM.
 const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -92,6 +95,9 @@ impl Drop for Children {
             }
             let _ = c.kill();
             let _ = c.wait();
+        }
+        for (name, workdir) in &self.1 {
+            libra_node::enforce::remove_empty_node_groups(&libra_node::group_name(name, workdir));
         }
     }
 }
@@ -206,7 +212,7 @@ pub fn run(a: UpArgs) -> Result<()> {
     let ca = a.tls.then(|| state.join("tls").join("cert.pem"));
     let s = |x: &str| x.to_string();
     let path = |p: &Path| p.display().to_string();
-    let mut kids = Children(Vec::new());
+    let mut kids = Children(Vec::new(), Vec::new());
     // Secrets go to the children as files (0600 in the 0700 state directory), never as
     // arguments: every user of the machine can read a process's command line.
     let mut server = vec![
@@ -251,6 +257,7 @@ pub fn run(a: UpArgs) -> Result<()> {
             node.extend([s("--ca"), path(ca)]);
         }
         kids.0.push(spawn(&node, &state.join(format!("{name}.log")))?);
+        kids.1.push((name.clone(), state.join(&name)));
     }
     let admin = anon.with_token(Some(anon.login("admin", &admin_pw)?.token));
     let (demo_pw, demo_token) = demo_account(&anon, &admin, &state)?;
