@@ -165,6 +165,9 @@ fn cancel_id_cancels_every_task_and_id_task_one() {
     let one = libra(&cl, &token, &["cancel", &format!("{array}_3")]);
     assert!(one.contains(&format!("job {array}_3 CANCELLED")), "{one}");
     let tasks = c.array(array).unwrap();
+    // A task that ran is told that the CPU to its kill comes on the bill later.
+    let ran = tasks[1].start_time.is_some();
+    assert_eq!(ran, one.contains("until its node stops it is added when the node reports it"), "{one}");
     let states: Vec<JobState> = tasks.iter().map(|j| j.state).collect();
     assert_eq!(states, vec![JobState::Running, JobState::Cancelled, JobState::Running]);
     // Several at once, as scancel takes them: a task, a job that does not exist, and the array

@@ -248,13 +248,20 @@ pub fn status(a: StatusArgs) -> Result<()> {
 /// What `libra cancel` says of each job it cancelled.
 fn cancelled_text(jobs: &[JobInfo]) -> Text {
     jobs.iter().fold(Text::new(), |t, j| {
+        let note = j.settlement.as_deref().unwrap_or("");
+        // A job that ran is billed here for the CPU its node last reported; the rest, to the
+        // node's kill, when the node reports it (`libra_server::settle::cpu_after_settling`).
+        let rest = if j.start_time.is_some() && !note.starts_with("free") {
+            format!("; the CPU it uses until its node stops it is added when the node reports it (libra status {})", j.id)
+        } else {
+            String::new()
+        };
         t.line(format!(
-            "job {} {}: charged {} (quoted {}): {}",
+            "job {} {}: charged {} (quoted {}): {note}{rest}",
             libra_api::job_label(j),
             j.state,
             money(j.charged),
             money(j.cost),
-            j.settlement.as_deref().unwrap_or("")
         ))
     })
 }
