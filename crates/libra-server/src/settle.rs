@@ -102,13 +102,25 @@ pub fn cpu_after_settling(
     if more.0 <= 0 {
         return Ok(Money::ZERO);
     }
-    let got = ledger::charge_settled(conn, job, more, now)?;
+    // A refusal by the books (an account's limit, say) charges nothing more; it must not fail
+    // the node's whole report, which would then never be taken.
+    let got = match ledger::charge_settled(conn, job, more, now) {
+        Ok(got) => got,
+        Err(e @ (ledger::LedgerError::Store(_) | ledger::LedgerError::StoreFull(_))) => return Err(e.into()),
+        Err(e) => {
+            tracing::warn!(job, "CPU reported after the job was settled not charged: {e}");
+            Money::ZERO
+        }
+    };
     let base = note.split(LATER_CPU).next().unwrap_or_default();
     let total = charged + got;
     let mut note =
         format!("{base}{LATER_CPU}{:.1} CPU-s in all at its end: {total} charged", usage.cpu_seconds);
     if got < more {
-        note.push_str(&format!(" (capped at what the owner's credit could cover; {} owed)", charged + more));
+        note.push_str(&format!(
+            " (capped at what the owner's credit or account allowed; {} owed)",
+            charged + more
+        ));
     }
     store::endings::charged_more(conn, job, total, &note)?;
     tracing::info!(job, node, cpu, more = %got, "charged CPU reported after the job was settled");

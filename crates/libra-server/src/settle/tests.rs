@@ -249,8 +249,34 @@ fn cpu_used_between_a_cancel_and_the_kill_is_charged_when_the_node_reports_it() 
     g.sync(&sync("n1", vec![], vec![exit(m.id, 3.0, now, now + 15.0)]), now + 15.0).unwrap();
     let d = crate::store::job(&g.db, m.id).unwrap().unwrap();
     assert_eq!(d.charged, owed(1.0) + Money(1), "{d:?}");
-    assert!(d.settlement.unwrap().contains("capped at what the owner's credit could cover"));
+    assert!(d.settlement.unwrap().contains("capped at what the owner's credit or account allowed"));
     assert_eq!(ledger::balance(&g.db, u.id).unwrap().available, Money::ZERO);
+
+    // A job charged to a shared account: the later CPU comes from the account, within the
+    // member's limit, and the owner's own credit is not touched.
+    let p = crate::projects::create(&g.db, "physics", now).unwrap();
+    let lim = Money::from_credits(50);
+    crate::projects::add_user(&g.db, "physics", "u", Some(lim), false, now).unwrap();
+    crate::projects::deposit(&g.db, "physics", Money::from_credits(500), u.id, now).unwrap();
+    let on = |r| libra_api::SubmitRequest { account: Some(p.name.clone()), ..r };
+    let q = g.submit(&u, &on(req(10.0, 1000.0, 1000)), now).unwrap();
+    let qrate = q.cost.0 as f64 / 10.0;
+    g.sync(&sync("n1", vec![running(q.id, 2.0, now)], vec![]), now + 16.0).unwrap();
+    g.cancel(&u, q.id, now + 17.0).unwrap();
+    let mine = ledger::balance(&g.db, u.id).unwrap();
+    let resp = g.sync(&sync("n1", vec![], vec![exit(q.id, 9.0, now, now + 18.0)]), now + 18.0).unwrap();
+    assert!(resp.ack.contains(&q.id));
+    let d = crate::store::job(&g.db, q.id).unwrap().unwrap();
+    assert_eq!(d.charged, Money(((qrate * 9.0).floor() as i64).min(lim.0)), "{d:?}");
+    let pid = crate::projects::project_id(&g.db, "physics").unwrap().unwrap();
+    let a = crate::projects::info(&g.db, crate::projects::Acct::Project(pid), now + 19.0).unwrap();
+    assert_eq!((a.held, a.charged), (Money::ZERO, d.charged), "{a:?}");
+    let after = ledger::balance(&g.db, u.id).unwrap();
+    assert_eq!(
+        (after.available, after.charged),
+        (mine.available, mine.charged),
+        "the owner's own credit paid"
+    );
 }
 
 #[test]
