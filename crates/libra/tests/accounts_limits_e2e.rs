@@ -195,6 +195,55 @@ fn cli_env(cl: &Cluster, args: &[&str], env: &[(&str, &str)]) -> (bool, String, 
     (o.status.success(), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
 }
 
+/// Cancelling a hosted sweep cancels its jobs on the cluster at once. The jobs' threads used to
+/// cancel them at their next look, by which time the sweep's end had revoked its credential: the
+/// cancel was refused and the jobs ran on to their ends, paid for by the user.
+#[test]
+fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let lea = cl.user("lea", 1000);
+    let resources = format!(
+        "[[resource]]\nname = \"here\"\nkind = \"libra\"\nslots = 3\nprice = 20\nurl = \"{}\"\n",
+        cl.url
+    );
+    let sweep = lea
+        .sweep_create(&SweepCreate {
+            plan: "parameter x integer range from 1 to 3 step 1\ntask main\n    exec sleep 120\nendtask\n"
+                .into(),
+            resources,
+            name: Some("long".into()),
+            deadline: None,
+            deadline_in: Some(600.0),
+            budget: Money::from_credits(500),
+            optimise: None,
+            max_retries: None,
+            estimate: Some(5.0),
+            seed: 0,
+        })
+        .unwrap();
+    let running = wait_until("the sweep's jobs running on the cluster", || {
+        let jobs = lea.jobs(false).ok()?;
+        let r: Vec<u64> =
+            jobs.iter().filter(|j| j.state == libra_api::JobState::Running).map(|j| j.id).collect();
+        (r.len() == 3).then_some(r)
+    });
+    let c = lea.sweep_action(sweep.id, "cancel").unwrap();
+    assert_eq!(c.state, "cancelled", "{c:?}");
+    // Each is cancelled, as its owner's cancel (the CPU it used is paid), and nothing is held.
+    let ended = wait_for("the sweep's jobs to be cancelled", 20, || {
+        let jobs: Vec<_> = running.iter().map(|&id| lea.job(id)).collect::<Result<_, _>>().ok()?;
+        jobs.iter().all(|j| !j.state.is_active()).then_some(jobs)
+    });
+    for j in &ended {
+        assert_eq!(j.state, libra_api::JobState::Cancelled, "{j:?}");
+    }
+    assert_eq!(lea.balance().unwrap().held, Money::ZERO);
+    wait_until("the jobs' processes gone", || {
+        running.iter().all(|&id| job_pids(&cl, id).is_empty()).then_some(())
+    });
+}
+
 #[test]
 fn logout_passwd_disable_and_audit_from_the_command_line() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -10,9 +10,9 @@ use crate::resources::{LibraSpec, LIBRA_MIN_ESTIMATE_SECS};
 use libra_api::Client;
 use libra_api::{JobState, QuoteRequest, SubmitRequest};
 use libra_core::{JobSpec, Suggestion};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashSet;
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub struct LibraCluster {
@@ -20,7 +20,23 @@ pub struct LibraCluster {
     client: Client,
     /// The main task as one shell script, `$names` still to substitute per job.
     script: String,
-    cancelled: Arc<AtomicBool>,
+    on_cluster: Arc<Mutex<OnCluster>>,
+}
+
+/// The jobs this resource has running on the cluster, and whether the sweep was cancelled,
+/// under one lock: a job is submitted either before a cancel, which then cancels it, or not at
+/// all. The cancel is made before `cancel_all` returns: once the engine records the sweep's end,
+/// a hosted sweep's credential is revoked (and a standalone sweep's process may exit), so a
+/// cancel left to the job's own thread found no way to the cluster and the job ran on, paid
+/// for, after its sweep was cancelled.
+#[derive(Default)]
+struct OnCluster {
+    cancelled: bool,
+    jobs: HashSet<u64>,
+}
+
+fn lock(m: &Mutex<OnCluster>) -> MutexGuard<'_, OnCluster> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What a `libra` resource without a token is told: the three ways to give one.
@@ -67,12 +83,7 @@ impl LibraCluster {
             .map(|(c, ign)| if *ign { format!("{{ {c}; true; }}") } else { c.clone() })
             .collect::<Vec<_>>()
             .join(" && ");
-        Ok(LibraCluster {
-            name: name.to_string(),
-            client,
-            script,
-            cancelled: Arc::new(AtomicBool::new(false)),
-        })
+        Ok(LibraCluster { name: name.to_string(), client, script, on_cluster: Arc::default() })
     }
 }
 
@@ -86,11 +97,11 @@ impl LibraCluster {
             resource: self.name.clone(),
             msg: format!("{}: {e}", l.dir.display()),
         })?;
-        let (client, cancelled) = (self.client.clone(), self.cancelled.clone());
+        let (client, on_cluster) = (self.client.clone(), self.on_cluster.clone());
         let script = subst(&self.script, &l.vars);
         let name = format!("sweep-job-{}", l.vars.get("jobname").cloned().unwrap_or_default());
         std::thread::spawn(move || {
-            let o = run_remote(&client, &cancelled, &l, script, name, resumed);
+            let o = run_remote(&client, &on_cluster, &l, script, name, resumed);
             if let Some(o) = o {
                 if !o.rejected {
                     write_marker(&l.dir, &o);
@@ -115,7 +126,16 @@ impl ResourceAdapter for LibraCluster {
     }
 
     fn cancel_all(&mut self) {
-        self.cancelled.store(true, Ordering::Relaxed);
+        let mut on = lock(&self.on_cluster);
+        on.cancelled = true;
+        for id in on.jobs.drain() {
+            match self.client.cancel(id) {
+                // 409: it ended meanwhile.
+                Ok(_) => {}
+                Err(e) if e.status() == Some(409) => {}
+                Err(e) => tracing::warn!(job = id, "cancelling the sweep's job on the Libra cluster: {e}"),
+            }
+        }
     }
 }
 
@@ -177,7 +197,7 @@ fn admissible(client: &Client, spec: &JobSpec, base: &Outcome) -> Result<(), Box
 
 fn run_remote(
     client: &Client,
-    cancelled: &AtomicBool,
+    on_cluster: &Mutex<OnCluster>,
     l: &Launch,
     script: String,
     name: String,
@@ -210,15 +230,23 @@ fn run_remote(
     // may have made the job, and only the same key finds it again instead of making a second.
     let mut wait = Duration::from_millis(200);
     let info = loop {
-        match client.submit_with_key(&req, &l.key) {
+        let submitted = {
+            let mut on = lock(on_cluster);
+            if on.cancelled {
+                return None;
+            }
+            let r = client.submit_with_key(&req, &l.key);
+            if let Some(i) = r.as_ref().ok().filter(|i| i.state.is_active()) {
+                on.jobs.insert(i.id);
+            }
+            r
+        };
+        match submitted {
             Ok(i) => break i,
             Err(e @ libra_api::ClientError::Status { .. }) => {
                 return Some(Outcome { message: e.to_string(), rejected: true, ..base })
             }
             Err(e) => {
-                if cancelled.load(Ordering::Relaxed) {
-                    return None;
-                }
                 tracing::warn!(attempt = l.attempt, "submitting to the Libra cluster: {e}; trying again");
                 std::thread::sleep(wait);
                 wait = (wait * 2).min(Duration::from_secs(10));
@@ -236,8 +264,8 @@ fn run_remote(
     }
     let mut info = info;
     while info.state.is_active() {
-        if cancelled.load(Ordering::Relaxed) {
-            let _ = client.cancel(info.id);
+        if lock(on_cluster).cancelled {
+            // `cancel_all` cancelled it.
             return None;
         }
         std::thread::sleep(Duration::from_millis(500));
@@ -246,6 +274,7 @@ fn run_remote(
             Err(e) => tracing::warn!(job = info.id, "polling the Libra cluster: {e}"),
         }
     }
+    lock(on_cluster).jobs.remove(&info.id);
     if let Ok(out) = client.output(info.id) {
         let _ = std::fs::write(l.dir.join("stdout"), out.stdout);
         let _ = std::fs::write(l.dir.join("stderr"), out.stderr);
