@@ -366,11 +366,14 @@ impl Engine {
 
     /// A cancel: every attempt stopped, nothing more starts.
     fn cancel(&mut self, now: f64) -> Result<(), EngineError> {
+        let mut billed: HashMap<i64, Money> = HashMap::new();
         for a in self.adapters.iter_mut().flatten() {
-            a.cancel_all();
+            billed.extend(a.cancel_all());
         }
         for a in self.in_flight.values() {
-            self.store.lose_attempt(a, now, "cancelled")?;
+            // A Libra cluster's cancelled job is paid for (the CPU it used): the sweep says so.
+            let charged = billed.get(&a.id).copied().unwrap_or(Money::ZERO);
+            self.store.lose_attempt_charged(a, now, "cancelled", charged)?;
         }
         self.store.cancel_pending(self.exp)?;
         self.store.set_state(self.exp, ExperimentState::Cancelled, Some(now))?;

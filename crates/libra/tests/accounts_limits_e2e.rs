@@ -209,7 +209,8 @@ fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
     );
     let sweep = lea
         .sweep_create(&SweepCreate {
-            plan: "parameter x integer range from 1 to 3 step 1\ntask main\n    exec sleep 120\nendtask\n"
+            // Busy: each job uses CPU, so that a cancel has something to charge.
+            plan: "parameter x integer range from 1 to 3 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n"
                 .into(),
             resources,
             name: Some("long".into()),
@@ -222,10 +223,13 @@ fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
             seed: 0,
         })
         .unwrap();
-    let running = wait_until("the sweep's jobs running on the cluster", || {
+    let running = wait_until("the sweep's jobs running on the cluster, with CPU used", || {
         let jobs = lea.jobs(false).ok()?;
-        let r: Vec<u64> =
-            jobs.iter().filter(|j| j.state == libra_api::JobState::Running).map(|j| j.id).collect();
+        let r: Vec<u64> = jobs
+            .iter()
+            .filter(|j| j.state == libra_api::JobState::Running && j.cpu_seconds > 0.3)
+            .map(|j| j.id)
+            .collect();
         (r.len() == 3).then_some(r)
     });
     let c = lea.sweep_action(sweep.id, "cancel").unwrap();
@@ -239,6 +243,11 @@ fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
         assert_eq!(j.state, libra_api::JobState::Cancelled, "{j:?}");
     }
     assert_eq!(lea.balance().unwrap().held, Money::ZERO);
+    // The sweep says what its cancelled jobs cost (what the cluster charged at the cancel; the
+    // CPU to each kill is added on the cluster a moment later).
+    let paid: Money = ended.iter().map(|j| j.charged).sum();
+    let spent = lea.sweep(sweep.id).unwrap().spent;
+    assert!(spent > Money::ZERO && spent <= paid, "the sweep spent {spent}, the cluster charged {paid}");
     wait_until("the jobs' processes gone", || {
         running.iter().all(|&id| job_pids(&cl, id).is_empty()).then_some(())
     });

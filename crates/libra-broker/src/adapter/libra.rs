@@ -10,7 +10,7 @@ use crate::resources::{LibraSpec, LIBRA_MIN_ESTIMATE_SECS};
 use libra_api::Client;
 use libra_api::{JobState, QuoteRequest, SubmitRequest};
 use libra_core::{JobSpec, Suggestion};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,7 +32,8 @@ pub struct LibraCluster {
 #[derive(Default)]
 struct OnCluster {
     cancelled: bool,
-    jobs: HashSet<u64>,
+    /// Each job's attempt id, by the job's id on the cluster.
+    jobs: HashMap<u64, i64>,
 }
 
 fn lock(m: &Mutex<OnCluster>) -> MutexGuard<'_, OnCluster> {
@@ -125,17 +126,26 @@ impl ResourceAdapter for LibraCluster {
         Ok(true)
     }
 
-    fn cancel_all(&mut self) {
+    /// What each cancelled job was charged is what the sweep paid for it: the CPU it used to
+    /// the node's last report (the cluster adds what it ran on until the kill a moment later,
+    /// which the sweep does not see).
+    fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
         let mut on = lock(&self.on_cluster);
         on.cancelled = true;
-        for id in on.jobs.drain() {
+        let mut billed = Vec::new();
+        for (id, attempt) in on.jobs.drain() {
             match self.client.cancel(id) {
-                // 409: it ended meanwhile.
-                Ok(_) => {}
-                Err(e) if e.status() == Some(409) => {}
+                Ok(info) => billed.push((attempt, info.charged)),
+                // 409: it ended meanwhile; what it was charged is its own answer.
+                Err(e) if e.status() == Some(409) => {
+                    if let Ok(info) = self.client.job(id) {
+                        billed.push((attempt, info.charged));
+                    }
+                }
                 Err(e) => tracing::warn!(job = id, "cancelling the sweep's job on the Libra cluster: {e}"),
             }
         }
+        billed
     }
 }
 
@@ -237,7 +247,7 @@ fn run_remote(
             }
             let r = client.submit_with_key(&req, &l.key);
             if let Some(i) = r.as_ref().ok().filter(|i| i.state.is_active()) {
-                on.jobs.insert(i.id);
+                on.jobs.insert(i.id, l.attempt);
             }
             r
         };

@@ -267,7 +267,7 @@ impl ResourceAdapter for Local {
         Ok(())
     }
 
-    fn cancel_all(&mut self) {
+    fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
         if let Ok(p) = self.pids.lock() {
             for &pid in p.iter() {
                 // SAFETY: sending a signal to a child this adapter started and has not reaped.
@@ -285,6 +285,7 @@ impl ResourceAdapter for Local {
                 }
             }
         }
+        Vec::new()
     }
 }
 

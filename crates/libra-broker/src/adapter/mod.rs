@@ -74,8 +74,9 @@ pub trait ResourceAdapter: Send {
     fn resume(&mut self, _launch: Launch, _done: Sender<Outcome>) -> Result<bool, AdapterError> {
         Ok(false)
     }
-    /// Stops every attempt still running (cancel).
-    fn cancel_all(&mut self);
+    /// Stops every attempt still running (cancel). Returns what a resource that bills its own
+    /// amount (a Libra cluster) charged for each attempt it stopped, by attempt id.
+    fn cancel_all(&mut self) -> Vec<(i64, Money)>;
 }
 
 /// The experiment's outcome log, beside its `jobs` directory: one line per finished attempt,

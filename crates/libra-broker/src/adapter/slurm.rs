@@ -316,10 +316,10 @@ impl ResourceAdapter for Slurm {
         Ok(false)
     }
 
-    fn cancel_all(&mut self) {
+    fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
         let ids: Vec<String> = self.live.lock().map(|l| l.keys().cloned().collect()).unwrap_or_default();
         if ids.is_empty() {
-            return;
+            return Vec::new();
         }
         match Command::new("scancel").args(&ids).output() {
             Ok(o) if o.status.success() => {}
@@ -328,6 +328,7 @@ impl ResourceAdapter for Slurm {
             }
             Err(e) => tracing::warn!(resource = %self.name, "scancel {ids:?}: {e}"),
         }
+        Vec::new()
     }
 }
 

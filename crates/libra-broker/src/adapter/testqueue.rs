@@ -57,7 +57,8 @@ impl ResourceAdapter for TestQueue {
         Ok(())
     }
 
-    fn cancel_all(&mut self) {
+    fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
         self.cancelled.store(true, Ordering::Relaxed);
+        Vec::new()
     }
 }
