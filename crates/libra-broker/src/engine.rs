@@ -29,11 +29,11 @@ pub enum EngineError {
     Store(#[from] StoreError),
     #[error("stored plan: {0}")]
     Plan(#[from] PlanError),
-    #[error("experiment {exp} is being run by process {pid} (heartbeat {age:.0} s ago); steer it, or stop that process first")]
+    #[error("sweep {exp} is being run by process {pid} (heartbeat {age:.0} s ago); steer it, or stop that process first")]
     AlreadyRunning { exp: i64, pid: i64, age: f64 },
     #[error("stored algorithm: {0}")]
     Algorithm(#[from] libra_core::dbc::UnknownAlgorithm),
-    #[error("no resource of experiment {0} can run jobs: {1}")]
+    #[error("no resource of sweep {0} can run jobs: {1}")]
     NoResource(i64, String),
 }
 

@@ -23,7 +23,7 @@ pub enum ExperimentState {
 pub enum StateError {
     #[error("'{0}' is not an experiment state (running, paused, stalled, done, cancelled)")]
     Unknown(String),
-    #[error("experiment {exp} is {from}: it cannot become {to}")]
+    #[error("sweep {exp} is {from}: it cannot become {to}")]
     Transition { exp: i64, from: ExperimentState, to: ExperimentState },
 }
 

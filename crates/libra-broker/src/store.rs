@@ -15,7 +15,7 @@ pub enum StoreError {
     Sql(#[from] rusqlite::Error),
     #[error("broker database: stored {what} is unreadable: {detail}")]
     Corrupt { what: &'static str, detail: String },
-    #[error("no experiment {0} in the broker database (see `libra sweep status`)")]
+    #[error("no sweep {0} in the broker database (see `libra sweep status`)")]
     NoExperiment(i64),
     #[error(transparent)]
     State(#[from] crate::state::StateError),

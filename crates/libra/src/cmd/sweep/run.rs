@@ -107,7 +107,7 @@ pub fn run(db: &Path, a: RunArgs) -> anyhow::Result<()> {
         },
     )?;
     if !a.json {
-        eprintln!("experiment {exp} created (database {})", db.display());
+        eprintln!("sweep {exp} created (database {})", db.display());
     }
     if a.detach {
         crate::cmd::quiet_on_closed_stdout();
@@ -184,13 +184,13 @@ pub fn rerun(db: &Path, a: RerunArgs) -> anyhow::Result<()> {
     if n == 0 && store.counts(a.exp)?.pending == 0 {
         crate::cmd::quiet_on_closed_stdout();
         if !a.json {
-            println!("experiment {}: no failed jobs", a.exp);
+            println!("sweep {}: no failed jobs", a.exp);
         }
         return status::print(&store, a.exp, a.json);
     }
     store.set_state(a.exp, ExperimentState::Running, None)?;
     if !a.json {
-        eprintln!("experiment {}: {n} failed jobs to run again", a.exp);
+        eprintln!("sweep {}: {n} failed jobs to run again", a.exp);
     }
     drop(store);
     drive(db, a.exp, a.json)

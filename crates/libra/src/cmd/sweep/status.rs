@@ -98,7 +98,7 @@ pub fn print(store: &Store, exp: i64, json: bool) -> anyhow::Result<()> {
             })).collect::<Vec<_>>(),
     });
     let mut text = Text::new().line(format!(
-        "experiment {} ({}): {} · optimise {} · {}/{} done, {} failed, {} running, {} pending{}",
+        "sweep {} ({}): {} · optimise {} · {}/{} done, {} failed, {} running, {} pending{}",
         e.id,
         e.name,
         e.state,

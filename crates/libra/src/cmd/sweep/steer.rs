@@ -59,7 +59,7 @@ fn report(store: &libra_broker::store::Store, exp: i64, json: bool, sentence: St
 pub fn set_deadline(db: &Path, a: DeadlineArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     store.set_deadline(a.exp, now() + a.deadline)?;
-    report(&store, a.exp, a.json, format!("experiment {}: deadline in {:.0} s", a.exp, a.deadline))
+    report(&store, a.exp, a.json, format!("sweep {}: deadline in {:.0} s", a.exp, a.deadline))
 }
 
 pub fn set_budget(db: &Path, a: BudgetArgs) -> anyhow::Result<()> {
@@ -68,7 +68,7 @@ pub fn set_budget(db: &Path, a: BudgetArgs) -> anyhow::Result<()> {
     }
     let store = open(db)?;
     store.set_budget(a.exp, a.budget)?;
-    report(&store, a.exp, a.json, format!("experiment {}: budget {}", a.exp, a.budget))
+    report(&store, a.exp, a.json, format!("sweep {}: budget {}", a.exp, a.budget))
 }
 
 pub fn pause(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
@@ -78,10 +78,7 @@ pub fn pause(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
         &store,
         a.exp,
         a.json,
-        format!(
-            "experiment {}: paused (running jobs finish; `libra sweep resume {}` continues)",
-            a.exp, a.exp
-        ),
+        format!("sweep {}: paused (running jobs finish; `libra sweep resume {}` continues)", a.exp, a.exp),
     )
 }
 
@@ -100,7 +97,7 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
         store.set_state(a.exp, ExperimentState::Cancelled, Some(now()))?;
         store.commit()?;
     }
-    report(&store, a.exp, a.json, format!("experiment {}: cancelled", a.exp))
+    report(&store, a.exp, a.json, format!("sweep {}: cancelled", a.exp))
 }
 
 /// Unpauses; if no engine is alive for the sweep (it was killed, or never started), runs it
@@ -109,16 +106,11 @@ pub fn resume(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     let store = open(db)?;
     let e = store.experiment(a.exp)?;
     if e.state == "done" || e.state == "cancelled" {
-        return report(&store, a.exp, a.json, format!("experiment {}: already {}", a.exp, e.state));
+        return report(&store, a.exp, a.json, format!("sweep {}: already {}", a.exp, e.state));
     }
     store.set_state(a.exp, ExperimentState::Running, None)?;
     if let Some((pid, _)) = live_engine(&e, now()) {
-        return report(
-            &store,
-            a.exp,
-            a.json,
-            format!("experiment {}: resumed (engine process {pid})", a.exp),
-        );
+        return report(&store, a.exp, a.json, format!("sweep {}: resumed (engine process {pid})", a.exp));
     }
     drop(store);
     drive(db, a.exp, a.json)
