@@ -264,7 +264,7 @@ fn logout_passwd_disable_and_audit_from_the_command_line() {
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(cl.dir.join("cli-config/login.json")).unwrap())
             .unwrap();
-    let saved_token = saved["token"].as_str().unwrap().to_string();
+    let first_token = saved["token"].as_str().unwrap().to_string();
 
     // passwd: the old password is required; mia's other token (the client above) is revoked.
     let (ok, _, err) =
@@ -276,6 +276,15 @@ fn logout_passwd_disable_and_audit_from_the_command_line() {
     assert_eq!(mia.balance().unwrap_err().status(), Some(401));
     let (ok, out, _) = cli(&cl, &["balance"]);
     assert!(ok && out.contains("mia"), "{out}");
+    // Logging in again without --server goes where the saved login went (not to the default
+    // port, where no server is).
+    let (ok, out, err) = cli_env(&cl, &["login", "--user", "mia"], &[("LIBRA_PASSWORD", "pw-mia-2")]);
+    assert!(ok && out.contains(&format!("logged in to {} as mia", cl.url)), "{out}{err}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(cl.dir.join("cli-config/login.json")).unwrap())
+            .unwrap();
+    let saved_token = saved["token"].as_str().unwrap().to_string();
+    assert_ne!(saved_token, first_token, "a new login saves a new token");
 
     // logout: revoked on the server, forgotten here.
     let (ok, out, err) = cli(&cl, &["logout"]);

@@ -10,9 +10,10 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {
-    /// Server URL.
-    #[arg(long, env = "LIBRA_SERVER", default_value = "http://127.0.0.1:7878")]
-    pub server: String,
+    /// Server URL (default: the saved login's server, with the certificate it trusts, else
+    /// http://127.0.0.1:7878).
+    #[arg(long, env = "LIBRA_SERVER")]
+    pub server: Option<String>,
     /// User name.
     #[arg(long)]
     pub user: String,
@@ -35,25 +36,42 @@ pub struct LoginArgs {
     pub json: bool,
 }
 
+/// Where `libra login` goes when no server is given: where the last login went (logging in
+/// again, as another user, after `libra up --port`), else a server on this machine.
+const LOCAL_SERVER: &str = "http://127.0.0.1:7878";
+
 pub fn run(a: LoginArgs) -> Result<()> {
     // An absolute path: the saved login is used from any directory.
-    let ca = a.ca.as_ref().map(std::path::absolute).transpose()?;
-    let client = Client::connect(&a.server, None, ca.as_deref(), a.insecure_http)?;
+    let mut ca = a.ca.as_ref().map(std::path::absolute).transpose()?;
+    let mut insecure_http = a.insecure_http;
+    let server = match a.server {
+        Some(s) => s,
+        None => match saved_login() {
+            Some(l) => {
+                // The same server: the same trust, unless given anew.
+                ca = ca.or(l.ca);
+                insecure_http |= l.insecure_http;
+                l.server
+            }
+            None => LOCAL_SERVER.to_string(),
+        },
+    };
+    let client = Client::connect(&server, None, ca.as_deref(), insecure_http)?;
     let password = read_password(a.password, a.password_file.as_deref(), "password: ")?;
     let resp = client.login(&a.user, &password)?;
     // With --json the token is the program's to keep: nothing is saved.
     if !a.json {
         save_login(&Login {
-            server: a.server.clone(),
+            server: server.clone(),
             user: resp.user.clone(),
             token: resp.token.clone(),
             ca,
-            insecure_http: a.insecure_http,
+            insecure_http,
         })?;
     }
     let said = format!(
         "logged in to {} as {}{}{}",
-        a.server,
+        server,
         resp.user,
         if resp.admin { " (administrator)" } else { "" },
         resp.expires
