@@ -64,13 +64,28 @@ pub fn settle_job(
         note.push_str(&format!(" (capped at the {charged} the owner's credit could cover)"));
     }
     let final_state = state_of(s.outcome);
-    store::endings::settled(conn, job, final_state, charged, reason.as_deref(), &note, now)?;
+    store::endings::settled(
+        conn,
+        job,
+        final_state,
+        charged,
+        reason.as_deref(),
+        &note,
+        usage.cpu_seconds,
+        now,
+    )?;
     Ok(Some(Settled { job, state: final_state, charged }))
 }
 
 /// What a settled job's note says of CPU reported after the settlement (replaced, not added
 /// to, when more comes).
 const LATER_CPU: &str = "; its node reported ";
+
+/// The most CPU-seconds a part of a job is billed for after its settlement: what it can use
+/// between its node's last report and the kill the next exchange brings (a report period, 2 s
+/// by default, of up to a few CPUs). More means the node was out of reach while the job ran on
+/// against its owner's cancel: the cluster's fault, not billed.
+pub const CPU_AFTER_SETTLING_PER_PART: f64 = 10.0;
 
 /// CPU a node reports for a job already settled (its owner cancelled it, or it ran out of
 /// budget or credit, and it ran on until the node's next exchange stopped it): recorded, and
@@ -90,7 +105,7 @@ pub fn cpu_after_settling(
     if !(cpu.is_finite() && cpu > 0.0 && store::endings::more_cpu(conn, job, node, cpu)?) {
         return Ok(Money::ZERO);
     }
-    let (Some((state, usage)), Some((charged, note))) =
+    let (Some((state, mut usage)), Some((charged, note, Some(settled_cpu)))) =
         (usage(conn, job)?, store::endings::settlement(conn, job)?)
     else {
         return Ok(Money::ZERO);
@@ -98,6 +113,9 @@ pub fn cpu_after_settling(
     if state.is_active() || note.starts_with(billing::FREE_NOTE) {
         return Ok(Money::ZERO);
     }
+    let reported = usage.cpu_seconds;
+    usage.cpu_seconds =
+        reported.min(settled_cpu + CPU_AFTER_SETTLING_PER_PART * f64::from(usage.procs.max(1)));
     let more = usage.owed() - charged;
     if more.0 <= 0 {
         return Ok(Money::ZERO);
@@ -114,8 +132,13 @@ pub fn cpu_after_settling(
     };
     let base = note.split(LATER_CPU).next().unwrap_or_default();
     let total = charged + got;
-    let mut note =
-        format!("{base}{LATER_CPU}{:.1} CPU-s in all at its end: {total} charged", usage.cpu_seconds);
+    let mut note = format!("{base}{LATER_CPU}{reported:.1} CPU-s in all at its end: {total} charged");
+    if usage.cpu_seconds < reported {
+        note.push_str(&format!(
+            " for {:.1} (what it used after it was settled is billed up to {CPU_AFTER_SETTLING_PER_PART} CPU-s a node)",
+            usage.cpu_seconds
+        ));
+    }
     if got < more {
         note.push_str(&format!(
             " (capped at what the owner's credit or account allowed; {} owed)",

@@ -27,6 +27,7 @@ pub fn usage(conn: &Connection, job: u64) -> rusqlite::Result<Option<(JobState, 
 
 /// A settled job: its final state, the charge and the note saying how it was reached; every
 /// part taken as ended.
+#[allow(clippy::too_many_arguments)]
 pub fn settled(
     db: &Connection,
     job: u64,
@@ -34,13 +35,14 @@ pub fn settled(
     charged: Money,
     reason: Option<&str>,
     note: &str,
+    cpu: f64,
     now: f64,
 ) -> rusqlite::Result<()> {
     db.prepare_cached(
         "UPDATE jobs SET state = ?2, charged = ?3, reason = COALESCE(?4, reason), settlement = ?5, \
-         end_time = COALESCE(end_time, ?6) WHERE id = ?1",
+         end_time = COALESCE(end_time, ?6), settled_cpu = ?7 WHERE id = ?1",
     )?
-    .execute(params![job as i64, state.as_str(), charged.0, reason, note, now])?;
+    .execute(params![job as i64, state.as_str(), charged.0, reason, note, now, cpu])?;
     db.prepare_cached("UPDATE job_nodes SET done = 1 WHERE job = ?1")?.execute(params![job as i64])?;
     Ok(())
 }
@@ -146,11 +148,14 @@ pub fn more_cpu(db: &Connection, job: u64, node: &str, cpu: f64) -> rusqlite::Re
     Ok(n > 0)
 }
 
-/// A settled job's charge and the note saying how it was reached.
-pub fn settlement(db: &Connection, job: u64) -> rusqlite::Result<Option<(Money, String)>> {
-    db.row("SELECT charged, COALESCE(settlement, '') FROM jobs WHERE id = ?1", params![job as i64], |r| {
-        Ok((Money(r.get(0)?), r.get(1)?))
-    })
+/// A settled job's charge, the note saying how it was reached, and the CPU it was reckoned on
+/// (None for a job settled by a version that did not record it).
+pub fn settlement(db: &Connection, job: u64) -> rusqlite::Result<Option<(Money, String, Option<f64>)>> {
+    db.row(
+        "SELECT charged, COALESCE(settlement, ''), settled_cpu FROM jobs WHERE id = ?1",
+        params![job as i64],
+        |r| Ok((Money(r.get(0)?), r.get(1)?, r.get(2)?)),
+    )
     .optional()
 }
 

@@ -364,6 +364,9 @@ const MIGRATIONS: &[&str] = &[
      BEGIN UPDATE jobs SET env = NULL WHERE id = NEW.id; END;",
     // 18: a Slurm batch script's job (`libra sbatch`) gets the `SLURM_*` variables on the node.
     "ALTER TABLE jobs ADD COLUMN slurm_env INTEGER NOT NULL DEFAULT 0;",
+    // 19: the CPU a settlement was reckoned on, which bounds what a node's later report of the
+    // job (a cancelled job running until its kill) may add to the bill.
+    "ALTER TABLE jobs ADD COLUMN settled_cpu REAL;",
 ];
 
 /// The schema version this build writes.
@@ -1015,7 +1018,8 @@ mod tests {
         // on upgrade. Later steps are undone too, as they will be applied again.
         db.execute_batch(
             "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
-             ALTER TABLE jobs DROP COLUMN slurm_env; PRAGMA user_version = 16;",
+             ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; \
+             PRAGMA user_version = 16;",
         )
         .unwrap();
         insert(&db, 6, "FAILED");
