@@ -12,6 +12,22 @@ use libra_core::Money;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// A hosted sweep of `plan` over `resources`, due in ten minutes.
+fn hosted(plan: &str, resources: String, name: &str, budget: i64, estimate: f64) -> SweepCreate {
+    SweepCreate {
+        plan: plan.into(),
+        resources,
+        name: Some(name.into()),
+        deadline: None,
+        deadline_in: Some(600.0),
+        budget: Money::from_credits(budget),
+        optimise: None,
+        max_retries: None,
+        estimate: Some(estimate),
+        seed: 0,
+    }
+}
+
 fn user_token(cl: &Cluster, name: &str) -> String {
     Client::new(&cl.url, None).login(name, &format!("pw-{name}")).unwrap().token
 }
@@ -52,21 +68,15 @@ fn a_hosted_sweep_never_stores_the_users_token_and_its_credential_dies_with_it()
         cl.url
     );
     let sweep = kim
-        .sweep_create(&SweepCreate {
+        .sweep_create(&hosted(
             // Jobs of about a second: the sweep's offers follow the time its jobs take, and the
             // cluster prices at least a second.
-            plan: "parameter x integer range from 1 to 3 step 1\ntask main\n    exec sleep 1\nendtask\n"
-                .into(),
+            "parameter x integer range from 1 to 3 step 1\ntask main\n    exec sleep 1\nendtask\n",
             resources,
-            name: Some("cred".into()),
-            deadline: None,
-            deadline_in: Some(600.0),
-            budget: Money::from_credits(200),
-            optimise: None,
-            max_retries: None,
-            estimate: Some(1.0),
-            seed: 0,
-        })
+            "cred",
+            200,
+            1.0,
+        ))
         .unwrap();
     // The credential, as the sweep's store holds it: a token that is not the user's.
     let cfg: String = {
@@ -208,20 +218,14 @@ fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
         cl.url
     );
     let sweep = lea
-        .sweep_create(&SweepCreate {
+        .sweep_create(&hosted(
             // Busy: each job uses CPU, so that a cancel has something to charge.
-            plan: "parameter x integer range from 1 to 3 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n"
-                .into(),
+            "parameter x integer range from 1 to 3 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n",
             resources,
-            name: Some("long".into()),
-            deadline: None,
-            deadline_in: Some(600.0),
-            budget: Money::from_credits(500),
-            optimise: None,
-            max_retries: None,
-            estimate: Some(5.0),
-            seed: 0,
-        })
+            "long",
+            500,
+            5.0,
+        ))
         .unwrap();
     let running = wait_until("the sweep's jobs running on the cluster, with CPU used", || {
         let jobs = lea.jobs(false).ok()?;
