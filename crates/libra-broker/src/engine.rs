@@ -45,6 +45,12 @@ pub const SIT_OUT_SECS: f64 = 15.0;
 /// A heartbeat older than this means the engine that wrote it is gone.
 pub const STALE_SECS: f64 = 10.0;
 
+/// How long a cancel waits for the jobs it stopped to report how they ended (and the CPU they
+/// used, which the sweep pays for) before it kills what still runs; then how long it waits for
+/// those.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+
 fn process_alive(pid: i64) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     pid > 0 && pid <= i32::MAX as i64 && unsafe { libc::kill(pid as i32, 0) } == 0
@@ -127,6 +133,27 @@ pub fn run(db: &Path, exp: i64, opts: EngineOptions) -> Result<ExperimentState, 
 
 /// The idempotency key of an attempt: the same whenever the attempt is asked after, and no
 /// other attempt's (the experiment's work directory names the experiment and its database).
+/// Records the cancel of a sweep no engine runs (it was killed, or never started): attempts left
+/// running are lost and pending jobs cancelled. Returns the attempts (directory and key) whose
+/// keepers may still run their local jobs, for `adapter::local::stop_keepers`: a keeper outlives
+/// the engine that started it, and its job would run on after the cancel.
+pub fn cancel_without_engine(
+    store: &Store,
+    exp: i64,
+    now: f64,
+) -> Result<Vec<(PathBuf, String)>, StoreError> {
+    let work = PathBuf::from(store.experiment(exp)?.work_dir);
+    store.begin()?;
+    let running = store.running_attempts(exp)?;
+    for a in &running {
+        store.lose_attempt(a, now, "cancelled")?;
+    }
+    store.cancel_pending(exp)?;
+    store.set_state(exp, ExperimentState::Cancelled, Some(now))?;
+    store.commit()?;
+    Ok(running.iter().map(|a| (PathBuf::from(&a.dir), attempt_key(&work, a.id))).collect())
+}
+
 pub fn attempt_key(work_dir: &Path, attempt: i64) -> String {
     use std::os::unix::ffi::OsStrExt;
     // The sweep's own random key (`SWEEP_KEY`), where it has one (every sweep made since it was
@@ -364,16 +391,78 @@ impl Engine {
         Ok(())
     }
 
-    /// A cancel: every attempt stopped, nothing more starts.
-    fn cancel(&mut self, now: f64) -> Result<(), EngineError> {
+    /// Stops every attempt still running (a cancel), outside any transaction: what each
+    /// self-billing resource charged, by attempt, and the outcomes of the attempts whose
+    /// resources report them (a local job killed by the cancel: the CPU it used), heard within
+    /// `CANCEL_GRACE`. What is still running then is killed.
+    fn stop_all(&mut self) -> (HashMap<i64, Money>, Vec<Outcome>) {
         let mut billed: HashMap<i64, Money> = HashMap::new();
         for a in self.adapters.iter_mut().flatten() {
             billed.extend(a.cancel_all());
         }
+        let reports = |pos: usize| {
+            self.adapters.get(pos).and_then(Option::as_ref).is_some_and(|a| a.reports_after_cancel())
+        };
+        let mut waiting: std::collections::HashSet<i64> = self
+            .in_flight
+            .values()
+            .filter(|a| !billed.contains_key(&a.id) && reports(a.pos))
+            .map(|a| a.id)
+            .collect();
+        let mut heard = Vec::new();
+        let mut listen = |until: Instant, waiting: &mut std::collections::HashSet<i64>| {
+            while !waiting.is_empty() {
+                let Some(left) = until.checked_duration_since(Instant::now()) else { break };
+                match self.rx.recv_timeout(left) {
+                    Ok(o) => {
+                        waiting.remove(&o.attempt);
+                        heard.push(o);
+                    }
+                    Err(_) => break,
+                }
+            }
+        };
+        listen(Instant::now() + CANCEL_GRACE, &mut waiting);
+        if !waiting.is_empty() {
+            tracing::warn!(
+                attempts = waiting.len(),
+                "jobs still running {CANCEL_GRACE:?} after the cancel: killed"
+            );
+            for a in self.adapters.iter_mut().flatten() {
+                a.kill_all();
+            }
+            listen(Instant::now() + KILL_GRACE, &mut waiting);
+        }
+        (billed, heard)
+    }
+
+    /// A cancel: every attempt stopped (`stop_all`), nothing more starts. A job that ended as the
+    /// cancel came is recorded as it ended; one stopped by it is lost, and pays what its
+    /// resource billed, or price times the CPU it used.
+    fn cancel(
+        &mut self,
+        now: f64,
+        billed: HashMap<i64, Money>,
+        heard: Vec<Outcome>,
+    ) -> Result<(), EngineError> {
+        for o in heard {
+            let Some(a) = self.in_flight.remove(&o.attempt) else { continue };
+            if o.rejected {
+                self.store.lose_attempt(&a, now, "cancelled")?;
+                continue;
+            }
+            if o.ok {
+                self.finish(&a, o, now)?;
+                continue;
+            }
+            let asked = billed.get(&a.id).copied().or(o.billed);
+            let charged = self.farm.stop(o.resource, o.attempt, o.cpu, asked).map_or(Money::ZERO, |x| x.1);
+            self.store.lose_attempt_charged(&a, now, "cancelled", charged, Some(o.cpu))?;
+        }
         for a in self.in_flight.values() {
             // A Libra cluster's cancelled job is paid for (the CPU it used): the sweep says so.
             let charged = billed.get(&a.id).copied().unwrap_or(Money::ZERO);
-            self.store.lose_attempt_charged(a, now, "cancelled", charged)?;
+            self.store.lose_attempt_charged(a, now, "cancelled", charged, None)?;
         }
         self.store.cancel_pending(self.exp)?;
         self.store.set_state(self.exp, ExperimentState::Cancelled, Some(now))?;
@@ -541,7 +630,13 @@ impl Engine {
             self.absorb(events, now)?;
             self.steer(now)?;
             if self.state == ExperimentState::Cancelled {
-                self.cancel(now)?;
+                // What was heard is kept; the jobs are stopped and waited for without the write
+                // lock, which every steering command needs.
+                self.store.commit()?;
+                let (billed, heard) = self.stop_all();
+                let now = now_unix();
+                self.store.begin()?;
+                self.cancel(now, billed, heard)?;
                 self.store.commit()?;
                 return Ok(self.state);
             }

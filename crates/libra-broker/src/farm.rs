@@ -333,16 +333,8 @@ impl Farm {
     ) -> Option<(Running, Money)> {
         let pos = self.resources[r].running.iter().position(|x| x.attempt == attempt)?;
         let run = self.resources[r].running.remove(pos);
-        let others = self.held();
-        let room = Money::from_cents((self.budget.cents() - self.spent.cents() - others.cents()).max(0));
-        let asked = billed.unwrap_or_else(|| money_for(run.price, cpu));
-        let charge = asked.min(room);
-        if charge < asked {
-            tracing::warn!(resource = %self.resources[r].cfg.name, "job cost more than the budget had left; paid only what was left");
-        }
-        self.spent = self.spent + charge;
+        let charge = self.pay(r, billed.unwrap_or_else(|| money_for(run.price, cpu)));
         let res = &mut self.resources[r];
-        res.spent = res.spent + charge;
         if ok {
             res.done += 1;
             res.wall_sum += wall.max(0.0);
@@ -351,6 +343,37 @@ impl Farm {
             res.failed += 1;
         }
         Some((run, charge))
+    }
+
+    /// Records an attempt a cancel stopped: it pays for the CPU it used (what its resource
+    /// billed, else price times CPU, under the same cap as `finish`), and counts neither as done
+    /// nor as failed.
+    pub fn stop(
+        &mut self,
+        r: usize,
+        attempt: i64,
+        cpu: f64,
+        billed: Option<Money>,
+    ) -> Option<(Running, Money)> {
+        let pos = self.resources[r].running.iter().position(|x| x.attempt == attempt)?;
+        let run = self.resources[r].running.remove(pos);
+        let charge = self.pay(r, billed.unwrap_or_else(|| money_for(run.price, cpu)));
+        Some((run, charge))
+    }
+
+    /// Pays `asked` for an attempt on resource `r` (already taken off its running list): never
+    /// more than the budget has left once the other holds are kept.
+    fn pay(&mut self, r: usize, asked: Money) -> Money {
+        let others = self.held();
+        let room = Money::from_cents((self.budget.cents() - self.spent.cents() - others.cents()).max(0));
+        let charge = asked.min(room);
+        if charge < asked {
+            tracing::warn!(resource = %self.resources[r].cfg.name, "job cost more than the budget had left; paid only what was left");
+        }
+        self.spent = self.spent + charge;
+        let res = &mut self.resources[r];
+        res.spent = res.spent + charge;
+        charge
     }
 }
 

@@ -562,21 +562,22 @@ impl Store {
     /// An attempt whose outcome is unknown (the broker died, the job left no record): the job
     /// goes back to pending, without counting as a failure.
     pub fn lose_attempt(&self, a: &AttemptRow, now: f64, why: &str) -> Result<(), StoreError> {
-        self.lose_attempt_charged(a, now, why, Money::ZERO)
+        self.lose_attempt_charged(a, now, why, Money::ZERO, None)
     }
 
-    /// As `lose_attempt`, for an attempt its resource charged for all the same (a job cancelled
-    /// on a Libra cluster pays for the CPU it used).
+    /// As `lose_attempt`, for an attempt that is paid for all the same (a job cancelled on a
+    /// Libra cluster, or stopped by a cancel, pays for the CPU it used): `cpu` when it is known.
     pub fn lose_attempt_charged(
         &self,
         a: &AttemptRow,
         now: f64,
         why: &str,
         charged: Money,
+        cpu: Option<f64>,
     ) -> Result<(), StoreError> {
         self.conn.execute(
-            "UPDATE attempts SET state = 'lost', ended = ?2, charged_cents = ?4, message = ?3 WHERE id = ?1",
-            params![a.id, now, why, charged.cents()],
+            "UPDATE attempts SET state = 'lost', ended = ?2, charged_cents = ?4, message = ?3, cpu = COALESCE(?5, cpu) WHERE id = ?1",
+            params![a.id, now, why, charged.cents(), cpu],
         )?;
         if charged.cents() > 0 {
             let exp: i64 =
@@ -585,7 +586,7 @@ impl Store {
                 .prepare_cached(
                     "INSERT INTO payments (exp_id, pos, attempt_id, price, cpu, amount_cents, at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )?
-                .execute(params![exp, a.pos as i64, a.id, a.price, 0.0, charged.cents(), now])?;
+                .execute(params![exp, a.pos as i64, a.id, a.price, cpu.unwrap_or(0.0), charged.cents(), now])?;
         }
         self.conn
             .execute("UPDATE jobs SET state = 'pending' WHERE id = ?1 AND state = 'running'", [a.job_id])?;

@@ -378,3 +378,102 @@ fn a_sweep_past_its_deadline_starts_nothing_and_stalls() {
         assert_eq!(attempts, 0, "{alg:?}: jobs were started past the deadline");
     }
 }
+
+/// A cancel stops the sweep's local jobs and pays for the CPU they used, like any other end:
+/// a cancel used to record them free, and a job that ignored SIGTERM ran on after its sweep's
+/// end, as did the commands after a stopped one that the plan lets fail.
+#[test]
+fn a_cancel_stops_local_jobs_kills_one_that_ignores_it_and_pays_for_their_cpu() {
+    let res = "[[resource]]\nname = \"a\"\nkind = \"local\"\nslots = 2\nprice = 1\n";
+    // Job 2 ignores SIGTERM; each spins in its shell until it is stopped.
+    let plan = r#"
+parameter x integer range from 1 to 2 step 1
+task main
+    onerror ignore
+    shexec "echo $$$$ > pid; if test $x = 2; then trap '' TERM; fi; while :; do :; done"
+    shexec "touch after-cancel"
+endtask
+"#;
+    let s = setup(plan, res, Algorithm::Time, 1000, 0);
+    let (db, exp) = (s.db.clone(), s.exp);
+    let engine = std::thread::spawn(move || engine::run(&db, exp, EngineOptions::default()).unwrap());
+    let pid_files = || -> Vec<std::path::PathBuf> {
+        let store = Store::open(&s.db).unwrap();
+        let mut st = store.conn.prepare("SELECT dir FROM attempts WHERE dir != ''").unwrap();
+        let dirs: Vec<String> = st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        dirs.iter().map(|d| std::path::Path::new(d).join("pid")).filter(|p| p.exists()).collect()
+    };
+    let t0 = std::time::Instant::now();
+    while pid_files().len() < 2 {
+        assert!(t0.elapsed().as_secs() < 30, "the two jobs did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let pids: Vec<i32> = pid_files()
+        .iter()
+        .map(|p| loop {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            if let Ok(pid) = text.trim().parse() {
+                break pid;
+            }
+            assert!(t0.elapsed().as_secs() < 30, "{}: {text:?} is not a pid", p.display());
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        })
+        .collect();
+    // Whatever happens below, no job is left spinning.
+    struct KillOnDrop(Vec<i32>);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            for &pid in &self.0 {
+                // Only a process that is still one of this test's jobs.
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                if String::from_utf8_lossy(&cmd).contains("> pid; if test") {
+                    // SAFETY: signalling this test's own job.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                }
+            }
+        }
+    }
+    let _guard = KillOnDrop(pids.clone());
+    // About a CPU-second each.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    Store::open(&s.db)
+        .unwrap()
+        .set_state(exp, libra_broker::state::ExperimentState::Cancelled, None)
+        .unwrap();
+    assert_eq!(engine.join().unwrap(), "cancelled");
+
+    // Both gone, the one that ignored SIGTERM too, and nothing after them ran.
+    for pid in &pids {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "job process {pid} still runs");
+    }
+    let store = Store::open(&s.db).unwrap();
+    let mut st = store.conn.prepare("SELECT state, cpu, price, charged_cents, dir FROM attempts").unwrap();
+    let rows: Vec<AttemptRecord> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let mut paid = Money::ZERO;
+    for (state, cpu, price, charged, dir) in &rows {
+        assert_eq!(state, "lost", "{rows:?}");
+        assert!(
+            !std::path::Path::new(dir).join("after-cancel").exists(),
+            "a step ran after the cancel: {dir}"
+        );
+        // Each paid price times the CPU it used, rounded up to a cent, as a finished job does.
+        let cpu = cpu.expect("the CPU it used is recorded");
+        assert!(cpu > 0.3, "{rows:?}");
+        let charged = Money::from_cents(charged.expect("charged"));
+        assert_eq!(Some(charged), Money::from_credits_f64_ceil(price * cpu), "{rows:?}");
+        paid = paid + charged;
+    }
+    assert_eq!(store.spent(exp).unwrap(), paid);
+    assert!(paid <= Money::from_credits(1000));
+    assert_eq!(store.counts(exp).unwrap().cancelled, 2);
+}
+
+/// An attempt as recorded: state, CPU, price, charged (cents), directory.
+type AttemptRecord = (String, Option<f64>, f64, Option<i64>, String);

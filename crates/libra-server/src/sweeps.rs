@@ -748,21 +748,21 @@ fn owner(store: &Store, exp: i64) -> Result<Option<(i64, String)>, ApiError> {
     Ok(hosted::owner(&store.conn, exp)?)
 }
 
-/// Records a cancellation no engine will record: attempts left running are lost, pending jobs
-/// cancelled. Does nothing unless the sweep is cancelled and not yet finished.
+/// Records a cancellation no engine will record (`engine::cancel_without_engine`: attempts left
+/// running are lost, pending jobs cancelled, local jobs' keepers stopped). Does nothing unless
+/// the sweep is cancelled and not yet finished.
 fn finish_cancel(store: &Store, exp: i64) -> Result<(), StoreError> {
     let e = store.experiment(exp)?;
     if e.state != ExperimentState::Cancelled || e.finished.is_some() {
         return Ok(());
     }
-    let now = engine::now_unix();
-    store.begin()?;
-    for a in store.running_attempts(exp)? {
-        store.lose_attempt(&a, now, "cancelled")?;
+    let keepers = engine::cancel_without_engine(store, exp, engine::now_unix())?;
+    if !keepers.is_empty() {
+        // Not on the request's thread: a job that ignores SIGTERM is killed only after a grace.
+        std::thread::spawn(move || {
+            libra_broker::adapter::local::stop_keepers(&keepers, engine::CANCEL_GRACE)
+        });
     }
-    store.cancel_pending(exp)?;
-    store.set_state(exp, ExperimentState::Cancelled, Some(now))?;
-    store.commit()?;
     Ok(())
 }
 

@@ -171,3 +171,151 @@ fn a_sweep_killed_mid_run_on_a_libra_cluster_resumes_without_running_or_paying_t
     assert_eq!(store.spent(exp).unwrap(), charged);
     assert_eq!(ida.balance().unwrap().charged, charged);
 }
+
+/// The pids the sweep's jobs wrote in their attempt directories (`echo $$$$ > pid`), once
+/// `n` have.
+fn job_pids(db: &Path, n: usize) -> Vec<i32> {
+    let store = Store::open(db).unwrap();
+    let t0 = Instant::now();
+    loop {
+        let mut st = store.conn.prepare("SELECT dir FROM attempts WHERE dir != ''").unwrap();
+        let dirs: Vec<String> = st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        let pids: Vec<i32> = dirs
+            .iter()
+            .filter_map(|d| std::fs::read_to_string(Path::new(d).join("pid")).ok()?.trim().parse().ok())
+            .collect();
+        if pids.len() >= n {
+            return pids;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{} of {n} jobs started", pids.len());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether `pid` is still one of this test's spinning jobs (and not a process that reused it).
+fn spinning(pid: i32) -> bool {
+    let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmd).contains("> pid;")
+}
+
+/// Kills this test's jobs that are still spinning when it ends, whatever happened.
+struct Spinners(Vec<i32>);
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if spinning(pid) {
+                // SAFETY: signalling this test's own job.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// `libra sweep cancel` of a standalone sweep whose local jobs run under keepers (processes that
+/// outlive the engine): with the engine running, every job stops, even one that ignores SIGTERM,
+/// and the ones that end on it are paid for (price times the CPU they used), not recorded free;
+/// with no engine running, the keepers are stopped all the same (their jobs ran on after the
+/// cancel).
+#[test]
+fn a_cancelled_sweeps_kept_jobs_stop_and_pay_for_their_cpu_with_or_without_an_engine() {
+    let plan = r#"
+parameter x integer range from 1 to 2 step 1
+task main
+    onerror ignore
+    shexec "echo $$$$ > pid; if test $x = 2; then trap '' TERM; fi; while :; do :; done"
+    shexec "touch after-cancel"
+endtask
+"#;
+    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 2\nprice = 1\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
+    std::fs::write(dir.path().join("res.toml"), res).unwrap();
+    let make = |name: &str| {
+        let db = dir.path().join(name).join("broker.db");
+        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+        let created = sweep(&db)
+            .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "1"])
+            .args(["--deadline", "1h", "--budget", "1000", "-r"])
+            .arg(dir.path().join("res.toml"))
+            .arg(dir.path().join("plan.pln"))
+            .output()
+            .unwrap();
+        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+        let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+        (db, exp)
+    };
+
+    // With its engine running.
+    let (db, exp) = make("live");
+    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    let pids = job_pids(&db, 2);
+    let _spinners = Spinners(pids.clone());
+    std::thread::sleep(Duration::from_millis(1000));
+    let c = sweep(&db).args(["cancel", &exp]).output().unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let status = engine.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    for pid in &pids {
+        assert!(!spinning(*pid), "job process {pid} still runs after its sweep was cancelled");
+    }
+    let store = Store::open(&db).unwrap();
+    let exp_id: i64 = exp.parse().unwrap();
+    let mut st = store.conn.prepare("SELECT state, cpu, price, charged_cents, dir FROM attempts").unwrap();
+    let rows: Vec<AttemptRecord> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (state, _, _, _, dir) in &rows {
+        assert_eq!(state, "lost", "{rows:?}");
+        assert!(!Path::new(dir).join("after-cancel").exists(), "a step ran after the cancel: {dir}");
+    }
+    // Job 1 ended on the SIGTERM: its keeper recorded the CPU it used, which the sweep paid for
+    // (job 2 was killed with its keeper, which could record nothing).
+    let job1 = |d: &str| Path::new(d).file_name().is_some_and(|n| n.to_string_lossy().starts_with("1-"));
+    let (_, cpu, price, charged, _) = rows.iter().find(|r| job1(&r.4)).unwrap();
+    let cpu = cpu.expect("the CPU the stopped job used is recorded");
+    assert!(cpu > 0.3, "{rows:?}");
+    let charged = libra_core::Money::from_cents(charged.unwrap());
+    assert_eq!(Some(charged), libra_core::Money::from_credits_f64_ceil(price * cpu), "{rows:?}");
+    assert_eq!(store.spent(exp_id).unwrap(), charged);
+    let shown = sweep(&db).args(["status", &exp, "--json"]).output().unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["spent_cents"].as_i64(), Some(charged.cents()), "{shown}");
+
+    // With no engine: the keepers outlive a killed engine, and the cancel stops them.
+    let (db, exp) = make("orphaned");
+    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    let pids = job_pids(&db, 2);
+    let _spinners2 = Spinners(pids.clone());
+    engine.kill().unwrap(); // SIGKILL: no engine is left to stop the jobs
+    engine.wait().unwrap();
+    let store = Store::open(&db).unwrap();
+    let t0 = Instant::now();
+    // The engine is taken for dead once its heartbeat is stale.
+    loop {
+        let c = sweep(&db).args(["cancel", &exp]).output().unwrap();
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+        if store.experiment(exp.parse().unwrap()).unwrap().finished.is_some() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the killed engine is still taken for alive");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let t0 = Instant::now();
+    while pids.iter().any(|&p| spinning(p)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the jobs of a sweep cancelled with no engine still run: {:?}",
+            pids.iter().filter(|&&p| spinning(p)).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// An attempt as recorded: state, CPU, price, charged (cents), directory.
+type AttemptRecord = (String, Option<f64>, f64, Option<i64>, String);

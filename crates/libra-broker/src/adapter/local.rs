@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,12 +38,77 @@ pub struct AttemptSpec {
     pub vars: Vars,
 }
 
+/// Set in a keeper by the SIGTERM of a cancel (sent to its whole process group): the keeper
+/// lives on to record how its killed job ended and the CPU it used, and starts nothing more.
+static KEEPER_TERMINATED: AtomicBool = AtomicBool::new(false);
+
+/// The processes the attempts of a resource (or one keeper) run now, and whether they were told
+/// to stop. Both under one lock with each start: a command started as the cancel comes is
+/// either signalled by it or signalled at its start, never left running.
+#[derive(Default)]
+pub struct Children {
+    pids: Mutex<HashSet<i32>>,
+    stopped: AtomicBool,
+}
+
+impl Children {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<i32>> {
+        self.pids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the attempts were told to stop: nothing more is started.
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst) || KEEPER_TERMINATED.load(Ordering::SeqCst)
+    }
+
+    /// Sends `signal` to every command running now, and SIGTERM to any started later.
+    pub fn stop(&self, signal: libc::c_int) {
+        let pids = self.lock();
+        self.stopped.store(true, Ordering::SeqCst);
+        for &pid in pids.iter() {
+            // SAFETY: signalling a child this process started; it leaves the set as soon as
+            // it is reaped (`exec`).
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
+    fn add(&self, pid: i32) {
+        let mut pids = self.lock();
+        pids.insert(pid);
+        if self.stopped() {
+            // SAFETY: our own child, just started and not yet reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+    }
+
+    fn remove(&self, pid: i32) {
+        self.lock().remove(&pid);
+    }
+}
+
+/// In a keeper: a cancel's SIGTERM to the keeper's process group kills its job's commands, and
+/// the keeper records how the job ended and what CPU it used (which the sweep pays for) rather
+/// than dying with it. A handler, not SIG_IGN: a caught signal is reset to its default in the
+/// programs the keeper starts, an ignored one would stay ignored.
+fn keep_through_sigterm() -> Result<(), String> {
+    // SAFETY: the action only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        signal_hook_registry::register(libc::SIGTERM, || KEEPER_TERMINATED.store(true, Ordering::SeqCst))
+    }
+    .map(|_| ())
+    .map_err(|e| format!("catching SIGTERM: {e}"))
+}
+
 pub struct Local {
     name: String,
     plan: Arc<Plan>,
     plan_text: Arc<str>,
     root: PathBuf,
-    pids: Arc<Mutex<HashSet<i32>>>,
+    children: Arc<Children>,
     node_started: bool,
     keeper: Option<PathBuf>,
     /// Running keepers (each the leader of its own process group).
@@ -62,7 +128,7 @@ impl Local {
             plan,
             plan_text,
             root,
-            pids: Arc::new(Mutex::new(HashSet::new())),
+            children: Arc::default(),
             node_started: false,
             keeper,
             keepers: Arc::default(),
@@ -129,6 +195,38 @@ impl Local {
     }
 }
 
+/// Stops the live keepers of attempts (each its directory and key) and their jobs: a sweep
+/// cancelled while no engine runs, whose keepers outlive the engine that started them. SIGTERM
+/// to each keeper's process group, then SIGKILL to those still alive after `grace` (a job that
+/// ignores SIGTERM). Returns once none is alive or all were killed.
+pub fn stop_keepers(attempts: &[(PathBuf, String)], grace: Duration) {
+    let signal = |signal: libc::c_int| {
+        let mut alive = 0;
+        for (dir, key) in attempts {
+            if let Some(pid) = live_keeper(dir, key) {
+                alive += 1;
+                // SAFETY: the process group of the keeper of this attempt (its pid checked
+                // against the attempt's key), which leads its group.
+                unsafe {
+                    libc::kill(-pid, signal);
+                }
+            }
+        }
+        alive
+    };
+    if signal(libc::SIGTERM) == 0 {
+        return;
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(100));
+        if attempts.iter().all(|(dir, key)| live_keeper(dir, key).is_none()) {
+            return;
+        }
+    }
+    signal(libc::SIGKILL);
+}
+
 /// The live keeper process of an attempt, if there is one: the pid its keeper recorded, still
 /// running with the attempt's key in its environment (not some later process with that pid).
 fn live_keeper(dir: &Path, key: &str) -> Option<i32> {
@@ -163,9 +261,13 @@ pub fn keep_attempt(dir: &Path) -> i32 {
             return 1;
         }
     };
+    if let Err(e) = keep_through_sigterm() {
+        eprintln!("libra sweep keep-attempt: {e}");
+        return 1;
+    }
     let t0 = Instant::now();
-    let pids = Mutex::new(HashSet::new());
-    let (ok, exit_code, (message, cpu)) = run_steps(&plan.main, &spec.root, dir, &spec.vars, &pids);
+    let children = Children::default();
+    let (ok, exit_code, (message, cpu)) = run_steps(&plan.main, &spec.root, dir, &spec.vars, &children);
     let o = Outcome {
         attempt: spec.attempt,
         resource: spec.resource,
@@ -237,7 +339,7 @@ impl ResourceAdapter for Local {
             let dir = l.dir.parent().unwrap_or(&l.dir).join(format!("nodestart-{}", self.name));
             std::fs::create_dir_all(&dir)
                 .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
-            let (ok, code, msg) = run_steps(&self.plan.nodestart, &self.root, &dir, &l.vars, &self.pids);
+            let (ok, code, msg) = run_steps(&self.plan.nodestart, &self.root, &dir, &l.vars, &self.children);
             if !ok {
                 return Err(err(format!("nodestart failed (exit {code:?}): {}", msg.0)));
             }
@@ -246,10 +348,10 @@ impl ResourceAdapter for Local {
         if let Some(exe) = self.keeper.clone() {
             return self.start_keeper(&exe, l, done);
         }
-        let (plan, root, pids) = (self.plan.clone(), self.root.clone(), self.pids.clone());
+        let (plan, root, children) = (self.plan.clone(), self.root.clone(), self.children.clone());
         std::thread::spawn(move || {
             let t0 = Instant::now();
-            let (ok, exit_code, message) = run_steps(&plan.main, &root, &l.dir, &l.vars, &pids);
+            let (ok, exit_code, message) = run_steps(&plan.main, &root, &l.dir, &l.vars, &children);
             let o = Outcome {
                 attempt: l.attempt,
                 resource: l.resource,
@@ -267,25 +369,34 @@ impl ResourceAdapter for Local {
         Ok(())
     }
 
+    /// SIGTERM to every command and keeper: each attempt's thread (or keeper) then reports how
+    /// its job ended and the CPU it used, which the sweep pays for.
     fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
-        if let Ok(p) = self.pids.lock() {
-            for &pid in p.iter() {
-                // SAFETY: sending a signal to a child this adapter started and has not reaped.
-                unsafe {
-                    libc::kill(pid, libc::SIGTERM);
-                }
-            }
-        }
+        self.signal(libc::SIGTERM);
+        Vec::new()
+    }
+
+    fn reports_after_cancel(&self) -> bool {
+        true
+    }
+
+    fn kill_all(&mut self) {
+        self.signal(libc::SIGKILL);
+    }
+}
+
+impl Local {
+    fn signal(&self, signal: libc::c_int) {
+        self.children.stop(signal);
         if let Ok(k) = self.keepers.lock() {
             for &pid in k.iter() {
                 // SAFETY: the process group of a keeper this adapter started or adopted (its
                 // pid was checked against the attempt's key).
                 unsafe {
-                    libc::kill(-pid, libc::SIGTERM);
+                    libc::kill(-pid, signal);
                 }
             }
         }
-        Vec::new()
     }
 }
 
@@ -307,7 +418,7 @@ fn run_steps(
     root: &Path,
     node: &Path,
     vars: &Vars,
-    pids: &Mutex<HashSet<i32>>,
+    children: &Children,
 ) -> (bool, Option<i32>, (String, f64)) {
     let mut ignore = false;
     let mut copied_back: Vec<String> = Vec::new();
@@ -316,6 +427,11 @@ fn run_steps(
     let mut cpu = 0.0;
     let mut last_code = Some(0);
     for s in steps {
+        // Stopped (the sweep was cancelled): not even a step the plan lets fail goes on.
+        if children.stopped() {
+            record_copies(node, &copied_back);
+            return (false, None, (STOPPED.to_string(), cpu));
+        }
         let r: Result<(), String> = match &s.command {
             Command::OnError { ignore: i } => {
                 ignore = *i;
@@ -357,7 +473,7 @@ fn run_steps(
                 std::fs::write(&b, out).map_err(|e| format!("substitute {}: {e}", b.display()))
             })(),
             Command::Exec { kind, args } => {
-                match exec(*kind, args, node, vars, &out_target, &err_target, pids) {
+                match exec(*kind, args, node, vars, &out_target, &err_target, children) {
                     Ok((code, c)) => {
                         cpu += c;
                         last_code = code;
@@ -388,6 +504,9 @@ fn run_steps(
     record_copies(node, &copied_back);
     (true, last_code, (String::new(), cpu))
 }
+
+/// How an attempt stopped by its sweep's cancel ended.
+pub const STOPPED: &str = "stopped: its sweep was cancelled";
 
 /// The files a job copied back to the root, one path a line, for `libra sweep results`.
 pub const COPIED: &str = ".libra-copied";
@@ -544,7 +663,7 @@ fn exec(
     vars: &Vars,
     out: &Option<(Option<PathBuf>, bool)>,
     err: &Option<(Option<PathBuf>, bool)>,
-    pids: &Mutex<HashSet<i32>>,
+    children: &Children,
 ) -> Result<(Option<i32>, f64), String> {
     let words: Vec<String> = args.iter().map(|a| subst(a, vars)).collect::<Result<_, _>>()?;
     let mut cmd = match kind {
@@ -587,9 +706,7 @@ fn exec(
     drop(cmd);
     let child = spawned.map_err(|e| format!("cannot run {:?}: {e}", words.first()))?;
     let pid = child.id() as i32;
-    if let Ok(mut p) = pids.lock() {
-        p.insert(pid);
-    }
+    children.add(pid);
     relay(lazy, Some(pid));
     let mut status: libc::c_int = 0;
     // SAFETY: an all-zero rusage is a valid value for the kernel to overwrite.
@@ -604,9 +721,7 @@ fn exec(
         }
         break r;
     };
-    if let Ok(mut p) = pids.lock() {
-        p.remove(&pid);
-    }
+    children.remove(pid);
     drop(child);
     if r != pid {
         return Err(format!("waiting for {:?}: {}", words.first(), std::io::Error::last_os_error()));

@@ -77,6 +77,13 @@ pub trait ResourceAdapter: Send {
     /// Stops every attempt still running (cancel). Returns what a resource that bills its own
     /// amount (a Libra cluster) charged for each attempt it stopped, by attempt id.
     fn cancel_all(&mut self) -> Vec<(i64, Money)>;
+    /// Whether the attempts `cancel_all` stopped still report their outcomes (with the CPU they
+    /// used, which the sweep pays for): the engine waits a moment for them.
+    fn reports_after_cancel(&self) -> bool {
+        false
+    }
+    /// Kills what a cancel did not stop in its grace (a job that ignores SIGTERM).
+    fn kill_all(&mut self) {}
 }
 
 /// The experiment's outcome log, beside its `jobs` directory: one line per finished attempt,

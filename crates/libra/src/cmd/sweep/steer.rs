@@ -89,13 +89,9 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
         // The live engine kills the running jobs and records the cancellation.
         store.set_state(a.exp, ExperimentState::Cancelled, None)?;
     } else {
-        store.begin()?;
-        for at in store.running_attempts(a.exp)? {
-            store.lose_attempt(&at, now(), "cancelled")?;
-        }
-        store.cancel_pending(a.exp)?;
-        store.set_state(a.exp, ExperimentState::Cancelled, Some(now()))?;
-        store.commit()?;
+        // No engine: its local jobs' keepers may still run them; they are stopped too.
+        let keepers = libra_broker::engine::cancel_without_engine(&store, a.exp, now())?;
+        libra_broker::adapter::local::stop_keepers(&keepers, libra_broker::engine::CANCEL_GRACE);
     }
     report(&store, a.exp, a.json, format!("sweep {}: cancelled", a.exp))
 }
