@@ -172,6 +172,76 @@ fn a_sweep_killed_mid_run_on_a_libra_cluster_resumes_without_running_or_paying_t
     assert_eq!(ida.balance().unwrap().charged, charged);
 }
 
+/// `libra sweep cancel` of a sweep on a Libra cluster whose engine was killed: its jobs on the
+/// cluster are found by their keys and cancelled, and the sweep records what the cluster charged
+/// for them. The cancel used to mark them lost while they ran on, and paid for, on the cluster.
+#[test]
+fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_cluster() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(2, 0.5, 30.0);
+    let ida = cl.user("ida", 1000);
+    let token = Client::new(&cl.url, None).login("ida", "pw-ida").unwrap().token;
+    let dir = cl.dir.join("sweep-cancelled");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = "parameter x integer range from 1 to 4 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
+    std::fs::write(dir.join("plan.pln"), plan).unwrap();
+    let res = format!(
+        "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 2\nprice = 10\nurl = \"{}\"\ntoken = \"{token}\"\n",
+        cl.url
+    );
+    std::fs::write(dir.join("res.toml"), res).unwrap();
+    let db = dir.join("broker.db");
+    let created = sweep(&db)
+        .args(["run", "--detach", "--optimise", "time", "--estimate", "30", "--deadline", "10m"])
+        .args(["--budget", "800", "-r"])
+        .arg(dir.join("res.toml"))
+        .arg(dir.join("plan.pln"))
+        .env_remove("LIBRA_TOKEN")
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let mut engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
+    let running = || ida.jobs(false).unwrap().into_iter().filter(|j| j.state.is_active()).collect::<Vec<_>>();
+    let t0 = Instant::now();
+    while running().iter().filter(|j| j.state == JobState::Running).count() < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the sweep's jobs did not start: {:?}", running());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // They use some CPU, then their engine is killed.
+    std::thread::sleep(Duration::from_millis(1500));
+    engine.kill().unwrap(); // SIGKILL
+    engine.wait().unwrap();
+    let c = sweep(&db).args(["cancel", &exp]).env_remove("LIBRA_TOKEN").output().unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    // Cancelled on the cluster by the time the cancel returns (allowing the listing a moment).
+    let t0 = Instant::now();
+    while !running().is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the sweep is cancelled but its jobs run on the cluster: {:?}",
+            running()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let store = Store::open(&db).unwrap();
+    let exp: i64 = exp.parse().unwrap();
+    let e = store.experiment(exp).unwrap();
+    assert_eq!(e.state, "cancelled");
+    assert!(e.finished.is_some());
+    let c = store.counts(exp).unwrap();
+    assert_eq!((c.running, c.pending, c.done), (0, 0, 0), "{c:?}");
+    // The sweep paid what the cluster charged at the cancels (the cluster adds the CPU to each
+    // kill a moment later, which the sweep does not see).
+    let jobs: Vec<_> =
+        ida.jobs(false).unwrap().into_iter().filter(|j| j.state != JobState::Rejected).collect();
+    assert!(jobs.iter().all(|j| j.state == JobState::Cancelled), "{jobs:?}");
+    let charged = jobs.iter().fold(libra_core::Money::ZERO, |a, j| a + j.charged);
+    let spent = store.spent(exp).unwrap();
+    assert!(spent > libra_core::Money::ZERO && spent <= charged, "spent {spent}, charged {charged}");
+    assert!(spent <= libra_core::Money::from_credits(800));
+}
+
 /// The pids the sweep's jobs wrote in their attempt directories (`echo $$$$ > pid`), once
 /// `n` have.
 fn job_pids(db: &Path, n: usize) -> Vec<i32> {

@@ -12,16 +12,27 @@ use libra_api::{JobState, QuoteRequest, SubmitRequest};
 use libra_core::{JobSpec, Suggestion};
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 pub struct LibraCluster {
     name: String,
     client: Client,
     /// The main task as one shell script, `$names` still to substitute per job.
     script: String,
-    on_cluster: Arc<Mutex<OnCluster>>,
+    on_cluster: Arc<Shared>,
 }
+
+/// `OnCluster` under its lock, and the signal that a resumed attempt has found its job.
+#[derive(Default)]
+struct Shared {
+    on: Mutex<OnCluster>,
+    found: Condvar,
+}
+
+/// How long a cancel waits for resumed attempts to find their jobs on the cluster (by their
+/// keys), so that it cancels them too.
+const RESUMED_GRACE: Duration = Duration::from_secs(10);
 
 /// The jobs this resource has running on the cluster, and whether the sweep was cancelled,
 /// under one lock: a job is submitted either before a cancel, which then cancels it, or not at
@@ -32,12 +43,35 @@ pub struct LibraCluster {
 #[derive(Default)]
 struct OnCluster {
     cancelled: bool,
+    /// Attempts taken up from an engine that stopped which have not yet asked the cluster for
+    /// their job by its key: that job may be running there, and a cancel waits for them (an
+    /// engine opened only to cancel a sweep whose engine was killed finds them this way).
+    resuming: usize,
+    /// A cancel is waiting for the resuming attempts: they may still ask for their jobs.
+    collecting: bool,
     /// Each job's attempt id, by the job's id on the cluster.
     jobs: HashMap<u64, i64>,
 }
 
-fn lock(m: &Mutex<OnCluster>) -> MutexGuard<'_, OnCluster> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+fn lock(m: &Shared) -> MutexGuard<'_, OnCluster> {
+    m.on.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A resumed attempt that has not yet found its job: counted in `resuming` until dropped.
+struct Resuming<'a>(&'a Shared);
+
+impl<'a> Resuming<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        lock(shared).resuming += 1;
+        Resuming(shared)
+    }
+}
+
+impl Drop for Resuming<'_> {
+    fn drop(&mut self) {
+        lock(self.0).resuming -= 1;
+        self.0.found.notify_all();
+    }
 }
 
 /// What a `libra` resource without a token is told: the three ways to give one.
@@ -128,23 +162,43 @@ impl ResourceAdapter for LibraCluster {
 
     /// What each cancelled job was charged is what the sweep paid for it: the CPU it used to
     /// the node's last report (the cluster adds what it ran on until the kill a moment later,
-    /// which the sweep does not see).
+    /// which the sweep does not see). Attempts taken up from a stopped engine are waited for
+    /// (up to `RESUMED_GRACE`) until they have found their jobs, which are cancelled too.
     fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
-        let mut on = lock(&self.on_cluster);
+        let shared = &*self.on_cluster;
+        let mut on = lock(shared);
         on.cancelled = true;
+        on.collecting = true;
+        let until = Instant::now() + RESUMED_GRACE;
         let mut billed = Vec::new();
-        for (id, attempt) in on.jobs.drain() {
-            match self.client.cancel(id) {
-                Ok(info) => billed.push((attempt, info.charged)),
-                // 409: it ended meanwhile; what it was charged is its own answer.
-                Err(e) if e.status() == Some(409) => {
-                    if let Ok(info) = self.client.job(id) {
-                        billed.push((attempt, info.charged));
+        loop {
+            let jobs: Vec<(u64, i64)> = on.jobs.drain().collect();
+            for (id, attempt) in jobs {
+                match self.client.cancel(id) {
+                    Ok(info) => billed.push((attempt, info.charged)),
+                    // 409: it ended meanwhile; what it was charged is its own answer.
+                    Err(e) if e.status() == Some(409) => {
+                        if let Ok(info) = self.client.job(id) {
+                            billed.push((attempt, info.charged));
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(job = id, "cancelling the sweep's job on the Libra cluster: {e}")
                     }
                 }
-                Err(e) => tracing::warn!(job = id, "cancelling the sweep's job on the Libra cluster: {e}"),
             }
+            let Some(left) = until.checked_duration_since(Instant::now()).filter(|_| on.resuming > 0) else {
+                break;
+            };
+            on = shared.found.wait_timeout(on, left).unwrap_or_else(|p| p.into_inner()).0;
         }
+        if on.resuming > 0 {
+            tracing::warn!(
+                attempts = on.resuming,
+                "cancelling: taken-up attempts did not find their jobs on the Libra cluster in time; cancel them there by hand (`libra status`)"
+            );
+        }
+        on.collecting = false;
         billed
     }
 }
@@ -207,7 +261,7 @@ fn admissible(client: &Client, spec: &JobSpec, base: &Outcome) -> Result<(), Box
 
 fn run_remote(
     client: &Client,
-    on_cluster: &Mutex<OnCluster>,
+    on_cluster: &Shared,
     l: &Launch,
     script: String,
     name: String,
@@ -224,6 +278,8 @@ fn run_remote(
         rejected: false,
         billed: None,
     };
+    // Counted until it has found its job (or made it): a cancel waits for that.
+    let resuming = resumed.then(|| Resuming::new(on_cluster));
     let spec = JobSpec::simple(l.estimate.max(LIBRA_MIN_ESTIMATE_SECS), l.deadline_in.max(1.0), l.budget);
     // A resumed attempt may already be on the cluster: its key finds it, whatever a quote would
     // say now; only a fresh one is quoted first.
@@ -242,7 +298,9 @@ fn run_remote(
     let info = loop {
         let submitted = {
             let mut on = lock(on_cluster);
-            if on.cancelled {
+            // After a cancel only a taken-up attempt asks, for its job that may be running,
+            // and only while the cancel waits for it (which then cancels the job).
+            if on.cancelled && !(resumed && on.collecting) {
                 return None;
             }
             let r = client.submit_with_key(&req, &l.key);
@@ -252,7 +310,10 @@ fn run_remote(
             r
         };
         match submitted {
-            Ok(i) => break i,
+            Ok(i) => {
+                drop(resuming);
+                break i;
+            }
             Err(e @ libra_api::ClientError::Status { .. }) => {
                 return Some(Outcome { message: e.to_string(), rejected: true, ..base })
             }

@@ -127,6 +127,24 @@ fn saved_login() -> Option<SavedLogin> {
     })
 }
 
+/// Cancels a sweep whose engine is gone by opening one here: it takes up the attempts the last
+/// engine left running (a local job's keeper, a job on a Libra cluster found by its key, a
+/// Slurm job), and the cancel stops them and records what they cost.
+pub fn stop_here(db: &Path, exp: i64) -> anyhow::Result<()> {
+    let opts = EngineOptions {
+        keeper: std::env::current_exe().ok(),
+        login: saved_login(),
+        ..EngineOptions::default()
+    };
+    let Some(engine) = libra_broker::engine::Engine::open(db, exp, opts)? else {
+        anyhow::bail!("it has ended");
+    };
+    open(db)?.set_state(exp, libra_broker::state::ExperimentState::Cancelled, None)?;
+    let state = engine.run()?;
+    tracing::info!(exp, state = %state, "sweep cancelled with no engine running: its jobs were stopped");
+    Ok(())
+}
+
 /// Runs the engine here with a progress bar on a terminal, then prints the status.
 pub fn drive(db: &Path, exp: i64, json: bool) -> anyhow::Result<()> {
     // Local jobs run under a keeper (this binary), so a killed sweep's jobs are adopted by the

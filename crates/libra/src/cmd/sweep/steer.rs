@@ -88,8 +88,20 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     if live_engine(&e, now()).is_some() {
         // The live engine kills the running jobs and records the cancellation.
         store.set_state(a.exp, ExperimentState::Cancelled, None)?;
+    } else if !e.state.is_final() && store.counts(a.exp)?.running > 0 {
+        // No engine, and jobs it left running (local jobs under keepers that outlive it, jobs on
+        // a Libra cluster or under Slurm): an engine opened here takes them up and stops them,
+        // paying what they cost, as a live engine's cancel does.
+        drop(store);
+        if let Err(err) = super::run::stop_here(db, a.exp) {
+            eprintln!("warning: sweep {}: {err:#}; its jobs are recorded as cancelled", a.exp);
+            let store = open(db)?;
+            let keepers = libra_broker::engine::cancel_without_engine(&store, a.exp, now())?;
+            libra_broker::adapter::local::stop_keepers(&keepers, libra_broker::engine::CANCEL_GRACE);
+        }
+        return report(&open(db)?, a.exp, a.json, format!("sweep {}: cancelled", a.exp));
     } else {
-        // No engine: its local jobs' keepers may still run them; they are stopped too.
+        // No engine: a local job's keeper may still run it; it is stopped too.
         let keepers = libra_broker::engine::cancel_without_engine(&store, a.exp, now())?;
         libra_broker::adapter::local::stop_keepers(&keepers, libra_broker::engine::CANCEL_GRACE);
     }
