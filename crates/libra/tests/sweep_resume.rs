@@ -21,6 +21,21 @@ fn sweep(db: &Path) -> Command {
     c
 }
 
+/// Creates a sweep of `dir`'s plan.pln on res.toml in database `db`, not run yet (`--detach`),
+/// with local jobs' options: one second each, no retries, an hour. Returns its id.
+fn detached(dir: &Path, db: &Path, budget: &str) -> String {
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let created = sweep(db)
+        .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "1"])
+        .args(["--deadline", "1h", "--budget", budget, "-r"])
+        .arg(dir.join("res.toml"))
+        .arg(dir.join("plan.pln"))
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    String::from_utf8_lossy(&created.stdout).trim().to_string()
+}
+
 #[test]
 fn sigkill_then_resume_reruns_nothing_finished() {
     let plan = r#"
@@ -35,16 +50,7 @@ endtask
     std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
     std::fs::write(dir.path().join("res.toml"), res).unwrap();
     let db = dir.path().join("db").join("broker.db");
-    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-    let created = sweep(&db)
-        .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "1"])
-        .args(["--deadline", "1h", "--budget", "100000", "-r"])
-        .arg(dir.path().join("res.toml"))
-        .arg(dir.path().join("plan.pln"))
-        .output()
-        .unwrap();
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    let exp: i64 = String::from_utf8_lossy(&created.stdout).trim().parse().unwrap();
+    let exp: i64 = detached(dir.path(), &db, "100000").parse().unwrap();
 
     // Attempt directories are <root>/db/experiments/<id>/jobs/<n>-<attempt>: five levels up
     // is the plan's directory, where runs.log counts every start of every job.
@@ -305,16 +311,7 @@ endtask
     std::fs::write(dir.path().join("res.toml"), res).unwrap();
     let make = |name: &str| {
         let db = dir.path().join(name).join("broker.db");
-        std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-        let created = sweep(&db)
-            .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "1"])
-            .args(["--deadline", "1h", "--budget", "1000", "-r"])
-            .arg(dir.path().join("res.toml"))
-            .arg(dir.path().join("plan.pln"))
-            .output()
-            .unwrap();
-        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-        let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+        let exp = detached(dir.path(), &db, "1000");
         (db, exp)
     };
 
