@@ -131,8 +131,6 @@ pub fn run(db: &Path, exp: i64, opts: EngineOptions) -> Result<ExperimentState, 
     }
 }
 
-/// The idempotency key of an attempt: the same whenever the attempt is asked after, and no
-/// other attempt's (the experiment's work directory names the experiment and its database).
 /// Records the cancel of a sweep no engine runs (it was killed, or never started): attempts left
 /// running are lost and pending jobs cancelled. Returns the attempts (directory and key) whose
 /// keepers may still run their local jobs, for `adapter::local::stop_keepers`: a keeper outlives
@@ -154,6 +152,8 @@ pub fn cancel_without_engine(
     Ok(running.iter().map(|a| (PathBuf::from(&a.dir), attempt_key(&work, a.id))).collect())
 }
 
+/// The idempotency key of an attempt: the same whenever the attempt is asked after, and no
+/// other attempt's (the experiment's work directory names the experiment and its database).
 pub fn attempt_key(work_dir: &Path, attempt: i64) -> String {
     use std::os::unix::ffi::OsStrExt;
     // The sweep's own random key (`SWEEP_KEY`), where it has one (every sweep made since it was

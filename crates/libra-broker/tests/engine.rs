@@ -477,3 +477,31 @@ endtask
 
 /// An attempt as recorded: state, CPU, price, charged (cents), directory.
 type AttemptRecord = (String, Option<f64>, f64, Option<i64>, String);
+
+/// A job whose last command the plan lets fail (`onerror ignore`) and a cancel kills is
+/// stopped, not done: it used to end as if it had succeeded.
+#[test]
+fn a_cancelled_job_whose_killed_last_command_may_fail_is_not_done() {
+    let res = "[[resource]]\nname = \"a\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
+    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    onerror ignore\n    shexec \"touch started; while :; do :; done\"\nendtask\n";
+    let s = setup(plan, res, Algorithm::Time, 1000, 0);
+    let (db, exp) = (s.db.clone(), s.exp);
+    let engine = std::thread::spawn(move || engine::run(&db, exp, EngineOptions::default()).unwrap());
+    let store = Store::open(&s.db).unwrap();
+    let t0 = std::time::Instant::now();
+    loop {
+        let dir: Option<String> =
+            store.conn.query_row("SELECT dir FROM attempts WHERE dir != ''", [], |r| r.get(0)).ok();
+        if dir.is_some_and(|d| std::path::Path::new(&d).join("started").exists()) {
+            break;
+        }
+        assert!(t0.elapsed().as_secs() < 30, "the job did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    store.set_state(exp, libra_broker::state::ExperimentState::Cancelled, None).unwrap();
+    assert_eq!(engine.join().unwrap(), "cancelled");
+    let state: String = store.conn.query_row("SELECT state FROM attempts", [], |r| r.get(0)).unwrap();
+    assert_eq!(state, "lost");
+    let c = store.counts(exp).unwrap();
+    assert_eq!((c.done, c.cancelled), (0, 1), "{c:?}");
+}

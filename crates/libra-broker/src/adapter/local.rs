@@ -502,6 +502,10 @@ fn run_steps(
         }
     }
     record_copies(node, &copied_back);
+    // Its last command killed by the cancel, but let fail by the plan: stopped all the same.
+    if children.stopped() {
+        return (false, None, (STOPPED.to_string(), cpu));
+    }
     (true, last_code, (String::new(), cpu))
 }
 
