@@ -92,6 +92,9 @@ pub struct EngineOptions {
     /// that names no token acts through (`LibraSpec::with_login`). None for a sweep hosted by a
     /// server: a server never lends its own user's login.
     pub login: Option<SavedLogin>,
+    /// Opens a sweep that is cancelled but whose cancel no engine finished (its engine was
+    /// killed meanwhile), to stop what it left running: `libra sweep cancel` with no engine.
+    pub take_up_cancelled: bool,
 }
 
 impl Default for EngineOptions {
@@ -102,6 +105,7 @@ impl Default for EngineOptions {
             keeper: None,
             on_started: None,
             login: None,
+            take_up_cancelled: false,
         }
     }
 }
@@ -201,7 +205,8 @@ impl Engine {
         if let Some((pid, age)) = live_engine(&e, now_unix()) {
             return Err(EngineError::AlreadyRunning { exp, pid, age });
         }
-        if e.state.is_final() {
+        let unfinished_cancel = e.state == ExperimentState::Cancelled && e.finished.is_none();
+        if e.state.is_final() && !(opts.take_up_cancelled && unfinished_cancel) {
             return Ok(None);
         }
         store.claim(exp, std::process::id(), now_unix())?;

@@ -178,9 +178,10 @@ fn a_sweep_killed_mid_run_on_a_libra_cluster_resumes_without_running_or_paying_t
     assert_eq!(ida.balance().unwrap().charged, charged);
 }
 
-/// `libra sweep cancel` of a sweep on a Libra cluster whose engine was killed: its jobs on the
-/// cluster are found by their keys and cancelled, and the sweep records what the cluster charged
-/// for them. The cancel used to mark them lost while they ran on, and paid for, on the cluster.
+/// `libra sweep cancel` of a sweep on a Libra cluster whose engine was killed (here during a
+/// cancel: the sweep is marked cancelled, not finished): its jobs on the cluster are found by
+/// their keys and cancelled, and the sweep records what the cluster charged for them. The
+/// cancel used to mark them lost while they ran on, and paid for, on the cluster.
 #[test]
 fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_cluster() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -218,6 +219,10 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
     std::thread::sleep(Duration::from_millis(1500));
     engine.kill().unwrap(); // SIGKILL
     engine.wait().unwrap();
+    // Marked cancelled, as an engine killed during its cancel leaves a sweep (the cancel is
+    // then done by the next `libra sweep cancel`, which is what a user would run again).
+    let e: i64 = exp.parse().unwrap();
+    Store::open(&db).unwrap().set_state(e, libra_broker::state::ExperimentState::Cancelled, None).unwrap();
     let c = sweep(&db).args(["cancel", &exp]).env_remove("LIBRA_TOKEN").output().unwrap();
     assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
     // Cancelled on the cluster by the time the cancel returns (allowing the listing a moment).

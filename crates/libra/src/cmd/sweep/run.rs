@@ -134,6 +134,7 @@ pub fn stop_here(db: &Path, exp: i64) -> anyhow::Result<()> {
     let opts = EngineOptions {
         keeper: std::env::current_exe().ok(),
         login: saved_login(),
+        take_up_cancelled: true,
         ..EngineOptions::default()
     };
     let Some(engine) = libra_broker::engine::Engine::open(db, exp, opts)? else {

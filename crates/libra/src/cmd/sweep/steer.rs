@@ -88,7 +88,9 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
     if live_engine(&e, now()).is_some() {
         // The live engine kills the running jobs and records the cancellation.
         store.set_state(a.exp, ExperimentState::Cancelled, None)?;
-    } else if !e.state.is_final() && store.counts(a.exp)?.running > 0 {
+    } else if (!e.state.is_final() || (e.state == ExperimentState::Cancelled && e.finished.is_none()))
+        && store.counts(a.exp)?.running > 0
+    {
         // No engine, and jobs it left running (local jobs under keepers that outlive it, jobs on
         // a Libra cluster or under Slurm): an engine opened here takes them up and stops them,
         // paying what they cost, as a live engine's cancel does.
