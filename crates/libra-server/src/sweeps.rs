@@ -221,11 +221,16 @@ impl Sweeps {
             if owner(&store, e.id)?.is_none() {
                 continue;
             }
-            if is_active(&e.state) {
+            // A cancel whose engine died with the server before it finished: an engine takes up
+            // what it left running (its jobs on this cluster) and stops it.
+            let unfinished_cancel = e.state == ExperimentState::Cancelled && e.finished.is_none();
+            if is_active(&e.state) || (unfinished_cancel && store.counts(e.id)?.running > 0) {
                 self.start_engine(e.id);
                 n += 1;
             } else {
-                // Ended while the server was stopping: its credential goes now.
+                // Ended while the server was stopping: its credential goes now (a cancel left
+                // with nothing running is recorded as finished first).
+                finish_cancel(&store, e.id)?;
                 self.revoke(e.id);
             }
         }
@@ -308,6 +313,7 @@ impl Sweeps {
             let clear = me.clone();
             let opts = EngineOptions {
                 keeper: me.keeper.clone(),
+                take_up_cancelled: true,
                 on_started: Some(Box::new(move || {
                     clear.note(exp, None);
                 })),
@@ -345,7 +351,8 @@ impl Sweeps {
                 }
                 // The engine stops on an error too (and is started again only by a restart or
                 // a user's resume): the credential goes only with the sweep's end.
-                if r.is_ok() {
+                let ended = me.store().and_then(|s| Ok(s.experiment(exp)?)).is_ok_and(|e| e.state.is_final());
+                if r.is_ok() || ended {
                     me.revoke(exp);
                 }
                 return;
@@ -721,10 +728,16 @@ impl Sweeps {
                 }
                 store.set_state(exp, ExperimentState::Cancelled, None)?;
                 // A live engine kills the running jobs and records the cancellation itself
-                // (and its end revokes the credential).
+                // (and its end revokes the credential). With none (it stopped on an error), one
+                // is started to take up and stop what is left running (its jobs on a Libra
+                // cluster), if anything is.
                 if !self.has_engine(exp) {
-                    finish_cancel(&store, exp)?;
-                    self.revoke(exp);
+                    if store.counts(exp)?.running > 0 {
+                        self.start_engine(exp);
+                    } else {
+                        finish_cancel(&store, exp)?;
+                        self.revoke(exp);
+                    }
                 }
             }
             "rerun" => {

@@ -257,6 +257,56 @@ fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
     });
 }
 
+/// A hosted sweep whose cancel was under way when the server was killed (the sweep marked
+/// cancelled, its engine gone with the server before it stopped the jobs): the restarted server
+/// takes it up and cancels its jobs on the cluster. They ran on, paid for, to their ends.
+#[test]
+fn a_hosted_sweeps_cancel_cut_short_by_a_server_crash_is_finished_by_the_restarted_server() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start(1, 1.0, 30.0);
+    let lea = cl.user("lea", 1000);
+    let resources = format!(
+        "[[resource]]\nname = \"here\"\nkind = \"libra\"\nslots = 2\nprice = 20\nurl = \"{}\"\n",
+        cl.url
+    );
+    let sweep = lea
+        .sweep_create(&hosted(
+            "parameter x integer range from 1 to 2 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n",
+            resources,
+            "cut-short",
+            500,
+            5.0,
+        ))
+        .unwrap();
+    let running = wait_until("the sweep's jobs running on the cluster", || {
+        let jobs = lea.jobs(false).ok()?;
+        let r: Vec<u64> =
+            jobs.iter().filter(|j| j.state == libra_api::JobState::Running).map(|j| j.id).collect();
+        (r.len() == 2).then_some(r)
+    });
+    cl.kill_server();
+    // What the cancel had written when the server died.
+    let db = cl.dir.join("sweeps").join("broker.db");
+    libra_broker::store::Store::open(&db)
+        .unwrap()
+        .set_state(sweep.id, libra_broker::state::ExperimentState::Cancelled, None)
+        .unwrap();
+    cl.start_server();
+    let ended = wait_for("the sweep's jobs to be cancelled by the restarted server", 30, || {
+        let jobs: Vec<_> = running.iter().map(|&id| lea.job(id)).collect::<Result<_, _>>().ok()?;
+        jobs.iter().all(|j| !j.state.is_active()).then_some(jobs)
+    });
+    for j in &ended {
+        assert_eq!(j.state, libra_api::JobState::Cancelled, "{j:?}");
+    }
+    let s = wait_until("the sweep's cancel recorded", || {
+        lea.sweep(sweep.id).ok().filter(|s| s.state == "cancelled" && s.finished.is_some())
+    });
+    let paid: Money = ended.iter().map(|j| j.charged).sum();
+    assert!(s.spent <= paid, "the sweep spent {}, the cluster charged {paid}", s.spent);
+    assert_eq!(lea.balance().unwrap().held, Money::ZERO);
+}
+
 #[test]
 fn logout_passwd_disable_and_audit_from_the_command_line() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
