@@ -57,7 +57,14 @@ pub enum SweepCommand {
     SetBudget(steer::BudgetArgs),
     /// Stop starting new jobs (running ones finish).
     Pause(steer::ExpArgs),
-    /// Stop the sweep: running jobs are killed, pending ones cancelled.
+    /// Stop the sweep: running jobs are stopped and pay for the CPU they used, pending ones
+    /// are cancelled.
+    ///
+    /// A local job gets SIGTERM, then SIGKILL if it still runs 5 s later (killed with its
+    /// keeper, its CPU is not known and not paid); a job on a Libra cluster is cancelled there,
+    /// which charges the CPU it used; a Slurm job is scancelled. With no engine running (it was
+    /// killed), the command opens one to find what the last one left running and stops it the
+    /// same way.
     Cancel(steer::ExpArgs),
     /// Reproduce the seed's experiments on virtual time (table17.4, table17.6).
     Experiment(experiment::ExperimentArgs),

@@ -96,7 +96,11 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
         // paying what they cost, as a live engine's cancel does.
         drop(store);
         if let Err(err) = super::run::stop_here(db, a.exp) {
-            eprintln!("warning: sweep {}: {err:#}; its jobs are recorded as cancelled", a.exp);
+            eprintln!(
+                "warning: sweep {}: {err:#}; its jobs are recorded as cancelled, and its local jobs stopped; \
+                 any it had on a Libra cluster may still run there (`libra status`, `libra cancel`)",
+                a.exp
+            );
             let store = open(db)?;
             let keepers = libra_broker::engine::cancel_without_engine(&store, a.exp, now())?;
             libra_broker::adapter::local::stop_keepers(&keepers, libra_broker::engine::CANCEL_GRACE);
