@@ -462,7 +462,7 @@ impl Engine {
             }
             let asked = billed.get(&a.id).copied().or(o.billed);
             let charged = self.farm.stop(o.resource, o.attempt, o.cpu, asked).map_or(Money::ZERO, |x| x.1);
-            self.store.lose_attempt_charged(&a, now, "cancelled", charged, Some(o.cpu))?;
+            self.store.lose_attempt_charged(&a, now, "cancelled", charged, Some((o.wall, o.cpu)))?;
         }
         for a in self.in_flight.values() {
             // A Libra cluster's cancelled job is paid for (the CPU it used): the sweep says so.

@@ -566,18 +566,20 @@ impl Store {
     }
 
     /// As `lose_attempt`, for an attempt that is paid for all the same (a job cancelled on a
-    /// Libra cluster, or stopped by a cancel, pays for the CPU it used): `cpu` when it is known.
+    /// Libra cluster, or stopped by a cancel, pays for the CPU it used): `used`, its wall and CPU
+    /// seconds, when they are known.
     pub fn lose_attempt_charged(
         &self,
         a: &AttemptRow,
         now: f64,
         why: &str,
         charged: Money,
-        cpu: Option<f64>,
+        used: Option<(f64, f64)>,
     ) -> Result<(), StoreError> {
+        let (wall, cpu) = (used.map(|u| u.0), used.map(|u| u.1));
         self.conn.execute(
-            "UPDATE attempts SET state = 'lost', ended = ?2, charged_cents = ?4, message = ?3, cpu = COALESCE(?5, cpu) WHERE id = ?1",
-            params![a.id, now, why, charged.cents(), cpu],
+            "UPDATE attempts SET state = 'lost', ended = ?2, charged_cents = ?4, message = ?3, wall = COALESCE(?5, wall), cpu = COALESCE(?6, cpu) WHERE id = ?1",
+            params![a.id, now, why, charged.cents(), wall, cpu],
         )?;
         if charged.cents() > 0 {
             let exp: i64 =

@@ -473,6 +473,10 @@ endtask
     assert_eq!(store.spent(exp).unwrap(), paid);
     assert!(paid <= Money::from_credits(1000));
     assert_eq!(store.counts(exp).unwrap().cancelled, 2);
+    // How long each ran is recorded too (`libra sweep results` shows it).
+    let timed: i64 =
+        store.conn.query_row("SELECT COUNT(*) FROM attempts WHERE wall > 0.5", [], |r| r.get(0)).unwrap();
+    assert_eq!(timed, 2);
 }
 
 /// An attempt as recorded: state, CPU, price, charged (cents), directory.
