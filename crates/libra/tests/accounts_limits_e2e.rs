@@ -28,6 +28,28 @@ fn hosted(plan: &str, resources: String, name: &str, budget: i64, estimate: f64)
     }
 }
 
+/// A hosted sweep of `n` busy jobs (each uses CPU, so that a cancel has something to charge) on
+/// this cluster, `n` slots at price 20; returns it and its jobs' ids on the cluster once all
+/// run and have used some CPU.
+fn busy_hosted_sweep(cl: &Cluster, user: &Client, n: usize, name: &str) -> (libra_api::SweepInfo, Vec<u64>) {
+    let resources = format!(
+        "[[resource]]\nname = \"here\"\nkind = \"libra\"\nslots = {n}\nprice = 20\nurl = \"{}\"\n",
+        cl.url
+    );
+    let plan = format!("parameter x integer range from 1 to {n} step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n");
+    let sweep = user.sweep_create(&hosted(&plan, resources, name, 500, 5.0)).unwrap();
+    let running = wait_until("the sweep's jobs running on the cluster, with CPU used", || {
+        let jobs = user.jobs(false).ok()?;
+        let r: Vec<u64> = jobs
+            .iter()
+            .filter(|j| j.state == libra_api::JobState::Running && j.cpu_seconds > 0.3)
+            .map(|j| j.id)
+            .collect();
+        (r.len() == n).then_some(r)
+    });
+    (sweep, running)
+}
+
 fn user_token(cl: &Cluster, name: &str) -> String {
     Client::new(&cl.url, None).login(name, &format!("pw-{name}")).unwrap().token
 }
@@ -213,29 +235,7 @@ fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let cl = Cluster::start(1, 1.0, 30.0);
     let lea = cl.user("lea", 1000);
-    let resources = format!(
-        "[[resource]]\nname = \"here\"\nkind = \"libra\"\nslots = 3\nprice = 20\nurl = \"{}\"\n",
-        cl.url
-    );
-    let sweep = lea
-        .sweep_create(&hosted(
-            // Busy: each job uses CPU, so that a cancel has something to charge.
-            "parameter x integer range from 1 to 3 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n",
-            resources,
-            "long",
-            500,
-            5.0,
-        ))
-        .unwrap();
-    let running = wait_until("the sweep's jobs running on the cluster, with CPU used", || {
-        let jobs = lea.jobs(false).ok()?;
-        let r: Vec<u64> = jobs
-            .iter()
-            .filter(|j| j.state == libra_api::JobState::Running && j.cpu_seconds > 0.3)
-            .map(|j| j.id)
-            .collect();
-        (r.len() == 3).then_some(r)
-    });
+    let (sweep, running) = busy_hosted_sweep(&cl, &lea, 3, "long");
     let c = lea.sweep_action(sweep.id, "cancel").unwrap();
     assert_eq!(c.state, "cancelled", "{c:?}");
     // Each is cancelled, as its owner's cancel (the CPU it used is paid), and nothing is held.
@@ -265,25 +265,7 @@ fn a_hosted_sweeps_cancel_cut_short_by_a_server_crash_is_finished_by_the_restart
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut cl = Cluster::start(1, 1.0, 30.0);
     let lea = cl.user("lea", 1000);
-    let resources = format!(
-        "[[resource]]\nname = \"here\"\nkind = \"libra\"\nslots = 2\nprice = 20\nurl = \"{}\"\n",
-        cl.url
-    );
-    let sweep = lea
-        .sweep_create(&hosted(
-            "parameter x integer range from 1 to 2 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n",
-            resources,
-            "cut-short",
-            500,
-            5.0,
-        ))
-        .unwrap();
-    let running = wait_until("the sweep's jobs running on the cluster", || {
-        let jobs = lea.jobs(false).ok()?;
-        let r: Vec<u64> =
-            jobs.iter().filter(|j| j.state == libra_api::JobState::Running).map(|j| j.id).collect();
-        (r.len() == 2).then_some(r)
-    });
+    let (sweep, running) = busy_hosted_sweep(&cl, &lea, 2, "cut-short");
     cl.kill_server();
     // What the cancel had written when the server died.
     let db = cl.dir.join("sweeps").join("broker.db");

@@ -21,6 +21,19 @@ fn sweep(db: &Path) -> Command {
     c
 }
 
+/// Writes `plan` and a `libra` resource on the cluster (`slots`, price 10, ida's token) into
+/// `dir`, as plan.pln and res.toml.
+fn on_the_cluster(cl: &Cluster, dir: &Path, plan: &str, slots: u32) {
+    let token = Client::new(&cl.url, None).login("ida", "pw-ida").unwrap().token;
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("plan.pln"), plan).unwrap();
+    let res = format!(
+        "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = {slots}\nprice = 10\nurl = \"{}\"\ntoken = \"{token}\"\n",
+        cl.url
+    );
+    std::fs::write(dir.join("res.toml"), res).unwrap();
+}
+
 /// Creates a sweep of `dir`'s plan.pln on res.toml in database `db`, not run yet (`--detach`),
 /// with local jobs' options: one second each, no retries, an hour. Returns its id.
 fn detached(dir: &Path, db: &Path, budget: &str) -> String {
@@ -107,20 +120,13 @@ fn a_sweep_killed_mid_run_on_a_libra_cluster_resumes_without_running_or_paying_t
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let cl = Cluster::start(2, 0.5, 30.0);
     let ida = cl.user("ida", 1000);
-    let token = Client::new(&cl.url, None).login("ida", "pw-ida").unwrap().token;
     let dir = cl.dir.join("sweep");
-    std::fs::create_dir_all(&dir).unwrap();
     let runs = dir.join("runs.log");
     let plan = format!(
         "parameter x integer range from 1 to 8 step 1\ntask main\n    shexec \"echo $x >> {}; sleep 1.5\"\nendtask\n",
         runs.display()
     );
-    std::fs::write(dir.join("plan.pln"), plan).unwrap();
-    let res = format!(
-        "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 3\nprice = 10\nurl = \"{}\"\ntoken = \"{token}\"\n",
-        cl.url
-    );
-    std::fs::write(dir.join("res.toml"), res).unwrap();
+    on_the_cluster(&cl, &dir, &plan, 3);
     let db = dir.join("broker.db");
     let created = sweep(&db)
         .args([
@@ -187,16 +193,9 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let cl = Cluster::start(2, 0.5, 30.0);
     let ida = cl.user("ida", 1000);
-    let token = Client::new(&cl.url, None).login("ida", "pw-ida").unwrap().token;
     let dir = cl.dir.join("sweep-cancelled");
-    std::fs::create_dir_all(&dir).unwrap();
     let plan = "parameter x integer range from 1 to 4 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
-    std::fs::write(dir.join("plan.pln"), plan).unwrap();
-    let res = format!(
-        "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 2\nprice = 10\nurl = \"{}\"\ntoken = \"{token}\"\n",
-        cl.url
-    );
-    std::fs::write(dir.join("res.toml"), res).unwrap();
+    on_the_cluster(&cl, &dir, plan, 2);
     let db = dir.join("broker.db");
     let created = sweep(&db)
         .args(["run", "--detach", "--optimise", "time", "--estimate", "30", "--deadline", "10m"])
