@@ -340,6 +340,16 @@ pub struct JobInfo {
     /// (`[executor] kind = "slurm"`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_job_id: Option<u64>,
+    /// Parts of the job its nodes were last known to run and have not reported ended. For a job
+    /// that has ended by the cluster's word (cancelled, out of budget or credit), those a node
+    /// has still to stop: what they use until then is billed too (within the budget), so the
+    /// job's `charged` is final once this is 0. Absent (0) from servers before it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parts_running: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A job's captured output: what its nodes have sent so far (while it runs, too), the last

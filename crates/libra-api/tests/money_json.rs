@@ -62,6 +62,7 @@ fn job_info(m: &mut Markers) -> JobInfo {
         waiting: false,
         account: Some("physics".into()),
         slurm_job_id: None,
+        parts_running: 0,
     }
 }
 

@@ -249,6 +249,7 @@ impl Inner {
                     // Settled already (cancelled, out of credit) and running until this kill:
                     // the CPU it used since the settlement is billed.
                     crate::settle::cpu_after_settling(&tx, j.job, &r.name, j.cpu_seconds, now)?;
+                    store::nodes::running_after_settling(&tx, j.job, &r.name)?;
                     resp.kill.push(j.job)
                 }
             }
@@ -273,6 +274,7 @@ impl Inner {
                 ended.push(e.job);
             } else {
                 crate::settle::cpu_after_settling(&tx, e.job, &r.name, e.cpu_seconds, now)?;
+                store::nodes::ended_after_settling(&tx, e.job, &r.name, e.end_time.min(now))?;
             }
             resp.ack.push(e.job);
         }

@@ -239,19 +239,24 @@ fn a_cancelled_hosted_sweeps_jobs_on_the_cluster_are_cancelled_with_it() {
     let c = lea.sweep_action(sweep.id, "cancel").unwrap();
     assert_eq!(c.state, "cancelled", "{c:?}");
     // Each is cancelled, as its owner's cancel (the CPU it used is paid), and nothing is held.
-    let ended = wait_for("the sweep's jobs to be cancelled", 20, || {
+    // Stopped on their nodes too: then the CPU each used to its kill is charged.
+    let ended = wait_for("the sweep's jobs to be cancelled and stopped", 20, || {
         let jobs: Vec<_> = running.iter().map(|&id| lea.job(id)).collect::<Result<_, _>>().ok()?;
-        jobs.iter().all(|j| !j.state.is_active()).then_some(jobs)
+        jobs.iter().all(|j| !j.state.is_active() && j.parts_running == 0).then_some(jobs)
     });
     for j in &ended {
         assert_eq!(j.state, libra_api::JobState::Cancelled, "{j:?}");
     }
     assert_eq!(lea.balance().unwrap().held, Money::ZERO);
-    // The sweep says what its cancelled jobs cost (what the cluster charged at the cancel; the
-    // CPU to each kill is added on the cluster a moment later).
+    // The sweep says what its cancelled jobs cost: what the cluster charged in the end (it paid
+    // only the charge at the cancel, without the CPU to each kill).
     let paid: Money = ended.iter().map(|j| j.charged).sum();
-    let spent = lea.sweep(sweep.id).unwrap().spent;
-    assert!(spent > Money::ZERO && spent <= paid, "the sweep spent {spent}, the cluster charged {paid}");
+    assert_eq!(lea.balance().unwrap().charged, paid);
+    let spent = wait_for("the sweep's books to take the final charges", 20, || {
+        let spent = lea.sweep(sweep.id).ok()?.spent;
+        (spent == paid).then_some(spent)
+    });
+    assert!(spent > Money::ZERO, "the sweep spent {spent}, the cluster charged {paid}");
     wait_until("the jobs' processes gone", || {
         running.iter().all(|&id| job_pids(&cl, id).is_empty()).then_some(())
     });

@@ -214,6 +214,9 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
         assert!(t0.elapsed() < Duration::from_secs(60), "the sweep's jobs did not start: {:?}", running());
         std::thread::sleep(Duration::from_millis(100));
     }
+    // A running job shows its part running on its node.
+    let on_nodes: Vec<_> = running().into_iter().filter(|j| j.state == JobState::Running).collect();
+    assert!(on_nodes.iter().all(|j| j.parts_running == 1), "{on_nodes:?}");
     // They use some CPU, then their engine is killed.
     std::thread::sleep(Duration::from_millis(1500));
     engine.kill().unwrap(); // SIGKILL
@@ -241,14 +244,20 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
     assert!(e.finished.is_some());
     let c = store.counts(exp).unwrap();
     assert_eq!((c.running, c.pending, c.done), (0, 0, 0), "{c:?}");
-    // The sweep paid what the cluster charged at the cancels (the cluster adds the CPU to each
-    // kill a moment later, which the sweep does not see).
+    // The sweep paid what the cluster charged in the end: the CPU each job used to its kill,
+    // which its node reports after the cancel (the sweep paid only the charge at the cancel).
     let jobs: Vec<_> =
         ida.jobs(false).unwrap().into_iter().filter(|j| j.state != JobState::Rejected).collect();
     assert!(jobs.iter().all(|j| j.state == JobState::Cancelled), "{jobs:?}");
+    assert!(
+        jobs.iter().all(|j| j.parts_running == 0),
+        "the cancel returned before the nodes stopped the jobs: {jobs:?}"
+    );
     let charged = jobs.iter().fold(libra_core::Money::ZERO, |a, j| a + j.charged);
     let spent = store.spent(exp).unwrap();
-    assert!(spent > libra_core::Money::ZERO && spent <= charged, "spent {spent}, charged {charged}");
+    assert!(spent > libra_core::Money::ZERO, "spent {spent}");
+    assert_eq!(spent, charged, "the sweep's spending against the cluster's charges: {jobs:?}");
+    assert_eq!(ida.balance().unwrap().charged, charged);
     assert!(spent <= libra_core::Money::from_credits(800));
 }
 

@@ -161,25 +161,27 @@ impl ResourceAdapter for LibraCluster {
     }
 
     /// What each cancelled job was charged is what the sweep paid for it: the CPU it used to
-    /// the node's last report (the cluster adds what it ran on until the kill a moment later,
-    /// which the sweep does not see). Attempts taken up from a stopped engine are waited for
-    /// (up to `RESUMED_GRACE`) until they have found their jobs, which are cancelled too.
+    /// the kill, which its nodes report at their next exchanges after the cancel (the cluster
+    /// charges it then); the cancel waits for those reports up to `SETTLING_GRACE`, and a job
+    /// whose nodes do not report in time is paid what it was charged by then. Attempts taken
+    /// up from a stopped engine are waited for (up to `RESUMED_GRACE`) until they have found
+    /// their jobs, which are cancelled too.
     fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
         let shared = &*self.on_cluster;
         let mut on = lock(shared);
         on.cancelled = true;
         on.collecting = true;
         let until = Instant::now() + RESUMED_GRACE;
-        let mut billed = Vec::new();
+        let mut billed: Vec<(u64, i64, libra_api::JobInfo)> = Vec::new();
         loop {
             let jobs: Vec<(u64, i64)> = on.jobs.drain().collect();
             for (id, attempt) in jobs {
                 match self.client.cancel(id) {
-                    Ok(info) => billed.push((attempt, info.charged)),
+                    Ok(info) => billed.push((id, attempt, info)),
                     // 409: it ended meanwhile; what it was charged is its own answer.
                     Err(e) if e.status() == Some(409) => {
                         if let Ok(info) = self.client.job(id) {
-                            billed.push((attempt, info.charged));
+                            billed.push((id, attempt, info));
                         }
                     }
                     Err(e) => {
@@ -199,8 +201,41 @@ impl ResourceAdapter for LibraCluster {
             );
         }
         on.collecting = false;
-        billed
+        drop(on);
+        settled_charges(&self.client, billed)
     }
+}
+
+/// How long a cancel waits for the nodes of its cancelled jobs to report them stopped (a kill
+/// comes with a node's next exchange, its end with the one after: two report periods, 2 s
+/// each by default).
+const SETTLING_GRACE: Duration = Duration::from_secs(6);
+
+/// What each cancelled job was charged in the end, by attempt: asked again until no part of it
+/// runs on a node (`JobInfo::parts_running`), up to `SETTLING_GRACE`. A server before that
+/// field says 0 at once: its charge at the cancel is taken, as it was.
+fn settled_charges(
+    client: &Client,
+    mut jobs: Vec<(u64, i64, libra_api::JobInfo)>,
+) -> Vec<(i64, libra_core::Money)> {
+    let until = Instant::now() + SETTLING_GRACE;
+    while jobs.iter().any(|(_, _, info)| info.parts_running > 0) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+        for (id, _, info) in jobs.iter_mut().filter(|(_, _, info)| info.parts_running > 0) {
+            match client.job(*id) {
+                Ok(now) => *info = now,
+                Err(e) => tracing::debug!(job = *id, "asking for a cancelled job's charge: {e}"),
+            }
+        }
+    }
+    for (id, _, info) in jobs.iter().filter(|(_, _, info)| info.parts_running > 0) {
+        tracing::warn!(
+            job = *id,
+            parts = info.parts_running,
+            "cancelled on the Libra cluster, but its nodes have not reported it stopped: the sweep pays what it was charged so far; the cluster bills the rest (`libra status {id}`)"
+        );
+    }
+    jobs.into_iter().map(|(_, attempt, info)| (attempt, info.charged)).collect()
 }
 
 /// Why the cluster will not take a job, with what it would take: the price that its suggested

@@ -600,7 +600,8 @@ pub const JOB_COLUMNS: &str =
      (SELECT group_concat(node, ',') FROM (SELECT node FROM job_nodes n WHERE n.job = j.id ORDER BY rank)), \
      j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement, \
      j.array_id, j.array_task, j.dependency, j.waiting, \
-     COALESCE((SELECT p.name FROM projects p WHERE p.id = j.project_id), u.name), j.slurm_id";
+     COALESCE((SELECT p.name FROM projects p WHERE p.id = j.project_id), u.name), j.slurm_id, \
+     (SELECT COUNT(*) FROM job_nodes n WHERE n.job = j.id AND n.seen = 1 AND n.lost = 0 AND n.end_time IS NULL)";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -644,6 +645,7 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
         waiting: r.get(30)?,
         account: r.get(31)?,
         slurm_job_id: r.get::<_, Option<i64>>(32)?.map(|t| t as u64),
+        parts_running: r.get::<_, i64>(33)?.clamp(0, i64::from(u32::MAX)) as u32,
     })
 }
 

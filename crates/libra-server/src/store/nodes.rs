@@ -227,6 +227,23 @@ pub fn to_run(
     rows.collect()
 }
 
+/// A node's report of a part of a job that has ended by the cluster's word (its owner
+/// cancelled it, say) and runs until the node's kill: seen, as `running` does.
+pub fn running_after_settling(db: &Connection, job: u64, node: &str) -> rusqlite::Result<()> {
+    db.exec("UPDATE job_nodes SET seen = 1 WHERE job = ?1 AND node = ?2", params![job as i64, node])?;
+    Ok(())
+}
+
+/// A node's report that it stopped its part of a job already settled: the part's end, so that
+/// the job shows no part running (`JobInfo::parts_running`) and its charge is final.
+pub fn ended_after_settling(db: &Connection, job: u64, node: &str, end: f64) -> rusqlite::Result<()> {
+    db.exec(
+        "UPDATE job_nodes SET seen = 1, end_time = COALESCE(end_time, ?3) WHERE job = ?1 AND node = ?2",
+        params![job as i64, node, end],
+    )?;
+    Ok(())
+}
+
 pub fn record_exit(tx: &Connection, node: &str, e: &ExitReport, now: f64) -> rusqlite::Result<()> {
     let failed = e.error.is_some() || e.signal.is_some() || e.exit_code != Some(0);
     let error = e.error.as_ref().map(|err| format!("node {node}: {err}"));

@@ -161,7 +161,15 @@ impl Render for JobInfo {
             ("deadline", fmt_time(j.deadline_at)),
             ("budget", money(j.budget)),
             ("cost held", money(j.cost)),
-            ("charged", money(j.charged)),
+            (
+                "charged",
+                if !j.state.is_active() && j.parts_running > 0 {
+                    // Its nodes have still to stop it: the CPU to their kill is billed too.
+                    format!("{} so far (stopping on {} node(s))", money(j.charged), j.parts_running)
+                } else {
+                    money(j.charged)
+                },
+            ),
             ("exit code", j.exit_code.map(|c| c.to_string()).unwrap_or_default()),
             ("reason", j.reason.clone().unwrap_or_default()),
             ("billing", j.settlement.clone().unwrap_or_default()),

@@ -62,7 +62,8 @@ pub enum SweepCommand {
     ///
     /// A local job gets SIGTERM, then SIGKILL if it still runs 5 s later (killed with its
     /// keeper, its CPU is not known and not paid); a job on a Libra cluster is cancelled there,
-    /// which charges the CPU it used; a Slurm job is scancelled. With no engine running (it was
+    /// which charges the CPU it used to its kill (the cancel waits up to 6 s for its node to
+    /// report it, so that the sweep pays what the cluster charged); a Slurm job is scancelled. With no engine running (it was
     /// killed), the command opens one to find what the last one left running and stops it the
     /// same way.
     Cancel(steer::ExpArgs),
