@@ -50,6 +50,9 @@ pub const STALE_SECS: f64 = 10.0;
 /// those.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
+// A keeper kills a job that ignores the SIGTERM itself, and reports what it used, before the
+// engine's wait ends (else the engine kills the keeper with its job, and nothing is recorded).
+const _: () = assert!(crate::adapter::local::KEEPER_KILL_AFTER.as_millis() + 1000 < CANCEL_GRACE.as_millis());
 
 fn process_alive(pid: i64) -> bool {
     // SAFETY: signal 0 only checks that the process exists.

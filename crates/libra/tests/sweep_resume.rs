@@ -354,18 +354,25 @@ endtask
         assert_eq!(state, "lost", "{rows:?}");
         assert!(!Path::new(dir).join("after-cancel").exists(), "a step ran after the cancel: {dir}");
     }
-    // Job 1 ended on the SIGTERM: its keeper recorded the CPU it used, which the sweep paid for
-    // (job 2 was killed with its keeper, which could record nothing).
-    let job1 = |d: &str| Path::new(d).file_name().is_some_and(|n| n.to_string_lossy().starts_with("1-"));
-    let (_, cpu, price, charged, _) = rows.iter().find(|r| job1(&r.4)).unwrap();
-    let cpu = cpu.expect("the CPU the stopped job used is recorded");
-    assert!(cpu > 0.3, "{rows:?}");
-    let charged = libra_core::Money::from_cents(charged.unwrap());
-    assert_eq!(Some(charged), libra_core::Money::from_credits_f64_ceil(price * cpu), "{rows:?}");
-    assert_eq!(store.spent(exp_id).unwrap(), charged);
+    // Each job's keeper recorded the CPU it used, which the sweep paid for: job 1 ended on the
+    // SIGTERM, job 2, which ignored it, was killed by its keeper 3 s later (it used to be killed
+    // with its keeper, which could record nothing: it ran free).
+    let mut spent = libra_core::Money::ZERO;
+    for (_, cpu, price, charged, dir) in &rows {
+        let cpu =
+            cpu.unwrap_or_else(|| panic!("the CPU the stopped job in {dir} used is not recorded: {rows:?}"));
+        assert!(cpu > 0.3, "{rows:?}");
+        let charged = libra_core::Money::from_cents(charged.unwrap());
+        assert_eq!(Some(charged), libra_core::Money::from_credits_f64_ceil(price * cpu), "{rows:?}");
+        spent = spent + charged;
+    }
+    let job2 = |d: &str| Path::new(d).file_name().is_some_and(|n| n.to_string_lossy().starts_with("2-"));
+    let (_, cpu2, _, _, _) = rows.iter().find(|r| job2(&r.4)).unwrap();
+    assert!(cpu2.unwrap() > 2.0, "job 2 ran on for 3 s after the SIGTERM it ignored: {rows:?}");
+    assert_eq!(store.spent(exp_id).unwrap(), spent);
     let shown = sweep(&db).args(["status", &exp, "--json"]).output().unwrap();
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
-    assert_eq!(shown["spent_cents"].as_i64(), Some(charged.cents()), "{shown}");
+    assert_eq!(shown["spent_cents"].as_i64(), Some(spent.cents()), "{shown}");
 
     // With no engine: the keepers outlive a killed engine, and the cancel stops them.
     let (db, exp) = make("orphaned");

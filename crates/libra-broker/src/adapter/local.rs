@@ -103,6 +103,25 @@ fn keep_through_sigterm() -> Result<(), String> {
     .map_err(|e| format!("catching SIGTERM: {e}"))
 }
 
+/// How long a keeper's job may run on after the cancel's SIGTERM before the keeper kills it: less
+/// than the engine's wait for the outcome (`engine::CANCEL_GRACE`), so that the engine hears it.
+pub const KEEPER_KILL_AFTER: Duration = Duration::from_secs(3);
+
+/// In a keeper: once a SIGTERM has come, and `KEEPER_KILL_AFTER` later, SIGKILL to every process
+/// of the job (the keeper's descendants and the rest of the group it leads), but not to the
+/// keeper, which then reaps its command and records the CPU it used: a job that ignores the
+/// cancel is paid for, as one that ends on it is. A thread that looks every 100 ms (the signal's
+/// handler may only set a flag).
+fn kill_after_sigterm() {
+    std::thread::spawn(|| {
+        while !KEEPER_TERMINATED.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(KEEPER_KILL_AFTER);
+        super::descendants::kill_all();
+    });
+}
+
 pub struct Local {
     name: String,
     plan: Arc<Plan>,
@@ -265,6 +284,7 @@ pub fn keep_attempt(dir: &Path) -> i32 {
         eprintln!("libra sweep keep-attempt: {e}");
         return 1;
     }
+    kill_after_sigterm();
     let t0 = Instant::now();
     let children = Children::default();
     let (ok, exit_code, (message, cpu)) = run_steps(&plan.main, &spec.root, dir, &spec.vars, &children);

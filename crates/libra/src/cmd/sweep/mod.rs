@@ -60,8 +60,9 @@ pub enum SweepCommand {
     /// Stop the sweep: running jobs are stopped and pay for the CPU they used, pending ones
     /// are cancelled.
     ///
-    /// A local job gets SIGTERM, then SIGKILL if it still runs 5 s later (killed with its
-    /// keeper, its CPU is not known and not paid); a job on a Libra cluster is cancelled there,
+    /// A local job gets SIGTERM, then SIGKILL from its keeper if it still runs 3 s later (the
+    /// keeper records the CPU it used, which is paid, as for one that ends on the SIGTERM;
+    /// what still runs 5 s after the cancel, keeper and all, is killed unpaid); a job on a Libra cluster is cancelled there,
     /// which charges the CPU it used to its kill (the cancel waits up to 6 s for its node to
     /// report it, so that the sweep pays what the cluster charged); a Slurm job is scancelled. With no engine running (it was
     /// killed), the command opens one to find what the last one left running and stops it the
