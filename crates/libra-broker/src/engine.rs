@@ -35,6 +35,12 @@ pub enum EngineError {
     Algorithm(#[from] libra_core::dbc::UnknownAlgorithm),
     #[error("no resource of sweep {0} can run jobs: {1}")]
     NoResource(i64, String),
+    #[error(
+        "resource {resource} cannot be used ({why}), and {jobs} of the sweep's jobs were running on it when the \
+         last engine stopped: they may run there still, and are neither run again nor given up; fix the resource \
+         (a token, say: `libra login`, LIBRA_TOKEN) and run this again, which takes them up"
+    )]
+    Stranded { resource: String, jobs: usize, why: String },
 }
 
 pub use libra_api::unix_now as now_unix;
@@ -224,7 +230,7 @@ impl Engine {
         let work = PathBuf::from(&e.work_dir);
         let measured = store.per_resource(exp)?;
         let mut adapters: Vec<Option<Box<dyn ResourceAdapter>>> = Vec::new();
-        let mut left_out = Vec::new();
+        let mut left_out: Vec<(usize, String)> = Vec::new();
         let mut resources = Vec::new();
         for (k, cfg) in configs.iter().enumerate() {
             let mut fr = FarmResource::new(cfg.clone(), cfg.prior_secs(e.estimate_secs));
@@ -252,15 +258,35 @@ impl Engine {
                 Ok(a) => adapters.push(Some(a)),
                 Err(err) => {
                     tracing::warn!("{err}; the resource is left out");
-                    left_out.push(err.to_string());
+                    left_out.push((k, err.to_string()));
                     fr.available = false;
                     adapters.push(None);
                 }
             }
             resources.push(fr);
         }
+        // A job an earlier engine left running on a resource this one cannot use may still run
+        // there (on a Libra cluster, under Slurm, under a local keeper): taken for lost, it would
+        // run a second time elsewhere while the first ran on, paid for. Refused until the
+        // resource can be used again.
+        let recorded = adapter::read_outcomes(&work);
+        for (k, why) in &left_out {
+            let jobs = store
+                .running_attempts(exp)?
+                .iter()
+                .filter(|a| a.pos == *k && !recorded.contains_key(&a.id))
+                .count();
+            if jobs > 0 {
+                return Err(EngineError::Stranded {
+                    resource: configs[*k].name.clone(),
+                    jobs,
+                    why: why.clone(),
+                });
+            }
+        }
         if adapters.iter().all(Option::is_none) {
-            return Err(EngineError::NoResource(exp, left_out.join("; ")));
+            let why: Vec<&str> = left_out.iter().map(|(_, w)| w.as_str()).collect();
+            return Err(EngineError::NoResource(exp, why.join("; ")));
         }
         let farm = Farm {
             resources,
@@ -296,7 +322,7 @@ impl Engine {
             os: std::env::consts::OS.to_string(),
             opts,
         };
-        engine.recover(now_unix())?;
+        engine.recover(now_unix(), unfinished_cancel)?;
         engine.pending.queue = engine.store.pending(exp)?.into();
         Ok(Some(engine))
     }
@@ -304,7 +330,7 @@ impl Engine {
     /// Attempts an earlier engine left running: finished (its resource's outcome log says how),
     /// still known to its resource (taken up again: a Libra cluster answers by the attempt's key,
     /// a local keeper is still running), or lost (its job runs again).
-    fn recover(&mut self, now: f64) -> Result<(), EngineError> {
+    fn recover(&mut self, now: f64, cancelling: bool) -> Result<(), EngineError> {
         let mut recorded = adapter::read_outcomes(&self.work);
         self.store.begin()?;
         for a in self.store.running_attempts(self.exp)? {
@@ -314,7 +340,19 @@ impl Engine {
                 r.running.push(run);
             }
             if let Some(o) = recorded.remove(&a.id) {
-                self.finish(&a, Outcome { resource: a.pos, ..o }, now)?;
+                let mut o = Outcome { resource: a.pos, ..o };
+                // The log holds no message; the attempt's own file says why it ended. In a sweep
+                // being cancelled, a job its keeper stopped for the cancel (made with no engine
+                // running) is stopped, paid for the CPU it used, not failed. (Otherwise a keeper
+                // stopped by someone else, a Slurm time limit say, is a failure, as it was.)
+                if let Some(f) = adapter::read_outcome_file(Path::new(&a.dir)).filter(|f| f.attempt == a.id) {
+                    o.message = f.message;
+                }
+                if cancelling && !o.ok && o.message == adapter::local::STOPPED {
+                    self.stopped(&a, o, None, now)?;
+                } else {
+                    self.finish(&a, o, now)?;
+                }
                 continue;
             }
             let launch = self.launch_for(&a, now)?;
@@ -364,6 +402,21 @@ impl Engine {
         if st == "pending" {
             self.pending.queue.push_back((a.job_id, Some(o.resource)));
         }
+        Ok(())
+    }
+
+    /// Records an attempt stopped by a cancel: lost, "cancelled", paying what its resource
+    /// billed (`asked`, else the outcome's own bill) or price times the CPU it used.
+    fn stopped(
+        &mut self,
+        a: &AttemptRow,
+        o: Outcome,
+        asked: Option<Money>,
+        now: f64,
+    ) -> Result<(), EngineError> {
+        let asked = asked.or(o.billed);
+        let charged = self.farm.stop(o.resource, o.attempt, o.cpu, asked).map_or(Money::ZERO, |x| x.1);
+        self.store.lose_attempt_charged(a, now, "cancelled", charged, Some((o.wall, o.cpu)))?;
         Ok(())
     }
 
@@ -463,9 +516,8 @@ impl Engine {
                 self.finish(&a, o, now)?;
                 continue;
             }
-            let asked = billed.get(&a.id).copied().or(o.billed);
-            let charged = self.farm.stop(o.resource, o.attempt, o.cpu, asked).map_or(Money::ZERO, |x| x.1);
-            self.store.lose_attempt_charged(&a, now, "cancelled", charged, Some((o.wall, o.cpu)))?;
+            let asked = billed.get(&a.id).copied();
+            self.stopped(&a, o, asked, now)?;
         }
         for a in self.in_flight.values() {
             // A Libra cluster's cancelled job is paid for (the CPU it used): the sweep says so.

@@ -261,6 +261,113 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
     assert!(spent <= libra_core::Money::from_credits(800));
 }
 
+/// A sweep's engine killed while its jobs ran on a Libra cluster and under a local keeper, then
+/// run again where the cluster resource cannot be used (its token was in LIBRA_TOKEN, unset
+/// now): `resume` refuses, naming the resource, and neither gives the cluster's job up nor runs
+/// it again on the local resource (it was recorded lost and run a second time there while it
+/// ran on, paid for, on the cluster). A `cancel` without the token marks the sweep cancelled,
+/// unfinished, and stops the local job; with the token, the next `cancel` stops the cluster's.
+#[test]
+fn a_sweep_whose_cluster_resource_cannot_be_used_after_a_crash_neither_reruns_nor_drops_its_job_there() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let ida = cl.user("ida", 1000);
+    let token = Client::new(&cl.url, None).login("ida", "pw-ida").unwrap().token;
+    let dir = cl.dir.join("sweep-stranded");
+    let runs = dir.join("runs.log");
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = format!(
+        "parameter x integer range from 1 to 2 step 1\ntask main\n    shexec \"echo $x >> {}; sleep 20\"\nendtask\n",
+        runs.display()
+    );
+    std::fs::write(dir.join("plan.pln"), plan).unwrap();
+    let res = format!(
+        "[[resource]]\nname = \"cluster\"\nkind = \"libra\"\nslots = 1\nprice = 10\nurl = \"{}\"\n\n\
+         [[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n",
+        cl.url
+    );
+    std::fs::write(dir.join("res.toml"), res).unwrap();
+    let no_login = tempfile::tempdir().unwrap();
+    let db = dir.join("broker.db");
+    let libra_sweep = |token: Option<&str>| {
+        let mut c = sweep(&db);
+        c.env("LIBRA_CONFIG_DIR", no_login.path()).env_remove("LIBRA_TOKEN");
+        if let Some(t) = token {
+            c.env("LIBRA_TOKEN", t);
+        }
+        c
+    };
+    let created = libra_sweep(Some(&token))
+        .args(["run", "--detach", "--optimise", "time", "--estimate", "30", "--deadline", "10m"])
+        .args(["--budget", "800", "-r"])
+        .arg(dir.join("res.toml"))
+        .arg(dir.join("plan.pln"))
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let e: i64 = exp.parse().unwrap();
+    let store = Store::open(&db).unwrap();
+    let mut engine = libra_sweep(Some(&token)).args(["resume", &exp]).spawn().unwrap();
+    let on_cluster =
+        || ida.jobs(false).unwrap().into_iter().filter(|j| j.state != JobState::Rejected).collect::<Vec<_>>();
+    let t0 = Instant::now();
+    while store.counts(e).unwrap().running < 2 || !on_cluster().iter().any(|j| j.state == JobState::Running) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the sweep's jobs did not both start: {:?}",
+            on_cluster()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    engine.kill().unwrap(); // SIGKILL
+    engine.wait().unwrap();
+    let runs_once = || {
+        let log = std::fs::read_to_string(&runs).unwrap();
+        let mut lines: Vec<&str> = log.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(lines, ["1", "2"], "each job started once");
+    };
+
+    // Without the token: refused, nothing given up or run again.
+    let r = libra_sweep(None).args(["resume", &exp]).output().unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "{err}");
+    assert!(err.contains("resource cluster cannot be used") && err.contains("running on it"), "{err}");
+    assert_eq!(store.counts(e).unwrap().running, 2);
+    assert_eq!(on_cluster().len(), 1, "{:?}", on_cluster());
+    runs_once();
+
+    // A cancel without it: marked cancelled, unfinished, the local job stopped.
+    let c = libra_sweep(None).args(["cancel", &exp]).output().unwrap();
+    let err = String::from_utf8_lossy(&c.stderr);
+    assert!(!c.status.success(), "{err}");
+    assert!(err.contains("marked cancelled") && err.contains("resource cluster cannot be used"), "{err}");
+    let x = store.experiment(e).unwrap();
+    assert_eq!((x.state.as_str(), x.finished), ("cancelled", None));
+    assert_eq!(on_cluster()[0].state, JobState::Running);
+
+    // With it: the cluster's job is cancelled, the sweep finished, nothing ran twice.
+    let c = libra_sweep(Some(&token)).args(["cancel", &exp]).output().unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let x = store.experiment(e).unwrap();
+    assert!(x.finished.is_some(), "{x:?}");
+    assert_eq!(store.counts(e).unwrap().running, 0);
+    let jobs = on_cluster();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].state, JobState::Cancelled, "{jobs:?}");
+    runs_once();
+    // The local job ended with the first cancel, and its keeper recorded how: stopped by the
+    // cancel, with the CPU it used (it was taken up as a failure), like the cluster's job.
+    let mut st = store.conn.prepare("SELECT state, message, cpu FROM attempts ORDER BY id").unwrap();
+    let rows: Vec<(String, Option<String>, Option<f64>)> =
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect();
+    assert!(rows.iter().all(|(s, m, _)| s == "lost" && m.as_deref() == Some("cancelled")), "{rows:?}");
+    assert_eq!(rows.iter().filter(|r| r.2.is_some()).count(), 1, "the local job's CPU: {rows:?}");
+    let c = store.counts(e).unwrap();
+    assert_eq!((c.done, c.failed, c.pending), (0, 0, 0), "{c:?}");
+}
+
 /// The pids the sweep's jobs wrote in their attempt directories (`echo $$$$ > pid`), once
 /// `n` have.
 fn job_pids(db: &Path, n: usize) -> Vec<i32> {

@@ -517,6 +517,11 @@ fn run_steps(
         if let Err(e) = r {
             if !ignore {
                 record_copies(node, &copied_back);
+                // Killed by the cancel: it says so (an engine taking up the outcome later, with
+                // no message but this, records the job stopped rather than failed).
+                if children.stopped() {
+                    return (false, None, (STOPPED.to_string(), cpu));
+                }
                 return (false, last_code, (e, cpu));
             }
         }

@@ -96,6 +96,26 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
         // paying what they cost, as a live engine's cancel does.
         drop(store);
         if let Err(err) = super::run::stop_here(db, a.exp) {
+            if let Some(stranded @ libra_broker::engine::EngineError::Stranded { .. }) = err.downcast_ref() {
+                // Its jobs there cannot be stopped from here yet: the sweep is marked cancelled,
+                // unfinished (nothing more starts; the next cancel takes them up), and what runs
+                // under local keepers is stopped (their keepers record how it ended).
+                let store = open(db)?;
+                store.set_state(a.exp, ExperimentState::Cancelled, None)?;
+                let work = std::path::PathBuf::from(store.experiment(a.exp)?.work_dir);
+                let keepers: Vec<_> = store
+                    .running_attempts(a.exp)?
+                    .iter()
+                    .map(|r| {
+                        (std::path::PathBuf::from(&r.dir), libra_broker::engine::attempt_key(&work, r.id))
+                    })
+                    .collect();
+                libra_broker::adapter::local::stop_keepers(&keepers, libra_broker::engine::CANCEL_GRACE);
+                anyhow::bail!(
+                    "sweep {}: marked cancelled (nothing more starts), but not finished: {stranded}; or cancel them there by hand (`libra status`, `libra cancel`)",
+                    a.exp
+                );
+            }
             eprintln!(
                 "warning: sweep {}: {err:#}; its jobs are recorded as cancelled, and its local jobs stopped; \
                  any it had on a Libra cluster may still run there (`libra status`, `libra cancel`)",
