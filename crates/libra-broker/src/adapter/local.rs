@@ -535,7 +535,9 @@ fn run_steps(
 }
 
 /// How an attempt stopped by its sweep's cancel ended.
-pub const STOPPED: &str = "stopped: its sweep was cancelled";
+/// A keeper cannot tell its sweep's cancel from any other SIGTERM (a Slurm time limit, say), so
+/// the words name both.
+pub const STOPPED: &str = "stopped: its sweep was cancelled, or a SIGTERM came from outside it";
 
 /// The files a job copied back to the root, one path a line, for `libra sweep results`.
 pub const COPIED: &str = ".libra-copied";
