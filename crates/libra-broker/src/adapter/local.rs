@@ -534,9 +534,8 @@ fn run_steps(
     (true, last_code, (String::new(), cpu))
 }
 
-/// How an attempt stopped by its sweep's cancel ended.
-/// A keeper cannot tell its sweep's cancel from any other SIGTERM (a Slurm time limit, say), so
-/// the words name both.
+/// How an attempt stopped by its sweep's cancel ended. A keeper cannot tell its sweep's cancel
+/// from any other SIGTERM (a Slurm time limit, say), so the words name both.
 pub const STOPPED: &str = "stopped: its sweep was cancelled, or a SIGTERM came from outside it";
 
 /// The files a job copied back to the root, one path a line, for `libra sweep results`.
