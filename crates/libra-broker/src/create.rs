@@ -194,6 +194,8 @@ fn store_new(
     let work = fresh_work_dir(&experiments_dir(db), id)?;
     let work = std::fs::canonicalize(&work).unwrap_or(work);
     store.set_work_dir(id, &work.to_string_lossy())?;
+    // The key into the database too, which a backup carries (the directory may be lost).
+    crate::engine::sweep_key(&store, id, &work)?;
     if root_is_work {
         store.set_root_dir(id, &work.to_string_lossy())?;
     }
@@ -239,15 +241,18 @@ mod tests {
         let (c, wc) = sweep_in(&d.path().join("broker.db"));
         assert_eq!(c, 1);
         assert!(wc != wa && wc != wb, "{wc:?}");
-        let keys: Vec<String> = [&wa, &wb, &wc].iter().map(|w| crate::engine::attempt_key(w, 1)).collect();
+        let key = |w: &Path| {
+            crate::engine::attempt_key(w, &std::fs::read(w.join(crate::engine::SWEEP_KEY)).unwrap(), 1)
+        };
+        let keys: Vec<String> = [&wa, &wb, &wc].iter().map(|w| key(w)).collect();
         assert!(keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2], "{keys:?}");
         // The same directory made anew (removed with its database): a key of its own still.
-        let key_a = crate::engine::attempt_key(&wa, 1);
+        let key_a = key(&wa);
         std::fs::remove_dir_all(d.path().join("experiments")).unwrap();
         std::fs::remove_file(d.path().join("broker.db")).unwrap();
         std::fs::remove_file(d.path().join("other.db")).unwrap();
         let (_, again) = sweep_in(&d.path().join("broker.db"));
         assert_eq!(again, wa);
-        assert_ne!(crate::engine::attempt_key(&again, 1), key_a);
+        assert_ne!(key(&again), key_a);
     }
 }

@@ -162,27 +162,56 @@ pub fn cancel_without_engine(
     store.cancel_pending(exp)?;
     store.set_state(exp, ExperimentState::Cancelled, Some(now))?;
     store.commit()?;
-    Ok(running.iter().map(|a| (PathBuf::from(&a.dir), attempt_key(&work, a.id))).collect())
+    let own = sweep_key(store, exp, &work)?;
+    Ok(running.iter().map(|a| (PathBuf::from(&a.dir), attempt_key(&work, &own, a.id))).collect())
+}
+
+/// The sweep's own random key, which its attempts' keys are made from: kept in its database
+/// (which a backup carries) and in its work directory (`SWEEP_KEY`, where it was kept alone
+/// before). Each is made whole from the other: a sweep restored from a backup without its work
+/// directory keeps its attempts' keys, and so finds its jobs on a Libra cluster again rather
+/// than submit them a second time. Empty for a sweep made before keys were written.
+pub fn sweep_key(store: &Store, exp: i64, work_dir: &Path) -> Result<Vec<u8>, StoreError> {
+    let file = work_dir.join(SWEEP_KEY);
+    let on_disk = std::fs::read(&file).unwrap_or_default();
+    match store.sweep_key(exp)? {
+        Some(kept) if !kept.is_empty() => {
+            if on_disk != kept.as_bytes() && std::fs::create_dir_all(work_dir).is_ok() {
+                // Best effort, for an older binary that reads the file alone; the database has
+                // the last word.
+                let _ = std::fs::write(&file, &kept);
+            }
+            Ok(kept.into_bytes())
+        }
+        _ => {
+            if let Ok(text) = std::str::from_utf8(&on_disk) {
+                if !text.is_empty() {
+                    store.set_sweep_key(exp, text)?;
+                }
+            }
+            Ok(on_disk)
+        }
+    }
 }
 
 /// The idempotency key of an attempt: the same whenever the attempt is asked after, and no
-/// other attempt's (the experiment's work directory names the experiment and its database).
-pub fn attempt_key(work_dir: &Path, attempt: i64) -> String {
+/// other attempt's (the experiment's work directory names the experiment and its database;
+/// `own` is the sweep's random key, `sweep_key`).
+pub fn attempt_key(work_dir: &Path, own: &[u8], attempt: i64) -> String {
     use std::os::unix::ffi::OsStrExt;
-    // The sweep's own random key (`SWEEP_KEY`), where it has one (every sweep made since it was
-    // written): the path alone is the same for a sweep made anew in a directory reused.
-    let own = std::fs::read(work_dir.join(SWEEP_KEY)).unwrap_or_default();
+    // The sweep's own key, where it has one (every sweep made since it was written): the path
+    // alone is the same for a sweep made anew in a directory reused.
     let h = work_dir
         .as_os_str()
         .as_bytes()
         .iter()
-        .chain(&own)
+        .chain(own)
         .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
     format!("libra-sweep-{h:016x}-{attempt}")
 }
 
 /// In a sweep's work directory: its random key, which its attempts' keys are made from
-/// (`attempt_key`), written when the sweep is made.
+/// (`attempt_key`), written when the sweep is made (and kept in its database: `sweep_key`).
 pub const SWEEP_KEY: &str = ".sweep-key";
 
 /// One experiment being run by this process.
@@ -200,6 +229,8 @@ pub struct Engine {
     max_retries: u32,
     total: u64,
     work: PathBuf,
+    /// The sweep's random key (`sweep_key`).
+    key: Vec<u8>,
     jobs_dir: PathBuf,
     os: String,
     opts: EngineOptions,
@@ -288,6 +319,7 @@ impl Engine {
             let why: Vec<&str> = left_out.iter().map(|(_, w)| w.as_str()).collect();
             return Err(EngineError::NoResource(exp, why.join("; ")));
         }
+        let key = sweep_key(&store, exp, &work)?;
         let farm = Farm {
             resources,
             algorithm,
@@ -318,6 +350,7 @@ impl Engine {
             max_retries: e.max_retries,
             total,
             jobs_dir: work.join("jobs"),
+            key,
             work,
             os: std::env::consts::OS.to_string(),
             opts,
@@ -616,7 +649,7 @@ impl Engine {
         };
         Ok(Launch {
             attempt: a.id,
-            key: attempt_key(&self.work, a.id),
+            key: attempt_key(&self.work, &self.key, a.id),
             resource: a.pos,
             dir: PathBuf::from(&a.dir),
             vars,
@@ -744,17 +777,66 @@ mod tests {
     #[test]
     fn attempt_keys_are_stable_and_distinct() {
         let a = Path::new("/data/experiments/1");
-        assert_eq!(attempt_key(a, 7), attempt_key(a, 7));
-        assert_ne!(attempt_key(a, 7), attempt_key(a, 8));
-        assert_ne!(attempt_key(a, 7), attempt_key(Path::new("/data/experiments/2"), 7));
-        assert!(attempt_key(a, 7).len() <= 128);
-        // The same path with another sweep's key: another key.
+        let k = b"0123".as_slice();
+        assert_eq!(attempt_key(a, k, 7), attempt_key(a, k, 7));
+        assert_ne!(attempt_key(a, k, 7), attempt_key(a, k, 8));
+        assert_ne!(attempt_key(a, k, 7), attempt_key(Path::new("/data/experiments/2"), k, 7));
+        assert!(attempt_key(a, k, 7).len() <= 128);
+        // The same path with another sweep's key (or none): another key.
+        assert_ne!(attempt_key(a, k, 1), attempt_key(a, b"4567", 1));
+        assert_ne!(attempt_key(a, k, 1), attempt_key(a, b"", 1));
+    }
+
+    /// A database from before the key was kept in it gains the column when opened, keeping
+    /// what it holds.
+    #[test]
+    fn a_database_without_the_key_column_is_brought_up_to_date() {
         let d = tempfile::tempdir().unwrap();
-        let before = attempt_key(d.path(), 1);
-        std::fs::write(d.path().join(SWEEP_KEY), "0123").unwrap();
-        let one = attempt_key(d.path(), 1);
-        assert_eq!(one, attempt_key(d.path(), 1));
-        std::fs::write(d.path().join(SWEEP_KEY), "4567").unwrap();
-        assert!(before != one && one != attempt_key(d.path(), 1));
+        let db = d.path().join("old.db");
+        let old = rusqlite::Connection::open(&db).unwrap();
+        old.execute_batch(
+            "CREATE TABLE experiments (id INTEGER PRIMARY KEY, name TEXT NOT NULL, plan_text TEXT NOT NULL, \
+             root_dir TEXT NOT NULL, work_dir TEXT NOT NULL, algorithm TEXT NOT NULL, deadline REAL NOT NULL, \
+             budget_cents INTEGER NOT NULL, state TEXT NOT NULL, max_retries INTEGER NOT NULL, estimate_secs REAL, \
+             created REAL NOT NULL, finished REAL, engine_pid INTEGER, heartbeat REAL); \
+             INSERT INTO experiments VALUES (1, 'old', '', '', '/w', 'cost', 0, 0, 'running', 0, NULL, 0, NULL, NULL, NULL);",
+        )
+        .unwrap();
+        drop(old);
+        let store = Store::open(&db).unwrap();
+        assert_eq!(store.experiment(1).unwrap().name, "old");
+        assert_eq!(store.sweep_key(1).unwrap(), None);
+        store.set_sweep_key(1, "0123").unwrap();
+        drop(store);
+        assert_eq!(Store::open(&db).unwrap().sweep_key(1).unwrap().as_deref(), Some("0123"));
+    }
+
+    /// The key is kept in the database and in the work directory, and each is made whole from
+    /// the other: a sweep whose work directory was lost (restored from a backup) or made by a
+    /// binary that kept it in the directory alone keeps its attempts' keys.
+    #[test]
+    fn a_sweeps_key_survives_the_loss_of_its_work_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(&d.path().join("b.db")).unwrap();
+        store.conn.execute_batch(
+            "INSERT INTO experiments (id, name, plan_text, root_dir, work_dir, algorithm, deadline, budget_cents, state, max_retries, created) \
+             VALUES (1, 's', '', '', '', 'cost', 0, 0, 'running', 0, 0)",
+        ).unwrap();
+        let work = d.path().join("experiments").join("1");
+        std::fs::create_dir_all(&work).unwrap();
+        // Made by an older binary: in the directory only. Read, and kept in the database.
+        std::fs::write(work.join(SWEEP_KEY), "0123").unwrap();
+        assert_eq!(sweep_key(&store, 1, &work).unwrap(), b"0123");
+        assert_eq!(store.sweep_key(1).unwrap().as_deref(), Some("0123"));
+        let before = attempt_key(&work, &sweep_key(&store, 1, &work).unwrap(), 5);
+        // The directory lost: the same key, and the file written again.
+        std::fs::remove_dir_all(&work).unwrap();
+        assert_eq!(attempt_key(&work, &sweep_key(&store, 1, &work).unwrap(), 5), before);
+        assert_eq!(std::fs::read_to_string(work.join(SWEEP_KEY)).unwrap(), "0123");
+        // No key anywhere (a sweep from before keys): the path alone, as it was.
+        store.conn.execute_batch("UPDATE experiments SET sweep_key = NULL").unwrap();
+        std::fs::remove_file(work.join(SWEEP_KEY)).unwrap();
+        assert!(sweep_key(&store, 1, &work).unwrap().is_empty());
+        assert_eq!(store.sweep_key(1).unwrap(), None);
     }
 }

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS experiments (
     created REAL NOT NULL,
     finished REAL,
     engine_pid INTEGER,
-    heartbeat REAL
+    heartbeat REAL,
+    sweep_key TEXT
 );
 CREATE TABLE IF NOT EXISTS resources (
     id INTEGER PRIMARY KEY,
@@ -220,7 +221,37 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.execute_batch(SCHEMA)?;
+        // Databases from before the sweep's key was kept in them (it was in its work directory
+        // only, which a backup of the hosted sweeps' database does not carry).
+        let has_key = |conn: &Connection| {
+            conn.prepare("SELECT 1 FROM pragma_table_info('experiments') WHERE name = 'sweep_key'")?
+                .exists([])
+        };
+        if !has_key(&conn)? {
+            // Another process opening it at the same moment may add it first.
+            if let Err(e) = conn.execute_batch("ALTER TABLE experiments ADD COLUMN sweep_key TEXT") {
+                if !has_key(&conn)? {
+                    return Err(e.into());
+                }
+            }
+        }
         Ok(Store { conn })
+    }
+
+    /// The sweep's random key (`engine::sweep_key`), None for one made before it was kept here.
+    pub fn sweep_key(&self, exp: i64) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT sweep_key FROM experiments WHERE id = ?1", [exp], |r| {
+                r.get::<_, Option<String>>(0)
+            })
+            .optional()?
+            .flatten())
+    }
+
+    pub fn set_sweep_key(&self, exp: i64, key: &str) -> Result<(), StoreError> {
+        self.conn.execute("UPDATE experiments SET sweep_key = ?2 WHERE id = ?1", params![exp, key])?;
+        Ok(())
     }
 
     pub fn begin(&self) -> Result<(), StoreError> {

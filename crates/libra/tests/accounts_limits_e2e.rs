@@ -295,6 +295,61 @@ fn a_hosted_sweeps_cancel_cut_short_by_a_server_crash_is_finished_by_the_restart
     assert_eq!(lea.balance().unwrap().held, Money::ZERO);
 }
 
+/// A hosted sweep restored from a backup onto a server that lost its sweeps' directory (a new
+/// machine, a dead disk; the backup carries the sweeps' database, not their work directories):
+/// the sweep takes its jobs on the cluster up by their keys and submits none a second time. Its
+/// random key was kept in its work directory alone: restored, its attempts had new keys, found
+/// nothing, and their jobs were submitted again while the first ran on, paid for twice.
+#[test]
+fn a_hosted_sweep_restored_without_its_work_directory_submits_none_of_its_jobs_again() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start(1, 1.0, 30.0);
+    let lea = cl.user("lea", 1000);
+    let (sweep, running) = busy_hosted_sweep(&cl, &lea, 2, "restored");
+    let admin_token = Client::new(&cl.url, None).login("admin", ADMIN_PW).unwrap().token;
+    let file = cl.dir.join("backup.db");
+    let b = Command::new(EXE)
+        .args(["admin", "backup"])
+        .arg(&file)
+        .env("LIBRA_SERVER", &cl.url)
+        .env("LIBRA_TOKEN", &admin_token)
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    cl.kill_server();
+    // The store and the sweeps' directory lost; the backup restored in their place.
+    for f in ["server.db", "server.db-wal", "server.db-shm"] {
+        let _ = std::fs::remove_file(cl.dir.join(f));
+    }
+    std::fs::remove_dir_all(cl.dir.join("sweeps")).unwrap();
+    let r =
+        Command::new(EXE).args(["server", "--restore"]).arg(&file).arg("--db").arg(&cl.db).output().unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    cl.start_server();
+    wait_until("the restored sweep's engine", || {
+        lea.sweep(sweep.id).ok().filter(|s| s.state == "running" && s.jobs.running == 2)
+    });
+    // Its jobs are the ones it had: none submitted again (watched for 5 s: the period is 0.5 s).
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        let ids: Vec<u64> = lea.jobs(false).unwrap().iter().map(|j| j.id).collect();
+        assert!(ids.iter().all(|id| running.contains(id)), "jobs submitted again: {ids:?} (had {running:?})");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // And it still steers them: cancelled, each paid for once, what the cluster charged.
+    lea.sweep_action(sweep.id, "cancel").unwrap();
+    let ended = wait_for("the sweep's jobs to be cancelled and stopped", 30, || {
+        let jobs: Vec<_> = running.iter().map(|&id| lea.job(id)).collect::<Result<_, _>>().ok()?;
+        jobs.iter().all(|j| j.state == libra_api::JobState::Cancelled && j.parts_running == 0).then_some(jobs)
+    });
+    let paid: Money = ended.iter().map(|j| j.charged).sum();
+    let s = wait_for("the sweep's books to take the final charges", 20, || {
+        lea.sweep(sweep.id).ok().filter(|s| s.finished.is_some() && s.spent == paid)
+    });
+    assert!(s.spent > Money::ZERO);
+    assert_eq!(lea.balance().unwrap().charged, paid);
+}
+
 #[test]
 fn logout_passwd_disable_and_audit_from_the_command_line() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -103,11 +103,15 @@ pub fn cancel(db: &Path, a: ExpArgs) -> anyhow::Result<()> {
                 let store = open(db)?;
                 store.set_state(a.exp, ExperimentState::Cancelled, None)?;
                 let work = std::path::PathBuf::from(store.experiment(a.exp)?.work_dir);
+                let own = libra_broker::engine::sweep_key(&store, a.exp, &work)?;
                 let keepers: Vec<_> = store
                     .running_attempts(a.exp)?
                     .iter()
                     .map(|r| {
-                        (std::path::PathBuf::from(&r.dir), libra_broker::engine::attempt_key(&work, r.id))
+                        (
+                            std::path::PathBuf::from(&r.dir),
+                            libra_broker::engine::attempt_key(&work, &own, r.id),
+                        )
                     })
                     .collect();
                 libra_broker::adapter::local::stop_keepers(&keepers, libra_broker::engine::CANCEL_GRACE);
