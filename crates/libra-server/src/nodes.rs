@@ -280,6 +280,7 @@ impl Inner {
         }
         let reported: HashSet<u64> =
             r.running.iter().map(|j| j.job).chain(r.exited.iter().map(|e| e.job)).collect();
+        store::nodes::forgotten_after_settling(&tx, &r.name, &reported, now)?;
         for (job, (state, seen)) in &assigned {
             if *seen && state.is_active() && !reported.contains(job) {
                 // The node ran it and no longer knows it (the agent restarted without it).

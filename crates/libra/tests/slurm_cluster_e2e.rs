@@ -284,6 +284,10 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     }
     wait_for("its processes gone", 30, || processes_of_job(k.id, ksid).is_empty().then_some(()));
     assert_eq!(carol.job(k.id).unwrap().state, JobState::Cancelled);
+    // Its node says so too: no part left running, so its charge is final (what a sweep waits for).
+    wait_for("no part of the cancelled job running", 30, || {
+        (carol.job(k.id).ok()?.parts_running == 0).then_some(())
+    });
     // Slurm's completion record of the cancelled job changes nothing: one settlement, plus at
     // most one charge for the CPU the agent reported between the cancel and the kill (named in
     // the settlement), and what the ledger charged is what the job says it was charged.

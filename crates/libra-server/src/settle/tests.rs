@@ -186,6 +186,33 @@ fn a_job_within_its_hold_runs_on_when_no_credit_is_left_for_the_margin() {
     assert!(d.reason.as_deref().unwrap().contains("credit"), "{d:?}");
 }
 
+/// A settled job's part counts as running on its node (`parts_running`) until the node says it
+/// has stopped it, or shows it no longer has it, or is lost itself: never for ever.
+#[test]
+fn a_settled_jobs_part_stops_counting_as_running_when_its_node_no_longer_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 1000.0;
+    let app = app(dir.path());
+    node(&app, "n1", 0, now);
+    let u = user(&app, "u", 100_000);
+    let mut g = app.lock();
+    let parts = |g: &crate::app::Inner, id: u64| crate::store::job(&g.db, id).unwrap().unwrap().parts_running;
+    let a = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+    let b = g.submit(&u, &req(10.0, 1000.0, 1000), now).unwrap();
+    assert_eq!(parts(&g, a.id), 0, "not started yet");
+    g.sync(&sync("n1", vec![running(a.id, 1.0, now), running(b.id, 1.0, now)], vec![]), now + 1.0).unwrap();
+    assert_eq!((parts(&g, a.id), parts(&g, b.id)), (1, 1));
+    g.cancel(&u, a.id, now + 2.0).unwrap();
+    g.cancel(&u, b.id, now + 2.0).unwrap();
+    // A report that has b still running and no word of a (its agent restarted without it).
+    let resp = g.sync(&sync("n1", vec![running(b.id, 2.0, now)], vec![]), now + 3.0).unwrap();
+    assert!(resp.kill.contains(&b.id), "{resp:?}");
+    assert_eq!((parts(&g, a.id), parts(&g, b.id)), (0, 1));
+    // The node lost before it reports b stopped.
+    g.check_nodes(now + 10_000.0).unwrap();
+    assert_eq!(parts(&g, b.id), 0);
+}
+
 /// A cancel settles at once on the CPU of the node's last report; the job runs until the node's
 /// next exchange kills it, and what it used meanwhile (in the kill's running report and in its
 /// exit) is charged then: at the quoted rate, once, within the budget and the owner's credit,
@@ -204,11 +231,14 @@ fn cpu_used_between_a_cancel_and_the_kill_is_charged_when_the_node_reports_it() 
     g.sync(&sync("n1", vec![running(j.id, 4.0, now)], vec![]), now + 5.0).unwrap();
     let c = g.cancel(&u, j.id, now + 6.0).unwrap();
     assert_eq!((c.state, c.charged), (JobState::Cancelled, owed(4.0)), "{c:?}");
+    // Its part runs on its node until the kill: the charge is not final yet.
+    assert_eq!(c.parts_running, 1, "{c:?}");
     // The node's next report still has it running, with more CPU: it is told to kill it, and
     // the CPU is billed.
     let resp = g.sync(&sync("n1", vec![running(j.id, 5.0, now)], vec![]), now + 7.0).unwrap();
     assert!(resp.kill.contains(&j.id), "{resp:?}");
-    assert_eq!(crate::store::job(&g.db, j.id).unwrap().unwrap().charged, owed(5.0));
+    let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
+    assert_eq!((d.charged, d.parts_running), (owed(5.0), 1));
     // Its exit, with the CPU read at the kill, and the same exit sent again.
     let mut e = exit(j.id, 5.5, now, now + 7.5);
     e.signal = Some(9);
@@ -218,6 +248,7 @@ fn cpu_used_between_a_cancel_and_the_kill_is_charged_when_the_node_reports_it() 
     }
     let d = crate::store::job(&g.db, j.id).unwrap().unwrap();
     assert_eq!((d.state, d.charged, d.cpu_seconds), (JobState::Cancelled, owed(5.5), 5.5), "{d:?}");
+    assert_eq!(d.parts_running, 0, "its node reported it stopped: {d:?}");
     let note = d.settlement.unwrap();
     assert!(note.starts_with("cancelled; charged for 4.0 of 10.0 CPU-s used"), "{note}");
     assert!(

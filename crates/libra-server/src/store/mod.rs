@@ -367,6 +367,14 @@ const MIGRATIONS: &[&str] = &[
     // 19: the CPU a settlement was reckoned on, which bounds what a node's later report of the
     // job (a cancelled job running until its kill) may add to the bill.
     "ALTER TABLE jobs ADD COLUMN settled_cpu REAL;",
+    // 20: a part's end is recorded when its node stops a job already settled (`parts_running`
+    // counts the parts without one). Parts of jobs settled before that are taken as ended with
+    // their jobs; the parts not known to have ended are indexed by node, so that a node's report
+    // finds the ones it no longer knows without reading its history.
+    "UPDATE job_nodes SET end_time = COALESCE((SELECT j.end_time FROM jobs j WHERE j.id = job_nodes.job), 0)
+       WHERE seen = 1 AND lost = 0 AND end_time IS NULL
+       AND job IN (SELECT id FROM jobs WHERE state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','REJECTED','TIMEOUT'));
+     CREATE INDEX IF NOT EXISTS job_nodes_unended ON job_nodes(node) WHERE seen = 1 AND lost = 0 AND end_time IS NULL;",
 ];
 
 /// The schema version this build writes.
@@ -927,6 +935,45 @@ mod tests {
         open(&p, false).unwrap();
     }
 
+    /// Step 20: a store written before parts' ends were recorded after a settlement shows its
+    /// settled jobs with no part running (they would count one for ever), and its running
+    /// jobs' parts as they were.
+    #[test]
+    fn settled_jobs_of_a_store_before_step_20_have_no_part_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.db");
+        {
+            let db = open(&p, false).unwrap();
+            db.execute("INSERT INTO users (id, name, pw_hash) VALUES (1, 'u', 'x')", []).unwrap();
+            for (id, state, end) in [(1, "CANCELLED", Some(50.0)), (2, "RUNNING", None)] {
+                db.execute(
+                    "INSERT INTO jobs (id, user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                     submit_time, deadline_at, end_time) VALUES (?1, 1, ?2, '[]', 1, 1, 0, 100, 0, 0, 100, ?3)",
+                    params![id, state, end],
+                )
+                .unwrap();
+                db.execute(
+                    "INSERT INTO job_nodes (job, node, seen, done) VALUES (?1, 'n', 1, ?2)",
+                    params![id, id == 1],
+                )
+                .unwrap();
+            }
+            db.execute_batch("DROP INDEX job_nodes_unended; PRAGMA user_version = 19;").unwrap();
+        }
+        let db = open(&p, false).unwrap();
+        let parts = |id: u64| job(&db, id).unwrap().unwrap().parts_running;
+        assert_eq!((parts(1), parts(2)), (0, 1));
+        let ended: Option<f64> =
+            db.query_row("SELECT end_time FROM job_nodes WHERE job = 1", [], |r| r.get(0)).unwrap();
+        assert_eq!(ended, Some(50.0));
+        let indexed: bool = db
+            .prepare("SELECT 1 FROM sqlite_master WHERE name = 'job_nodes_unended'")
+            .unwrap()
+            .exists([])
+            .unwrap();
+        assert!(indexed);
+    }
+
     /// Old jobs' output goes a batch at a time, oldest end first, and only the output: the
     /// job, its parts' offsets and every newer or unfinished job's output stay.
     #[test]
@@ -1020,7 +1067,7 @@ mod tests {
         // on upgrade. Later steps are undone too, as they will be applied again.
         db.execute_batch(
             "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
-             ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; \
+             ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; DROP INDEX job_nodes_unended; \
              PRAGMA user_version = 16;",
         )
         .unwrap();

@@ -94,6 +94,37 @@ pub fn forget_credential(db: &Connection, node: &str) -> rusqlite::Result<()> {
 
 pub fn set_down(db: &Connection, node: &str) -> rusqlite::Result<()> {
     db.exec("UPDATE nodes SET up = 0 WHERE name = ?1", params![node])?;
+    // Settled jobs it had still to stop will not be heard of from it: no longer counted as
+    // running there (if it comes back running one, the kill and the bill for its CPU still come).
+    db.exec(
+        "UPDATE job_nodes SET lost = 1 WHERE node = ?1 AND seen = 1 AND lost = 0 AND end_time IS NULL \
+         AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = job_nodes.job AND j.state NOT IN ('PENDING','RUNNING','SUSPENDED','HELD'))",
+        params![node],
+    )?;
+    Ok(())
+}
+
+/// Jobs settled already whose parts on `node` it was last known to run (seen, not lost, not
+/// ended: the `job_nodes_unended` index), from the report that mentions none of `reported`: the
+/// node no longer has them (its agent restarted without them), so they are ended now. Without
+/// this, such a job counted a part running for ever.
+pub fn forgotten_after_settling(
+    db: &Connection,
+    node: &str,
+    reported: &std::collections::HashSet<u64>,
+    now: f64,
+) -> rusqlite::Result<()> {
+    let jobs: Vec<i64> = db
+        .prepare_cached(
+            "SELECT n.job FROM job_nodes n JOIN jobs j ON j.id = n.job \
+             WHERE n.node = ?1 AND n.seen = 1 AND n.lost = 0 AND n.end_time IS NULL \
+             AND j.state NOT IN ('PENDING','RUNNING','SUSPENDED','HELD')",
+        )?
+        .query_map(params![node], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for job in jobs.into_iter().filter(|j| !reported.contains(&(*j as u64))) {
+        ended_after_settling(db, job as u64, node, now)?;
+    }
     Ok(())
 }
 
