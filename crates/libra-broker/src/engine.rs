@@ -36,11 +36,20 @@ pub enum EngineError {
     #[error("no resource of sweep {0} can run jobs: {1}")]
     NoResource(i64, String),
     #[error(
-        "resource {resource} cannot be used ({why}), and {jobs} of the sweep's jobs were running on it when the \
-         last engine stopped: they may run there still, and are neither run again nor given up; fix the resource \
-         (a token, say: `libra login`, LIBRA_TOKEN) and run this again, which takes them up"
+        "{why}: {} running on it when the last engine stopped, and may run there still (nothing is run \
+         again elsewhere or given up): give the resource what it lacks (a token: `libra login`, LIBRA_TOKEN) \
+         and run this again, which takes up what runs there",
+        jobs_of_the_sweep(*.jobs)
     )]
     Stranded { resource: String, jobs: usize, why: String },
+}
+
+fn jobs_of_the_sweep(n: usize) -> String {
+    if n == 1 {
+        "1 of the sweep's jobs was".into()
+    } else {
+        format!("{n} of the sweep's jobs were")
+    }
 }
 
 pub use libra_api::unix_now as now_unix;
@@ -288,7 +297,6 @@ impl Engine {
             match built {
                 Ok(a) => adapters.push(Some(a)),
                 Err(err) => {
-                    tracing::warn!("{err}; the resource is left out");
                     left_out.push((k, err.to_string()));
                     fr.available = false;
                     adapters.push(None);
@@ -314,6 +322,9 @@ impl Engine {
                     why: why.clone(),
                 });
             }
+        }
+        for (_, why) in &left_out {
+            tracing::warn!("{why}; the resource is left out");
         }
         if adapters.iter().all(Option::is_none) {
             let why: Vec<&str> = left_out.iter().map(|(_, w)| w.as_str()).collect();

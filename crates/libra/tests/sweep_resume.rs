@@ -333,7 +333,11 @@ fn a_sweep_whose_cluster_resource_cannot_be_used_after_a_crash_neither_reruns_no
     let r = libra_sweep(None).args(["resume", &exp]).output().unwrap();
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(!r.status.success(), "{err}");
-    assert!(err.contains("resource cluster cannot be used") && err.contains("running on it"), "{err}");
+    assert!(
+        err.contains("resource 'cluster': no API token")
+            && err.contains("1 of the sweep's jobs was running on it"),
+        "{err}"
+    );
     assert_eq!(store.counts(e).unwrap().running, 2);
     assert_eq!(on_cluster().len(), 1, "{:?}", on_cluster());
     runs_once();
@@ -342,7 +346,7 @@ fn a_sweep_whose_cluster_resource_cannot_be_used_after_a_crash_neither_reruns_no
     let c = libra_sweep(None).args(["cancel", &exp]).output().unwrap();
     let err = String::from_utf8_lossy(&c.stderr);
     assert!(!c.status.success(), "{err}");
-    assert!(err.contains("marked cancelled") && err.contains("resource cluster cannot be used"), "{err}");
+    assert!(err.contains("marked cancelled") && err.contains("jobs was running on it"), "{err}");
     let x = store.experiment(e).unwrap();
     assert_eq!((x.state.as_str(), x.finished), ("cancelled", None));
     assert_eq!(on_cluster()[0].state, JobState::Running);
