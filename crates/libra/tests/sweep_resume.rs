@@ -261,6 +261,54 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
     assert!(spent <= libra_core::Money::from_credits(800));
 }
 
+/// A sweep's job cancelled on the cluster by its owner (`libra cancel`, not through the sweep):
+/// the sweep records the attempt failed and pays what the cluster charged in the end, the CPU to
+/// the node's kill included. (The agent stops a cancelled job within about 100 ms here, before
+/// the sweep's next look at the job, so this holds without `stopped_on_its_nodes` too; that wait
+/// is for a node slower to answer.)
+#[test]
+fn a_job_cancelled_on_the_cluster_under_its_sweep_is_paid_what_the_cluster_charged_in_the_end() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let ida = cl.user("ida", 1000);
+    let dir = cl.dir.join("sweep-cancelled-there");
+    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
+    on_the_cluster(&cl, &dir, plan, 1);
+    let db = dir.join("broker.db");
+    let created = sweep(&db)
+        .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "30"])
+        .args(["--deadline", "10m", "--budget", "800", "-r"])
+        .arg(dir.join("res.toml"))
+        .arg(dir.join("plan.pln"))
+        .env_remove("LIBRA_TOKEN")
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let mut engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
+    let t0 = Instant::now();
+    let job = loop {
+        let busy = ida
+            .jobs(false)
+            .unwrap()
+            .into_iter()
+            .find(|j| j.state == JobState::Running && j.cpu_seconds > 0.5);
+        if let Some(j) = busy {
+            break j;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the sweep's job did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let at_cancel = ida.cancel(job.id).unwrap();
+    let status = engine.wait().unwrap();
+    assert!(!status.success(), "the sweep's only job failed: {status:?}");
+    let end = ida.job(job.id).unwrap();
+    assert_eq!((end.state, end.parts_running), (JobState::Cancelled, 0), "{end:?}");
+    assert!(end.charged > at_cancel.charged, "no CPU after the cancel was charged: {at_cancel:?} {end:?}");
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.spent(exp.parse().unwrap()).unwrap(), end.charged, "{end:?}");
+}
+
 /// A sweep's engine killed while its jobs ran on a Libra cluster and under a local keeper, then
 /// run again where the cluster resource cannot be used (its token was in LIBRA_TOKEN, unset
 /// now): `resume` refuses, naming the resource, and neither gives the cluster's job up nor runs

@@ -211,6 +211,20 @@ impl ResourceAdapter for LibraCluster {
 /// each by default).
 const SETTLING_GRACE: Duration = Duration::from_secs(6);
 
+/// `info` asked again until no part of the job runs on a node (its charge is final), up to
+/// `SETTLING_GRACE`.
+fn stopped_on_its_nodes(client: &Client, mut info: libra_api::JobInfo) -> libra_api::JobInfo {
+    let until = Instant::now() + SETTLING_GRACE;
+    while info.parts_running > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(200));
+        match client.job(info.id) {
+            Ok(i) => info = i,
+            Err(e) => tracing::debug!(job = info.id, "asking for an ended job's charge: {e}"),
+        }
+    }
+    info
+}
+
 /// What each cancelled job was charged in the end, by attempt: asked again until no part of it
 /// runs on a node (`JobInfo::parts_running`), up to `SETTLING_GRACE`. A server before that
 /// field says 0 at once: its charge at the cancel is taken, as it was.
@@ -381,6 +395,9 @@ fn run_remote(
         }
     }
     lock(on_cluster).jobs.remove(&info.id);
+    // Ended by the cluster's word (cancelled there by its owner, out of credit): its node bills
+    // what it ran on until the kill a moment later, which is what the sweep pays.
+    let info = stopped_on_its_nodes(client, info);
     if let Ok(out) = client.output(info.id) {
         let _ = std::fs::write(l.dir.join("stdout"), out.stdout);
         let _ = std::fs::write(l.dir.join("stderr"), out.stderr);
