@@ -34,6 +34,23 @@ fn on_the_cluster(cl: &Cluster, dir: &Path, plan: &str, slots: u32) {
     std::fs::write(dir.join("res.toml"), res).unwrap();
 }
 
+/// Creates a sweep of `dir`'s plan.pln on res.toml (`on_the_cluster`) in database `db`, not run
+/// yet, with a 30 s estimate, ten minutes and 800 credits, and `extra` options. Returns its id.
+fn busy_on_the_cluster(dir: &Path, db: &Path, extra: &[&str]) -> String {
+    let created = sweep(db)
+        .args(["run", "--detach", "--optimise", "time", "--estimate", "30", "--deadline", "10m"])
+        .args(["--budget", "800"])
+        .args(extra)
+        .arg("-r")
+        .arg(dir.join("res.toml"))
+        .arg(dir.join("plan.pln"))
+        .env_remove("LIBRA_TOKEN")
+        .output()
+        .unwrap();
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    String::from_utf8_lossy(&created.stdout).trim().to_string()
+}
+
 /// Creates a sweep of `dir`'s plan.pln on res.toml in database `db`, not run yet (`--detach`),
 /// with local jobs' options: one second each, no retries, an hour. Returns its id.
 fn detached(dir: &Path, db: &Path, budget: &str) -> String {
@@ -197,16 +214,7 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
     let plan = "parameter x integer range from 1 to 4 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
     on_the_cluster(&cl, &dir, plan, 2);
     let db = dir.join("broker.db");
-    let created = sweep(&db)
-        .args(["run", "--detach", "--optimise", "time", "--estimate", "30", "--deadline", "10m"])
-        .args(["--budget", "800", "-r"])
-        .arg(dir.join("res.toml"))
-        .arg(dir.join("plan.pln"))
-        .env_remove("LIBRA_TOKEN")
-        .output()
-        .unwrap();
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let exp = busy_on_the_cluster(&dir, &db, &[]);
     let mut engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
     let running = || ida.jobs(false).unwrap().into_iter().filter(|j| j.state.is_active()).collect::<Vec<_>>();
     let t0 = Instant::now();
@@ -275,16 +283,7 @@ fn a_job_cancelled_on_the_cluster_under_its_sweep_is_paid_what_the_cluster_charg
     let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
     on_the_cluster(&cl, &dir, plan, 1);
     let db = dir.join("broker.db");
-    let created = sweep(&db)
-        .args(["run", "--detach", "--optimise", "time", "--max-retries", "0", "--estimate", "30"])
-        .args(["--deadline", "10m", "--budget", "800", "-r"])
-        .arg(dir.join("res.toml"))
-        .arg(dir.join("plan.pln"))
-        .env_remove("LIBRA_TOKEN")
-        .output()
-        .unwrap();
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    let exp = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let exp = busy_on_the_cluster(&dir, &db, &["--max-retries", "0"]);
     let mut engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
     let t0 = Instant::now();
     let job = loop {
