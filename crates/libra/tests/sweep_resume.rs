@@ -308,6 +308,51 @@ fn a_job_cancelled_on_the_cluster_under_its_sweep_is_paid_what_the_cluster_charg
     assert_eq!(store.spent(exp.parse().unwrap()).unwrap(), end.charged, "{end:?}");
 }
 
+/// A sweep's cancel cut short after its job on the cluster was cancelled there (the engine
+/// killed during its wait for the nodes): the next `libra sweep cancel` takes the attempt up,
+/// finds the job ended, and pays what it was charged. The attempt was recorded cancelled, paid
+/// nothing, while the cluster charged the user for it.
+#[test]
+fn a_cancel_taken_up_after_its_jobs_were_cancelled_on_the_cluster_pays_what_they_were_charged() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let ida = cl.user("ida", 1000);
+    let dir = cl.dir.join("sweep-cut-short");
+    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
+    on_the_cluster(&cl, &dir, plan, 1);
+    let db = dir.join("broker.db");
+    let exp = busy_on_the_cluster(&dir, &db, &[]);
+    let mut engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
+    let t0 = Instant::now();
+    let job = loop {
+        let busy = ida
+            .jobs(false)
+            .unwrap()
+            .into_iter()
+            .find(|j| j.state == JobState::Running && j.cpu_seconds > 0.5);
+        if let Some(j) = busy {
+            break j;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the sweep's job did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Where a cancel killed in its wait leaves things: the job cancelled on the cluster, the
+    // sweep marked cancelled, its attempt still running in its database.
+    engine.kill().unwrap(); // SIGKILL
+    engine.wait().unwrap();
+    ida.cancel(job.id).unwrap();
+    let e: i64 = exp.parse().unwrap();
+    let store = Store::open(&db).unwrap();
+    store.set_state(e, libra_broker::state::ExperimentState::Cancelled, None).unwrap();
+    let c = sweep(&db).args(["cancel", &exp]).env_remove("LIBRA_TOKEN").output().unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    assert!(store.experiment(e).unwrap().finished.is_some());
+    let end = ida.job(job.id).unwrap();
+    assert_eq!((end.state, end.parts_running), (JobState::Cancelled, 0), "{end:?}");
+    assert!(end.charged > libra_core::Money::ZERO, "{end:?}");
+    assert_eq!(store.spent(e).unwrap(), end.charged, "{end:?}");
+}
+
 /// A sweep's engine killed while its jobs ran on a Libra cluster and under a local keeper, then
 /// run again where the cluster resource cannot be used (its token was in LIBRA_TOKEN, unset
 /// now): `resume` refuses, naming the resource, and neither gives the cluster's job up nor runs

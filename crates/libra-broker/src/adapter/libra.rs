@@ -160,6 +160,13 @@ impl ResourceAdapter for LibraCluster {
         Ok(true)
     }
 
+    /// A job that had ended before the cancel (or a taken-up attempt's, ended under an engine
+    /// killed during its cancel) is not cancelled again: its attempt reports how it ended and
+    /// what it was charged, which the sweep pays. Every other attempt is billed by `cancel_all`.
+    fn reports_after_cancel(&self) -> bool {
+        true
+    }
+
     /// What each cancelled job was charged is what the sweep paid for it: the CPU it used to
     /// the kill, which its nodes report at their next exchanges after the cancel (the cluster
     /// charges it then); the cancel waits for those reports up to `SETTLING_GRACE`, and a job
@@ -348,9 +355,14 @@ fn run_remote(
         let submitted = {
             let mut on = lock(on_cluster);
             // After a cancel only a taken-up attempt asks, for its job that may be running,
-            // and only while the cancel waits for it (which then cancels the job).
+            // and only while the cancel waits for it (which then cancels the job). Said, for
+            // the engine waits to hear from every attempt the cancel did not bill.
             if on.cancelled && !(resumed && on.collecting) {
-                return None;
+                return Some(Outcome {
+                    message: "cancelled before it reached the cluster".into(),
+                    rejected: true,
+                    ..base
+                });
             }
             let r = client.submit_with_key(&req, &l.key);
             if let Some(i) = r.as_ref().ok().filter(|i| i.state.is_active()) {

@@ -78,8 +78,9 @@ pub trait ResourceAdapter: Send {
     /// Stops every attempt still running (cancel). Returns what a resource that bills its own
     /// amount (a Libra cluster) charged for each attempt it stopped, by attempt id.
     fn cancel_all(&mut self) -> Vec<(i64, Money)>;
-    /// Whether the attempts `cancel_all` stopped still report their outcomes (with the CPU they
-    /// used, which the sweep pays for): the engine waits a moment for them.
+    /// Whether the attempts `cancel_all` did not bill still report their outcomes (a local job
+    /// with the CPU it used, which the sweep pays for; a job on a Libra cluster that had ended
+    /// before the cancel, with its charge): the engine waits a moment for them.
     fn reports_after_cancel(&self) -> bool {
         false
     }
