@@ -178,7 +178,23 @@ fn a_cancelled_sweep_scancels_its_slurm_jobs() {
         let job = slurm.job(id).unwrap();
         assert_eq!(job.get("JobState").map(String::as_str), Some("CANCELLED"), "{job:?}");
     }
-    assert_eq!(Store::open(&db).unwrap().experiment(exp.parse().unwrap()).unwrap().state, "cancelled");
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.experiment(exp.parse().unwrap()).unwrap().state, "cancelled");
+    // Each job's keeper recorded how it was stopped and the CPU it used, which the sweep took
+    // (the attempts were recorded with no CPU, paid nothing, whatever they had used).
+    let rows: Vec<(String, Option<String>, Option<f64>)> = store
+        .conn
+        .prepare("SELECT state, message, cpu FROM attempts")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(
+        rows.iter().all(|(s, m, cpu)| s == "lost" && m.as_deref() == Some("cancelled") && cpu.is_some()),
+        "{rows:?}"
+    );
 }
 
 #[test]

@@ -316,6 +316,12 @@ impl ResourceAdapter for Slurm {
         Ok(false)
     }
 
+    /// A scancelled job's keeper records how it ended and the CPU it used (Slurm's SIGTERM is a
+    /// cancel's to it), which the watcher reports once the job has left the queue.
+    fn reports_after_cancel(&self) -> bool {
+        true
+    }
+
     fn cancel_all(&mut self) -> Vec<(i64, libra_core::Money)> {
         let ids: Vec<String> = self.live.lock().map(|l| l.keys().cloned().collect()).unwrap_or_default();
         if ids.is_empty() {
