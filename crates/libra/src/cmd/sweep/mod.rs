@@ -62,11 +62,12 @@ pub enum SweepCommand {
     ///
     /// A local job gets SIGTERM, then SIGKILL from its keeper if it still runs 3 s later (the
     /// keeper records the CPU it used, which is paid, as for one that ends on the SIGTERM;
-    /// what still runs 5 s after the cancel, keeper and all, is killed unpaid); a job on a Libra cluster is cancelled there,
-    /// which charges the CPU it used to its kill (the cancel waits up to 6 s for its node to
-    /// report it, so that the sweep pays what the cluster charged); a Slurm job is scancelled. With no engine running (it was
-    /// killed), the command opens one to find what the last one left running and stops it the
-    /// same way.
+    /// what still runs 5 s after the cancel, keeper and all, is killed unpaid). A job on a
+    /// Libra cluster is cancelled there, which charges the CPU it used to its kill (the cancel
+    /// waits up to 6 s for its node to report it, so that the sweep pays what the cluster
+    /// charged). A Slurm job is scancelled, and pays for the CPU its keeper recorded. With no
+    /// engine running (it was killed), the command opens one to find what the last one left
+    /// running and stops it the same way.
     Cancel(steer::ExpArgs),
     /// Reproduce the seed's experiments on virtual time (table17.4, table17.6).
     Experiment(experiment::ExperimentArgs),
