@@ -51,6 +51,42 @@ fn busy_on_the_cluster(dir: &Path, db: &Path, extra: &[&str]) -> String {
     String::from_utf8_lossy(&created.stdout).trim().to_string()
 }
 
+/// A test cluster of one node, user ida, and a sweep of one busy job on it (`busy_on_the_cluster`
+/// with `extra`) whose engine runs until the job has used some CPU there.
+struct OneBusyJob {
+    _cl: Cluster,
+    ida: Client,
+    db: std::path::PathBuf,
+    exp: String,
+    engine: std::process::Child,
+    job: libra_api::JobInfo,
+}
+
+fn one_busy_job(name: &str, extra: &[&str]) -> OneBusyJob {
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let ida = cl.user("ida", 1000);
+    let dir = cl.dir.join(name);
+    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
+    on_the_cluster(&cl, &dir, plan, 1);
+    let db = dir.join("broker.db");
+    let exp = busy_on_the_cluster(&dir, &db, extra);
+    let engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
+    let t0 = Instant::now();
+    let job = loop {
+        let busy = ida
+            .jobs(false)
+            .unwrap()
+            .into_iter()
+            .find(|j| j.state == JobState::Running && j.cpu_seconds > 0.5);
+        if let Some(j) = busy {
+            break j;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the sweep's job did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    OneBusyJob { _cl: cl, ida, db, exp, engine, job }
+}
+
 /// Creates a sweep of `dir`'s plan.pln on res.toml in database `db`, not run yet (`--detach`),
 /// with local jobs' options: one second each, no retries, an hour. Returns its id.
 fn detached(dir: &Path, db: &Path, budget: &str) -> String {
@@ -277,27 +313,8 @@ fn a_sweep_cancelled_after_its_engine_was_killed_cancels_its_jobs_on_the_libra_c
 #[test]
 fn a_job_cancelled_on_the_cluster_under_its_sweep_is_paid_what_the_cluster_charged_in_the_end() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let cl = Cluster::start(1, 1.0, 30.0);
-    let ida = cl.user("ida", 1000);
-    let dir = cl.dir.join("sweep-cancelled-there");
-    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
-    on_the_cluster(&cl, &dir, plan, 1);
-    let db = dir.join("broker.db");
-    let exp = busy_on_the_cluster(&dir, &db, &["--max-retries", "0"]);
-    let mut engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
-    let t0 = Instant::now();
-    let job = loop {
-        let busy = ida
-            .jobs(false)
-            .unwrap()
-            .into_iter()
-            .find(|j| j.state == JobState::Running && j.cpu_seconds > 0.5);
-        if let Some(j) = busy {
-            break j;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "the sweep's job did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let OneBusyJob { _cl, ida, db, exp, mut engine, job } =
+        one_busy_job("sweep-cancelled-there", &["--max-retries", "0"]);
     let at_cancel = ida.cancel(job.id).unwrap();
     let status = engine.wait().unwrap();
     assert!(!status.success(), "the sweep's only job failed: {status:?}");
@@ -315,27 +332,7 @@ fn a_job_cancelled_on_the_cluster_under_its_sweep_is_paid_what_the_cluster_charg
 #[test]
 fn a_cancel_taken_up_after_its_jobs_were_cancelled_on_the_cluster_pays_what_they_were_charged() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let cl = Cluster::start(1, 1.0, 30.0);
-    let ida = cl.user("ida", 1000);
-    let dir = cl.dir.join("sweep-cut-short");
-    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"while :; do :; done\"\nendtask\n";
-    on_the_cluster(&cl, &dir, plan, 1);
-    let db = dir.join("broker.db");
-    let exp = busy_on_the_cluster(&dir, &db, &[]);
-    let mut engine = sweep(&db).args(["resume", &exp]).env_remove("LIBRA_TOKEN").spawn().unwrap();
-    let t0 = Instant::now();
-    let job = loop {
-        let busy = ida
-            .jobs(false)
-            .unwrap()
-            .into_iter()
-            .find(|j| j.state == JobState::Running && j.cpu_seconds > 0.5);
-        if let Some(j) = busy {
-            break j;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(60), "the sweep's job did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let OneBusyJob { _cl, ida, db, exp, mut engine, job } = one_busy_job("sweep-cut-short", &[]);
     // Where a cancel killed in its wait leaves things: the job cancelled on the cluster, the
     // sweep marked cancelled, its attempt still running in its database.
     engine.kill().unwrap(); // SIGKILL
