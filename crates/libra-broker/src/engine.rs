@@ -41,7 +41,7 @@ pub enum EngineError {
          and run this again, which takes up what runs there",
         jobs_of_the_sweep(*.jobs)
     )]
-    Stranded { resource: String, jobs: usize, why: String },
+    Stranded { jobs: usize, why: String },
 }
 
 fn jobs_of_the_sweep(n: usize) -> String {
@@ -308,19 +308,14 @@ impl Engine {
         // there (on a Libra cluster, under Slurm, under a local keeper): taken for lost, it would
         // run a second time elsewhere while the first ran on, paid for. Refused until the
         // resource can be used again.
-        let recorded = adapter::read_outcomes(&work);
-        for (k, why) in &left_out {
-            let jobs = store
-                .running_attempts(exp)?
-                .iter()
-                .filter(|a| a.pos == *k && !recorded.contains_key(&a.id))
-                .count();
-            if jobs > 0 {
-                return Err(EngineError::Stranded {
-                    resource: configs[*k].name.clone(),
-                    jobs,
-                    why: why.clone(),
-                });
+        if !left_out.is_empty() {
+            let recorded = adapter::read_outcomes(&work);
+            let running = store.running_attempts(exp)?;
+            for (k, why) in &left_out {
+                let jobs = running.iter().filter(|a| a.pos == *k && !recorded.contains_key(&a.id)).count();
+                if jobs > 0 {
+                    return Err(EngineError::Stranded { jobs, why: why.clone() });
+                }
             }
         }
         for (_, why) in &left_out {
