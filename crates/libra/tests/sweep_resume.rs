@@ -35,12 +35,12 @@ fn on_the_cluster(cl: &Cluster, dir: &Path, plan: &str, slots: u32) {
 }
 
 /// Creates a sweep of `dir`'s plan.pln on res.toml (`on_the_cluster`) in database `db`, not run
-/// yet, with a 30 s estimate, ten minutes and 800 credits, and `extra` options. Returns its id.
-fn busy_on_the_cluster(dir: &Path, db: &Path, extra: &[&str]) -> String {
+/// yet (`--detach`, optimising time), with `options` (estimate, deadline, budget...). Returns its
+/// id.
+fn on_the_cluster_with(dir: &Path, db: &Path, options: &[&str]) -> String {
     let created = sweep(db)
-        .args(["run", "--detach", "--optimise", "time", "--estimate", "30", "--deadline", "10m"])
-        .args(["--budget", "800"])
-        .args(extra)
+        .args(["run", "--detach", "--optimise", "time"])
+        .args(options)
         .arg("-r")
         .arg(dir.join("res.toml"))
         .arg(dir.join("plan.pln"))
@@ -49,6 +49,13 @@ fn busy_on_the_cluster(dir: &Path, db: &Path, extra: &[&str]) -> String {
         .unwrap();
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
     String::from_utf8_lossy(&created.stdout).trim().to_string()
+}
+
+/// `on_the_cluster_with` a 30 s estimate, ten minutes and 800 credits, and `extra` options.
+fn busy_on_the_cluster(dir: &Path, db: &Path, extra: &[&str]) -> String {
+    let mut options = vec!["--estimate", "30", "--deadline", "10m", "--budget", "800"];
+    options.extend_from_slice(extra);
+    on_the_cluster_with(dir, db, &options)
 }
 
 /// A test cluster of one node, user ida, and a sweep of one busy job on it (`busy_on_the_cluster`
@@ -181,27 +188,10 @@ fn a_sweep_killed_mid_run_on_a_libra_cluster_resumes_without_running_or_paying_t
     );
     on_the_cluster(&cl, &dir, &plan, 3);
     let db = dir.join("broker.db");
-    let created = sweep(&db)
-        .args([
-            "run",
-            "--detach",
-            "--optimise",
-            "time",
-            "--estimate",
-            "2",
-            "--deadline",
-            "10m",
-            "--budget",
-            "500",
-            "-r",
-        ])
-        .arg(dir.join("res.toml"))
-        .arg(dir.join("plan.pln"))
-        .env_remove("LIBRA_TOKEN")
-        .output()
-        .unwrap();
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
-    let exp: i64 = String::from_utf8_lossy(&created.stdout).trim().parse().unwrap();
+    let exp: i64 =
+        on_the_cluster_with(&dir, &db, &["--estimate", "2", "--deadline", "10m", "--budget", "500"])
+            .parse()
+            .unwrap();
     let mut engine = sweep(&db).args(["resume", &exp.to_string()]).env_remove("LIBRA_TOKEN").spawn().unwrap();
     let store = Store::open(&db).unwrap();
     // Killed while jobs are in flight on the cluster.
