@@ -596,3 +596,139 @@ endtask
 
 /// An attempt as recorded: state, CPU, price, charged (cents), directory.
 type AttemptRecord = (String, Option<f64>, f64, Option<i64>, String);
+
+/// Kills every job of the sweep in `.0` (its database) still spinning when the test ends, the
+/// ones started after it looked included.
+struct SweepSpinners(std::path::PathBuf);
+
+impl Drop for SweepSpinners {
+    fn drop(&mut self) {
+        let Ok(store) = Store::open(&self.0) else { return };
+        let Ok(mut st) = store.conn.prepare("SELECT dir FROM attempts WHERE dir != ''") else { return };
+        let dirs: Vec<String> = st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        let pids = dirs
+            .iter()
+            .filter_map(|d| std::fs::read_to_string(Path::new(d).join("pid")).ok()?.trim().parse().ok());
+        drop(Spinners(pids.collect()));
+    }
+}
+
+/// The keeper of the sweep's only attempt (the pid it recorded in the attempt's directory).
+fn keeper_of_only_attempt(db: &Path) -> i32 {
+    let store = Store::open(db).unwrap();
+    let dir: String = store.conn.query_row("SELECT dir FROM attempts", [], |r| r.get(0)).unwrap();
+    std::fs::read_to_string(Path::new(&dir).join("libra.keeper")).unwrap().trim().parse().unwrap()
+}
+
+/// Waits up to `secs` for `child`, killing it and failing the test past that.
+fn ends_within(child: &mut std::process::Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t0.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A local job's keeper killed from outside (`kill -9`, as the OOM killer would), with the engine
+/// running and with none: the processes the job left running are killed, not left to run on
+/// beside the job's next attempt (they used to run for ever, unpaid), and the attempt is a
+/// failure that pays for the CPU they used; with no engine, the next one does this rather than
+/// take the attempt for lost and run the job again beside them; and a cancel with no engine stops
+/// them too.
+#[test]
+fn a_kept_job_whose_keeper_is_killed_from_outside_stops_and_pays_and_never_runs_twice() {
+    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"echo $$$$ > pid; while :; do :; done\"\nendtask\n";
+    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
+    std::fs::write(dir.path().join("res.toml"), res).unwrap();
+    let the_attempt = |db: &Path, exp: &str| {
+        let store = Store::open(db).unwrap();
+        let mut st =
+            store.conn.prepare("SELECT state, cpu, price, charged_cents, message FROM attempts").unwrap();
+        let rows: Vec<FailedAttempt> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rows.len(), 1, "the job ran more than once: {rows:?}");
+        let (state, cpu, price, charged, message) = rows.into_iter().next().unwrap();
+        assert_eq!(state, "failed", "{message:?}");
+        let message = message.unwrap_or_default();
+        assert!(message.contains("process(es) its job left running were killed"), "{message}");
+        let cpu = cpu.unwrap_or_default();
+        assert!(cpu > 0.3, "the CPU the job used before its keeper died: {cpu} ({message})");
+        let charged = libra_core::Money::from_cents(charged.unwrap_or_default());
+        assert_eq!(Some(charged), libra_core::Money::from_credits_f64_ceil(price * cpu), "{message}");
+        assert_eq!(store.spent(exp.parse().unwrap()).unwrap(), charged);
+    };
+    let gone_within = |pid: i32, secs: u64| {
+        let t0 = Instant::now();
+        while spinning(pid) {
+            assert!(t0.elapsed() < Duration::from_secs(secs), "job process {pid} runs on without its keeper");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let kill9 = |pid: i32| {
+        // SAFETY: a keeper this test's sweep started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    };
+
+    // With its engine running: it hears the keeper end, and stops what it left.
+    let db = dir.path().join("live").join("broker.db");
+    let exp = detached(dir.path(), &db, "1000");
+    let _spinners = SweepSpinners(db.clone());
+    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    let pid = job_pids(&db, 1)[0];
+    std::thread::sleep(Duration::from_millis(1000));
+    kill9(keeper_of_only_attempt(&db));
+    gone_within(pid, 10);
+    ends_within(&mut engine, 30, "the engine");
+    the_attempt(&db, &exp);
+
+    // With no engine: the keeper killed after the engine was, then `libra sweep resume`.
+    let db = dir.path().join("dead").join("broker.db");
+    let exp = detached(dir.path(), &db, "1000");
+    let _spinners2 = SweepSpinners(db.clone());
+    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    let pid = job_pids(&db, 1)[0];
+    std::thread::sleep(Duration::from_millis(1000));
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    kill9(keeper_of_only_attempt(&db));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(spinning(pid), "the job ran on after its keeper died");
+    let mut resumed = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    ends_within(&mut resumed, 60, "the resumed engine");
+    assert!(!spinning(pid), "job process {pid} runs on after the sweep ended");
+    the_attempt(&db, &exp);
+
+    // With no engine, then a cancel: what the dead keeper left is stopped with the sweep.
+    let db = dir.path().join("cancelled").join("broker.db");
+    let exp = detached(dir.path(), &db, "1000");
+    let _spinners3 = SweepSpinners(db.clone());
+    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    let pid = job_pids(&db, 1)[0];
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    kill9(keeper_of_only_attempt(&db));
+    let store = Store::open(&db).unwrap();
+    let t0 = Instant::now();
+    while store.experiment(exp.parse().unwrap()).unwrap().finished.is_none() {
+        let c = sweep(&db).args(["cancel", &exp]).output().unwrap();
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+        assert!(t0.elapsed() < Duration::from_secs(30), "the killed engine is still taken for alive");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    gone_within(pid, 10);
+}
+
+/// An attempt as recorded: state, CPU, price, charged (cents), message.
+type FailedAttempt = (String, Option<f64>, f64, Option<i64>, Option<String>);

@@ -2,6 +2,11 @@
 //! its SIGTERM. The keeper kills them rather than be killed with them, so that it lives to reap
 //! its command and record the CPU the job used, which the sweep pays for (a job that ignored the
 //! cancel used to be killed with its keeper and recorded free).
+//!
+//! And the processes a keeper left behind when it was killed from outside (`kill -9`, the OOM
+//! killer): found by the attempt's key in their environment, since their parent and group say
+//! nothing once the keeper is gone, and killed after their CPU is read, so that a job whose
+//! keeper died neither runs on beside its next attempt nor runs free.
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,6 +42,85 @@ fn parse_stat(line: &str) -> Option<Proc> {
     let ppid = f.next()?.parse().ok()?;
     let pgrp = f.next()?.parse().ok()?;
     Some(Proc { ppid, pgrp })
+}
+
+/// The CPU a process used, its own and its reaped children's (`utime + stime + cutime +
+/// cstime` of its `stat` line), in clock ticks.
+fn cpu_ticks(line: &str) -> Option<u64> {
+    let rest = &line[line.rfind(')')? + 1..];
+    // After the name: state is field 3 of the line, utime field 14, so the 12th to 15th here.
+    let f: Vec<&str> = rest.split_whitespace().skip(11).take(4).collect();
+    if f.len() < 4 {
+        return None;
+    }
+    f.iter().try_fold(0u64, |sum, v| Some(sum + v.parse::<u64>().ok()?))
+}
+
+/// What `stop_by_key` killed: how many processes, and the CPU they had used (seconds).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Stopped {
+    pub processes: usize,
+    pub cpu: f64,
+}
+
+/// The processes of this process's user, other than itself, whose environment holds `var=value`,
+/// with the CPU each had used (clock ticks) when looked at.
+fn by_key(var: &str, value: &str) -> Vec<(i32, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getpid and geteuid cannot fail.
+    let (me, uid) = unsafe { (libc::getpid(), libc::geteuid()) };
+    let want = format!("{var}={value}");
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        // Only our own user's: never another user's process that claims the key.
+        if pid == me || e.metadata().map_or(true, |m| m.uid() != uid) {
+            continue;
+        }
+        let Ok(env) = std::fs::read(e.path().join("environ")) else { continue };
+        if !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            continue;
+        }
+        if let Some(t) = std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(cpu_ticks) {
+            found.push((pid, t));
+        }
+    }
+    found
+}
+
+/// SIGKILL to every process of this user whose environment holds `var=value` (an attempt's
+/// key, which each process of its job inherits from the keeper), after reading the CPU it had
+/// used; looked for again until none is left (one may fork as the others are killed), at most
+/// ten rounds.
+pub fn stop_by_key(var: &str, value: &str) -> Stopped {
+    // SAFETY: sysconf cannot fail for this name; a nonsense answer falls back to Linux's 100.
+    let hz = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        t if t > 0 => t as f64,
+        _ => 100.0,
+    };
+    let mut signalled: HashSet<i32> = HashSet::new();
+    let mut ticks = 0u64;
+    for _ in 0..10 {
+        let new: Vec<(i32, u64)> =
+            by_key(var, value).into_iter().filter(|(p, _)| !signalled.contains(p)).collect();
+        if new.is_empty() {
+            break;
+        }
+        for (pid, t) in new {
+            // SAFETY: a process of this user carrying the attempt's key: the job's own.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            signalled.insert(pid);
+            ticks += t;
+        }
+    }
+    Stopped { processes: signalled.len(), cpu: ticks as f64 / hz }
 }
 
 /// What to kill, seen from process `me` in group `group`: its descendants (in any group: one
@@ -97,6 +181,45 @@ mod tests {
         let p = parse_stat("4242 (a (b) c) S 17 4240 4240 0 -1 4194560").unwrap();
         assert_eq!((p.ppid, p.pgrp), (17, 4240));
         assert!(parse_stat("4242 (truncated").is_none());
+    }
+
+    #[test]
+    fn the_cpu_of_a_stat_line_is_its_own_and_its_reaped_childrens() {
+        let line = "4242 (a (b) c) R 17 4240 4240 0 -1 4194560 10 0 0 0 150 30 7 3 20 0 1 0 55";
+        assert_eq!(cpu_ticks(line), Some(190));
+        assert_eq!(cpu_ticks("4242 (x) R 17 4240 4240 0 -1 4194560 10 0 0 0 150 30"), None);
+    }
+
+    /// A process of ours carrying a key is found with the CPU it used, and killed; one without
+    /// it is left alone.
+    #[test]
+    fn a_process_is_stopped_by_the_key_in_its_environment_and_its_cpu_counted() {
+        let key = format!("descendants-test-{}", std::process::id());
+        let spawn = |with: bool| {
+            let mut c = std::process::Command::new("sh");
+            c.args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 60"]);
+            if with {
+                c.env("LIBRA_TEST_KEY", &key);
+            }
+            c.spawn().unwrap()
+        };
+        let mut keyed = spawn(true);
+        let mut other = spawn(false);
+        // Until the busy loop has used some CPU (it then sleeps).
+        let t0 = std::time::Instant::now();
+        while by_key("LIBRA_TEST_KEY", &key).first().map_or(0, |p| p.1) < 5 {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(30), "the keyed process used no CPU");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let s = stop_by_key("LIBRA_TEST_KEY", &key);
+        assert_eq!(s.processes, 1, "{s:?}");
+        assert!(s.cpu >= 0.05, "{s:?}");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(keyed.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert!(other.try_wait().unwrap().is_none(), "a process without the key was killed");
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert_eq!(stop_by_key("LIBRA_TEST_KEY", &key), Stopped::default());
     }
 
     #[test]

@@ -195,23 +195,44 @@ impl Local {
             if let Ok(mut k) = keepers.lock() {
                 k.remove(&pid);
             }
-            let o = read_outcome_file(&l.dir).unwrap_or_else(|| Outcome {
-                attempt: l.attempt,
-                resource: l.resource,
-                ok: false,
-                exit_code: None,
-                wall: 0.0,
-                cpu: 0.0,
-                message: format!(
-                    "the keeper ended ({status:?}) without recording an outcome; see keeper.log"
-                ),
-                rejected: false,
-                billed: None,
-            });
+            let how = match status {
+                Ok(s) => format!("the keeper ended ({s}) without recording an outcome"),
+                Err(e) => format!("the keeper could not be waited for ({e}) and recorded no outcome"),
+            };
+            let o = read_outcome_file(&l.dir).unwrap_or_else(|| keeper_lost(&l, &how).0);
             let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
         });
         Ok(())
     }
+}
+
+/// The outcome of an attempt whose keeper ended without recording one (`how`: how it ended), as
+/// when it is killed from outside (`kill -9`, the OOM killer): the processes its job left
+/// running, found by the attempt's key in their environment, are killed, and the CPU they had
+/// used is the attempt's, which the sweep pays for. They would otherwise run on beside the
+/// job's next attempt, and free.
+fn keeper_lost(l: &Launch, how: &str) -> (Outcome, usize) {
+    let s = super::descendants::stop_by_key(KEY_VAR, &l.key);
+    let mut message = format!("{how}; see keeper.log");
+    if s.processes > 0 {
+        message.push_str(&format!(
+            "; the {} process(es) its job left running were killed, having used {:.2} CPU-s",
+            s.processes, s.cpu
+        ));
+        tracing::warn!(attempt = l.attempt, processes = s.processes, cpu = s.cpu, "{message}");
+    }
+    let o = Outcome {
+        attempt: l.attempt,
+        resource: l.resource,
+        ok: false,
+        exit_code: None,
+        wall: 0.0,
+        cpu: s.cpu,
+        message,
+        rejected: false,
+        billed: None,
+    };
+    (o, s.processes)
 }
 
 /// Stops the live keepers of attempts (each its directory and key) and their jobs: a sweep
@@ -219,6 +240,12 @@ impl Local {
 /// to each keeper's process group, then SIGKILL to those still alive after `grace` (a job that
 /// ignores SIGTERM). Returns once none is alive or all were killed.
 pub fn stop_keepers(attempts: &[(PathBuf, String)], grace: Duration) {
+    // A keeper killed from outside left its job running, found by its key (`keeper_lost`).
+    for (dir, key) in attempts {
+        if live_keeper(dir, key).is_none() {
+            super::descendants::stop_by_key(KEY_VAR, key);
+        }
+    }
     let signal = |signal: libc::c_int| {
         let mut alive = 0;
         for (dir, key) in attempts {
@@ -325,29 +352,26 @@ impl ResourceAdapter for Local {
                 if let Ok(mut k) = keepers.lock() {
                     k.remove(&pid);
                 }
-                let o = read_outcome_file(&l.dir).unwrap_or_else(|| Outcome {
-                    attempt: l.attempt,
-                    resource: l.resource,
-                    ok: false,
-                    exit_code: None,
-                    wall: 0.0,
-                    cpu: 0.0,
-                    message: "its keeper ended without recording an outcome".into(),
-                    rejected: false,
-                    billed: None,
-                });
+                let o = read_outcome_file(&l.dir)
+                    .unwrap_or_else(|| keeper_lost(&l, "the keeper ended without recording an outcome").0);
                 let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
             });
             return Ok(true);
         }
         // Ended while no engine listened, its outcome in its own directory.
-        match read_outcome_file(&l.dir) {
-            Some(o) => {
-                let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
-                Ok(true)
-            }
-            None => Ok(false),
+        if let Some(o) = read_outcome_file(&l.dir) {
+            let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
+            return Ok(true);
         }
+        // Its keeper killed while no engine listened: what its job left running would run on
+        // beside the attempt that replaces it, unpaid. Stopped, and paid for, as a failure.
+        let (o, left_running) =
+            keeper_lost(&l, "the keeper had ended without recording an outcome when the engine came back");
+        if left_running > 0 {
+            let _ = done.send(o);
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     fn start(&mut self, l: Launch, done: Sender<Outcome>) -> Result<(), AdapterError> {
