@@ -11,7 +11,7 @@ use super::{
     read_outcome_file, write_marker, write_outcome_file, AdapterError, Launch, Outcome, ResourceAdapter,
 };
 use crate::plan::{substitute, Command, ExecKind, FileRef, Loc, Plan, Step, Stream, Vars};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -130,8 +130,9 @@ pub struct Local {
     children: Arc<Children>,
     node_started: bool,
     keeper: Option<PathBuf>,
-    /// Running keepers (each the leader of its own process group).
-    keepers: Arc<Mutex<HashSet<i32>>>,
+    /// Running keepers (each the leader of its own process group), and whether this adapter
+    /// started it (else a resumed engine adopted it).
+    keepers: Arc<Mutex<HashMap<i32, bool>>>,
 }
 
 impl Local {
@@ -187,23 +188,63 @@ impl Local {
             cmd.spawn().map_err(|e| err(format!("cannot start the keeper {}: {e}", exe.display())))?;
         let pid = child.id() as i32;
         if let Ok(mut k) = self.keepers.lock() {
-            k.insert(pid);
+            k.insert(pid, true);
         }
         let keepers = self.keepers.clone();
         std::thread::spawn(move || {
-            let status = child.wait();
+            // Seen ended but not reaped yet: until `wait` below no other process can take its
+            // pid, so neither can another group take its group's id, which is signalled here.
+            let ended = ended_unreaped(pid);
             if let Ok(mut k) = keepers.lock() {
                 k.remove(&pid);
             }
-            let how = match status {
-                Ok(s) => format!("the keeper ended ({s}) without recording an outcome"),
-                Err(e) => format!("the keeper could not be waited for ({e}) and recorded no outcome"),
-            };
-            let o = read_outcome_file(&l.dir).unwrap_or_else(|| keeper_lost(&l, &how).0);
-            let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
+            let recorded = read_outcome_file(&l.dir);
+            let lost = recorded.is_none().then(|| {
+                let how = format!(
+                    "the keeper ended ({}) without recording an outcome",
+                    ended.as_deref().unwrap_or("how is not known")
+                );
+                let (o, _) = keeper_lost(&l, &how);
+                if ended.is_some() {
+                    // What is left of its group without the key in its environment.
+                    // SAFETY: the group of our own child, not yet reaped (above).
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                    }
+                }
+                o
+            });
+            let _ = child.wait();
+            if let Some(o) = recorded.or(lost) {
+                let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
+            }
         });
         Ok(())
     }
+}
+
+/// Waits for our child `pid` to end without reaping it (`WNOWAIT`), and says how it ended;
+/// `None` when that cannot be seen (the caller's `wait` still reaps it).
+fn ended_unreaped(pid: i32) -> Option<String> {
+    // SAFETY: an all-zero siginfo is a valid value for the kernel to overwrite.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waitid on our own child, into a valid siginfo; WNOWAIT leaves it a zombie.
+        let r =
+            unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if r == 0 {
+            break;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return None;
+        }
+    }
+    // SAFETY: filled in by a successful waitid for an ended child.
+    let status = unsafe { info.si_status() };
+    Some(match info.si_code {
+        libc::CLD_EXITED => format!("exit status {status}"),
+        _ => format!("killed by signal {status}"),
+    })
 }
 
 /// The outcome of an attempt whose keeper ended without recording one (`how`: how it ended), as
@@ -342,7 +383,7 @@ impl ResourceAdapter for Local {
         if let Some(pid) = live_keeper(&l.dir, &l.key) {
             // Not our child: its end is seen by looking, and its outcome read from its directory.
             if let Ok(mut k) = self.keepers.lock() {
-                k.insert(pid);
+                k.insert(pid, false);
             }
             let keepers = self.keepers.clone();
             std::thread::spawn(move || {
@@ -424,8 +465,24 @@ impl ResourceAdapter for Local {
         true
     }
 
+    /// SIGKILL to every command, and to every keeper still running (one that did not stop its
+    /// job after the cancel). A keeper this adapter started is killed alone: its thread then
+    /// reads the CPU its job used, which the sweep pays, before it kills the job
+    /// (`keeper_lost`); an adopted one is killed with its whole group, unpaid (its pid could be
+    /// another process's by the time its end is seen).
     fn kill_all(&mut self) {
-        self.signal(libc::SIGKILL);
+        self.children.stop(libc::SIGKILL);
+        if let Ok(k) = self.keepers.lock() {
+            for (&pid, &own) in k.iter() {
+                let target = if own { pid } else { -pid };
+                // SAFETY: a keeper this adapter started (not yet seen ended: its thread takes it
+                // out of the set first) or adopted (checked against the attempt's key), or the
+                // group it leads.
+                unsafe {
+                    libc::kill(target, libc::SIGKILL);
+                }
+            }
+        }
     }
 }
 
@@ -433,7 +490,7 @@ impl Local {
     fn signal(&self, signal: libc::c_int) {
         self.children.stop(signal);
         if let Ok(k) = self.keepers.lock() {
-            for &pid in k.iter() {
+            for &pid in k.keys() {
                 // SAFETY: the process group of a keeper this adapter started or adopted (its
                 // pid was checked against the attempt's key).
                 unsafe {
