@@ -127,7 +127,8 @@ endtask
 #[test]
 fn a_cancelled_sweep_scancels_its_slurm_jobs() {
     let Some(slurm) = SlurmCluster::up("sweep_slurm_e2e", SlurmKnobs::default()) else { return };
-    let plan = "parameter x integer range from 1 to 6 step 1\ntask main\n    shexec \"sleep 120\"\nendtask\n";
+    // Jobs 1 and 2 busy, the others asleep.
+    let plan = "parameter x integer range from 1 to 6 step 1\ntask main\n    shexec \"if test $x -le 2; then while :; do :; done; else sleep 120; fi\"\nendtask\n";
     let (dir, db) = setup(plan);
 
     // First, a partition this cluster does not have: named at once, no job submitted.
@@ -168,6 +169,8 @@ fn a_cancelled_sweep_scancels_its_slurm_jobs() {
             .count();
         (ids.len() == 6 && running == 6).then_some(ids)
     });
+    // Long enough for the busy jobs to have used some CPU.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     let c = sweep(&db).args(["cancel", &exp]).output().unwrap();
     assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
     // The engine ends (non-zero: the sweep did not finish) once it has stopped the jobs.
@@ -182,20 +185,37 @@ fn a_cancelled_sweep_scancels_its_slurm_jobs() {
     assert_eq!(store.experiment(exp.parse().unwrap()).unwrap().state, "cancelled");
     // Each job's keeper recorded how it was stopped and the CPU it used, which the sweep took
     // (the attempts were recorded with no CPU, paid nothing, whatever they had used).
-    let rows: Vec<(String, Option<String>, Option<f64>)> = store
+    let rows: Vec<CancelledAttempt> = store
         .conn
-        .prepare("SELECT state, message, cpu FROM attempts")
+        .prepare("SELECT state, message, cpu, price, charged_cents, dir FROM attempts")
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))
         .unwrap()
         .map(Result::unwrap)
         .collect();
     assert_eq!(rows.len(), 6, "{rows:?}");
     assert!(
-        rows.iter().all(|(s, m, cpu)| s == "lost" && m.as_deref() == Some("cancelled") && cpu.is_some()),
+        rows.iter().all(|(s, m, cpu, ..)| s == "lost" && m.as_deref() == Some("cancelled") && cpu.is_some()),
         "{rows:?}"
     );
+    // The busy jobs are paid for the CPU they used, at the resource's price, as local jobs are.
+    let (mut spent, mut busy) = (Money::ZERO, 0);
+    for (_, _, cpu, price, charged, dir) in &rows {
+        let (cpu, charged) = (cpu.unwrap(), Money::from_cents(charged.unwrap_or_default()));
+        assert_eq!(Some(charged), Money::from_credits_f64_ceil(price * cpu), "{rows:?}");
+        let job = Path::new(dir).file_name().unwrap().to_string_lossy().into_owned();
+        if job.starts_with("1-") || job.starts_with("2-") {
+            assert!(cpu > 0.5 && charged > Money::ZERO, "busy job {job} ran 1.5 s: {rows:?}");
+            busy += 1;
+        }
+        spent = spent + charged;
+    }
+    assert_eq!(busy, 2, "{rows:?}");
+    assert_eq!(store.spent(exp.parse().unwrap()).unwrap(), spent);
 }
+
+/// A cancelled attempt as recorded: state, message, CPU, price, charged (cents), directory.
+type CancelledAttempt = (String, Option<String>, Option<f64>, f64, Option<i64>, String);
 
 #[test]
 fn a_killed_engine_resumes_watching_its_slurm_jobs_without_submitting_them_again() {
