@@ -145,6 +145,9 @@ struct SlurmJob {
     started: bool,
     /// When the server first said to stop it (see `SLURM_KILL_GRACE`).
     kill_asked: Option<Instant>,
+    /// The CPU its processes had used before they were moved into its group, where they ran
+    /// in Slurm's groups alone (`slurm::keep_in_group`): part of its bill.
+    before_group: f64,
 }
 
 /// The server stops a Slurm job with scancel, so that Slurm records it as cancelled; the agent
@@ -1263,7 +1266,13 @@ impl Agent {
                 dir,
                 watched,
                 timed_out: None,
-                slurm: Some(SlurmJob { id, procs, started: since.is_some(), kill_asked: None }),
+                slurm: Some(SlurmJob {
+                    id,
+                    procs,
+                    started: since.is_some(),
+                    kill_asked: None,
+                    before_group: 0.0,
+                }),
             },
         );
         // Its processes join its group at once, not a period later.
@@ -1301,15 +1310,24 @@ impl Agent {
             };
             if let Some(procs) = &sj.procs {
                 let moved = crate::slurm::keep_in_group(procs, &pids);
-                if moved > 0 {
-                    tracing::debug!(job, slurm_job = sj.id, moved, "processes moved into the job's group");
+                sj.before_group += moved.cpu_before;
+                if moved.processes > 0 {
+                    tracing::debug!(
+                        job,
+                        slurm_job = sj.id,
+                        moved = moved.processes,
+                        cpu_before = moved.cpu_before,
+                        "processes moved into the job's group"
+                    );
                 }
             }
+            let before = sj.before_group;
             let cpu = sj
                 .procs
                 .as_deref()
                 .and_then(Path::parent)
                 .and_then(crate::slurm::group_cpu)
+                .map(|in_group| in_group + before)
                 .unwrap_or_else(|| crate::slurm::pids_cpu(&pids));
             r.cpu = r.cpu.max(cpu);
             if !state.is_some_and(crate::slurm::active) {

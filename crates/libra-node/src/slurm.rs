@@ -104,19 +104,31 @@ pub fn active(state: &str) -> bool {
     )
 }
 
-/// Moves the processes not yet there into the job's group (`procs`: its cgroup.procs file).
-/// Returns how many moved.
-pub fn keep_in_group(procs: &Path, pids: &[i32]) -> usize {
+/// What `keep_in_group` moved: how many processes, and the CPU they had used before (their own
+/// and their reaped children's), which the group's count does not hold.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Moved {
+    pub processes: usize,
+    pub cpu_before: f64,
+}
+
+/// Moves the processes not yet there into the job's group (`procs`: its cgroup.procs file), and
+/// says what CPU they had used outside it: a job's first seconds, before the agent first
+/// adopts its processes, ran in Slurm's groups, and the job's bill must hold them.
+pub fn keep_in_group(procs: &Path, pids: &[i32]) -> Moved {
     let inside: std::collections::HashSet<i32> = std::fs::read_to_string(procs)
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
         .collect();
-    let mut moved = 0;
+    let mut moved = Moved::default();
     for pid in pids.iter().filter(|p| !inside.contains(p)) {
+        // Read before the move: what it uses between the two is counted nowhere, never twice.
+        let before = crate::proc::cpu_seconds(*pid).unwrap_or(0.0);
         // A process that ended since it was listed cannot be moved: nothing lost.
         if std::fs::write(procs, pid.to_string()).is_ok() {
-            moved += 1;
+            moved.processes += 1;
+            moved.cpu_before += before;
         }
     }
     moved
@@ -144,5 +156,37 @@ mod tests {
         let s = parse_states("17|RUNNING\n18|COMPLETED\n");
         assert_eq!(s.get(&17).map(String::as_str), Some("RUNNING"));
         assert!(!active(&s[&18]) && active(&s[&17]));
+    }
+
+    /// A process moved into a job's group brings the CPU it had used before (counted once: a
+    /// process already inside is not counted again).
+    #[test]
+    fn a_process_moved_into_the_group_brings_the_cpu_it_used_before() {
+        let dir = tempfile::tempdir().unwrap();
+        // A plain file stands for cgroup.procs: a write names the process moved.
+        let procs = dir.path().join("cgroup.procs");
+        std::fs::write(&procs, "").unwrap();
+        let mut busy = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 60"])
+            .spawn()
+            .unwrap();
+        let pid = busy.id() as i32;
+        let t0 = std::time::Instant::now();
+        // Until its busy loop is over (it has become `sleep`).
+        while !std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .starts_with("sleep")
+        {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the busy loop did not end");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let used = crate::proc::cpu_seconds(pid).unwrap();
+        assert!(used > 0.05, "{used}");
+        let moved = keep_in_group(&procs, &[pid]);
+        assert_eq!(moved.processes, 1);
+        assert!((moved.cpu_before - used).abs() < 0.02, "{moved:?} against {used}");
+        assert_eq!(keep_in_group(&procs, &[pid]), Moved::default(), "moved again");
+        busy.kill().unwrap();
+        busy.wait().unwrap();
     }
 }

@@ -77,15 +77,32 @@ fn start_slurm_agent(cl: &mut Cluster, name: &str) {
 }
 
 /// A CPU-bound job that runs for `secs` of wall-clock time.
+/// A job busy for `secs` seconds of wall time, which then prints "done" and the CPU it used
+/// (`times`: its own and its children's, user and system).
 fn busy(dir: &Path, estimate: f64, deadline: f64, budget: i64, secs: u32) -> SubmitRequest {
-    let script =
-        format!("end=$(( $(date +%s) + {secs} )); while [ $(date +%s) -lt $end ]; do :; done; echo done");
+    let script = format!(
+        "end=$(( $(date +%s) + {secs} )); while [ $(date +%s) -lt $end ]; do :; done; echo done; times"
+    );
     let mut r = SubmitRequest::new(
         JobSpec::simple(estimate, deadline, Money::from_credits(budget)),
         vec!["sh".into(), "-c".into(), script],
     );
     r.workdir = Some(dir.display().to_string());
     r
+}
+
+/// The sum of the times `times` printed (`1m2.5s` or `0m0.010000s` each).
+fn times_total(out: &str) -> f64 {
+    let lines: Vec<&str> = out.lines().skip_while(|l| !l.contains("done")).skip(1).collect();
+    let total: Option<f64> = lines
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .map(|t| {
+            let (m, s) = t.strip_suffix('s')?.split_once('m')?;
+            Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+        })
+        .sum();
+    total.filter(|_| lines.len() == 2).unwrap_or_else(|| panic!("no `times` in the job's output: {out}"))
 }
 
 fn charges(c: &Client, job: u64) -> usize {
@@ -252,6 +269,15 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     assert_eq!(carol.balance().unwrap().held, Money::ZERO);
     let out = std::fs::read_to_string(home.join(format!("libra-{}.out", j.id))).unwrap();
     assert!(out.contains("done"), "{out}");
+    // The CPU charged is what the job used, as the job itself counts it (`times`), its first
+    // moments included: they ran at full speed in Slurm's groups, before the agent moved its
+    // processes into the job's group and capped them (and were not charged at all).
+    let used = times_total(&out);
+    assert!(
+        done.cpu_seconds >= used - 0.15 && done.cpu_seconds <= used + 0.3,
+        "charged for {} CPU-s, used {used}: {out}",
+        done.cpu_seconds
+    );
     // The agent sent it on, as from Libra's own nodes (`libra output`).
     let sent = carol.output(j.id).unwrap();
     assert!(sent.stdout.contains("done"), "{sent:?}");
