@@ -681,12 +681,18 @@ fn a_kept_job_whose_keeper_is_killed_from_outside_stops_and_pays_and_never_runs_
         assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
     };
 
+    // A sweep of its own (database under `name`), its engine running its job (`pid`).
+    let started = |name: &str| {
+        let db = dir.path().join(name).join("broker.db");
+        let exp = detached(dir.path(), &db, "1000");
+        let spinners = SweepSpinners(db.clone());
+        let engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+        let pid = job_pids(&db, 1)[0];
+        (db, exp, spinners, engine, pid)
+    };
+
     // With its engine running: it hears the keeper end, and stops what it left.
-    let db = dir.path().join("live").join("broker.db");
-    let exp = detached(dir.path(), &db, "1000");
-    let _spinners = SweepSpinners(db.clone());
-    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
-    let pid = job_pids(&db, 1)[0];
+    let (db, exp, _spinners, mut engine, pid) = started("live");
     std::thread::sleep(Duration::from_millis(1000));
     kill9(keeper_of_only_attempt(&db));
     gone_within(pid, 10);
@@ -694,11 +700,7 @@ fn a_kept_job_whose_keeper_is_killed_from_outside_stops_and_pays_and_never_runs_
     the_attempt(&db, &exp);
 
     // With no engine: the keeper killed after the engine was, then `libra sweep resume`.
-    let db = dir.path().join("dead").join("broker.db");
-    let exp = detached(dir.path(), &db, "1000");
-    let _spinners2 = SweepSpinners(db.clone());
-    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
-    let pid = job_pids(&db, 1)[0];
+    let (db, exp, _spinners2, mut engine, pid) = started("dead");
     std::thread::sleep(Duration::from_millis(1000));
     engine.kill().unwrap();
     engine.wait().unwrap();
@@ -711,11 +713,7 @@ fn a_kept_job_whose_keeper_is_killed_from_outside_stops_and_pays_and_never_runs_
     the_attempt(&db, &exp);
 
     // With no engine, then a cancel: what the dead keeper left is stopped with the sweep.
-    let db = dir.path().join("cancelled").join("broker.db");
-    let exp = detached(dir.path(), &db, "1000");
-    let _spinners3 = SweepSpinners(db.clone());
-    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
-    let pid = job_pids(&db, 1)[0];
+    let (db, exp, _spinners3, mut engine, pid) = started("cancelled");
     engine.kill().unwrap();
     engine.wait().unwrap();
     kill9(keeper_of_only_attempt(&db));

@@ -16,21 +16,22 @@ struct Proc {
     pgrp: i32,
 }
 
+/// The processes `/proc` lists now: each pid, with its directory there.
+fn listed() -> impl Iterator<Item = (i32, std::fs::DirEntry)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse::<i32>().ok()?, e)))
+}
+
 /// Every process `/proc` shows now, by pid (one that ends while it is read is left out).
 fn processes() -> HashMap<i32, Proc> {
-    let mut all = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return all;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if let Some(p) = std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(parse_stat) {
-            all.insert(pid, p);
-        }
-    }
-    all
+    listed()
+        .filter_map(|(pid, e)| {
+            Some((pid, std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(parse_stat)?))
+        })
+        .collect()
 }
 
 /// The parent and group from a `stat` line: `pid (comm) state ppid pgrp ...`, where `comm` may
@@ -71,13 +72,7 @@ fn by_key(var: &str, value: &str) -> Vec<(i32, u64)> {
     let (me, uid) = unsafe { (libc::getpid(), libc::geteuid()) };
     let want = format!("{var}={value}");
     let mut found = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
+    for (pid, e) in listed() {
         // Only our own user's: never another user's process that claims the key.
         if pid == me || e.metadata().map_or(true, |m| m.uid() != uid) {
             continue;
