@@ -768,3 +768,79 @@ fn a_cancelled_sweeps_job_whose_keeper_hung_is_killed_and_paid_for() {
     assert_eq!(Some(charged), libra_core::Money::from_credits_f64_ceil(price * cpu));
     assert_eq!(store.spent(exp.parse().unwrap()).unwrap(), charged);
 }
+
+/// The engine finds a dead keeper's job by the attempt's key in its processes' environment. A
+/// stranger's process that claims the key (another Unix account's, one that has made itself not
+/// dumpable, which some kernels show as root's in `/proc`) is neither killed nor billed to the
+/// sweep.
+#[test]
+fn a_strangers_process_claiming_a_lost_keepers_key_is_neither_killed_nor_billed() {
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: no second account to attack from, not tested");
+        return;
+    }
+    let Some(stranger) = common::Account::create(&format!("lsk{}", std::process::id() % 100_000)) else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"echo $$$$ > pid; while :; do :; done\"\nendtask\n";
+    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
+    std::fs::write(dir.path().join("res.toml"), res).unwrap();
+    let db = dir.path().join("db").join("broker.db");
+    let exp = detached(dir.path(), &db, "1000");
+    let _spinners = SweepSpinners(db.clone());
+    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    let pid = job_pids(&db, 1)[0];
+    let keeper = keeper_of_only_attempt(&db);
+    let env = std::fs::read(format!("/proc/{keeper}/environ")).unwrap();
+    let claim = env
+        .split(|b| *b == 0)
+        .map(String::from_utf8_lossy)
+        .find(|v| v.starts_with("LIBRA_SWEEP_ATTEMPT="))
+        .expect("the keeper's key")
+        .into_owned();
+
+    // The stranger's process: the key in its environment, busy, then not dumpable (prctl
+    // PR_SET_DUMPABLE 0, by perl's syscall, which Debian always has), then asleep.
+    #[cfg(target_arch = "x86_64")]
+    const PRCTL: u32 = 157;
+    #[cfg(not(target_arch = "x86_64"))]
+    const PRCTL: u32 = 167;
+    let script = format!(
+        "$| = 1; for (1..2000000) {{}} syscall({PRCTL}, 4, 0, 0, 0, 0); print \"ready $$\\n\"; sleep 120"
+    );
+    let mut theirs = Command::new("runuser")
+        .args(["-u", &stranger.name, "--", "env", &claim, "perl", "-e", &script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(theirs.stdout.take().unwrap()), &mut ready)
+        .unwrap();
+    let their_pid: i32 = ready
+        .trim()
+        .strip_prefix("ready ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the stranger's process did not start: {ready:?}"));
+
+    std::thread::sleep(Duration::from_millis(800));
+    // SAFETY: the keeper this test's sweep started.
+    assert_eq!(unsafe { libc::kill(keeper, libc::SIGKILL) }, 0);
+    ends_within(&mut engine, 30, "the engine");
+    assert!(!spinning(pid), "the job runs on without its keeper");
+    // SAFETY: signal 0 only asks whether the stranger's process, which this test started, lives.
+    let alive = unsafe { libc::kill(their_pid, 0) } == 0;
+    // SAFETY: the stranger's process this test started (its runuser, our child, waits for it:
+    // the pid is still its).
+    unsafe {
+        libc::kill(their_pid, libc::SIGKILL);
+    }
+    let _ = theirs.wait();
+    assert!(alive, "the stranger's process was killed as the sweep's job");
+    let store = Store::open(&db).unwrap();
+    let message: String = store.conn.query_row("SELECT message FROM attempts", [], |r| r.get(0)).unwrap();
+    assert!(message.contains("the 1 process(es) its job left running were killed"), "{message}");
+}

@@ -81,11 +81,24 @@ fn by_key(var: &str, value: &str) -> Vec<(i32, u64)> {
         if !env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
             continue;
         }
+        // The directory of a process that made itself not dumpable is root's whoever runs it:
+        // its real and effective ids must be ours too.
+        let status = std::fs::read_to_string(e.path().join("status")).unwrap_or_default();
+        if !ids_are(&status, uid) {
+            continue;
+        }
         if let Some(t) = std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(cpu_ticks) {
             found.push((pid, t));
         }
     }
     found
+}
+
+/// Whether the real and effective user ids of a `/proc/PID/status` text are both `uid`.
+fn ids_are(status: &str, uid: u32) -> bool {
+    let Some(line) = status.lines().find_map(|l| l.strip_prefix("Uid:")) else { return false };
+    let ids: Vec<Option<u32>> = line.split_whitespace().take(2).map(|v| v.parse().ok()).collect();
+    ids == [Some(uid), Some(uid)]
 }
 
 /// SIGKILL to every process of this user whose environment holds `var=value` (an attempt's
@@ -176,6 +189,15 @@ mod tests {
         let p = parse_stat("4242 (a (b) c) S 17 4240 4240 0 -1 4194560").unwrap();
         assert_eq!((p.ppid, p.pgrp), (17, 4240));
         assert!(parse_stat("4242 (truncated").is_none());
+    }
+
+    #[test]
+    fn a_process_is_ours_when_its_real_and_effective_ids_are() {
+        let status = |ids: &str| format!("Name:\tsh\nState:\tS (sleeping)\nUid:\t{ids}\nGid:\t0\t0\t0\t0\n");
+        assert!(ids_are(&status("1000\t1000\t1000\t1000"), 1000));
+        assert!(!ids_are(&status("1001\t1000\t1000\t1000"), 1000), "someone else's, setuid to us");
+        assert!(!ids_are(&status("1000\t0\t0\t0"), 1000), "ours, setuid to another");
+        assert!(!ids_are("Name:\tsh\n", 1000));
     }
 
     #[test]
