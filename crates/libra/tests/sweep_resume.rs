@@ -734,7 +734,8 @@ type FailedAttempt = (String, Option<f64>, f64, Option<i64>, Option<String>);
 /// A cancel whose keeper does not stop its job (the keeper hung: stopped here with SIGSTOP, and
 /// the job ignores SIGTERM): 5 s later the engine kills the keeper, then the job's processes,
 /// after reading the CPU they used, which the sweep pays (the job used to be killed with its
-/// keeper, its CPU not known and not paid).
+/// keeper, its CPU not known and not paid). The same for a keeper the engine took up from the
+/// one before it (killed with -9 here).
 #[test]
 fn a_cancelled_sweeps_job_whose_keeper_hung_is_killed_and_paid_for() {
     let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"echo $$$$ > pid; trap '' TERM; while :; do :; done\"\nendtask\n";
@@ -742,31 +743,41 @@ fn a_cancelled_sweeps_job_whose_keeper_hung_is_killed_and_paid_for() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
     std::fs::write(dir.path().join("res.toml"), res).unwrap();
-    let db = dir.path().join("db").join("broker.db");
-    let exp = detached(dir.path(), &db, "1000");
-    let _spinners = SweepSpinners(db.clone());
-    let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
-    let pid = job_pids(&db, 1)[0];
-    // SAFETY: a keeper this test's sweep started.
-    assert_eq!(unsafe { libc::kill(keeper_of_only_attempt(&db), libc::SIGSTOP) }, 0);
-    let c = sweep(&db).args(["cancel", &exp]).output().unwrap();
-    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
-    ends_within(&mut engine, 30, "the engine");
-    assert!(!spinning(pid), "job process {pid} runs on after its sweep was cancelled");
-    let store = Store::open(&db).unwrap();
-    let (state, message, cpu, price, charged): (String, Option<String>, Option<f64>, f64, Option<i64>) =
-        store
-            .conn
-            .query_row("SELECT state, message, cpu, price, charged_cents FROM attempts", [], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .unwrap();
-    assert_eq!((state.as_str(), message.as_deref()), ("lost", Some("cancelled")));
-    let cpu = cpu.expect("the CPU of the job whose keeper hung is not recorded");
-    assert!(cpu > 1.0, "it ran 5 s after the cancel: {cpu}");
-    let charged = libra_core::Money::from_cents(charged.unwrap_or_default());
-    assert_eq!(Some(charged), libra_core::Money::from_credits_f64_ceil(price * cpu));
-    assert_eq!(store.spent(exp.parse().unwrap()).unwrap(), charged);
+    for taken_up in [false, true] {
+        let db = dir.path().join(format!("taken-up-{taken_up}")).join("broker.db");
+        let exp = detached(dir.path(), &db, "1000");
+        let _spinners = SweepSpinners(db.clone());
+        let mut engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+        let pid = job_pids(&db, 1)[0];
+        if taken_up {
+            engine.kill().unwrap();
+            engine.wait().unwrap();
+            engine = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+            // Taken up: its heartbeat is the new engine's.
+            std::thread::sleep(Duration::from_millis(1500));
+            assert!(engine.try_wait().unwrap().is_none(), "the resumed engine ended");
+        }
+        // SAFETY: a keeper this test's sweep started.
+        assert_eq!(unsafe { libc::kill(keeper_of_only_attempt(&db), libc::SIGSTOP) }, 0);
+        let c = sweep(&db).args(["cancel", &exp]).output().unwrap();
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+        ends_within(&mut engine, 30, "the engine");
+        assert!(!spinning(pid), "job process {pid} runs on after its sweep was cancelled");
+        let store = Store::open(&db).unwrap();
+        let (state, message, cpu, price, charged): (String, Option<String>, Option<f64>, f64, Option<i64>) =
+            store
+                .conn
+                .query_row("SELECT state, message, cpu, price, charged_cents FROM attempts", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
+                .unwrap();
+        assert_eq!((state.as_str(), message.as_deref()), ("lost", Some("cancelled")), "taken up: {taken_up}");
+        let cpu = cpu.expect("the CPU of the job whose keeper hung is not recorded");
+        assert!(cpu > 1.0, "it ran 5 s after the cancel: {cpu} (taken up: {taken_up})");
+        let charged = libra_core::Money::from_cents(charged.unwrap_or_default());
+        assert_eq!(Some(charged), libra_core::Money::from_credits_f64_ceil(price * cpu));
+        assert_eq!(store.spent(exp.parse().unwrap()).unwrap(), charged);
+    }
 }
 
 /// The engine finds a dead keeper's job by the attempt's key in its processes' environment. A

@@ -131,6 +131,21 @@ pub fn stop_by_key(var: &str, value: &str) -> Stopped {
     Stopped { processes: signalled.len(), cpu: ticks as f64 / hz }
 }
 
+/// SIGKILL to each process `/proc` shows in process group `group`, by its pid: what is left of a
+/// dead keeper's group (its job's processes without the key in their environment) once that
+/// keeper was not our child, so that its group's id may no longer be its own to signal.
+pub fn kill_group_members(group: i32) -> usize {
+    let members: Vec<i32> =
+        processes().into_iter().filter(|(_, p)| p.pgrp == group).map(|(pid, _)| pid).collect();
+    for &pid in &members {
+        // SAFETY: a process seen just now in the dead keeper's group.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    members.len()
+}
+
 /// What to kill, seen from process `me` in group `group`: its descendants (in any group: one
 /// that left for a session of its own is still the job's), and, when `me` leads its group, the
 /// other members of the group (the job's processes whose parents ended before them).

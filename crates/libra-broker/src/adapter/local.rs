@@ -11,7 +11,7 @@ use super::{
     read_outcome_file, write_marker, write_outcome_file, AdapterError, Launch, Outcome, ResourceAdapter,
 };
 use crate::plan::{substitute, Command, ExecKind, FileRef, Loc, Plan, Step, Stream, Vars};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -130,9 +130,9 @@ pub struct Local {
     children: Arc<Children>,
     node_started: bool,
     keeper: Option<PathBuf>,
-    /// Running keepers (each the leader of its own process group), and whether this adapter
-    /// started it (else a resumed engine adopted it).
-    keepers: Arc<Mutex<HashMap<i32, bool>>>,
+    /// Running keepers (each the leader of its own process group): those this adapter started
+    /// and those it took up from an engine before it.
+    keepers: Arc<Mutex<HashSet<i32>>>,
 }
 
 impl Local {
@@ -188,7 +188,7 @@ impl Local {
             cmd.spawn().map_err(|e| err(format!("cannot start the keeper {}: {e}", exe.display())))?;
         let pid = child.id() as i32;
         if let Ok(mut k) = self.keepers.lock() {
-            k.insert(pid, true);
+            k.insert(pid);
         }
         let keepers = self.keepers.clone();
         std::thread::spawn(move || {
@@ -383,7 +383,7 @@ impl ResourceAdapter for Local {
         if let Some(pid) = live_keeper(&l.dir, &l.key) {
             // Not our child: its end is seen by looking, and its outcome read from its directory.
             if let Ok(mut k) = self.keepers.lock() {
-                k.insert(pid, false);
+                k.insert(pid);
             }
             let keepers = self.keepers.clone();
             std::thread::spawn(move || {
@@ -393,8 +393,11 @@ impl ResourceAdapter for Local {
                 if let Ok(mut k) = keepers.lock() {
                     k.remove(&pid);
                 }
-                let o = read_outcome_file(&l.dir)
-                    .unwrap_or_else(|| keeper_lost(&l, "the keeper ended without recording an outcome").0);
+                let o = read_outcome_file(&l.dir).unwrap_or_else(|| {
+                    let (o, _) = keeper_lost(&l, "the keeper ended without recording an outcome");
+                    super::descendants::kill_group_members(pid);
+                    o
+                });
                 let _ = done.send(Outcome { attempt: l.attempt, resource: l.resource, ..o });
             });
             return Ok(true);
@@ -466,20 +469,17 @@ impl ResourceAdapter for Local {
     }
 
     /// SIGKILL to every command, and to every keeper still running (one that did not stop its
-    /// job after the cancel). A keeper this adapter started is killed alone: its thread then
-    /// reads the CPU its job used, which the sweep pays, before it kills the job
-    /// (`keeper_lost`); an adopted one is killed with its whole group, unpaid (its pid could be
-    /// another process's by the time its end is seen).
+    /// job after the cancel), alone: its thread then reads the CPU its job used, which the sweep
+    /// pays, before it kills the job (`keeper_lost`) and what is left of its group.
     fn kill_all(&mut self) {
         self.children.stop(libc::SIGKILL);
         if let Ok(k) = self.keepers.lock() {
-            for (&pid, &own) in k.iter() {
-                let target = if own { pid } else { -pid };
+            for &pid in k.iter() {
                 // SAFETY: a keeper this adapter started (not yet seen ended: its thread takes it
-                // out of the set first) or adopted (checked against the attempt's key), or the
-                // group it leads.
+                // out of the set first) or adopted (checked against the attempt's key when
+                // taken up, and out of the set within 200 ms of its end).
                 unsafe {
-                    libc::kill(target, libc::SIGKILL);
+                    libc::kill(pid, libc::SIGKILL);
                 }
             }
         }
@@ -490,7 +490,7 @@ impl Local {
     fn signal(&self, signal: libc::c_int) {
         self.children.stop(signal);
         if let Ok(k) = self.keepers.lock() {
-            for &pid in k.keys() {
+            for &pid in k.iter() {
                 // SAFETY: the process group of a keeper this adapter started or adopted (its
                 // pid was checked against the attempt's key).
                 unsafe {
