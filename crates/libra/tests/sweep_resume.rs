@@ -640,8 +640,9 @@ fn ends_within(child: &mut std::process::Child, secs: u64, what: &str) -> std::p
 /// running and with none: the processes the job left running are killed, not left to run on
 /// beside the job's next attempt (they used to run for ever, unpaid), and the attempt is a
 /// failure that pays for the CPU they used; with no engine, the next one does this rather than
-/// take the attempt for lost and run the job again beside them; and a cancel with no engine stops
-/// them too.
+/// take the attempt for lost and run the job again beside them (also when the engine that killed
+/// them is killed itself before it records the attempt); and a cancel with no engine stops them
+/// too.
 #[test]
 fn a_kept_job_whose_keeper_is_killed_from_outside_stops_and_pays_and_never_runs_twice() {
     let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"echo $$$$ > pid; while :; do :; done\"\nendtask\n";
@@ -710,6 +711,26 @@ fn a_kept_job_whose_keeper_is_killed_from_outside_stops_and_pays_and_never_runs_
     let mut resumed = sweep(&db).args(["resume", &exp]).spawn().unwrap();
     ends_within(&mut resumed, 60, "the resumed engine");
     assert!(!spinning(pid), "job process {pid} runs on after the sweep ended");
+    the_attempt(&db, &exp);
+
+    // The engine killed (-9) the instant it says it killed what the keeper left: the next one
+    // finds the attempt's CPU recorded, rather than taking it for lost and running it again.
+    let db = dir.path().join("engine-killed").join("broker.db");
+    let exp = detached(dir.path(), &db, "1000");
+    let _spinners4 = SweepSpinners(db.clone());
+    let mut engine = sweep(&db).args(["resume", &exp]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let pid = job_pids(&db, 1)[0];
+    let said = engine.stderr.take().unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    kill9(keeper_of_only_attempt(&db));
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(said));
+    let line = lines.find(|l| l.as_ref().is_ok_and(|l| l.contains("left running were killed")));
+    engine.kill().unwrap();
+    engine.wait().unwrap();
+    assert!(line.is_some(), "the engine never said it killed the job");
+    assert!(!spinning(pid), "job process {pid} runs on without its keeper");
+    let mut resumed = sweep(&db).args(["resume", &exp]).spawn().unwrap();
+    ends_within(&mut resumed, 60, "the resumed engine");
     the_attempt(&db, &exp);
 
     // With no engine, then a cancel: what the dead keeper left is stopped with the sweep.

@@ -260,7 +260,6 @@ fn keeper_lost(l: &Launch, how: &str) -> (Outcome, usize) {
             "; the {} process(es) its job left running were killed, having used {:.2} CPU-s",
             s.processes, s.cpu
         ));
-        tracing::warn!(attempt = l.attempt, processes = s.processes, cpu = s.cpu, "{message}");
     }
     let o = Outcome {
         attempt: l.attempt,
@@ -273,6 +272,15 @@ fn keeper_lost(l: &Launch, how: &str) -> (Outcome, usize) {
         rejected: false,
         billed: None,
     };
+    if s.processes > 0 {
+        // Recorded where the keeper would have: an engine killed before it records the attempt
+        // leaves the next one the CPU paid for (the processes are gone: nothing else knows it)
+        // instead of an attempt taken for lost and run again.
+        if let Err(e) = write_outcome_file(&l.dir, &o) {
+            tracing::warn!(attempt = l.attempt, "recording the outcome in {}: {e}", l.dir.display());
+        }
+        tracing::warn!(attempt = l.attempt, processes = s.processes, cpu = s.cpu, "{}", o.message);
+    }
     (o, s.processes)
 }
 
