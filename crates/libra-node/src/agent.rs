@@ -140,14 +140,14 @@ struct SlurmJob {
     id: u64,
     /// The job's group's cgroup.procs (None: the enforcer has no groups).
     procs: Option<PathBuf>,
+    /// Its accounting group's cgroup.procs, where `cpuacct` is mounted apart from `cpu`
+    /// (`cpu_account`): the CPU group does not count there.
+    counted: Option<PathBuf>,
     /// Slurm has started it: reported to the server from then on (a job still pending in
     /// Slurm's queue is not running yet, whatever the server has decided).
     started: bool,
     /// When the server first said to stop it (see `SLURM_KILL_GRACE`).
     kill_asked: Option<Instant>,
-    /// The CPU its processes had used before they were moved into its group, where they ran
-    /// in Slurm's groups alone (`slurm::keep_in_group`): part of its bill.
-    before_group: f64,
 }
 
 /// The server stops a Slurm job with scancel, so that Slurm records it as cancelled; the agent
@@ -550,6 +550,9 @@ pub struct Agent {
     scratch: Option<crate::scratch::Template>,
     /// Scratch file systems made ahead (with `scratch`, where the pool could be made).
     pool: Option<crate::scratch_pool::Pool>,
+    /// Beside slurmd: moves each Slurm job's new steps into its group as they start, and every
+    /// move's CPU from before (`slurm_steps`).
+    steps: Option<crate::slurm_steps::StepCatcher>,
 }
 
 impl Agent {
@@ -642,7 +645,12 @@ impl Agent {
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
         })?;
+        let steps = cfg
+            .slurm
+            .is_some()
+            .then(|| crate::slurm_steps::StepCatcher::start(crate::slurm_steps::FREEZER.into()));
         let mut agent = Agent {
+            steps,
             period: cfg.period.unwrap_or(2.0),
             cfg,
             client,
@@ -1232,6 +1240,20 @@ impl Agent {
                 )
             }
         };
+        // Where cpuacct is mounted apart, the CPU group counts nothing: the job's processes join
+        // an accounting group too, whose count holds its steps that have ended.
+        let counted = match &mut self.cpu_account {
+            Some(a) => a
+                .prepare(s.job)
+                .map_err(|e| {
+                    tracing::warn!(
+                        job = s.job,
+                        "its accounting group: {e}; its CPU is read from its processes"
+                    )
+                })
+                .ok(),
+            None => None,
+        };
         let owner = self.identity_for(&s).ok().flatten().map(|i| i.uid);
         if let Err(e) = std::fs::create_dir_all(&dir) {
             tracing::warn!(job = s.job, "{}: {e}", dir.display());
@@ -1266,13 +1288,7 @@ impl Agent {
                 dir,
                 watched,
                 timed_out: None,
-                slurm: Some(SlurmJob {
-                    id,
-                    procs,
-                    started: since.is_some(),
-                    kill_asked: None,
-                    before_group: 0.0,
-                }),
+                slurm: Some(SlurmJob { id, procs, started: since.is_some(), kill_asked: None, counted }),
             },
         );
         // Its processes join its group at once, not a period later.
@@ -1308,27 +1324,21 @@ impl Agent {
             } else {
                 Vec::new()
             };
-            if let Some(procs) = &sj.procs {
-                let moved = crate::slurm::keep_in_group(procs, &pids);
-                sj.before_group += moved.cpu_before;
-                if moved.processes > 0 {
-                    tracing::debug!(
-                        job,
-                        slurm_job = sj.id,
-                        moved = moved.processes,
-                        cpu_before = moved.cpu_before,
-                        "processes moved into the job's group"
-                    );
+            // Into its group (with the CPU they had used outside it, part of its bill), through
+            // the step catcher, which moves new steps' processes between these looks.
+            let groups: Vec<PathBuf> = sj.counted.iter().chain(sj.procs.iter()).cloned().collect();
+            let before = match &self.steps {
+                Some(steps) if !groups.is_empty() => {
+                    steps.follow(*job, sj.id, groups);
+                    steps.keep(*job, &pids)
                 }
-            }
-            let before = sj.before_group;
-            let cpu = sj
-                .procs
-                .as_deref()
-                .and_then(Path::parent)
-                .and_then(crate::slurm::group_cpu)
-                .map(|in_group| in_group + before)
-                .unwrap_or_else(|| crate::slurm::pids_cpu(&pids));
+                _ => 0.0,
+            };
+            // What its group counts (the accounting group's where the CPU group counts nothing).
+            let counted =
+                self.enforcer.cpu_seconds(*job).or_else(|| self.cpu_account.as_ref()?.seconds(*job));
+            let cpu =
+                counted.map(|in_group| in_group + before).unwrap_or_else(|| crate::slurm::pids_cpu(&pids));
             r.cpu = r.cpu.max(cpu);
             if !state.is_some_and(crate::slurm::active) {
                 ended.push(*job);
@@ -1336,8 +1346,14 @@ impl Agent {
         }
         for job in ended {
             let Some(r) = self.jobs.remove(&job) else { continue };
-            // Whatever is left in its group goes with it, and the group.
+            if let Some(steps) = &self.steps {
+                steps.forget(job);
+            }
+            // Whatever is left in its groups goes with it, and the groups.
             self.enforcer.remove(job);
+            if let Some(a) = &mut self.cpu_account {
+                a.remove(job);
+            }
             let output =
                 r.watched.iter().filter_map(|w| launch::chunk(w, libra_api::OUTPUT_LIMIT as u64)).collect();
             tracing::info!(job, cpu = r.cpu, "Slurm no longer runs it");

@@ -16,6 +16,7 @@ pub mod proc;
 pub mod scratch;
 pub mod scratch_pool;
 pub mod slurm;
+pub mod slurm_steps;
 pub mod stride;
 
 pub use agent::{group_name, Agent, AgentConfig, NodeError};

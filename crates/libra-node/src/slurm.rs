@@ -1,10 +1,12 @@
 //! The agent beside slurmd (`libra node --slurm`): Slurm launches the jobs, the agent adopts
 //! them. Slurm 22.05's cgroup plugins make no group in the cpu controller, so the agent keeps
-//! each job's processes (`scontrol listpids JOB NODE`, every period, so that new steps are
-//! picked up) in the job's group of its own enforcer (the same groups and quotas as jobs it
-//! starts itself), and measures the job's CPU there (cpuacct, which counts processes that have
-//! exited too). When Slurm no longer runs the job the agent reports its end with that CPU;
-//! Slurm's own completion record gives the server the exit code.
+//! each job's processes (`scontrol listpids JOB NODE` at each look, and new steps as they start,
+//! `slurm_steps`) in the job's group of its own enforcer (the same groups and quotas as jobs it
+//! starts itself), and measures the job's CPU there, or in its accounting group where `cpuacct`
+//! is mounted apart (`cpu_account`): either counts processes that have exited too, and the CPU
+//! each process had used before it was moved is added. When Slurm no longer runs the job the
+//! agent reports its end with that CPU; Slurm's own completion record gives the server the exit
+//! code.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -132,12 +134,6 @@ pub fn keep_in_group(procs: &Path, pids: &[i32]) -> Moved {
         }
     }
     moved
-}
-
-/// The CPU seconds a job's group has used, processes that exited included
-/// (`cpu_account::group_cpu`). None where the group keeps no count.
-pub fn group_cpu(group: &Path) -> Option<f64> {
-    crate::cpu_account::group_cpu(&crate::kernel::RealKernel, group)
 }
 
 /// The CPU seconds of live processes (the fallback where the group keeps no count).

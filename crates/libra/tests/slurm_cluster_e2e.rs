@@ -387,6 +387,60 @@ fn a_server_killed_between_admission_and_sbatch_or_before_recording_the_slurm_id
     assert_eq!((charges(&carol, a.id), charges(&carol, b.id)), (1, 1));
 }
 
+/// A job that does its work in short `srun` steps: each step is a new process tree under
+/// slurmstepd, outside the job's groups until the agent moves it there. Its bill holds what its
+/// steps used, as they count it themselves (`times` in each), though they have ended (where
+/// `cpuacct` is mounted apart from `cpu`, the CPU group counted nothing and a step that had ended
+/// was not billed at all: charged 0.44 CPU-s for 2.67); and its steps keep to its share but for
+/// a moment at their start (they ran at full speed until the agent's next look, up to half a
+/// second each).
+#[test]
+fn a_job_whose_work_is_in_short_srun_steps_keeps_to_its_share_and_is_charged_for_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(site) = site("slurm_cluster_e2e_steps", "libraslurm2") else { return };
+    let (carol, home) = (&site.carol, site.home.as_path());
+    // Six steps, each busy for a second of wall time or less, then its own CPU.
+    let step = "end=$(( $(date +%s) + 1 )); while [ $(date +%s) -lt $end ]; do :; done; times";
+    let script = format!("for i in 1 2 3 4 5 6; do srun --overlap -n1 sh -c '{step}'; done; echo done");
+    let run = |estimate: f64| {
+        let mut r = SubmitRequest::new(
+            JobSpec::simple(estimate, 600.0, Money::from_credits(1000)),
+            vec!["sh".into(), "-c".into(), script.clone()],
+        );
+        r.workdir = Some(home.display().to_string());
+        let j = carol.submit(&r).unwrap();
+        let done = wait_for("the job settled", 120, || carol.job(j.id).ok().filter(|j| !j.state.is_active()));
+        let out = std::fs::read_to_string(home.join(format!("libra-{}.out", j.id))).unwrap_or_default();
+        assert_eq!(done.state, JobState::Completed, "{done:?}\n{out}");
+        let mut used = 0.0;
+        for t in out.lines().flat_map(|l| l.split_whitespace()) {
+            if let Some((m, sec)) = t.strip_suffix('s').and_then(|t| t.split_once('m')) {
+                used += m.parse::<f64>().unwrap_or(0.0) * 60.0 + sec.parse::<f64>().unwrap_or(0.0);
+            }
+        }
+        (done, used, out)
+    };
+
+    // A share of 0.5: the steps use some CPU, all of it billed.
+    let (done, used, out) = run(300.0);
+    assert!(used > 1.0, "the steps were to be busy: {out}");
+    // Its steps' CPU, and a little more: the batch script's and its srun clients' own.
+    assert!(
+        done.cpu_seconds >= used - 0.3 && done.cpu_seconds <= used + 1.0,
+        "charged for {} CPU-s, its steps used {used}: {out}",
+        done.cpu_seconds
+    );
+
+    // A share of 0.05: six steps of at most a second each get at most their share of it, and
+    // the moment before the agent's step catcher moves them (50 ms; 100 allowed for a busy
+    // machine): 0.23 CPU-s when measured. At full speed until the agent's next look, as before
+    // the catcher, they used 1.48.
+    let (done, used, out) = run(30.0);
+    let most = 6.0 * (0.05 + 0.1);
+    assert!(used <= most, "its steps used {used} CPU-s, at most {most} at their share: {out}");
+    assert!(done.cpu_seconds >= used - 0.3, "charged for {} CPU-s, used {used}: {out}", done.cpu_seconds);
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
