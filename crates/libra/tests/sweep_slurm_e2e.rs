@@ -128,7 +128,7 @@ endtask
 fn a_cancelled_sweep_scancels_its_slurm_jobs() {
     let Some(slurm) = SlurmCluster::up("sweep_slurm_e2e", SlurmKnobs::default()) else { return };
     // Jobs 1 and 2 busy, the others asleep.
-    let plan = "parameter x integer range from 1 to 6 step 1\ntask main\n    shexec \"if test $x -le 2; then while :; do :; done; else sleep 120; fi\"\nendtask\n";
+    let plan = "parameter x integer range from 1 to 6 step 1\ntask main\n    shexec \"if test $x -le 2; then touch busy; while :; do :; done; else sleep 120; fi\"\nendtask\n";
     let (dir, db) = setup(plan);
 
     // First, a partition this cluster does not have: named at once, no job submitted.
@@ -169,7 +169,9 @@ fn a_cancelled_sweep_scancels_its_slurm_jobs() {
             .count();
         (ids.len() == 6 && running == 6).then_some(ids)
     });
-    // Long enough for the busy jobs to have used some CPU.
+    // The busy jobs spinning (Slurm's RUNNING comes before the job's command starts), long
+    // enough to have used some CPU.
+    wait_until("the busy jobs spinning", || (find(&root, "busy").len() == 2).then_some(()));
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let c = sweep(&db).args(["cancel", &exp]).output().unwrap();
     assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
@@ -205,7 +207,7 @@ fn a_cancelled_sweep_scancels_its_slurm_jobs() {
         assert_eq!(Some(charged), Money::from_credits_f64_ceil(price * cpu), "{rows:?}");
         let job = Path::new(dir).file_name().unwrap().to_string_lossy().into_owned();
         if job.starts_with("1-") || job.starts_with("2-") {
-            assert!(cpu > 0.5 && charged > Money::ZERO, "busy job {job} ran 1.5 s: {rows:?}");
+            assert!(cpu > 0.5 && charged > Money::ZERO, "busy job {job} spun 1.5 s: {rows:?}");
             busy += 1;
         }
         spent = spent + charged;
