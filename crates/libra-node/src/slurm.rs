@@ -142,7 +142,7 @@ pub fn pids_cpu(pids: &[i32]) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -154,19 +154,13 @@ mod tests {
         assert!(!active(&s[&18]) && active(&s[&17]));
     }
 
-    /// A process moved into a job's group brings the CPU it had used before (counted once: a
-    /// process already inside is not counted again).
-    #[test]
-    fn a_process_moved_into_the_group_brings_the_cpu_it_used_before() {
-        let dir = tempfile::tempdir().unwrap();
-        // A plain file stands for cgroup.procs: a write names the process moved.
-        let procs = dir.path().join("cgroup.procs");
-        std::fs::write(&procs, "").unwrap();
-        let mut busy = std::process::Command::new("sh")
+    /// A process that has used some CPU (a busy loop) and now sleeps, for a minute.
+    pub(crate) fn busy_then_asleep() -> std::process::Child {
+        let busy = std::process::Command::new("sh")
             .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 60"])
             .spawn()
             .unwrap();
-        let pid = busy.id() as i32;
+        let pid = busy.id();
         let t0 = std::time::Instant::now();
         // Until its busy loop is over (it has become `sleep`).
         while !std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
@@ -176,6 +170,19 @@ mod tests {
             assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the busy loop did not end");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+        busy
+    }
+
+    /// A process moved into a job's group brings the CPU it had used before (counted once: a
+    /// process already inside is not counted again).
+    #[test]
+    fn a_process_moved_into_the_group_brings_the_cpu_it_used_before() {
+        let dir = tempfile::tempdir().unwrap();
+        // A plain file stands for cgroup.procs: a write names the process moved.
+        let procs = dir.path().join("cgroup.procs");
+        std::fs::write(&procs, "").unwrap();
+        let mut busy = busy_then_asleep();
+        let pid = busy.id() as i32;
         let used = crate::proc::cpu_seconds(pid).unwrap();
         assert!(used > 0.05, "{used}");
         let moved = keep_in_group(&procs, &[pid]);

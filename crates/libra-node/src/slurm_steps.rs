@@ -216,19 +216,8 @@ mod tests {
         // A plain file stands for the agent's cgroup.procs: a write names the process moved.
         let procs = root.path().join("ours.procs");
         std::fs::write(&procs, "").unwrap();
-        let mut busy = std::process::Command::new("sh")
-            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 60"])
-            .spawn()
-            .unwrap();
+        let mut busy = crate::slurm::tests::busy_then_asleep();
         let pid = busy.id() as i32;
-        let t0 = std::time::Instant::now();
-        while !std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-            .unwrap_or_default()
-            .starts_with("sleep")
-        {
-            assert!(t0.elapsed() < Duration::from_secs(60), "the busy loop did not end");
-            std::thread::sleep(Duration::from_millis(20));
-        }
         let catcher = StepCatcher::start(root.path().to_path_buf());
         catcher.follow(5, 9, vec![procs.clone()]);
         std::fs::write(job.join("step_0").join("cgroup.procs"), format!("{pid}\n")).unwrap();
