@@ -597,6 +597,19 @@ endtask
 /// An attempt as recorded: state, CPU, price, charged (cents), directory.
 type AttemptRecord = (String, Option<f64>, f64, Option<i64>, String);
 
+/// A directory with a plan of one job running `command` (plan.pln) and a local resource of one
+/// slot at price 1 (res.toml).
+fn one_local_job(command: &str) -> tempfile::TempDir {
+    let plan = format!(
+        "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"{command}\"\nendtask\n"
+    );
+    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
+    std::fs::write(dir.path().join("res.toml"), res).unwrap();
+    dir
+}
+
 /// Kills every job of the sweep in `.0` (its database) still spinning when the test ends, the
 /// ones started after it looked included.
 struct SweepSpinners(std::path::PathBuf);
@@ -645,11 +658,7 @@ fn ends_within(child: &mut std::process::Child, secs: u64, what: &str) -> std::p
 /// too.
 #[test]
 fn a_kept_job_whose_keeper_is_killed_from_outside_stops_and_pays_and_never_runs_twice() {
-    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"echo $$$$ > pid; while :; do :; done\"\nendtask\n";
-    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
-    std::fs::write(dir.path().join("res.toml"), res).unwrap();
+    let dir = one_local_job("echo $$$$ > pid; while :; do :; done");
     let the_attempt = |db: &Path, exp: &str| {
         let store = Store::open(db).unwrap();
         let mut st =
@@ -759,11 +768,7 @@ type FailedAttempt = (String, Option<f64>, f64, Option<i64>, Option<String>);
 /// one before it (killed with -9 here).
 #[test]
 fn a_cancelled_sweeps_job_whose_keeper_hung_is_killed_and_paid_for() {
-    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"echo $$$$ > pid; trap '' TERM; while :; do :; done\"\nendtask\n";
-    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
-    std::fs::write(dir.path().join("res.toml"), res).unwrap();
+    let dir = one_local_job("echo $$$$ > pid; trap '' TERM; while :; do :; done");
     for taken_up in [false, true] {
         let db = dir.path().join(format!("taken-up-{taken_up}")).join("broker.db");
         let exp = detached(dir.path(), &db, "1000");
@@ -816,11 +821,7 @@ fn a_strangers_process_claiming_a_lost_keepers_key_is_neither_killed_nor_billed(
         eprintln!("useradd is not available: not tested");
         return;
     };
-    let plan = "parameter x integer range from 1 to 1 step 1\ntask main\n    shexec \"echo $$$$ > pid; while :; do :; done\"\nendtask\n";
-    let res = "[[resource]]\nname = \"here\"\nkind = \"local\"\nslots = 1\nprice = 1\n";
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("plan.pln"), plan).unwrap();
-    std::fs::write(dir.path().join("res.toml"), res).unwrap();
+    let dir = one_local_job("echo $$$$ > pid; while :; do :; done");
     let db = dir.path().join("db").join("broker.db");
     let exp = detached(dir.path(), &db, "1000");
     let _spinners = SweepSpinners(db.clone());
