@@ -103,33 +103,66 @@ fn ids_are(status: &str, uid: u32) -> bool {
 
 /// SIGKILL to every process of this user whose environment holds `var=value` (an attempt's
 /// key, which each process of its job inherits from the keeper), after reading the CPU it had
-/// used; looked for again until none is left (one may fork as the others are killed), at most
-/// ten rounds.
+/// used; looked for again until none is left (one may fork as the others are killed), at most ten
+/// rounds; then waited for until each has ended (at most `GONE_WITHIN`): a SIGKILL takes effect
+/// only when its process is next scheduled, and what the caller does next (record the attempt,
+/// run it again) must not meet the job still running.
 pub fn stop_by_key(var: &str, value: &str) -> Stopped {
     // SAFETY: sysconf cannot fail for this name; a nonsense answer falls back to Linux's 100.
     let hz = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
         t if t > 0 => t as f64,
         _ => 100.0,
     };
-    let mut signalled: HashSet<i32> = HashSet::new();
+    // Each process signalled, with its start time (its identity, should its pid be reused).
+    let mut signalled: HashMap<i32, Option<u64>> = HashMap::new();
     let mut ticks = 0u64;
+    let t0 = std::time::Instant::now();
     for _ in 0..10 {
         let new: Vec<(i32, u64)> =
-            by_key(var, value).into_iter().filter(|(p, _)| !signalled.contains(p)).collect();
+            by_key(var, value).into_iter().filter(|(p, _)| !signalled.contains_key(p)).collect();
         if new.is_empty() {
             break;
         }
         for (pid, t) in new {
+            let start = stat_of(pid).and_then(|l| started_at(&l));
             // SAFETY: a process of this user carrying the attempt's key: the job's own.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
             }
-            signalled.insert(pid);
+            signalled.insert(pid, start);
             ticks += t;
         }
     }
+    while signalled.iter().any(|(&pid, &start)| running(pid, start)) && t0.elapsed() < GONE_WITHIN {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     Stopped { processes: signalled.len(), cpu: ticks as f64 / hz }
 }
+
+/// The `stat` line of process `pid`, if it is there.
+fn stat_of(pid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
+}
+
+/// When a process started (`starttime`, field 22 of its `stat` line), in ticks since boot.
+fn started_at(line: &str) -> Option<u64> {
+    let rest = &line[line.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether process `pid`, which started at `start`, has not yet ended: it is listed, is not a
+/// zombie (ended, waiting to be reaped), and is the same process (not a new one with its pid).
+fn running(pid: i32, start: Option<u64>) -> bool {
+    let Some(line) = stat_of(pid) else { return false };
+    let Some(state) = line.rfind(')').and_then(|i| line[i + 1..].split_whitespace().next()) else {
+        return false;
+    };
+    !matches!(state, "Z" | "X" | "x") && started_at(&line) == start
+}
+
+/// How long `stop_by_key` waits for the processes it killed to be gone: a SIGKILL is final, so
+/// this bounds only a process stuck in the kernel (uninterruptible sleep on a dead disk).
+const GONE_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// SIGKILL to each process `/proc` shows in process group `group`, by its pid: what is left of a
 /// dead keeper's group (its job's processes without the key in their environment) once that
@@ -219,6 +252,7 @@ mod tests {
     fn the_cpu_of_a_stat_line_is_its_own_and_its_reaped_childrens() {
         let line = "4242 (a (b) c) R 17 4240 4240 0 -1 4194560 10 0 0 0 150 30 7 3 20 0 1 0 55";
         assert_eq!(cpu_ticks(line), Some(190));
+        assert_eq!(started_at(line), Some(55), "field 22");
         assert_eq!(cpu_ticks("4242 (x) R 17 4240 4240 0 -1 4194560 10 0 0 0 150 30"), None);
     }
 
@@ -246,8 +280,10 @@ mod tests {
         let s = stop_by_key("LIBRA_TEST_KEY", &key);
         assert_eq!(s.processes, 1, "{s:?}");
         assert!(s.cpu >= 0.05, "{s:?}");
+        // Gone when it returns, not only signalled.
+        let ended = keyed.try_wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(keyed.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(ended.map(|e| e.signal()), Some(Some(libc::SIGKILL)), "still running once stopped");
         assert!(other.try_wait().unwrap().is_none(), "a process without the key was killed");
         other.kill().unwrap();
         other.wait().unwrap();
