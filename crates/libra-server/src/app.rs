@@ -108,6 +108,9 @@ pub struct NodeRt {
     pub shares: Vec<NodeJobShare>,
     /// The SHA-256 digest of the node's own credential (None: not yet minted, or forgotten).
     pub cred_hash: Option<String>,
+    /// The credential was minted on joining and the node has not presented it yet: the join
+    /// token may replace it (its agent never got it, or died before saving it).
+    pub cred_unused: bool,
     /// Why it is drained, when someone said (`NodeInfo::drain_reason`).
     pub drain_reason: Option<String>,
 }
@@ -380,6 +383,7 @@ impl Inner {
                 last_seen: now,
                 shares: Vec::new(),
                 cred_hash: n.cred_hash,
+                cred_unused: n.cred_unused,
                 drain_reason: n.drain_reason,
             };
             nodes.insert(n.name, rt);

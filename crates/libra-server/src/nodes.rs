@@ -35,9 +35,11 @@ pub fn node_spec(name: &str, cpus: f64, mem_mb: u64, price_base: f64) -> NodeSpe
 impl Inner {
     /// Admits a node. `joining` says the caller presented the cluster's join token, `digest` is
     /// the SHA-256 digest of whatever secret it presented. The join token admits only a name
-    /// that has no credential (a new node, or one an administrator forgot); a known node proves
-    /// itself with its own credential. Returns the credential minted for a node admitted by the
-    /// join token (sent to it once; only its digest is kept).
+    /// that has no credential (a new node, or one an administrator forgot), or whose credential
+    /// was minted and never presented (the answer that carried it was lost, or the agent died
+    /// before saving it: without this the name would be locked until an administrator forgot
+    /// it); a known node proves itself with its own credential. Returns the credential minted for
+    /// a node admitted by the join token (sent to it once; only its digest is kept).
     pub fn register_node(
         &mut self,
         r: &RegisterRequest,
@@ -46,12 +48,24 @@ impl Inner {
         default_price: f64,
         now: f64,
     ) -> Result<Option<String>, ApiError> {
-        let stored = self.nodes.get(&r.name).and_then(|rt| rt.cred_hash.clone());
+        let known = self.nodes.get(&r.name);
+        let stored = known.and_then(|rt| rt.cred_hash.clone());
+        let unused = known.is_some_and(|rt| rt.cred_unused);
         let minted = match stored {
-            Some(h) if crate::auth::same_secret(&h, digest) => None,
+            Some(h) if crate::auth::same_secret(&h, digest) => {
+                self.credential_used(&r.name)?;
+                None
+            }
+            Some(_) if joining && unused => {
+                tracing::warn!(
+                    node = %r.name,
+                    "the node joins again before it ever used the credential minted for it (its agent did not get it, or died before saving it): a new one replaces it"
+                );
+                Some(crate::auth::new_token())
+            }
             Some(_) if joining => {
                 return Err(ApiError::Forbidden(format!(
-                    "forbidden: node '{0}' is already registered with a credential of its own, and the join token only admits new nodes. \
+                    "forbidden: node '{0}' is already registered with a credential of its own, which it has used, and the join token only admits new nodes. \
                      Its agent reads the credential from node.credential in its work directory; if that is lost (the machine was \
                      reinstalled), an administrator runs `libra admin node forget {0}` and the agent joins again",
                     r.name
@@ -114,6 +128,7 @@ impl Inner {
                 rt.last_seen = now;
                 if minted_hash.is_some() {
                     rt.cred_hash = minted_hash;
+                    rt.cred_unused = true;
                 }
                 if (self.cluster.node(rt.idx).spec.cpus - r.cpus).abs() > 1e-9 {
                     tracing::warn!(node = %r.name, "capacity changed to {} CPUs; the new capacity applies after a server restart", r.cpus);
@@ -131,6 +146,7 @@ impl Inner {
                         switches_users: r.switches_users,
                         last_seen: now,
                         shares: Vec::new(),
+                        cred_unused: minted_hash.is_some(),
                         cred_hash: minted_hash,
                         drain_reason: None,
                     },
@@ -146,7 +162,7 @@ impl Inner {
     /// of another node named in the report refuses the whole report, before anything changes.
     /// Jobs this server does not know at all (a store replaced under a running agent) pass, and
     /// the node is told to stop them.
-    pub fn check_sync(&self, r: &SyncRequest, joining: bool, digest: &str) -> Result<(), ApiError> {
+    pub fn check_sync(&mut self, r: &SyncRequest, joining: bool, digest: &str) -> Result<(), ApiError> {
         let Some(rt) = self.nodes.get(&r.name) else {
             // Unknown: the answer is "register", which changes nothing; only agents get it.
             return if joining {
@@ -159,7 +175,7 @@ impl Inner {
             };
         };
         match &rt.cred_hash {
-            Some(h) if crate::auth::same_secret(h, digest) => {}
+            Some(h) if crate::auth::same_secret(h, digest) => self.credential_used(&r.name)?,
             Some(_) => {
                 return Err(ApiError::Forbidden(format!(
                     "forbidden: only node '{}' may report as itself, with its own credential (the join token only admits new nodes)",
@@ -186,6 +202,16 @@ impl Inner {
         Ok(())
     }
 
+    /// Node `name` presented its own credential: it is used, and the join token can no longer
+    /// replace it. Written once (the store is not touched for a credential already used).
+    fn credential_used(&mut self, name: &str) -> Result<(), ApiError> {
+        if let Some(rt) = self.nodes.get_mut(name).filter(|rt| rt.cred_unused) {
+            store::nodes::credential_used(&self.db, name)?;
+            rt.cred_unused = false;
+        }
+        Ok(())
+    }
+
     /// Forgets a node's credential (an administrator's decision: the machine was reinstalled,
     /// stolen or retired): its next registration needs the join token, its agent's old
     /// credential is refused, and its jobs are lost as a silent node's are. Returns them.
@@ -194,6 +220,7 @@ impl Inner {
             return Err(ApiError::NotFound(format!("node: '{name}' is not a node of this cluster")));
         };
         rt.cred_hash = None;
+        rt.cred_unused = false;
         let idx = rt.idx;
         store::nodes::forget_credential(&self.db, name)?;
         tracing::warn!(node = %name, "an administrator forgot the node's credential");

@@ -182,3 +182,58 @@ fn credentials_survive_a_restart_and_are_stored_only_as_digests() {
     node.sync(&sync("n1", vec![], vec![])).unwrap();
     assert_eq!(Client::new(&url, Some(JOIN.into())).register(&reg("n1")).unwrap_err().status(), Some(403));
 }
+
+/// A join whose answer never reached its agent (the connection dropped, the agent died before
+/// saving the credential) can be made again with the join token, across a server restart too,
+/// until the node first presents its credential (by a sync or a registration): from then on the
+/// join token cannot claim the name. Before, the first answer's loss locked the name until an
+/// administrator forgot the node. A credential replaced this way is refused.
+#[test]
+fn a_join_whose_answer_was_lost_can_be_made_again_until_its_credential_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        listen: "127.0.0.1:0".into(),
+        db: dir.path().join("server.db"),
+        join_token: JOIN.into(),
+        admin_password: Some("admin-pw".into()),
+        sync_full: false,
+        ..Config::default()
+    };
+    let server = start_background(config.clone()).unwrap();
+    let joiner = Client::new(&format!("http://{}", server.addr), Some(JOIN.into()));
+    let join = |joiner: &Client, name: &str| joiner.register(&reg(name)).map(|r| r.credential);
+
+    // The answer to the first join is lost; the second join is answered with a new credential.
+    let lost = join(&joiner, "n1").unwrap().expect("a credential for a new node");
+    let second = join(&joiner, "n1").expect("a second join before the first credential was used").unwrap();
+    assert_ne!(second, lost);
+    let node = |url: &str, cred: &str| Client::new(url, Some(cred.to_string()));
+    let url = format!("http://{}", server.addr);
+    assert_eq!(node(&url, &lost).sync(&sync("n1", vec![], vec![])).unwrap_err().status(), Some(403));
+
+    // Still unused across a restart: lost again, joined again.
+    drop(server);
+    let server = start_background(config.clone()).unwrap();
+    let url = format!("http://{}", server.addr);
+    let joiner = Client::new(&url, Some(JOIN.into()));
+    let third = join(&joiner, "n1").expect("a join after a restart, the credential still unused").unwrap();
+    assert_ne!(third, second);
+    assert_eq!(node(&url, &second).register(&reg("n1")).unwrap_err().status(), Some(403));
+
+    // Used by a sync: the name is the node's, across a restart too.
+    node(&url, &third).sync(&sync("n1", vec![], vec![])).unwrap();
+    let e = join(&joiner, "n1").unwrap_err();
+    assert_eq!(e.status(), Some(403), "{e}");
+    drop(server);
+    let server = start_background(config).unwrap();
+    let url = format!("http://{}", server.addr);
+    let joiner = Client::new(&url, Some(JOIN.into()));
+    assert_eq!(join(&joiner, "n1").unwrap_err().status(), Some(403));
+    assert!(node(&url, &third).register(&reg("n1")).unwrap().credential.is_none());
+
+    // Used by a registration (a restarted agent registers before it syncs): the same.
+    let n2 = join(&joiner, "n2").unwrap().unwrap();
+    assert!(node(&url, &n2).register(&reg("n2")).unwrap().credential.is_none());
+    assert_eq!(join(&joiner, "n2").unwrap_err().status(), Some(403));
+    node(&url, &n2).sync(&sync("n2", vec![], vec![])).unwrap();
+}

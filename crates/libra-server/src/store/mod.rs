@@ -375,6 +375,10 @@ const MIGRATIONS: &[&str] = &[
        WHERE seen = 1 AND lost = 0 AND end_time IS NULL
        AND job IN (SELECT id FROM jobs WHERE state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','REJECTED','TIMEOUT'));
      CREATE INDEX IF NOT EXISTS job_nodes_unended ON job_nodes(node) WHERE seen = 1 AND lost = 0 AND end_time IS NULL;",
+    // 21: a credential minted on joining is unused until the node first presents it; until then
+    // the join token may replace it (the agent never got it, or died before saving it). The
+    // credentials minted before this are taken as used.
+    "ALTER TABLE nodes ADD COLUMN cred_unused INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.
@@ -958,7 +962,10 @@ mod tests {
                 )
                 .unwrap();
             }
-            db.execute_batch("DROP INDEX job_nodes_unended; PRAGMA user_version = 19;").unwrap();
+            db.execute_batch(
+                "DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; PRAGMA user_version = 19;",
+            )
+            .unwrap();
         }
         let db = open(&p, false).unwrap();
         let parts = |id: u64| job(&db, id).unwrap().unwrap().parts_running;
@@ -1068,7 +1075,7 @@ mod tests {
         db.execute_batch(
             "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
              ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; DROP INDEX job_nodes_unended; \
-             PRAGMA user_version = 16;",
+             ALTER TABLE nodes DROP COLUMN cred_unused; PRAGMA user_version = 16;",
         )
         .unwrap();
         insert(&db, 6, "FAILED");

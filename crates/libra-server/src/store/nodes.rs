@@ -16,6 +16,8 @@ pub struct StoredNode {
     pub account: String,
     pub switches_users: bool,
     pub cred_hash: Option<String>,
+    /// Its credential was minted and not yet presented by the node (`cred_unused`).
+    pub cred_unused: bool,
     pub drained: bool,
     pub drain_reason: Option<String>,
 }
@@ -23,7 +25,7 @@ pub struct StoredNode {
 /// Every node, in the order they first registered.
 pub fn all(db: &Connection) -> rusqlite::Result<Vec<StoredNode>> {
     db.prepare(
-        "SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash, drained, drain_reason FROM nodes ORDER BY rowid",
+        "SELECT name, cpus, mem_mb, mechanism, price_base, account, switches_users, cred_hash, drained, drain_reason, cred_unused FROM nodes ORDER BY rowid",
     )?
     .query_map([], |r| {
         Ok(StoredNode {
@@ -37,13 +39,14 @@ pub fn all(db: &Connection) -> rusqlite::Result<Vec<StoredNode>> {
             cred_hash: r.get(7)?,
             drained: r.get(8)?,
             drain_reason: r.get(9)?,
+            cred_unused: r.get(10)?,
         })
     })?
     .collect()
 }
 
 /// A registration: a new node, or a known one's new description (its price and, unless a new
-/// one is minted, its credential stay).
+/// one is minted, its credential stay). A credential minted here is unused until `credential_used`.
 pub fn register(
     db: &Connection,
     r: &RegisterRequest,
@@ -52,9 +55,11 @@ pub fn register(
     minted_hash: Option<&str>,
 ) -> rusqlite::Result<()> {
     db.exec(
-        "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen, account, switches_users, cred_hash) VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9) \
+        "INSERT INTO nodes(name, cpus, mem_mb, mechanism, price_base, up, last_seen, account, switches_users, cred_hash, cred_unused) \
+         VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?7, ?8, ?9, ?9 IS NOT NULL) \
          ON CONFLICT(name) DO UPDATE SET cpus = excluded.cpus, mem_mb = excluded.mem_mb, mechanism = excluded.mechanism, up = 1, last_seen = excluded.last_seen, \
-         account = excluded.account, switches_users = excluded.switches_users, cred_hash = COALESCE(excluded.cred_hash, nodes.cred_hash)",
+         account = excluded.account, switches_users = excluded.switches_users, cred_hash = COALESCE(excluded.cred_hash, nodes.cred_hash), \
+         cred_unused = CASE WHEN excluded.cred_hash IS NULL THEN nodes.cred_unused ELSE 1 END",
         params![r.name, r.cpus, r.mem_mb as i64, r.mechanism, price_base, now, r.account, r.switches_users, minted_hash],
     )?;
     Ok(())
@@ -88,7 +93,13 @@ pub fn given(db: &Connection, job: u64, node: &str) -> rusqlite::Result<(bool, b
 }
 
 pub fn forget_credential(db: &Connection, node: &str) -> rusqlite::Result<()> {
-    db.exec("UPDATE nodes SET cred_hash = NULL WHERE name = ?1", params![node])?;
+    db.exec("UPDATE nodes SET cred_hash = NULL, cred_unused = 0 WHERE name = ?1", params![node])?;
+    Ok(())
+}
+
+/// The node presented its credential: from now on only an administrator's `forget` frees its name.
+pub fn credential_used(db: &Connection, node: &str) -> rusqlite::Result<()> {
+    db.exec("UPDATE nodes SET cred_unused = 0 WHERE name = ?1", params![node])?;
     Ok(())
 }
 
