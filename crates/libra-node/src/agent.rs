@@ -97,7 +97,8 @@ pub fn read_credential(workdir: &std::path::Path) -> Result<Option<String>, Node
 }
 
 /// Saves the credential, readable by the agent's account only, replacing any older one
-/// atomically (a crash leaves the old file or the new one, never half of one).
+/// atomically and durably (a crash leaves the old file or the new one, never half of one; once
+/// this returns, the new one).
 fn write_credential(workdir: &std::path::Path, credential: &str) -> Result<(), NodeError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -108,7 +109,11 @@ fn write_credential(workdir: &std::path::Path, credential: &str) -> Result<(), N
     let mut f =
         std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp).map_err(fail)?;
     f.write_all(credential.as_bytes()).and_then(|()| f.sync_all()).map_err(fail)?;
-    std::fs::rename(&tmp, &path).map_err(fail)
+    std::fs::rename(&tmp, &path).map_err(fail)?;
+    // The rename itself is made durable before the credential is used: once the server has seen
+    // it used, the join token no longer frees the name, so a power cut must not bring back the
+    // old file.
+    std::fs::File::open(workdir).and_then(|d| d.sync_all()).map_err(fail)
 }
 
 struct Running {

@@ -10,6 +10,18 @@ use libra_server::{start_background, Config};
 
 const JOIN: &str = "join-token-for-tests";
 
+/// A server on a loopback port with a store in `dir`, the join token `JOIN` and an administrator.
+fn config(dir: &tempfile::TempDir) -> Config {
+    Config {
+        listen: "127.0.0.1:0".into(),
+        db: dir.path().join("server.db"),
+        join_token: JOIN.into(),
+        admin_password: Some("admin-pw".into()),
+        sync_full: false,
+        ..Config::default()
+    }
+}
+
 fn reg(name: &str) -> RegisterRequest {
     RegisterRequest {
         name: name.into(),
@@ -55,15 +67,7 @@ fn running(job: u64) -> RunningReport {
 #[test]
 fn only_a_node_itself_reports_on_its_jobs_and_forget_lets_it_join_again() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_background(Config {
-        listen: "127.0.0.1:0".into(),
-        db: dir.path().join("server.db"),
-        join_token: JOIN.into(),
-        admin_password: Some("admin-pw".into()),
-        sync_full: false,
-        ..Config::default()
-    })
-    .unwrap();
+    let server = start_background(config(&dir)).unwrap();
     let url = format!("http://{}", server.addr);
     let anon = Client::new(&url, None);
     let admin = anon.with_token(Some(anon.login("admin", "admin-pw").unwrap().token));
@@ -157,14 +161,7 @@ fn only_a_node_itself_reports_on_its_jobs_and_forget_lets_it_join_again() {
 #[test]
 fn credentials_survive_a_restart_and_are_stored_only_as_digests() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        listen: "127.0.0.1:0".into(),
-        db: dir.path().join("server.db"),
-        join_token: JOIN.into(),
-        admin_password: Some("admin-pw".into()),
-        sync_full: false,
-        ..Config::default()
-    };
+    let config = config(&dir);
     let server = start_background(config.clone()).unwrap();
     let url = format!("http://{}", server.addr);
     let cred = Client::new(&url, Some(JOIN.into())).register(&reg("n1")).unwrap().credential.unwrap();
@@ -191,14 +188,7 @@ fn credentials_survive_a_restart_and_are_stored_only_as_digests() {
 #[test]
 fn a_join_whose_answer_was_lost_can_be_made_again_until_its_credential_is_used() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        listen: "127.0.0.1:0".into(),
-        db: dir.path().join("server.db"),
-        join_token: JOIN.into(),
-        admin_password: Some("admin-pw".into()),
-        sync_full: false,
-        ..Config::default()
-    };
+    let config = config(&dir);
     let server = start_background(config.clone()).unwrap();
     let joiner = Client::new(&format!("http://{}", server.addr), Some(JOIN.into()));
     let join = |joiner: &Client, name: &str| joiner.register(&reg(name)).map(|r| r.credential);
