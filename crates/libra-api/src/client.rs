@@ -527,6 +527,12 @@ impl Client {
         self.post("/api/sweeps", req)
     }
 
+    /// As `sweep_create`, with an `Idempotency-Key`: the same key (a retry after a lost answer)
+    /// returns the sweep the first request made.
+    pub fn sweep_create_with_key(&self, req: &SweepCreate, key: &str) -> Result<SweepInfo, ClientError> {
+        self.finish(self.request("POST", "/api/sweeps").set("Idempotency-Key", key).send_json(req))
+    }
+
     /// The caller's sweeps (`all` = everyone's, administrators only).
     pub fn sweeps(&self, all: bool) -> Result<Vec<SweepInfo>, ClientError> {
         self.get(if all { "/api/sweeps?all=true" } else { "/api/sweeps" })

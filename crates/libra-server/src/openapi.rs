@@ -69,7 +69,7 @@ const ROUTES: &[Route] = &[
     (
         "post",
         "/api/jobs",
-        "Submit a job: accepted (hold placed) or rejected with a reason and a suggestion",
+        "Submit a job: accepted (hold placed) or rejected with a reason and a suggestion; a retry with the same Idempotency-Key header gets the job the first request made",
         Some(one::<SubmitRequest>),
         one::<JobInfo>,
         "user",
@@ -193,7 +193,7 @@ const ROUTES: &[Route] = &[
     (
         "post",
         "/api/sweeps",
-        "Host a parameter sweep: plan and resources as text, deadline, budget, what to optimise (local resources: administrators only)",
+        "Host a parameter sweep: plan and resources as text, deadline, budget, what to optimise (local resources: administrators only); a retry with the same Idempotency-Key header gets the sweep the first request made",
         Some(one::<SweepCreate>),
         one::<SweepInfo>,
         "user",

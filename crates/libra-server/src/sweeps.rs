@@ -60,6 +60,25 @@ pub struct Sweeps {
     /// Per user, the sweeps being created now (counted against `max_unfinished` with the ones
     /// made, so that creations side by side cannot pass it).
     being_created: Mutex<HashMap<i64, u32>>,
+    /// The (user, idempotency key) of each creation going on now: a second request with the
+    /// same key waits for the first to end (`Sweeps::claim_key`), then finds its sweep.
+    keys_in_flight: Mutex<HashSet<(i64, String)>>,
+    key_freed: std::sync::Condvar,
+}
+
+/// A creation's hold on its idempotency key (`Sweeps::claim_key`), let go when dropped.
+struct KeyClaim<'a> {
+    sweeps: &'a Sweeps,
+    claim: Option<(i64, String)>,
+}
+
+impl Drop for KeyClaim<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.claim.take() {
+            self.sweeps.keys_in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&c);
+            self.sweeps.key_freed.notify_all();
+        }
+    }
 }
 
 /// A user's place among the sweeps being created (`Sweeps::reserve`), given back when dropped.
@@ -96,6 +115,9 @@ impl Drop for Reservation<'_> {
         give_back(&mut self.sweeps.being_created.lock().unwrap_or_else(|p| p.into_inner()), self.user);
     }
 }
+
+/// The longest a creation waits for another with its idempotency key to end.
+const KEY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How often a hosted sweep's engine stopped by a full disk tries again.
 const FULL_DISK_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
@@ -201,6 +223,8 @@ impl Sweeps {
             creating: RwLock::new(()),
             max_unfinished,
             being_created: Mutex::new(HashMap::new()),
+            keys_in_flight: Mutex::new(HashSet::new()),
+            key_freed: std::sync::Condvar::new(),
         };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
@@ -438,6 +462,7 @@ impl Sweeps {
         self: &Arc<Self>,
         who: &Caller,
         req: &SweepCreate,
+        key: Option<&str>,
         now: f64,
     ) -> Result<SweepInfo, ApiError> {
         let bad = |m: String| Err(ApiError::BadRequest(m));
@@ -445,6 +470,15 @@ impl Sweeps {
             return Err(ApiError::Forbidden(
                 "forbidden: a hosted sweep's credential cannot start other sweeps".into(),
             ));
+        }
+        // A retried creation (the client lost the first answer) gets the sweep the first one
+        // made: one sweep runs, spending at most its budget once.
+        let _claim = self.claim_key(who.id, key)?;
+        if let Some(key) = key {
+            let store = self.store()?;
+            if let Some(id) = hosted::by_key(&store.conn, who.id, key)? {
+                return self.info(&store, id, &who.name, now);
+            }
         }
         if req.plan.len() > MAX_PLAN_BYTES {
             return Err(ApiError::TooLarge(format!(
@@ -604,10 +638,31 @@ impl Sweeps {
             }
         };
         let store = self.store()?;
-        place.fulfil(|| hosted::add(&store.conn, id, who.id, &who.name))?;
+        place.fulfil(|| hosted::add(&store.conn, id, who.id, &who.name, key))?;
         drop(creating);
         self.start_engine(id);
         self.info(&store, id, &who.name, now)
+    }
+
+    /// Holds `user`'s idempotency `key` (if any) for one creation, after waiting for another
+    /// holding it to end (at most `KEY_WAIT`: past that the caller is told to ask again).
+    fn claim_key(&self, user: i64, key: Option<&str>) -> Result<KeyClaim<'_>, ApiError> {
+        let Some(key) = key else { return Ok(KeyClaim { sweeps: self, claim: None }) };
+        let claim = (user, key.to_string());
+        let mut keys = self.keys_in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let t0 = std::time::Instant::now();
+        while keys.contains(&claim) {
+            let left = KEY_WAIT.saturating_sub(t0.elapsed());
+            if left.is_zero() {
+                return Err(ApiError::TooMany(
+                    "Idempotency-Key: a creation with this key is still going on; ask again with the same key".into(),
+                    1,
+                ));
+            }
+            keys = self.key_freed.wait_timeout(keys, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        keys.insert(claim.clone());
+        Ok(KeyClaim { sweeps: self, claim: Some(claim) })
     }
 
     /// Takes a place for a sweep `who` creates, unless they already have `max_unfinished`

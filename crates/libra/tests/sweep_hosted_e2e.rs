@@ -87,6 +87,19 @@ impl Drop for Server {
     }
 }
 
+/// Users of the server (password `pw-NAME`) whose jobs run as this test's own Unix account.
+fn add_users(admin: &Client, users: &[&str]) {
+    for u in users {
+        admin
+            .user_add(&UserAdd {
+                unix_user: libra_node::proc::Identity::current().map(|i| i.user),
+                allow_root: true,
+                ..UserAdd::new(u, &format!("pw-{u}"), false)
+            })
+            .unwrap();
+    }
+}
+
 /// `libra sweep ...` with its own configuration and data directories (the saved login).
 fn libra(dir: &Path, args: &[&str]) -> Output {
     Command::new(EXE)
@@ -120,15 +133,7 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
     let mut server = Server::start(&dir);
     let url = server.url.clone();
     let admin = server.client("admin", ADMIN_PW);
-    for u in ["alice", "bob"] {
-        admin
-            .user_add(&UserAdd {
-                unix_user: libra_node::proc::Identity::current().map(|i| i.user),
-                allow_root: true,
-                ..UserAdd::new(u, &format!("pw-{u}"), false)
-            })
-            .unwrap();
-    }
+    add_users(&admin, &["alice", "bob"]);
     std::fs::write(dir.join("alice-password"), "pw-alice").unwrap();
     let pw_file = dir.join("alice-password").display().to_string();
     ok(libra(&dir, &["login", "--server", &url, "--user", "alice", "--password-file", &pw_file]));
@@ -245,6 +250,137 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
     assert!(alice_sees.len() == 2 && alice_sees.iter().all(|(_, o)| o == "alice"), "{alice_sees:?}");
     let table = ok(libra(&dir, &["sweep", "status", "--server", &url]));
     assert!(!table.contains("owner"), "{table}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A loopback TCP proxy to `to` that loses the server's answer to the first request creating a
+/// sweep (`POST /api/sweeps`): the server makes the sweep, then the connection is closed before
+/// its answer reaches the client, as a dropped network would. Everything else passes through.
+struct LosingProxy {
+    url: String,
+    lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LosingProxy {
+    fn start(to: u16) -> LosingProxy {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let lost = Arc::new(AtomicBool::new(false));
+        let lost2 = lost.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else { continue };
+                // Set before the request goes on, read when its answer comes back.
+                let losing = Arc::new(AtomicBool::new(false));
+                let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (flag, lost) = (losing.clone(), lost2.clone());
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = c_in.read(&mut buf) {
+                        let creates = buf[..n].windows(17).any(|w| w == b"POST /api/sweeps ");
+                        if creates && !lost.load(Ordering::SeqCst) {
+                            flag.store(true, Ordering::SeqCst);
+                        }
+                        if s_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = s_out.shutdown(Shutdown::Write);
+                });
+                let (mut s_in, mut c_out) = (server, client);
+                let lost = lost2.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n @ 1..) = s_in.read(&mut buf) {
+                        if losing.load(Ordering::SeqCst) {
+                            // The answer to the creation: dropped, the connection closed.
+                            lost.store(true, Ordering::SeqCst);
+                            let _ = c_out.shutdown(Shutdown::Both);
+                            return;
+                        }
+                        if c_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = c_out.shutdown(Shutdown::Write);
+                });
+            }
+        });
+        LosingProxy { url, lost }
+    }
+}
+
+/// `libra sweep run --server` whose first answer is lost on the way (the server made the
+/// sweep) tries again with the same idempotency key and gets that sweep: one sweep runs, never a
+/// second one beside it spending its own budget. Through the API: the same key, from one
+/// request after another or two side by side, makes one sweep; another key makes another; a key
+/// is the user's own (another user's same key makes theirs); an unusable key is refused.
+#[test]
+fn a_hosted_sweep_whose_answer_was_lost_is_made_once() {
+    let dir = std::env::temp_dir().join(format!("libra-sweep-idem-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let slow = PLAN.replace("exec true", "exec sleep 5");
+    std::fs::write(dir.join("plan.pln"), &slow).unwrap();
+    std::fs::write(dir.join("res.toml"), RES).unwrap();
+    let server = Server::start(&dir);
+    let admin = server.client("admin", ADMIN_PW);
+    add_users(&admin, &["carol", "dave"]);
+    let proxy = LosingProxy::start(server.port);
+    std::fs::write(dir.join("carol-password"), "pw-carol").unwrap();
+    let pw_file = dir.join("carol-password").display().to_string();
+    ok(libra(&dir, &["login", "--server", &proxy.url, "--user", "carol", "--password-file", &pw_file]));
+    let plan = dir.join("plan.pln").display().to_string();
+    let res = dir.join("res.toml").display().to_string();
+    let o = libra(
+        &dir,
+        &["sweep", "run", &plan, "-r", &res, "--deadline", "10m", "--budget", "1000"]
+            .into_iter()
+            .chain(["--server", &proxy.url, "--detach", "--json"])
+            .collect::<Vec<_>>(),
+    );
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(proxy.lost.load(std::sync::atomic::Ordering::SeqCst), "the proxy lost no answer");
+    assert!(said.contains("trying again"), "{said}");
+    let id = json(o)["experiment"].as_i64().unwrap();
+    let carol = server.client("carol", "pw-carol");
+    let made: Vec<i64> = carol.sweeps(false).unwrap().iter().map(|s| s.id).collect();
+    assert_eq!(made, [id], "one sweep, the one the command names");
+
+    let req = libra_api::SweepCreate {
+        plan: slow,
+        resources: RES.into(),
+        name: None,
+        deadline: None,
+        deadline_in: Some(600.0),
+        budget: Money::from_credits(100),
+        optimise: None,
+        max_retries: None,
+        estimate: None,
+        seed: 0,
+    };
+    let a = carol.sweep_create_with_key(&req, "k-1").unwrap().id;
+    assert_eq!(carol.sweep_create_with_key(&req, "k-1").unwrap().id, a);
+    let side_by_side: Vec<i64> = std::thread::scope(|s| {
+        let one = || s.spawn(|| carol.sweep_create_with_key(&req, "k-2").unwrap().id);
+        let (x, y) = (one(), one());
+        vec![x.join().unwrap(), y.join().unwrap()]
+    });
+    assert_eq!(side_by_side[0], side_by_side[1], "two requests with one key made two sweeps");
+    assert!(![id, a].contains(&side_by_side[0]));
+    let dave = server.client("dave", "pw-dave");
+    let theirs = dave.sweep_create_with_key(&req, "k-1").unwrap().id;
+    assert!(![id, a, side_by_side[0]].contains(&theirs), "another user's key gave them carol's sweep");
+    assert_eq!(carol.sweeps(false).unwrap().len(), 3);
+    assert_eq!(dave.sweeps(false).unwrap().len(), 1);
+    let e = carol.sweep_create_with_key(&req, &"k".repeat(500)).unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    assert!(e.to_string().contains("Idempotency-Key"), "{e}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

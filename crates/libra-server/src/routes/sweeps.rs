@@ -31,7 +31,8 @@ pub async fn create(
     headers: HeaderMap,
     Body(req): Body<SweepCreate>,
 ) -> Res<SweepInfo> {
-    with_caller(&app, &headers, move |who, s| s.create(&who, &req, now())).await
+    let key = super::user::idempotency_key(&headers)?;
+    with_caller(&app, &headers, move |who, s| s.create(&who, &req, key.as_deref(), now())).await
 }
 
 #[derive(Deserialize)]

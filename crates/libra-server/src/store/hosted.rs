@@ -4,7 +4,9 @@
 use crate::store::Cached;
 use rusqlite::{params, Connection, OptionalExtension};
 
-/// Creates the table where it is missing.
+/// Creates the table where it is missing, and its idempotency keys where a database from
+/// before them lacks them (each sweep created with a key records it: a retry of the creation
+/// whose answer was lost gets the same sweep rather than a second one running beside it).
 pub fn init(db: &Connection) -> rusqlite::Result<()> {
     db.execute_batch(
         "CREATE TABLE IF NOT EXISTS hosted (
@@ -12,15 +14,30 @@ pub fn init(db: &Connection) -> rusqlite::Result<()> {
             user_id INTEGER NOT NULL,
             user_name TEXT NOT NULL
         )",
+    )?;
+    let has_key =
+        db.prepare("SELECT 1 FROM pragma_table_info('hosted') WHERE name = 'idem_key'")?.exists([])?;
+    if !has_key {
+        db.execute_batch("ALTER TABLE hosted ADD COLUMN idem_key TEXT")?;
+    }
+    db.execute_batch(
+        "CREATE UNIQUE INDEX IF NOT EXISTS hosted_idem ON hosted(user_id, idem_key) WHERE idem_key IS NOT NULL",
     )
 }
 
-pub fn add(db: &Connection, exp: i64, user: i64, user_name: &str) -> rusqlite::Result<()> {
+/// Records `user` as the owner of sweep `exp`, created with idempotency key `key` if any.
+pub fn add(db: &Connection, exp: i64, user: i64, user_name: &str, key: Option<&str>) -> rusqlite::Result<()> {
     db.exec(
-        "INSERT INTO hosted (exp_id, user_id, user_name) VALUES (?1, ?2, ?3)",
-        params![exp, user, user_name],
+        "INSERT INTO hosted (exp_id, user_id, user_name, idem_key) VALUES (?1, ?2, ?3, ?4)",
+        params![exp, user, user_name, key],
     )?;
     Ok(())
+}
+
+/// The sweep `user` created with idempotency key `key`, if any.
+pub fn by_key(db: &Connection, user: i64, key: &str) -> rusqlite::Result<Option<i64>> {
+    db.row("SELECT exp_id FROM hosted WHERE user_id = ?1 AND idem_key = ?2", params![user, key], |r| r.get(0))
+        .optional()
 }
 
 /// The hosted sweeps of user `user`.

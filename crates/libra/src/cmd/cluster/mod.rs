@@ -15,7 +15,7 @@ mod sbatch;
 mod server;
 pub(crate) mod settings;
 pub(crate) mod slurm;
-mod submit;
+pub(crate) mod submit;
 mod torture;
 mod up;
 

@@ -506,7 +506,7 @@ pub fn submit_array_retrying(client: &libra_api::Client, req: &ArrayRequest) -> 
 
 /// Sends with one idempotency key, again with the same key when the connection fails (with
 /// backoff, a few times).
-fn retrying<T>(send: impl Fn(&str) -> Result<T, libra_api::ClientError>) -> Result<T> {
+pub(crate) fn retrying<T>(send: impl Fn(&str) -> Result<T, libra_api::ClientError>) -> Result<T> {
     let key = libra_api::new_idempotency_key();
     let mut wait = std::time::Duration::from_millis(200);
     let mut tries = 0;

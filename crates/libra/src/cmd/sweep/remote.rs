@@ -59,7 +59,7 @@ fn create(c: &Client, a: RunArgs) -> anyhow::Result<()> {
     libra_broker::plan::parse(&plan).with_context(|| format!("plan {}", a.plan.display()))?;
     libra_broker::resources::parse(&resources).with_context(|| format!("{}", a.resources.display()))?;
     let name = a.plan.file_stem().map(|n| n.to_string_lossy().into_owned());
-    let s = c.sweep_create(&SweepCreate {
+    let create = SweepCreate {
         plan,
         resources,
         name,
@@ -70,7 +70,9 @@ fn create(c: &Client, a: RunArgs) -> anyhow::Result<()> {
         max_retries: Some(a.max_retries),
         estimate: a.estimate,
         seed: a.seed,
-    })?;
+    };
+    // A retry after a lost answer gets the sweep the first request made, never a second one.
+    let s = crate::cmd::cluster::submit::retrying(|key| c.sweep_create_with_key(&create, key))?;
     if a.detach {
         let json = serde_json::json!({ "experiment": s.id, "server": c.base() });
         return emit(&Said::new(&json, s.id.to_string()), a.json);
