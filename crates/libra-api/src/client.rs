@@ -509,6 +509,18 @@ impl Client {
         self.post("/api/admin/credit", &CreditRequest { user: user.into(), amount })
     }
 
+    /// As `credit`, with an `Idempotency-Key`: the same key (a retry after a lost answer) is
+    /// answered with the balance, not credited again.
+    pub fn credit_with_key(
+        &self,
+        user: &str,
+        amount: libra_core::Money,
+        key: &str,
+    ) -> Result<Balance, ClientError> {
+        let req = CreditRequest { user: user.into(), amount };
+        self.finish(self.request("POST", "/api/admin/credit").set("Idempotency-Key", key).send_json(&req))
+    }
+
     /// Forgets a node's credential (administrators): it must join again with the join token.
     pub fn node_forget(&self, name: &str) -> Result<NodeForgotten, ClientError> {
         self.post_action(&format!("/api/admin/nodes/{name}/forget"))

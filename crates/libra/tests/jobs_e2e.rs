@@ -288,6 +288,43 @@ fn the_same_idempotency_key_never_makes_a_second_job() {
     assert_eq!(err.status(), Some(400), "{err}");
 }
 
+/// `libra admin credit` whose answer is lost on the way (the server made the credit) tries again
+/// with the same idempotency key and is answered, not credited again; through the API, the same
+/// key credits once, and the same key for another amount is refused, naming the header.
+#[test]
+fn the_same_idempotency_key_never_credits_twice() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let c = cl.user("wes", 100);
+    let deposits = || c.ledger().unwrap().iter().filter(|e| e.kind == libra_api::LedgerKind::Deposit).count();
+    assert_eq!(deposits(), 1);
+
+    let proxy = LosingProxy::start(cl.port, b"POST /api/admin/credit ");
+    let o = std::process::Command::new(exe())
+        .args(["admin", "credit", "wes", "50"])
+        .env("LIBRA_SERVER", &proxy.url)
+        .env("LIBRA_TOKEN", cl.anon().login("admin", ADMIN_PW).unwrap().token)
+        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{said}");
+    assert!(proxy.lost(), "the proxy lost no answer");
+    assert!(said.contains("trying again"), "{said}");
+    assert_eq!(c.balance().unwrap().available, Money::from_credits(150), "credited once");
+    assert_eq!(deposits(), 2);
+
+    let admin = cl.admin();
+    admin.credit_with_key("wes", Money::from_credits(5), "credit-1").unwrap();
+    let b = admin.credit_with_key("wes", Money::from_credits(5), "credit-1").unwrap();
+    assert_eq!(b.available, Money::from_credits(155));
+    assert_eq!(deposits(), 3);
+    let e = admin.credit_with_key("wes", Money::from_credits(7), "credit-1").unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    assert!(e.to_string().contains("Idempotency-Key"), "{e}");
+    assert_eq!(c.balance().unwrap().available, Money::from_credits(155));
+}
+
 /// Live processes with `LIBRA_JOB_ID=id` in their environment and a working directory under
 /// `dir` (a job's processes, escaped or not, in the cluster of `dir`).
 fn processes_of_job(id: u64, dir: &std::path::Path) -> Vec<i32> {

@@ -254,68 +254,6 @@ fn hosted_sweep_survives_kill_9_and_is_steered_from_the_command_line() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A loopback TCP proxy to `to` that loses the server's answer to the first request creating a
-/// sweep (`POST /api/sweeps`): the server makes the sweep, then the connection is closed before
-/// its answer reaches the client, as a dropped network would. Everything else passes through.
-struct LosingProxy {
-    url: String,
-    lost: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl LosingProxy {
-    fn start(to: u16) -> LosingProxy {
-        use std::io::{Read, Write};
-        use std::net::{Shutdown, TcpListener, TcpStream};
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let lost = Arc::new(AtomicBool::new(false));
-        let lost2 = lost.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else { continue };
-                // Set before the request goes on, read when its answer comes back.
-                let losing = Arc::new(AtomicBool::new(false));
-                let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let (flag, lost) = (losing.clone(), lost2.clone());
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 65536];
-                    while let Ok(n @ 1..) = c_in.read(&mut buf) {
-                        let creates = buf[..n].windows(17).any(|w| w == b"POST /api/sweeps ");
-                        if creates && !lost.load(Ordering::SeqCst) {
-                            flag.store(true, Ordering::SeqCst);
-                        }
-                        if s_out.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = s_out.shutdown(Shutdown::Write);
-                });
-                let (mut s_in, mut c_out) = (server, client);
-                let lost = lost2.clone();
-                std::thread::spawn(move || {
-                    let mut buf = [0u8; 65536];
-                    while let Ok(n @ 1..) = s_in.read(&mut buf) {
-                        if losing.load(Ordering::SeqCst) {
-                            // The answer to the creation: dropped, the connection closed.
-                            lost.store(true, Ordering::SeqCst);
-                            let _ = c_out.shutdown(Shutdown::Both);
-                            return;
-                        }
-                        if c_out.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = c_out.shutdown(Shutdown::Write);
-                });
-            }
-        });
-        LosingProxy { url, lost }
-    }
-}
-
 /// `libra sweep run --server` whose first answer is lost on the way (the server made the
 /// sweep) tries again with the same idempotency key and gets that sweep: one sweep runs, never a
 /// second one beside it spending its own budget. Through the API: the same key, from one
@@ -331,7 +269,7 @@ fn a_hosted_sweep_whose_answer_was_lost_is_made_once() {
     let server = Server::start(&dir);
     let admin = server.client("admin", ADMIN_PW);
     add_users(&admin, &["carol", "dave"]);
-    let proxy = LosingProxy::start(server.port);
+    let proxy = libra_testkit::LosingProxy::start(server.port, b"POST /api/sweeps ");
     std::fs::write(dir.join("carol-password"), "pw-carol").unwrap();
     let pw_file = dir.join("carol-password").display().to_string();
     ok(libra(&dir, &["login", "--server", &proxy.url, "--user", "carol", "--password-file", &pw_file]));
@@ -345,7 +283,7 @@ fn a_hosted_sweep_whose_answer_was_lost_is_made_once() {
             .collect::<Vec<_>>(),
     );
     let said = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(proxy.lost.load(std::sync::atomic::Ordering::SeqCst), "the proxy lost no answer");
+    assert!(proxy.lost(), "the proxy lost no answer");
     assert!(said.contains("trying again"), "{said}");
     let id = json(o)["experiment"].as_i64().unwrap();
     let carol = server.client("carol", "pw-carol");

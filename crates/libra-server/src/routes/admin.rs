@@ -569,20 +569,39 @@ fn some_amount(amount: Money) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// `POST /api/admin/credit`. With an `Idempotency-Key`, a retry (the first answer was lost) is
+/// answered with the balance as it is, not credited again; the key is recorded in the
+/// transaction of the credit, so a crash leaves both or neither.
 pub async fn credit(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Body(c): Body<CreditRequest>,
 ) -> Res<Balance> {
+    let key = super::user::idempotency_key(&headers)?;
     app.run(move |g| {
-        g.caller(&headers)?.require_admin("change credit")?;
+        let who = g.caller(&headers)?;
+        who.require_admin("change credit")?;
         some_amount(c.amount)?;
         let (id, _) = auth::user_id(&g.db, &c.user)?
             .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
-        ledger::deposit(&g.db, id, c.amount, now()).map(Json).map_err(|e| match e {
-            ledger::LedgerError::Removed(_) => ApiError::Conflict(e.to_string()),
-            ledger::LedgerError::Store(_) | ledger::LedgerError::StoreFull(_) => ApiError::from(e),
-            e => ApiError::BadRequest(e.to_string()),
+        store::in_transaction(&g.db, |db| {
+            if let Some(key) = &key {
+                if let Some((user, amount)) = store::users::credit_request(db, who.id, key)? {
+                    if (user, amount) != (id, c.amount.cents()) {
+                        return Err(ApiError::Conflict(format!(
+                            "Idempotency-Key: this key was used for a credit of {} to another user or of another amount; a new credit needs a new key",
+                            libra_core::Money::from_cents(amount)
+                        )));
+                    }
+                    return Ok(Json(ledger::balance(db, id)?));
+                }
+                store::users::record_credit_request(db, who.id, key, id, c.amount.cents(), now())?;
+            }
+            ledger::deposit(db, id, c.amount, now()).map(Json).map_err(|e| match e {
+                ledger::LedgerError::Removed(_) => ApiError::Conflict(e.to_string()),
+                ledger::LedgerError::Store(_) | ledger::LedgerError::StoreFull(_) => ApiError::from(e),
+                e => ApiError::BadRequest(e.to_string()),
+            })
         })
     })
     .await

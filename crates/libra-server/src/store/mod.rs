@@ -379,6 +379,16 @@ const MIGRATIONS: &[&str] = &[
     // the join token may replace it (the agent never got it, or died before saving it). The
     // credentials minted before this are taken as used.
     "ALTER TABLE nodes ADD COLUMN cred_unused INTEGER NOT NULL DEFAULT 0;",
+    // 22: a credit made with an idempotency key records it, in the transaction of its ledger
+    // entry: a retry after a lost answer is answered, not credited again.
+    "CREATE TABLE credit_requests (
+         caller INTEGER NOT NULL,
+         key TEXT NOT NULL,
+         user_id INTEGER NOT NULL,
+         amount INTEGER NOT NULL,
+         time REAL NOT NULL,
+         PRIMARY KEY (caller, key)
+     );",
 ];
 
 /// The schema version this build writes.
@@ -963,7 +973,8 @@ mod tests {
                 .unwrap();
             }
             db.execute_batch(
-                "DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; PRAGMA user_version = 19;",
+                "DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE credit_requests; \
+                 PRAGMA user_version = 19;",
             )
             .unwrap();
         }
@@ -1075,7 +1086,7 @@ mod tests {
         db.execute_batch(
             "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
              ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; DROP INDEX job_nodes_unended; \
-             ALTER TABLE nodes DROP COLUMN cred_unused; PRAGMA user_version = 16;",
+             ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE credit_requests; PRAGMA user_version = 16;",
         )
         .unwrap();
         insert(&db, 6, "FAILED");

@@ -78,7 +78,8 @@ pub enum AdminCommand {
     /// (401, 403, 429) with its caller and address. Append-only: nothing can change it, and
     /// entries go only when older than the server's audit_keep_days (if set).
     Audit(PageArgs),
-    /// Deposit credit (a negative amount withdraws, never below zero).
+    /// Deposit credit (a negative amount withdraws, never below zero). Sent with an idempotency
+    /// key and tried again when the connection fails: a lost answer is never credited twice.
     Credit {
         user: String,
         /// Credits, e.g. 500 or 12.50.
@@ -483,7 +484,8 @@ pub fn run(a: AdminArgs) -> Result<()> {
         }
         AdminCommand::Credit { user, amount } => {
             let m = parse_amount("amount", &amount)?;
-            let b = c.credit(&user, m)?;
+            // A retry after a lost answer is answered, never credited twice.
+            let b = super::submit::retrying(|key| c.credit_with_key(&user, m, key))?;
             let said = format!(
                 "{}: {} available, {} on hold (at {})",
                 b.user,
