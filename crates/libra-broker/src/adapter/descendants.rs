@@ -34,10 +34,16 @@ fn processes() -> HashMap<i32, Proc> {
         .collect()
 }
 
+/// The fields of a `stat` line after the process's name (`pid (comm) `), from its state on:
+/// `comm` may hold spaces and parentheses, so they start after the last `)`.
+fn after_name(line: &str) -> Option<&str> {
+    Some(&line[line.rfind(')')? + 1..])
+}
+
 /// The parent and group from a `stat` line: `pid (comm) state ppid pgrp ...`, where `comm` may
 /// hold spaces and parentheses (so the fields are counted from the last `)`).
 fn parse_stat(line: &str) -> Option<Proc> {
-    let rest = &line[line.rfind(')')? + 1..];
+    let rest = after_name(line)?;
     let mut f = rest.split_whitespace();
     let _state = f.next()?;
     let ppid = f.next()?.parse().ok()?;
@@ -48,7 +54,7 @@ fn parse_stat(line: &str) -> Option<Proc> {
 /// The CPU a process used, its own and its reaped children's (`utime + stime + cutime +
 /// cstime` of its `stat` line), in clock ticks.
 fn cpu_ticks(line: &str) -> Option<u64> {
-    let rest = &line[line.rfind(')')? + 1..];
+    let rest = after_name(line)?;
     // After the name: state is field 3 of the line, utime field 14, so the 12th to 15th here.
     let f: Vec<&str> = rest.split_whitespace().skip(11).take(4).collect();
     if f.len() < 4 {
@@ -146,7 +152,7 @@ fn stat_of(pid: i32) -> Option<String> {
 
 /// When a process started (`starttime`, field 22 of its `stat` line), in ticks since boot.
 fn started_at(line: &str) -> Option<u64> {
-    let rest = &line[line.rfind(')')? + 1..];
+    let rest = after_name(line)?;
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
@@ -154,9 +160,7 @@ fn started_at(line: &str) -> Option<u64> {
 /// zombie (ended, waiting to be reaped), and is the same process (not a new one with its pid).
 fn running(pid: i32, start: Option<u64>) -> bool {
     let Some(line) = stat_of(pid) else { return false };
-    let Some(state) = line.rfind(')').and_then(|i| line[i + 1..].split_whitespace().next()) else {
-        return false;
-    };
+    let Some(state) = after_name(&line).and_then(|f| f.split_whitespace().next()) else { return false };
     !matches!(state, "Z" | "X" | "x") && started_at(&line) == start
 }
 
