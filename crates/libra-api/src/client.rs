@@ -220,6 +220,17 @@ impl Client {
         self.finish(self.request("POST", path).send_json(body))
     }
 
+    /// A POST with an `Idempotency-Key`: the server makes the change once for the key, and
+    /// answers a retry of it (the first answer was lost) without making it again.
+    pub fn post_with_key<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+        key: &str,
+    ) -> Result<T, ClientError> {
+        self.finish(self.request("POST", path).set("Idempotency-Key", key).send_json(body))
+    }
+
     /// A POST that carries no body: an action on the resource named by the path. Sending none
     /// matters: a handler that takes no body leaves any bytes sent unread, and hyper then
     /// closes the connection after answering, so the next request on that pooled connection
@@ -276,7 +287,7 @@ impl Client {
     /// Submits with an `Idempotency-Key`: the same key (a retry after a lost answer) returns the
     /// job the first request made.
     pub fn submit_with_key(&self, req: &SubmitRequest, key: &str) -> Result<JobInfo, ClientError> {
-        self.finish(self.request("POST", "/api/jobs").set("Idempotency-Key", key).send_json(req))
+        self.post_with_key("/api/jobs", req, key)
     }
 
     pub fn quote(&self, req: &QuoteRequest) -> Result<QuoteResponse, ClientError> {
@@ -304,7 +315,7 @@ impl Client {
     /// As `submit_array`, with an `Idempotency-Key`: a retry with the same key gets the array
     /// the first request made.
     pub fn submit_array_with_key(&self, req: &ArrayRequest, key: &str) -> Result<ArrayResponse, ClientError> {
-        self.finish(self.request("POST", "/api/arrays").set("Idempotency-Key", key).send_json(req))
+        self.post_with_key("/api/arrays", req, key)
     }
 
     /// Every task of array `id`, in task order.
@@ -466,6 +477,42 @@ impl Client {
         self.post(&format!("/api/admin/accounts/{}/allocations", encode(account)), a)
     }
 
+    /// As `account_deposit`, with an `Idempotency-Key`: a retry with the same key is answered
+    /// with the account as it is, not deposited again.
+    pub fn account_deposit_with_key(
+        &self,
+        account: &str,
+        amount: libra_core::Money,
+        key: &str,
+    ) -> Result<AccountInfo, ClientError> {
+        let path = format!("/api/admin/accounts/{}/deposit", encode(account));
+        self.post_with_key(&path, &AccountDeposit { amount }, key)
+    }
+
+    /// As `account_transfer`, with an `Idempotency-Key`: a retry with the same key is answered
+    /// with the two accounts as they are, not moved again.
+    pub fn account_transfer_with_key(
+        &self,
+        from: &str,
+        to: &str,
+        amount: libra_core::Money,
+        key: &str,
+    ) -> Result<TransferResponse, ClientError> {
+        let body = AccountTransfer { from: from.into(), to: to.into(), amount };
+        self.post_with_key("/api/admin/accounts/transfer", &body, key)
+    }
+
+    /// As `account_allocate`, with an `Idempotency-Key`: a retry with the same key is answered
+    /// with the account as it is, not allocated again.
+    pub fn account_allocate_with_key(
+        &self,
+        account: &str,
+        a: &AccountAllocate,
+        key: &str,
+    ) -> Result<AccountInfo, ClientError> {
+        self.post_with_key(&format!("/api/admin/accounts/{}/allocations", encode(account)), a, key)
+    }
+
     pub fn pricing(&self) -> Result<PricingInfo, ClientError> {
         self.get("/api/admin/pricing")
     }
@@ -517,8 +564,7 @@ impl Client {
         amount: libra_core::Money,
         key: &str,
     ) -> Result<Balance, ClientError> {
-        let req = CreditRequest { user: user.into(), amount };
-        self.finish(self.request("POST", "/api/admin/credit").set("Idempotency-Key", key).send_json(&req))
+        self.post_with_key("/api/admin/credit", &CreditRequest { user: user.into(), amount }, key)
     }
 
     /// Forgets a node's credential (administrators): it must join again with the join token.
@@ -542,7 +588,7 @@ impl Client {
     /// As `sweep_create`, with an `Idempotency-Key`: the same key (a retry after a lost answer)
     /// returns the sweep the first request made.
     pub fn sweep_create_with_key(&self, req: &SweepCreate, key: &str) -> Result<SweepInfo, ClientError> {
-        self.finish(self.request("POST", "/api/sweeps").set("Idempotency-Key", key).send_json(req))
+        self.post_with_key("/api/sweeps", req, key)
     }
 
     /// The caller's sweeps (`all` = everyone's, administrators only).

@@ -298,7 +298,7 @@ const ROUTES: &[Route] = &[
     (
         "post",
         "/api/admin/accounts/transfer",
-        "Move lasting credit between two accounts (personal or shared), in one transaction",
+        "Move lasting credit between two accounts (personal or shared), in one transaction; a retry with the same Idempotency-Key header is answered with the accounts as they are, not made again",
         Some(one::<AccountTransfer>),
         one::<TransferResponse>,
         "admin",
@@ -330,7 +330,7 @@ const ROUTES: &[Route] = &[
     (
         "post",
         "/api/admin/accounts/{name}/deposit",
-        "Deposit lasting credit (negative: withdraw, never below zero available)",
+        "Deposit lasting credit (negative: withdraw, never below zero available); a retry with the same Idempotency-Key header is answered with the accounts as they are, not made again",
         Some(one::<AccountDeposit>),
         one::<AccountInfo>,
         "admin",
@@ -338,7 +338,7 @@ const ROUTES: &[Route] = &[
     (
         "post",
         "/api/admin/accounts/{name}/allocations",
-        "Allocate credit that can be held only between start and end (Unix seconds)",
+        "Allocate credit that can be held only between start and end (Unix seconds); a retry with the same Idempotency-Key header is answered with the accounts as they are, not made again",
         Some(one::<AccountAllocate>),
         one::<AccountInfo>,
         "admin",
@@ -380,7 +380,7 @@ const ROUTES: &[Route] = &[
         list::<AuditEntry>,
         "admin",
     ),
-    ("post", "/api/admin/credit", "Deposit (or withdraw) credit", Some(one::<CreditRequest>), one::<Balance>, "admin"),
+    ("post", "/api/admin/credit", "Deposit (or withdraw) credit; a retry with the same Idempotency-Key header is answered with the balance, not credited again", Some(one::<CreditRequest>), one::<Balance>, "admin"),
     (
         "post",
         "/api/admin/backup",

@@ -325,12 +325,17 @@ pub fn libra(cl: &Cluster, token: &str, args: &[&str]) -> String {
 
 /// `libra ARGS` as the holder of `token`, whatever its outcome.
 pub fn libra_output(cl: &Cluster, token: &str, args: &[&str]) -> std::process::Output {
+    libra_output_via(cl, &cl.url, token, args)
+}
+
+/// `libra_output` sent to `server` (a proxy in front of the cluster's server).
+pub fn libra_output_via(cl: &Cluster, server: &str, token: &str, args: &[&str]) -> std::process::Output {
     // In the cluster's directory: jobs run (and write their output files) where they are
     // submitted from.
     Command::new(exe())
         .args(args)
         .current_dir(&cl.dir)
-        .env("LIBRA_SERVER", &cl.url)
+        .env("LIBRA_SERVER", server)
         .env("LIBRA_TOKEN", token)
         .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
         // A cluster serving https: its certificate, trusted like `--ca`.

@@ -300,13 +300,8 @@ fn the_same_idempotency_key_never_credits_twice() {
     assert_eq!(deposits(), 1);
 
     let proxy = LosingProxy::start(cl.port, b"POST /api/admin/credit ");
-    let o = std::process::Command::new(exe())
-        .args(["admin", "credit", "wes", "50"])
-        .env("LIBRA_SERVER", &proxy.url)
-        .env("LIBRA_TOKEN", cl.anon().login("admin", ADMIN_PW).unwrap().token)
-        .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
-        .output()
-        .unwrap();
+    let admin_t = cl.anon().login("admin", ADMIN_PW).unwrap().token;
+    let o = libra_output_via(&cl, &proxy.url, &admin_t, &["admin", "credit", "wes", "50"]);
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{said}");
     assert!(proxy.lost(), "the proxy lost no answer");

@@ -2,7 +2,8 @@
 //! node agent), driven through the `libra` command as users and administrators type it: two
 //! users sharing an account, a per-user limit refusing the second job, each job charged to the
 //! right account, transfers, an allocation that expires, a non-member refused, and a non-admin
-//! refused from the administrators' commands.
+//! refused from the administrators' commands; and a deposit, transfer or allocation whose answer
+//! is lost made once.
 
 mod common;
 
@@ -311,4 +312,74 @@ fn an_allocation_expires_at_its_end_but_a_hold_taken_before_stays_valid() {
         &["admin", "account", "allocate", "grant", "10", "--start", "2026-12-02", "--end", "2026-12-01"],
     );
     assert!(!ok && err.contains("--end:") && err.contains("is not after --start"), "{err}");
+}
+
+/// `libra admin account deposit|transfer|allocate` whose answer is lost on the way (the server
+/// made the change) try again with the same idempotency key and are answered, not made again.
+/// Through the API: the same key makes one change; the key given for another change is refused
+/// (409, naming the change it made); a change that was refused does not use up its key.
+#[test]
+fn a_change_of_account_credit_whose_answer_was_lost_is_made_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 0.5, 30.0);
+    let wes = cl.user("wes", 100);
+    let admin = cl.admin();
+    admin.account_create("physics").unwrap();
+    let admin_t = token(&cl, "admin", ADMIN_PW);
+    let physics = || admin.account("physics").unwrap().account;
+    let entries = || admin.account_ledger("physics").unwrap().len();
+
+    // Each command through a proxy that loses the answer to its first request of that kind.
+    let lossy = |prefix: &'static [u8], args: &[&str]| {
+        let proxy = LosingProxy::start(cl.port, prefix);
+        let o = libra_output_via(&cl, &proxy.url, &admin_t, args);
+        let said = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "libra {args:?}: {said}");
+        assert!(proxy.lost(), "the proxy lost no answer to libra {args:?}");
+        assert!(said.contains("trying again"), "{said}");
+    };
+    lossy(b"POST /api/admin/accounts/physics/deposit ", &["admin", "account", "deposit", "physics", "50"]);
+    assert_eq!((physics().available, entries()), (Money::from_credits(50), 1), "deposited once");
+    lossy(b"POST /api/admin/accounts/transfer ", &["admin", "account", "transfer", "physics", "wes", "20"]);
+    assert_eq!((physics().available, entries()), (Money::from_credits(30), 2), "moved once");
+    assert_eq!(wes.balance().unwrap().available, Money::from_credits(120));
+    lossy(
+        b"POST /api/admin/accounts/physics/allocations ",
+        &["admin", "account", "allocate", "physics", "40", "--end", "30d"],
+    );
+    let p = physics();
+    assert_eq!(
+        (p.available, p.allocations.len(), entries()),
+        (Money::from_credits(70), 1, 3),
+        "allocated once"
+    );
+
+    // The API: one change per key, whatever is asked again with it.
+    let five = Money::from_credits(5);
+    let a = admin.account_deposit_with_key("physics", five, "k1").unwrap();
+    let b = admin.account_deposit_with_key("physics", five, "k1").unwrap();
+    assert_eq!((a.available, b.available, entries()), (Money::from_credits(75), Money::from_credits(75), 4));
+    for e in [
+        admin.account_deposit_with_key("physics", Money::from_credits(6), "k1").map(|_| ()),
+        admin.account_deposit_with_key("wes", five, "k1").map(|_| ()),
+        admin.account_transfer_with_key("physics", "wes", five, "k1").map(|_| ()),
+    ] {
+        let e = e.unwrap_err();
+        assert_eq!(e.status(), Some(409), "{e}");
+        let said = e.to_string();
+        assert!(
+            said.contains("Idempotency-Key") && said.contains("a deposit of 5.00 to account physics"),
+            "{said}"
+        );
+    }
+    // A refused transfer (more than the account has) changes nothing and leaves its key free.
+    let e = admin.account_transfer_with_key("physics", "wes", Money::from_credits(1000), "k2").unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    let r = admin.account_transfer_with_key("physics", "wes", five, "k2").unwrap();
+    assert_eq!((r.from.available, r.to.available), (Money::from_credits(70), Money::from_credits(125)));
+    let again = admin.account_transfer_with_key("physics", "wes", five, "k2").unwrap();
+    assert_eq!((again.from.available, again.to.available), (r.from.available, r.to.available));
+    assert_eq!(entries(), 5);
+    assert_eq!(physics().available, Money::from_credits(70));
+    assert_eq!(wes.balance().unwrap().available, Money::from_credits(125));
 }

@@ -170,6 +170,30 @@ fn in_tx<T>(
     Ok(store::in_transaction(&g.db, f)?)
 }
 
+/// Makes an account change once per idempotency key. `(caller, key, what)`: who asks, their
+/// key (none: every request is a change of its own) and what the change is. The first request
+/// with a key makes the change (`first`) and records the key in the same transaction; a retry
+/// whose answer was lost is answered with `repeat`, the accounts as they are now, and changes
+/// nothing; the key given for another change is refused, naming the one it was used for.
+fn once_per_key<T>(
+    db: &rusqlite::Connection,
+    (caller, key, what): (i64, Option<&str>, &str),
+    repeat: impl FnOnce(&rusqlite::Connection) -> Result<T, projects::ProjectError>,
+    first: impl FnOnce(&rusqlite::Connection) -> Result<T, projects::ProjectError>,
+) -> Result<T, projects::ProjectError> {
+    let Some(key) = key else { return first(db) };
+    match projects::request(db, caller, key)? {
+        Some(done) if done == what => repeat(db),
+        Some(done) => Err(projects::ProjectError::Conflict(format!(
+            "Idempotency-Key: this key was used for {done}; another change needs a new key"
+        ))),
+        None => {
+            projects::record_request(db, caller, key, what, now())?;
+            first(db)
+        }
+    }
+}
+
 pub async fn account_add_user(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -215,11 +239,21 @@ pub async fn account_deposit(
     InPath(name): InPath<String>,
     Body(a): Body<AccountDeposit>,
 ) -> Res<AccountInfo> {
+    let key = super::user::idempotency_key(&headers)?;
     app.run(move |g| {
         let who = g.caller(&headers)?;
         who.require_admin("change credit")?;
         some_amount(a.amount)?;
-        in_tx(g, |db| projects::deposit(db, &name, a.amount, who.id, now())).map(Json)
+        let what = format!("a deposit of {} to account {name}", a.amount);
+        in_tx(g, |db| {
+            once_per_key(
+                db,
+                (who.id, key.as_deref(), &what),
+                |db| projects::info(db, projects::resolve(db, &name)?, now()),
+                |db| projects::deposit(db, &name, a.amount, who.id, now()),
+            )
+        })
+        .map(Json)
     })
     .await
 }
@@ -229,11 +263,23 @@ pub async fn account_transfer(
     headers: HeaderMap,
     Body(a): Body<AccountTransfer>,
 ) -> Res<TransferResponse> {
+    let key = super::user::idempotency_key(&headers)?;
     app.run(move |g| {
         let who = g.caller(&headers)?;
         who.require_admin("move credit")?;
-        in_tx(g, |db| projects::transfer(db, &a.from, &a.to, a.amount, who.id, now()))
-            .map(|(from, to)| Json(TransferResponse { from, to }))
+        let what = format!("a transfer of {} from account {} to account {}", a.amount, a.from, a.to);
+        in_tx(g, |db| {
+            once_per_key(
+                db,
+                (who.id, key.as_deref(), &what),
+                |db| {
+                    let info = |name: &str| projects::info(db, projects::resolve(db, name)?, now());
+                    Ok((info(&a.from)?, info(&a.to)?))
+                },
+                |db| projects::transfer(db, &a.from, &a.to, a.amount, who.id, now()),
+            )
+        })
+        .map(|(from, to)| Json(TransferResponse { from, to }))
     })
     .await
 }
@@ -244,10 +290,22 @@ pub async fn account_allocate(
     InPath(name): InPath<String>,
     Body(a): Body<AccountAllocate>,
 ) -> Res<AccountInfo> {
+    let key = super::user::idempotency_key(&headers)?;
     app.run(move |g| {
         let who = g.caller(&headers)?;
         who.require_admin("allocate credit")?;
-        in_tx(g, |db| projects::allocate(db, &name, a.amount, a.start, a.end, who.id, now())).map(Json)
+        // The times as the shortest decimals that read back as the same floats: equal exactly
+        // when the allocations are.
+        let what = format!("an allocation of {} to account {name} from {} to {}", a.amount, a.start, a.end);
+        in_tx(g, |db| {
+            once_per_key(
+                db,
+                (who.id, key.as_deref(), &what),
+                |db| projects::info(db, projects::resolve(db, &name)?, now()),
+                |db| projects::allocate(db, &name, a.amount, a.start, a.end, who.id, now()),
+            )
+        })
+        .map(Json)
     })
     .await
 }

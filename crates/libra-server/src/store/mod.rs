@@ -389,6 +389,16 @@ const MIGRATIONS: &[&str] = &[
          time REAL NOT NULL,
          PRIMARY KEY (caller, key)
      );",
+    // 23: a shared account's deposit, transfer or allocation made with an idempotency key
+    // records it (with what it did, to refuse the key for anything else), in the transaction of
+    // its entries: a retry after a lost answer is answered, not made again.
+    "CREATE TABLE account_requests (
+         caller INTEGER NOT NULL,
+         key TEXT NOT NULL,
+         what TEXT NOT NULL,
+         time REAL NOT NULL,
+         PRIMARY KEY (caller, key)
+     );",
 ];
 
 /// The schema version this build writes.
@@ -974,7 +984,7 @@ mod tests {
             }
             db.execute_batch(
                 "DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE credit_requests; \
-                 PRAGMA user_version = 19;",
+                 DROP TABLE account_requests; PRAGMA user_version = 19;",
             )
             .unwrap();
         }
@@ -1086,7 +1096,8 @@ mod tests {
         db.execute_batch(
             "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
              ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; DROP INDEX job_nodes_unended; \
-             ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE credit_requests; PRAGMA user_version = 16;",
+             ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE credit_requests; DROP TABLE account_requests; \
+             PRAGMA user_version = 16;",
         )
         .unwrap();
         insert(&db, 6, "FAILED");

@@ -973,3 +973,28 @@ pub(crate) fn check_totals(conn: &Connection, project: i64) -> rusqlite::Result<
         })
         .collect()
 }
+
+/// What `caller` did with idempotency key `key` on the shared accounts (`record_request`'s
+/// `what`), if the key was used.
+pub fn request(conn: &Connection, caller: i64, key: &str) -> rusqlite::Result<Option<String>> {
+    conn.row("SELECT what FROM account_requests WHERE caller = ?1 AND key = ?2", params![caller, key], |r| {
+        r.get(0)
+    })
+    .optional()
+}
+
+/// Records that `caller` does `what` with idempotency key `key` (in the transaction of the
+/// change itself, so that both are kept or neither).
+pub fn record_request(
+    conn: &Connection,
+    caller: i64,
+    key: &str,
+    what: &str,
+    now: f64,
+) -> rusqlite::Result<()> {
+    conn.exec(
+        "INSERT INTO account_requests(caller, key, what, time) VALUES (?1, ?2, ?3, ?4)",
+        params![caller, key, what, now],
+    )?;
+    Ok(())
+}

@@ -134,7 +134,9 @@ pub enum AccountCommand {
     RemoveUser { name: String, user: String },
     /// Make an account a user's default (the user's own name: their personal account).
     Default { name: String, user: String },
-    /// Deposit lasting credit (a negative amount withdraws, never below zero available).
+    /// Deposit lasting credit (a negative amount withdraws, never below zero available). Sent
+    /// with an idempotency key and tried again when the connection fails, as are transfer and
+    /// allocate: a lost answer never moves credit twice.
     Deposit {
         name: String,
         /// Credits, e.g. 500 or 12.50.
@@ -553,11 +555,13 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
         AccountCommand::RemoveUser { name, user } => print(&c.account_remove_user(&name, &user)?),
         AccountCommand::Default { name, user } => print(&c.account_default(&name, &user)?),
         AccountCommand::Deposit { name, amount } => {
-            print(&c.account_deposit(&name, parse_amount("amount", &amount)?)?)
+            let amount = parse_amount("amount", &amount)?;
+            // A retry after a lost answer is answered, never deposited twice.
+            print(&super::submit::retrying(|key| c.account_deposit_with_key(&name, amount, key))?)
         }
         AccountCommand::Transfer { from, to, amount } => {
             let amount: Money = amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?;
-            let r = c.account_transfer(&from, &to, amount)?;
+            let r = super::submit::retrying(|key| c.account_transfer_with_key(&from, &to, amount, key))?;
             let text = Text::new()
                 .line(format!("moved {} from {} to {}", money(amount), from, to))
                 .line(account_line(&r.from))
@@ -580,7 +584,8 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
             if end <= start {
                 anyhow::bail!("--end: {} is not after --start {}", fmt_time(end), fmt_time(start));
             }
-            let a = c.account_allocate(&name, &AccountAllocate { amount, start, end })?;
+            let alloc = AccountAllocate { amount, start, end };
+            let a = super::submit::retrying(|key| c.account_allocate_with_key(&name, &alloc, key))?;
             let said = format!(
                 "allocated {} to {} from {} to {}",
                 money(amount),
