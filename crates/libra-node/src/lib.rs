@@ -17,6 +17,7 @@ pub mod scratch;
 pub mod scratch_pool;
 pub mod slurm;
 pub mod slurm_steps;
+pub mod stat;
 pub mod stride;
 
 pub use agent::{group_name, Agent, AgentConfig, NodeError};

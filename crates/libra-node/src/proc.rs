@@ -3,6 +3,7 @@
 //! job's own working directory.
 
 use crate::beside::Beside;
+use crate::stat::Stat;
 use std::ffi::CString;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::ffi::OsStrExt;
@@ -644,11 +645,7 @@ pub fn read_exit(dir: &Path) -> Option<(Exit, f64, Option<String>)> {
 /// Whether the process that started at `ticks` (see `start_ticks`) is still running (a zombie
 /// has ended).
 pub fn alive(pid: i32, ticks: u64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return false };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    !matches!(f.first(), Some(&"Z") | Some(&"X") | None)
-        && f.get(19).and_then(|t| t.parse().ok()) == Some(ticks)
+    Stat::of(pid).is_some_and(|s| !s.ended() && s.start_ticks == ticks)
 }
 
 /// Whether process `pid` has `name=value` in its environment (how a job's process is told
@@ -664,21 +661,10 @@ pub fn has_env(pid: i32, name: &str, value: &str) -> bool {
 /// its own (`spawn`), whose id is its first process's pid, so this counts the whole job,
 /// children still running included, each process once.
 pub fn cpu_by_session() -> std::collections::HashMap<i32, f64> {
-    // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = crate::stat::ticks_per_second();
     let mut by = std::collections::HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let Some(sid) = f.get(3).and_then(|v| v.parse::<i32>().ok()) else { continue };
-        let ticks: f64 =
-            f.get(11..15).map(|t| t.iter().filter_map(|v| v.parse::<f64>().ok()).sum()).unwrap_or(0.0);
-        *by.entry(sid).or_insert(0.0) += ticks / hz;
+    for (_, s) in listed() {
+        *by.entry(s.session).or_insert(0.0) += s.cpu_ticks as f64 / hz;
     }
     by
 }
@@ -692,13 +678,9 @@ pub fn session_members(
     if sessions.is_empty() {
         return by;
     }
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
-        let Some(sid) = rest.split_whitespace().nth(3).and_then(|v| v.parse::<i32>().ok()) else { continue };
-        if sessions.contains(&sid) {
-            by.entry(sid).or_default().push(pid);
+    for (pid, s) in listed() {
+        if sessions.contains(&s.session) {
+            by.entry(s.session).or_default().push(pid);
         }
     }
     by
@@ -742,23 +724,22 @@ pub fn try_reap(pid: i32) -> Option<Exit> {
 
 /// CPU seconds used so far by a live process and its reaped children (/proc/PID/stat).
 pub fn cpu_seconds(pid: i32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 14-17 of stat(5) (utime, stime, cutime, cstime) are 11..15 after the name.
-    let ticks: f64 = f.get(11..15)?.iter().filter_map(|v| v.parse::<f64>().ok()).sum();
-    // SAFETY: sysconf has no memory effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some(ticks / hz)
+    Some(Stat::of(pid)?.cpu_ticks as f64 / crate::stat::ticks_per_second())
 }
 
 /// When the process started (field 22 of stat(5), clock ticks since boot): with the pid, it
 /// names one process for good, since pids are reused.
 pub fn start_ticks(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    Some(Stat::of(pid)?.start_ticks)
+}
+
+/// Every process `/proc` lists, with its `stat` line (those that end while being read are left
+/// out).
+pub fn listed() -> impl Iterator<Item = (i32, Stat)> {
+    std::fs::read_dir("/proc").into_iter().flatten().flatten().filter_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+        Some((pid, Stat::parse(&std::fs::read_to_string(entry.path().join("stat")).ok()?)?))
+    })
 }
 
 /// Signals the job's whole process group.

@@ -8,13 +8,8 @@
 //! nothing once the keeper is gone, and killed after their CPU is read, so that a job whose
 //! keeper died neither runs on beside its next attempt nor runs free.
 
+use libra_node::stat::Stat;
 use std::collections::{HashMap, HashSet};
-
-/// A process as `/proc/PID/stat` gives it: its parent and its process group.
-struct Proc {
-    ppid: i32,
-    pgrp: i32,
-}
 
 /// The processes `/proc` lists now: each pid, with its directory there.
 fn listed() -> impl Iterator<Item = (i32, std::fs::DirEntry)> {
@@ -26,41 +21,8 @@ fn listed() -> impl Iterator<Item = (i32, std::fs::DirEntry)> {
 }
 
 /// Every process `/proc` shows now, by pid (one that ends while it is read is left out).
-fn processes() -> HashMap<i32, Proc> {
-    listed()
-        .filter_map(|(pid, e)| {
-            Some((pid, std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(parse_stat)?))
-        })
-        .collect()
-}
-
-/// The fields of a `stat` line after the process's name (`pid (comm) `), from its state on:
-/// `comm` may hold spaces and parentheses, so they start after the last `)`.
-fn after_name(line: &str) -> Option<&str> {
-    Some(&line[line.rfind(')')? + 1..])
-}
-
-/// The parent and group from a `stat` line: `pid (comm) state ppid pgrp ...`, where `comm` may
-/// hold spaces and parentheses (so the fields are counted from the last `)`).
-fn parse_stat(line: &str) -> Option<Proc> {
-    let rest = after_name(line)?;
-    let mut f = rest.split_whitespace();
-    let _state = f.next()?;
-    let ppid = f.next()?.parse().ok()?;
-    let pgrp = f.next()?.parse().ok()?;
-    Some(Proc { ppid, pgrp })
-}
-
-/// The CPU a process used, its own and its reaped children's (`utime + stime + cutime +
-/// cstime` of its `stat` line), in clock ticks.
-fn cpu_ticks(line: &str) -> Option<u64> {
-    let rest = after_name(line)?;
-    // After the name: state is field 3 of the line, utime field 14, so the 12th to 15th here.
-    let f: Vec<&str> = rest.split_whitespace().skip(11).take(4).collect();
-    if f.len() < 4 {
-        return None;
-    }
-    f.iter().try_fold(0u64, |sum, v| Some(sum + v.parse::<u64>().ok()?))
+fn processes() -> HashMap<i32, Stat> {
+    libra_node::proc::listed().collect()
 }
 
 /// What `stop_by_key` killed: how many processes, and the CPU they had used (seconds).
@@ -93,8 +55,9 @@ fn by_key(var: &str, value: &str) -> Vec<(i32, u64)> {
         if !ids_are(&status, uid) {
             continue;
         }
-        if let Some(t) = std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(cpu_ticks) {
-            found.push((pid, t));
+        if let Some(s) = std::fs::read_to_string(e.path().join("stat")).ok().as_deref().and_then(Stat::parse)
+        {
+            found.push((pid, s.cpu_ticks));
         }
     }
     found
@@ -114,11 +77,7 @@ fn ids_are(status: &str, uid: u32) -> bool {
 /// only when its process is next scheduled, and what the caller does next (record the attempt,
 /// run it again) must not meet the job still running.
 pub fn stop_by_key(var: &str, value: &str) -> Stopped {
-    // SAFETY: sysconf cannot fail for this name; a nonsense answer falls back to Linux's 100.
-    let hz = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
-        t if t > 0 => t as f64,
-        _ => 100.0,
-    };
+    let hz = libra_node::stat::ticks_per_second();
     // Each process signalled, with its start time (its identity, should its pid be reused).
     let mut signalled: HashMap<i32, Option<u64>> = HashMap::new();
     let mut ticks = 0u64;
@@ -130,7 +89,7 @@ pub fn stop_by_key(var: &str, value: &str) -> Stopped {
             break;
         }
         for (pid, t) in new {
-            let start = stat_of(pid).and_then(|l| started_at(&l));
+            let start = Stat::of(pid).map(|s| s.start_ticks);
             // SAFETY: a process of this user carrying the attempt's key: the job's own.
             unsafe {
                 libc::kill(pid, libc::SIGKILL);
@@ -145,23 +104,10 @@ pub fn stop_by_key(var: &str, value: &str) -> Stopped {
     Stopped { processes: signalled.len(), cpu: ticks as f64 / hz }
 }
 
-/// The `stat` line of process `pid`, if it is there.
-fn stat_of(pid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
-}
-
-/// When a process started (`starttime`, field 22 of its `stat` line), in ticks since boot.
-fn started_at(line: &str) -> Option<u64> {
-    let rest = after_name(line)?;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
 /// Whether process `pid`, which started at `start`, has not yet ended: it is listed, is not a
 /// zombie (ended, waiting to be reaped), and is the same process (not a new one with its pid).
 fn running(pid: i32, start: Option<u64>) -> bool {
-    let Some(line) = stat_of(pid) else { return false };
-    let Some(state) = after_name(&line).and_then(|f| f.split_whitespace().next()) else { return false };
-    !matches!(state, "Z" | "X" | "x") && started_at(&line) == start
+    Stat::of(pid).is_some_and(|s| !s.ended() && Some(s.start_ticks) == start)
 }
 
 /// How long `stop_by_key` waits for the processes it killed to be gone: a SIGKILL is final, so
@@ -186,7 +132,7 @@ pub fn kill_group_members(group: i32) -> usize {
 /// What to kill, seen from process `me` in group `group`: its descendants (in any group: one
 /// that left for a session of its own is still the job's), and, when `me` leads its group, the
 /// other members of the group (the job's processes whose parents ended before them).
-fn targets(all: &HashMap<i32, Proc>, me: i32, group: i32) -> Vec<i32> {
+fn targets(all: &HashMap<i32, Stat>, me: i32, group: i32) -> Vec<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for (&pid, p) in all {
         children.entry(p.ppid).or_default().push(pid);
@@ -237,27 +183,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stat_line_whose_name_holds_parentheses_and_spaces() {
-        let p = parse_stat("4242 (a (b) c) S 17 4240 4240 0 -1 4194560").unwrap();
-        assert_eq!((p.ppid, p.pgrp), (17, 4240));
-        assert!(parse_stat("4242 (truncated").is_none());
-    }
-
-    #[test]
     fn a_process_is_ours_when_its_real_and_effective_ids_are() {
         let status = |ids: &str| format!("Name:\tsh\nState:\tS (sleeping)\nUid:\t{ids}\nGid:\t0\t0\t0\t0\n");
         assert!(ids_are(&status("1000\t1000\t1000\t1000"), 1000));
         assert!(!ids_are(&status("1001\t1000\t1000\t1000"), 1000), "someone else's, setuid to us");
         assert!(!ids_are(&status("1000\t0\t0\t0"), 1000), "ours, setuid to another");
         assert!(!ids_are("Name:\tsh\n", 1000));
-    }
-
-    #[test]
-    fn the_cpu_of_a_stat_line_is_its_own_and_its_reaped_childrens() {
-        let line = "4242 (a (b) c) R 17 4240 4240 0 -1 4194560 10 0 0 0 150 30 7 3 20 0 1 0 55";
-        assert_eq!(cpu_ticks(line), Some(190));
-        assert_eq!(started_at(line), Some(55), "field 22");
-        assert_eq!(cpu_ticks("4242 (x) R 17 4240 4240 0 -1 4194560 10 0 0 0 150 30"), None);
     }
 
     /// A process of ours carrying a key is found with the CPU it used, and killed; one without
@@ -297,8 +228,8 @@ mod tests {
     #[test]
     fn descendants_in_any_group_and_the_led_groups_orphans() {
         let mut all = HashMap::new();
-        let add = |all: &mut HashMap<i32, Proc>, pid, ppid, pgrp| {
-            all.insert(pid, Proc { ppid, pgrp });
+        let add = |all: &mut HashMap<i32, Stat>, pid, ppid, pgrp| {
+            all.insert(pid, Stat { state: 'S', ppid, pgrp, session: pgrp, cpu_ticks: 0, start_ticks: 1 });
         };
         add(&mut all, 1, 0, 1);
         add(&mut all, 10, 1, 5); // the keeper's parent
