@@ -31,11 +31,16 @@ Libra.views = Libra.views || {};
     var amount = Libra.parseMoney($("credit-amount").value);
     if (amount === null) { Libra.announce("Amount: give credits with at most two decimals, e.g. 100 or -12.50."); return; }
     var user = $("credit-user").value;
-    Libra.post("/api/admin/credit", { user: user, amount_cents: amount }).then(function (b) {
+    var form = ev.currentTarget;
+    Libra.post("/api/admin/credit", { user: user, amount_cents: amount }, Libra.formKey(form)).then(function (b) {
+      Libra.formAnswered(form);
       Libra.announce(user + " now has " + Libra.money(b.available_cents) + " credits available.");
       $("credit-amount").value = "";
       last = null;
-    }).catch(function (e) { Libra.announce(String(e)); });
+    }).catch(function (e) {
+      Libra.formAnswered(form, e);
+      Libra.announce(String(e));
+    });
   });
 
   Libra.views["admin-users"] = {

@@ -23,10 +23,11 @@
   };
   Libra.ApiError = ApiError;
 
-  Libra.api = function (method, path, body) {
+  Libra.api = function (method, path, body, key) {
     var s = Libra.session();
     var headers = { "Accept": "application/json" };
     if (s && s.token) headers["Authorization"] = "Bearer " + s.token;
+    if (key) headers["Idempotency-Key"] = key;
     if (body !== undefined) headers["Content-Type"] = "application/json";
     return fetch(path, {
       method: method,
@@ -51,5 +52,33 @@
     });
   };
   Libra.get = function (path) { return Libra.api("GET", path); };
-  Libra.post = function (path, body) { return Libra.api("POST", path, body === undefined ? {} : body); };
+  Libra.post = function (path, body, key) { return Libra.api("POST", path, body === undefined ? {} : body, key); };
+
+  // The idempotency key of a form that spends or gives credit (a job's submission, a credit):
+  // the server acts once per key and answers a repeat with what the first request did. One key
+  // serves every submit of the form until one is answered or a field changes, so a double click,
+  // or a second try after the connection dropped (the server may have acted on the first), is
+  // the same request again, not a second job or credit. Random bytes from getRandomValues,
+  // which pages served over plain http have too (randomUUID needs a secure context).
+  Libra.formKey = function (form) {
+    if (!form.libraKeyWatched) {
+      form.libraKeyWatched = true;
+      var forget = function () { form.libraKey = null; };
+      form.addEventListener("input", forget);
+      form.addEventListener("change", forget);
+    }
+    if (!form.libraKey) {
+      var bytes = new Uint8Array(16);
+      crypto.getRandomValues(bytes);
+      form.libraKey = "portal-" + Array.prototype.map.call(bytes, function (b) {
+        return (b + 256).toString(16).slice(1);
+      }).join("");
+    }
+    return form.libraKey;
+  };
+  // The form's request was answered (`e`: the error it ended in, if any): its next submit is a
+  // new request. One that never reached an answer (status 0) keeps its key for the retry.
+  Libra.formAnswered = function (form, e) {
+    if (!e || e.status) form.libraKey = null;
+  };
 })();

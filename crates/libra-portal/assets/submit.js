@@ -93,7 +93,10 @@ Libra.views = Libra.views || {};
     if (!command) { Libra.replace(result, Libra.h("p", { class: "bad" }, "Command or script: give the program to run.")); return; }
     var name = $("job-name").value.trim();
     var account = $("job-account").value;
-    Libra.post("/api/jobs", { spec: r.spec, command: command, name: name || null, account: account || null }).then(function (j) {
+    var form = ev.currentTarget;
+    var body = { spec: r.spec, command: command, name: name || null, account: account || null };
+    Libra.post("/api/jobs", body, Libra.formKey(form)).then(function (j) {
+      Libra.formAnswered(form);
       if (j.state === "REJECTED") {
         var box = Libra.h("div", null, Libra.h("p", { class: "bad" }, "Job " + j.id + " was rejected: " + (j.reason || "") + "."));
         Libra.replace(result, box);
@@ -105,7 +108,10 @@ Libra.views = Libra.views || {};
         " on " + j.nodes.join(", ") + ", " + Libra.money(j.cost_cents) + " credits on hold" +
         (j.account ? " against account " + j.account : "") + "."));
       requestQuote();
-    }).catch(function (e) { Libra.replace(result, Libra.h("p", { class: "bad" }, String(e))); });
+    }).catch(function (e) {
+      Libra.formAnswered(form, e);
+      Libra.replace(result, Libra.h("p", { class: "bad" }, String(e)));
+    });
   });
 
   // The accounts the user may charge, their default chosen, each with what is left to them.

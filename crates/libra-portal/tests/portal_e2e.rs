@@ -1,6 +1,7 @@
 //! The portal end to end in a real headless Chromium against a real `libra server` and a real
 //! `libra node`: sign in, a live quote (refused, then the suggestion taken in one click), submit,
-//! watch the job finish on the node agent, see the balance change; another user's job shows the
+//! watch the job finish on the node agent, see the balance change; a double click on Submit makes
+//! one job and one on the credit form credits once; another user's job shows the
 //! API's 403; an administrator sees the nodes picture, cancels a job, changes the base price and
 //! the next quote changes; credit through the form; a sweep hosted by the server shows its
 //! progress and its chart of jobs in execution per resource, and its budget is set from the page.
@@ -112,6 +113,28 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
         "job {id} settled as {job:?}, quoted {cost}, pro rata {pro_rata}"
     );
     let cost = job.charged;
+
+    // A double click on Submit (the second before the first is answered) makes one job, not two.
+    let jobs_before = alice.jobs(false).map_err(|e| e.to_string())?.len();
+    b.open("#submit").await?;
+    b.wait_present("#job-command").await?;
+    b.fill("job-command", "true").await?;
+    b.fill("job-estimate", "2s").await?;
+    b.fill("job-deadline", "60s").await?;
+    b.fill("job-budget", "50").await?;
+    b.wait_text("#quote-cost", "a quote", |t| !t.is_empty()).await?;
+    b.submit_twice("submit-form", "/api/jobs").await?;
+    let said = b.wait_text("#submit-result", "the answer", |t| !t.is_empty()).await?;
+    check!(said.starts_with("Accepted: job "), "the double-clicked job: {said}");
+    let jobs = alice.jobs(false).map_err(|e| e.to_string())?;
+    check!(
+        jobs.len() == jobs_before + 1,
+        "a double click on Submit made {} jobs ({said})",
+        jobs.len() - jobs_before
+    );
+    let double = jobs.iter().max_by_key(|j| j.id).map(|j| j.id).unwrap_or_default();
+    wait_until("the double-clicked job to end", || alice.job(double).ok().filter(|j| !j.state.is_active()));
+    let cost = cost + alice.job(double).map_err(|e| e.to_string())?.charged;
 
     // The balance changed by the charge, and the page says so.
     b.open("#account").await?;
@@ -275,10 +298,18 @@ async fn run(cl: &Cluster, b: &Browser) -> R<()> {
         .await
         .map_err(|e| e.to_string())?;
     b.fill("credit-amount", "12.50").await?;
-    b.click("#credit-add").await?;
+    // Added with a double click: credited once.
+    b.submit_twice("credit-form", "/api/admin/credit").await?;
     b.wait_text("#status", "the credit", |t| t.starts_with("bob now has")).await?;
     let after = bob.balance().map_err(|e| e.to_string())?.available;
     check!(after == before + Money::from_cents(1250), "bob had {before}, has {after} after 12.50 credit");
+    // Another click after the answer is a credit of its own.
+    b.fill("credit-amount", "1").await?;
+    b.click("#credit-add").await?;
+    b.wait_text("#status", "the second credit", |t| {
+        t.contains(&(after + Money::from_credits(1)).to_string())
+    })
+    .await?;
     b.shot("admin-users").await?;
 
     // A phone's width: the submission page still fits.

@@ -160,6 +160,37 @@ impl Browser {
         }
     }
 
+    /// Submits form `form` twice in a row, as a double click does (the second before the first
+    /// is answered), and returns once both requests to a path holding `path` are answered:
+    /// what the server made of them can then be counted.
+    #[allow(dead_code)] // Each test binary builds this module; only portal_e2e double-clicks.
+    pub async fn submit_twice(&self, form: &str, path: &str) -> R<()> {
+        let script = r#"
+            var form = arguments[0], path = arguments[1], done = arguments[arguments.length - 1];
+            var fetch0 = window.fetch, answered = 0;
+            window.fetch = function (url) {
+                var p = fetch0.apply(this, arguments);
+                if (String(url).indexOf(path) >= 0) {
+                    p.then(null, function () {}).then(function () {
+                        if (++answered === 2) { window.fetch = fetch0; done(true); }
+                    });
+                }
+                return p;
+            };
+            var f = document.getElementById(form);
+            f.requestSubmit();
+            f.requestSubmit();
+        "#;
+        let args = vec![serde_json::json!(form), serde_json::json!(path)];
+        let both = self
+            .client
+            .execute_async(script, args)
+            .await
+            .map_err(|e| format!("submit #{form} twice: {e}"))?;
+        check!(both == serde_json::json!(true), "submit #{form} twice: {both}");
+        Ok(())
+    }
+
     pub async fn login(&self, user: &str, password: &str) -> R<()> {
         self.open("#login").await?;
         self.wait_present("#login-user").await?;
