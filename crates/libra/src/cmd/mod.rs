@@ -2,6 +2,7 @@
 //! agent and the user and administrator commands).
 
 pub mod cluster;
+pub mod retry;
 pub mod sim;
 pub mod sweep;
 pub mod time;

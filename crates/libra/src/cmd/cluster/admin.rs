@@ -487,7 +487,7 @@ pub fn run(a: AdminArgs) -> Result<()> {
         AdminCommand::Credit { user, amount } => {
             let m = parse_amount("amount", &amount)?;
             // A retry after a lost answer is answered, never credited twice.
-            let b = super::submit::retrying(|key| c.credit_with_key(&user, m, key))?;
+            let b = crate::cmd::retry::keyed(|key| c.credit_with_key(&user, m, key))?;
             let said = format!(
                 "{}: {} available, {} on hold (at {})",
                 b.user,
@@ -557,11 +557,11 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
         AccountCommand::Deposit { name, amount } => {
             let amount = parse_amount("amount", &amount)?;
             // A retry after a lost answer is answered, never deposited twice.
-            print(&super::submit::retrying(|key| c.account_deposit_with_key(&name, amount, key))?)
+            print(&crate::cmd::retry::keyed(|key| c.account_deposit_with_key(&name, amount, key))?)
         }
         AccountCommand::Transfer { from, to, amount } => {
             let amount: Money = amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?;
-            let r = super::submit::retrying(|key| c.account_transfer_with_key(&from, &to, amount, key))?;
+            let r = crate::cmd::retry::keyed(|key| c.account_transfer_with_key(&from, &to, amount, key))?;
             let text = Text::new()
                 .line(format!("moved {} from {} to {}", money(amount), from, to))
                 .line(account_line(&r.from))
@@ -585,7 +585,7 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
                 anyhow::bail!("--end: {} is not after --start {}", fmt_time(end), fmt_time(start));
             }
             let alloc = AccountAllocate { amount, start, end };
-            let a = super::submit::retrying(|key| c.account_allocate_with_key(&name, &alloc, key))?;
+            let a = crate::cmd::retry::keyed(|key| c.account_allocate_with_key(&name, &alloc, key))?;
             let said = format!(
                 "allocated {} to {} from {} to {}",
                 money(amount),

@@ -15,7 +15,7 @@ mod sbatch;
 mod server;
 pub(crate) mod settings;
 pub(crate) mod slurm;
-pub(crate) mod submit;
+mod submit;
 mod torture;
 mod up;
 

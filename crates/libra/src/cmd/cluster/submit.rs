@@ -496,31 +496,12 @@ fn is_text_file(path: &Path) -> bool {
 /// (the server may be restarting, or the answer was lost on the way): a retry that reaches a
 /// server which already took the job gets that job back, never a second one.
 pub fn submit_retrying(client: &libra_api::Client, req: &SubmitRequest) -> Result<JobInfo> {
-    retrying(|key| client.submit_with_key(req, key))
+    crate::cmd::retry::keyed(|key| client.submit_with_key(req, key))
 }
 
 /// As `submit_retrying`, for an array: a retry gets the array the first attempt made.
 pub fn submit_array_retrying(client: &libra_api::Client, req: &ArrayRequest) -> Result<ArrayResponse> {
-    retrying(|key| client.submit_array_with_key(req, key))
-}
-
-/// Sends with one idempotency key, again with the same key when the connection fails (with
-/// backoff, a few times).
-pub(crate) fn retrying<T>(send: impl Fn(&str) -> Result<T, libra_api::ClientError>) -> Result<T> {
-    let key = libra_api::new_idempotency_key();
-    let mut wait = std::time::Duration::from_millis(200);
-    let mut tries = 0;
-    loop {
-        match send(&key) {
-            Err(e @ libra_api::ClientError::Transport { .. }) if tries < 6 => {
-                tries += 1;
-                eprintln!("libra: {e}; trying again in {:.1} s", wait.as_secs_f64());
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(std::time::Duration::from_secs(5));
-            }
-            r => return Ok(r?),
-        }
-    }
+    crate::cmd::retry::keyed(|key| client.submit_array_with_key(req, key))
 }
 
 /// What `libra submit` says of its job: `argv`, the command line the job was submitted with, is

@@ -72,7 +72,7 @@ fn create(c: &Client, a: RunArgs) -> anyhow::Result<()> {
         seed: a.seed,
     };
     // A retry after a lost answer gets the sweep the first request made, never a second one.
-    let s = crate::cmd::cluster::submit::retrying(|key| c.sweep_create_with_key(&create, key))?;
+    let s = crate::cmd::retry::keyed(|key| c.sweep_create_with_key(&create, key))?;
     if a.detach {
         let json = serde_json::json!({ "experiment": s.id, "server": c.base() });
         return emit(&Said::new(&json, s.id.to_string()), a.json);
