@@ -809,16 +809,15 @@ pub fn mine(conn: &Connection, user: i64, now: f64) -> Result<Vec<MyAccount>, Pr
     Ok(v)
 }
 
-/// One account as `user` sees it: theirs (personal or a member's), refused otherwise unless
-/// `admin` (an account that does not exist is refused as one the user is not in).
-pub fn one(
+/// Account `name` as `(user, user_name, admin)` may see it, and whether `user` is a member (a
+/// personal account's member is its user): an account the user is not in is refused exactly
+/// like one that does not exist (naming only the user's own accounts); an administrator sees
+/// every account.
+fn visible(
     conn: &Connection,
-    user: i64,
-    user_name: &str,
-    admin: bool,
+    (user, user_name, admin): (i64, &str, bool),
     name: &str,
-    now: f64,
-) -> Result<MyAccount, ProjectError> {
+) -> Result<(Acct, bool), ProjectError> {
     let acct = match resolve(conn, name) {
         Ok(a) => Some(a),
         Err(ProjectError::NoAccount(_)) if !admin => None,
@@ -829,9 +828,23 @@ pub fn one(
         Some(Acct::Project(p)) => membership(conn, p, user)?.is_some(),
         None => false,
     };
-    let Some(acct) = acct.filter(|_| member || admin) else {
-        return Err(not_member(conn, user, user_name, name)?);
-    };
+    match acct.filter(|_| member || admin) {
+        Some(acct) => Ok((acct, member)),
+        None => Err(not_member(conn, user, user_name, name)?),
+    }
+}
+
+/// One account as `user` sees it: theirs (personal or a member's), refused otherwise unless
+/// `admin` (an account that does not exist is refused as one the user is not in).
+pub fn one(
+    conn: &Connection,
+    user: i64,
+    user_name: &str,
+    admin: bool,
+    name: &str,
+    now: f64,
+) -> Result<MyAccount, ProjectError> {
+    let (acct, member) = visible(conn, (user, user_name, admin), name)?;
     let account = info(conn, acct, now)?;
     let default = default_project(conn, user)?;
     Ok(match acct {
@@ -870,19 +883,7 @@ pub fn entries(
     name: &str,
     limit: u32,
 ) -> Result<Vec<AccountEntry>, ProjectError> {
-    let acct = match resolve(conn, name) {
-        Ok(a) => Some(a),
-        Err(ProjectError::NoAccount(_)) if !admin => None,
-        Err(e) => return Err(e),
-    };
-    let member = match acct {
-        Some(Acct::Personal(u)) => u == user,
-        Some(Acct::Project(p)) => membership(conn, p, user)?.is_some(),
-        None => false,
-    };
-    let Some(acct) = acct.filter(|_| member || admin) else {
-        return Err(not_member(conn, user, user_name, name)?);
-    };
+    let (acct, _) = visible(conn, (user, user_name, admin), name)?;
     Ok(match acct {
         Acct::Personal(u) => ledger::entries(conn, Some(u), limit)?
             .into_iter()
