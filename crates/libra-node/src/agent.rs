@@ -804,6 +804,8 @@ impl Agent {
     /// Runs until `stop` returns true (checked every loop).
     pub fn run(&mut self, stop: impl Fn() -> bool) -> Result<(), NodeError> {
         let mut registered = false;
+        // Syncs refused right after registering, since the last one taken.
+        let mut refused_fresh = 0u32;
         let mut next_control = Instant::now();
         let mut backoff = Duration::from_millis(200);
         while !stop() {
@@ -842,6 +844,7 @@ impl Agent {
             match self.client.sync(&req) {
                 Ok(resp) => {
                     backoff = Duration::from_millis(200);
+                    refused_fresh = 0;
                     if resp.reregister {
                         registered = false;
                     }
@@ -851,12 +854,15 @@ impl Agent {
                     // The server is away: keep the jobs running, keep the reports, try again.
                     tracing::warn!("sync: {e}");
                     if e.status() == Some(403) {
-                        // Refused right after registering: the server will not take this
-                        // node's reports. Otherwise register again (the server may have
-                        // forgotten the node), which refuses for good if it must.
-                        if fresh {
+                        // Register again: the server may have forgotten the node, and a
+                        // registration refuses for good if it must. Refused right after
+                        // registering, the server will not take this node's reports, unless it
+                        // forgot the node in between (an administrator's `forget` as the node
+                        // joined): with a join token, the node joins once more before it stops.
+                        if fresh && (self.cfg.join_token.is_none() || refused_fresh > 0) {
                             return Err(NodeError::Refused(e.to_string()));
                         }
+                        refused_fresh += u32::from(fresh);
                         registered = false;
                         continue;
                     }

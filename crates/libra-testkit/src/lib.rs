@@ -2,8 +2,8 @@
 //! cluster of `libra server` and `libra node` processes on loopback ([`Cluster`]), an in-process
 //! server for the server crate's tests ([`TestServer`]), a real two-node Slurm ([`slurm`]), Unix
 //! accounts made for a test ([`Account`]), finding and stopping the processes a test started,
-//! reading a child's output as it comes ([`Lines`]), a proxy that loses an answer
-//! ([`LosingProxy`]), and waiting on a condition with a deadline
+//! reading a child's output as it comes ([`Lines`]), a proxy that loses an answer or acts just
+//! before a request arrives ([`FaultyProxy`]), and waiting on a condition with a deadline
 //! instead of a fixed sleep ([`wait_until`]).
 //!
 //! Every item is re-exported at the top, so a test file can `use libra_testkit::*` (the `libra`

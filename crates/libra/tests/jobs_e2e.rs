@@ -299,12 +299,12 @@ fn the_same_idempotency_key_never_credits_twice() {
     let deposits = || c.ledger().unwrap().iter().filter(|e| e.kind == libra_api::LedgerKind::Deposit).count();
     assert_eq!(deposits(), 1);
 
-    let proxy = LosingProxy::start(cl.port, b"POST /api/admin/credit ");
+    let proxy = FaultyProxy::losing(cl.port, b"POST /api/admin/credit ");
     let admin_t = cl.anon().login("admin", ADMIN_PW).unwrap().token;
     let o = libra_output_via(&cl, &proxy.url, &admin_t, &["admin", "credit", "wes", "50"]);
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{said}");
-    assert!(proxy.lost(), "the proxy lost no answer");
+    assert!(proxy.done(), "the proxy lost no answer");
     assert!(said.contains("trying again"), "{said}");
     assert_eq!(c.balance().unwrap().available, Money::from_credits(150), "credited once");
     assert_eq!(deposits(), 2);

@@ -331,11 +331,11 @@ fn a_change_of_account_credit_whose_answer_was_lost_is_made_once() {
 
     // Each command through a proxy that loses the answer to its first request of that kind.
     let lossy = |prefix: &'static [u8], args: &[&str]| {
-        let proxy = LosingProxy::start(cl.port, prefix);
+        let proxy = FaultyProxy::losing(cl.port, prefix);
         let o = libra_output_via(&cl, &proxy.url, &admin_t, args);
         let said = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(o.status.success(), "libra {args:?}: {said}");
-        assert!(proxy.lost(), "the proxy lost no answer to libra {args:?}");
+        assert!(proxy.done(), "the proxy lost no answer to libra {args:?}");
         assert!(said.contains("trying again"), "{said}");
     };
     lossy(b"POST /api/admin/accounts/physics/deposit ", &["admin", "account", "deposit", "physics", "50"]);

@@ -1,13 +1,13 @@
 //! Multi-user safety with real processes: secrets never on a command line and private on disk,
 //! node agents that keep their own credential across restarts and join again after an
-//! administrator forgets them, https end to end with a self-signed certificate, and plain http
+//! administrator forgets them (also in the instant between joining and first reporting), https end to end with a self-signed certificate, and plain http
 //! refused beyond loopback.
 
 mod common;
 
 use common::{
-    free_port, processes_mentioning, wait_done, wait_until, Cleanup, Cluster, Lines, Scratch, ADMIN_PW, EXE,
-    JOIN, SERIAL,
+    free_port, processes_mentioning, wait_done, wait_until, Cleanup, Cluster, FaultyProxy, Lines, Scratch,
+    ADMIN_PW, EXE, JOIN, SERIAL,
 };
 use libra_api::{Client, JobState};
 use std::os::unix::fs::PermissionsExt;
@@ -231,6 +231,70 @@ fn agents_keep_their_credential_across_restarts_and_join_again_when_forgotten() 
     assert_eq!(e.status(), Some(403), "{e}");
     let j = user.submit(&common::burn(0.2, 2.0, 60.0, 50)).unwrap();
     assert_eq!(wait_done(&user, j.id).state, JobState::Completed);
+}
+
+/// An administrator forgets a node in the instant after it joined, before its first sync (a
+/// proxy runs the `forget` just before that sync reaches the server). The agent, which has the
+/// join token, joins again with a new credential and runs jobs, rather than stopping as one
+/// whose reports a server will not take.
+#[test]
+fn an_agent_forgotten_between_joining_and_its_first_sync_joins_again() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start(0, 0.5, 30.0);
+    let name = "late";
+    let cred_file = cl.dir.join(name).join("node.credential");
+    let admin = cl.admin();
+    let (url, token) = (cl.url.clone(), cl.anon().login("admin", ADMIN_PW).unwrap().token);
+    // The credential the agent joined with (saved before it sent that sync), read as it is
+    // forgotten: the agent may join again within a millisecond.
+    let first = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let (first_here, cred) = (first.clone(), cred_file.clone());
+    let proxy = FaultyProxy::before(cl.port, b"POST /api/node/sync ", move || {
+        *first_here.lock().unwrap() = std::fs::read_to_string(&cred).unwrap();
+        Client::new(&url, Some(token)).node_forget(name).unwrap();
+    });
+    let log = std::fs::File::create(cl.dir.join("late.log")).unwrap();
+    let agent = Command::new(EXE)
+        .args(["node", "--server", &proxy.url, "--cpus", "0.5", "--name", name, "--period", "0.5"])
+        .arg("--join-token-file")
+        .arg(cl.dir.join("join-token"))
+        .arg("--workdir")
+        .arg(cl.dir.join(name))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    cl.nodes.push(agent);
+    wait_until("the forget before the first sync", || proxy.done().then_some(()));
+    let first = first.lock().unwrap().clone();
+    assert!(!first.is_empty());
+    let log = || std::fs::read_to_string(cl.dir.join("late.log")).unwrap_or_default();
+    let agent = cl.nodes.last_mut().unwrap();
+    let t0 = std::time::Instant::now();
+    let joined_again = loop {
+        if let Some(status) = agent.try_wait().unwrap() {
+            break Err(status);
+        }
+        if let Some(c) = std::fs::read_to_string(&cred_file).ok().filter(|c| *c != first && !c.is_empty()) {
+            break Ok(c);
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "neither a new credential nor the agent's end:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let second = match joined_again {
+        Ok(c) => c,
+        Err(status) => panic!("the agent stopped ({status}) instead of joining again:\n{}", log()),
+    };
+    assert_ne!(second, first);
+    let up = |admin: &Client| admin.nodes().ok().filter(|n| n.iter().any(|x| x.name == name && x.up));
+    wait_until("the node up", || up(&admin));
+    let user = cl.user("dora", 1000);
+    let j = user.submit(&common::burn(0.2, 2.0, 60.0, 50)).unwrap();
+    assert_eq!(wait_done(&user, j.id).state, JobState::Completed, "{}", log());
 }
 
 #[test]

@@ -269,7 +269,7 @@ fn a_hosted_sweep_whose_answer_was_lost_is_made_once() {
     let server = Server::start(&dir);
     let admin = server.client("admin", ADMIN_PW);
     add_users(&admin, &["carol", "dave"]);
-    let proxy = libra_testkit::LosingProxy::start(server.port, b"POST /api/sweeps ");
+    let proxy = libra_testkit::FaultyProxy::losing(server.port, b"POST /api/sweeps ");
     std::fs::write(dir.join("carol-password"), "pw-carol").unwrap();
     let pw_file = dir.join("carol-password").display().to_string();
     ok(libra(&dir, &["login", "--server", &proxy.url, "--user", "carol", "--password-file", &pw_file]));
@@ -283,7 +283,7 @@ fn a_hosted_sweep_whose_answer_was_lost_is_made_once() {
             .collect::<Vec<_>>(),
     );
     let said = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(proxy.lost(), "the proxy lost no answer");
+    assert!(proxy.done(), "the proxy lost no answer");
     assert!(said.contains("trying again"), "{said}");
     let id = json(o)["experiment"].as_i64().unwrap();
     let carol = server.client("carol", "pw-carol");
