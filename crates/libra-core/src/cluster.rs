@@ -328,6 +328,40 @@ impl NodeEntry {
     }
 }
 
+/// Each job's share and one term of it at one instant, kept by the job's slot for one pass of
+/// admission over many nodes (`Cluster::node_sums_kept`). A parallel job's entry is one record
+/// however many nodes it spans, and so is its share at `now`; reading it again on each of its
+/// nodes was most of what admission computed: on the SDSC trace under `libra+$`, 393 jobs read
+/// per arrival, of 52 distinct ones. Kept between passes (one per thread), so that a pass
+/// allocates nothing: a pass number tells this pass's values from older ones.
+#[derive(Debug, Default)]
+pub struct KeptShares {
+    /// The pass's number (0: none started; a slot's `pass` of 0 is never this pass's).
+    pass: u64,
+    now: f64,
+    kept: Vec<Kept>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Kept {
+    pass: u64,
+    share: f64,
+    term: f64,
+}
+
+impl KeptShares {
+    /// Starts a pass over `cluster` as it is now, at `now`: nothing kept before counts. Every
+    /// use until the next start must be on that cluster unchanged, at that `now`, with one
+    /// `term` (`Cluster::node_sums_kept`).
+    pub fn start(&mut self, cluster: &Cluster, now: f64) {
+        self.pass += 1;
+        self.now = now;
+        if self.kept.len() < cluster.progress.len() {
+            self.kept.resize(cluster.progress.len(), Kept::default());
+        }
+    }
+}
+
 /// Every live job's entry, by slot (`Cluster::progress` and `Cluster::terms`; a freed slot's
 /// entry is stale until the slot is reused, and no node lists it).
 #[derive(Clone, Copy)]
@@ -1063,6 +1097,19 @@ impl Cluster {
         (0..node.slots.len()).map(move |k| (entries.terms(node.slots[k]).job, node.share(entries, k, now)))
     }
 
+    /// The share of the job in `slot` at `now` (Algorithm 2 capped at the job's cap:
+    /// `NodeEntry::share`, bit for bit, which is the same on every node the job spans), for a
+    /// caller that keeps the job's `slot_of`; `None` when the slot no longer holds `job`. Job
+    /// control asks it once per job rather than once per node (`node_job_shares`).
+    pub fn share_in(&self, slot: JobSlot, job: u64, now: f64) -> Option<f64> {
+        let live = self.slots.get(slot.0).and_then(Option::as_ref).is_some_and(|c| c.job == job);
+        if !live {
+            return None;
+        }
+        let (p, t) = (&self.progress[slot.0], &self.terms[slot.0]);
+        Some(required_share(p.estimate, p.cpu_at(now), p.deadline_abs, now, t.admitted_share, t.cap))
+    }
+
     /// Each job's share on node `i` at `now` (`NodeEntry::share`, bit for bit), its work left
     /// and its deadline, in the order of `node_entries`. It reads 16 bytes a job while no job
     /// on the node has a rate assumed (the server's nodes), 40 otherwise, and the rest of an
@@ -1184,6 +1231,55 @@ impl Cluster {
         for e in node.shares_at(self.entries(), now) {
             load += e.share;
             other += term(&e);
+            if refuse(load) {
+                return None;
+            }
+        }
+        (!refuse(load)).then_some((load, other))
+    }
+
+    /// `node_sums` for a pass that reads many nodes at one instant with one `term`: each job's
+    /// share and term are computed once, on the first node the pass reads it on, and kept by its
+    /// slot in `kept` for the other nodes it spans. A job's entry and cap are its own, whatever
+    /// the node (`Node::share` gives `NodeEntry::share` bit for bit on each), so the values kept
+    /// are the ones each node would compute, added in the same order: the answer is
+    /// `node_sums`'s, bit for bit. `kept` must have been started (`KeptShares::start`) on this
+    /// cluster as it is now, at this `now`, and used with this `term` alone since. A node whose
+    /// jobs are all still is read as `node_sums` reads it (16 bytes a job, nothing to keep).
+    #[inline]
+    pub fn node_sums_kept<T, R>(
+        &self,
+        i: NodeIdx,
+        now: f64,
+        load0: f64,
+        term: T,
+        refuse: R,
+        kept: &mut KeptShares,
+    ) -> Option<(f64, f64)>
+    where
+        T: Fn(&EntryShare) -> f64,
+        R: Fn(f64) -> bool,
+    {
+        let node = &self.nodes[i];
+        let started = kept.now.to_bits() == now.to_bits() && kept.kept.len() >= self.progress.len();
+        if (node.moving == 0 && now.is_finite()) || !started {
+            return self.node_sums(i, now, load0, term, refuse);
+        }
+        let (entries, pass) = (self.entries(), kept.pass);
+        let (mut load, mut other) = (load0, 0.0);
+        for (k, &slot) in node.slots.iter().enumerate() {
+            let m = &mut kept.kept[slot];
+            if m.pass != pass {
+                let p = entries.progress(slot);
+                let e = EntryShare {
+                    share: node.share(entries, k, now),
+                    remaining: p.remaining_estimate(now),
+                    deadline_abs: p.deadline_abs,
+                };
+                *m = Kept { pass, share: e.share, term: term(&e) };
+            }
+            load += m.share;
+            other += m.term;
             if refuse(load) {
                 return None;
             }

@@ -7,7 +7,7 @@ use super::placement::{least_budget, Candidate, Chooser, Placement, Unread};
 use super::stripes::{Split, StripeChunks};
 use super::suggest::earliest_deadline;
 use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion};
-use crate::cluster::{Cluster, EntryShare, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
+use crate::cluster::{Cluster, EntryShare, KeptShares, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
@@ -209,7 +209,9 @@ impl LibraPlus {
     /// above its capacity (with `SHARE_EPS`), found as soon as the partial load proves it (see
     /// `Cluster::node_load_plus_within` for why a partial sum decides: every share is finite and
     /// at least +0, so the float sum never falls as terms are added). When `Some`, the values
-    /// are bit for bit `load_and_res_free`'s (same terms, same order).
+    /// are bit for bit `load_and_res_free`'s (same terms, same order). With `kept`, started at
+    /// `now` for a pass of this job's (this `deadline`), each job's terms come from it once
+    /// computed (`Cluster::node_sums_kept`, the same bits).
     fn load_and_res_free_within(
         cluster: &Cluster,
         j: NodeIdx,
@@ -217,12 +219,17 @@ impl LibraPlus {
         deadline: f64,
         now: f64,
         share: f64,
+        kept: Option<&mut KeptShares>,
     ) -> Option<(f64, f64, f64)> {
         let node = cluster.node(j);
         let limit = node.spec.cpus + SHARE_EPS;
         let res_max = node.spec.cpus * deadline.max(0.0);
         let committed = |e: &EntryShare| Self::committed(e, deadline, now);
-        let (load, committed) = cluster.node_sums(j, now, 0.0, committed, |load| load + share > limit)?;
+        let refuse = |load: f64| load + share > limit;
+        let (load, committed) = match kept {
+            Some(kept) => cluster.node_sums_kept(j, now, 0.0, committed, refuse, kept)?,
+            None => cluster.node_sums(j, now, 0.0, committed, refuse)?,
+        };
         Some((load, res_max, res_max - committed - estimate.max(0.0)))
     }
 
@@ -303,7 +310,8 @@ impl LibraPlus {
     }
 
     /// The deadline check and price of node `j` (the body of `priced_nodes`): `None` when the
-    /// node cannot take the job by its deadline.
+    /// node cannot take the job by its deadline. `kept`: see `load_and_res_free_within`.
+    #[allow(clippy::too_many_arguments)]
     fn priced_node(
         &self,
         spec: &JobSpec,
@@ -312,8 +320,8 @@ impl LibraPlus {
         j: NodeIdx,
         cluster: &Cluster,
         now: f64,
+        kept: Option<&mut KeptShares>,
     ) -> Option<Candidate> {
-        let spec_estimate = spec.estimate();
         let nspec = &cluster.node(j).spec;
         if share > nspec.job_cap(spec.cpus_per_task()) + SHARE_EPS {
             return None;
@@ -323,8 +331,27 @@ impl LibraPlus {
         if cluster.load_lower_bound(j, now) + share > nspec.cpus + SHARE_EPS {
             return None;
         }
+        self.priced_screened_node(spec, share, deadline, j, cluster, now, kept)
+    }
+
+    /// `priced_node` of a node whose first two refusals were made already, as `Pass::screen`
+    /// makes them (the same comparisons on the same values): the rest of the deadline check,
+    /// and the price.
+    #[allow(clippy::too_many_arguments)]
+    fn priced_screened_node(
+        &self,
+        spec: &JobSpec,
+        share: f64,
+        deadline: f64,
+        j: NodeIdx,
+        cluster: &Cluster,
+        now: f64,
+        kept: Option<&mut KeptShares>,
+    ) -> Option<Candidate> {
+        let spec_estimate = spec.estimate();
+        let nspec = &cluster.node(j).spec;
         let (load, res_max, res_free) =
-            Self::load_and_res_free_within(cluster, j, spec_estimate, deadline, now, share)?;
+            Self::load_and_res_free_within(cluster, j, spec_estimate, deadline, now, share, kept)?;
         let rate = self.rate(nspec, res_max, res_free);
         Some(Candidate { node: j, res_free, load: load + share, rate, cost: cost_at(spec_estimate, rate) })
     }
@@ -341,7 +368,7 @@ impl LibraPlus {
     ) -> Vec<Candidate> {
         let spec_estimate = spec.estimate();
         let share = new_job_share(spec_estimate, deadline);
-        res.iter().filter_map(|&j| self.priced_node(spec, share, deadline, j, cluster, now)).collect()
+        res.iter().filter_map(|&j| self.priced_node(spec, share, deadline, j, cluster, now, None)).collect()
     }
 
     fn suggestion(&self, spec: &JobSpec, cluster: &Cluster, res: &[NodeIdx], now: f64) -> Option<Suggestion> {
@@ -468,7 +495,7 @@ impl LibraPlus {
                         chooser.push(Candidate { node: j, ..c });
                     }
                 } else {
-                    let c = self.priced_node(spec, share, deadline, j, cluster, now);
+                    let c = self.priced_node(spec, share, deadline, j, cluster, now, None);
                     idle.add(key, c, procs);
                     if let Some(c) = c {
                         priced += 1;
@@ -533,7 +560,7 @@ impl LibraPlus {
         }
         let chosen = chosen.unwrap_or_else(|mut chooser| {
             for u in &unread {
-                if let Some(c) = self.priced_node(spec, share, deadline, u.node, cluster, now) {
+                if let Some(c) = self.priced_node(spec, share, deadline, u.node, cluster, now, None) {
                     chooser.push(c);
                 }
             }
@@ -673,6 +700,21 @@ impl Pass<'_> {
         priced: usize,
         unread: &mut Vec<Unread>,
     ) -> usize {
+        KEPT.with_borrow_mut(|kept| {
+            kept.start(self.cluster, self.now);
+            self.busy_kept(chunks, chooser, priced, unread, kept)
+        })
+    }
+
+    /// `busy`, with this thread's `KeptShares` started for the pass.
+    fn busy_kept(
+        &self,
+        chunks: StripeChunks<'_>,
+        chooser: &mut Chooser,
+        priced: usize,
+        unread: &mut Vec<Unread>,
+        kept: &mut KeptShares,
+    ) -> usize {
         let (spec, cluster, now, share) = (self.spec, self.cluster, self.now, self.share);
         let procs = spec.procs() as usize;
         let (estimate, deadline, budget) = (spec.estimate(), spec.deadline(), spec.budget());
@@ -699,7 +741,7 @@ impl Pass<'_> {
             Placement::BestFit => self.policy.unread_from,
             _ => usize::MAX,
         };
-        let mut read = |j: NodeIdx, count: &mut usize| {
+        let mut read = |j: NodeIdx, count: &mut usize, kept: &mut KeptShares| {
             let node = cluster.node(j);
             if !node.has_resources(mem, disk) {
                 return;
@@ -713,7 +755,10 @@ impl Pass<'_> {
                     return;
                 }
             }
-            if let Some(c) = self.policy.priced_node(spec, share, deadline, j, cluster, now) {
+            // Every node here passed the screen (`screen_fastest`): its first two refusals.
+            if let Some(c) =
+                self.policy.priced_screened_node(spec, share, deadline, j, cluster, now, Some(&mut *kept))
+            {
                 *count += 1;
                 chooser.push(c);
             }
@@ -752,12 +797,12 @@ impl Pass<'_> {
                     continue;
                 }
                 if let Some(first) = ahead.push(j, cluster) {
-                    read(first, &mut count);
+                    read(first, &mut count, kept);
                 }
             }
         }
         while let Some(first) = ahead.pop() {
-            read(first, &mut count);
+            read(first, &mut count, kept);
         }
         count
     }
@@ -840,6 +885,12 @@ impl IdleKinds {
     fn all_exhausted(&self, kinds: usize) -> bool {
         self.exhausted >= kinds
     }
+}
+
+thread_local! {
+    /// Each thread's `KeptShares` for the busy nodes' pass (`Pass::busy`): the shares of jobs
+    /// that span many of the nodes read, computed once an arrival (once a stripe).
+    static KEPT: std::cell::RefCell<KeptShares> = std::cell::RefCell::new(KeptShares::default());
 }
 
 /// The least cluster on which `admit` judges busy nodes by their bytes before it reads them

@@ -6,7 +6,7 @@
 
 use super::placement::{choose, Candidate};
 use super::*;
-use crate::cluster::{Cluster, SHARE_EPS};
+use crate::cluster::{Cluster, KeptShares, SHARE_EPS};
 use crate::history::{self, node, secs, Op, Rate};
 use crate::pricing::{cost_at, libra_rate, libraplus_rate, putil};
 use proptest::prelude::*;
@@ -403,6 +403,64 @@ proptest! {
             let term = |e: &crate::cluster::EntryShare| LibraPlus::committed(e, window, now);
             for got in c.node_sums_each_way(n, now, load0, term, refuse) {
                 prop_assert_eq!(got.map(|(l, w)| (l.to_bits(), w.to_bits())), expect);
+            }
+        }
+    }
+
+    /// Each job's share and term kept once a pass (`Cluster::node_sums_kept`, computed on the
+    /// first node a job is read on and taken from there on the others it spans) give every
+    /// node `node_sums`'s answer, bit for bit: nodes read in any order and more than once, jobs
+    /// of one to three nodes reported at a rate (the nodes that keep values) or at none, passes
+    /// at one instant with different windows (each started: nothing of the other's is taken),
+    /// a limit that stops some reads early (so that a job read on one node is not always kept),
+    /// and a read at another instant than the pass's (computed, not kept).
+    #[test]
+    fn kept_shares_give_each_node_its_own_sums_to_the_bit(
+        cpus in proptest::collection::vec(0u8..4, 6),
+        ops in proptest::collection::vec(op(), 0..80),
+        later in prop_oneof![Just(0.0), 0.0f64..1000.0],
+        windows in proptest::collection::vec(secs(1.0, 100_000.0), 1..4),
+        order in proptest::collection::vec(0usize..6, 0..16),
+        limit in prop_oneof![Just(f64::INFINITY), 0.0f64..4.0],
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        let bits = |r: Option<(f64, f64)>| r.map(|(l, w)| (l.to_bits(), w.to_bits()));
+        let refuse = |load: f64| load > limit;
+        let mut kept = KeptShares::default();
+        for &window in &windows {
+            kept.start(&c, now);
+            let term = |e: &crate::cluster::EntryShare| LibraPlus::committed(e, window, now);
+            for n in order.iter().copied().chain(0..c.node_count()) {
+                let got = c.node_sums_kept(n, now, 0.0, term, refuse, &mut kept);
+                prop_assert_eq!(bits(got), bits(c.node_sums(n, now, 0.0, term, refuse)), "node {}", n);
+            }
+            let then = now + 7.0;
+            let term = |e: &crate::cluster::EntryShare| LibraPlus::committed(e, window, then);
+            for n in 0..c.node_count() {
+                let got = c.node_sums_kept(n, then, 0.0, term, refuse, &mut kept);
+                prop_assert_eq!(bits(got), bits(c.node_sums(n, then, 0.0, term, refuse)), "node {} later", n);
+            }
+        }
+    }
+
+    /// A job's share from its slot (`Cluster::share_in`, what job control asks once per job) is
+    /// the share each of its nodes computes for it (`node_job_shares`), bit for bit, at the
+    /// history's end and later (overruns, passed deadlines, caps); a slot asked for another
+    /// job answers `None`.
+    #[test]
+    fn a_jobs_share_from_its_slot_is_each_of_its_nodes_share_to_the_bit(
+        cpus in proptest::collection::vec(0u8..4, 6),
+        ops in proptest::collection::vec(op(), 0..80),
+        later in prop_oneof![Just(0.0), 0.0f64..1000.0, 1e3f64..1e6],
+    ) {
+        let (c, end) = build(&cpus, &ops);
+        let now = end + later;
+        for n in 0..c.node_count() {
+            for (job, share) in c.node_job_shares(n, now) {
+                let slot = c.slot_of(job).expect("a job on a node has a slot");
+                prop_assert_eq!(c.share_in(slot, job, now).map(f64::to_bits), Some(share.to_bits()));
+                prop_assert_eq!(c.share_in(slot, job + 1000, now), None);
             }
         }
     }

@@ -251,13 +251,27 @@ impl State<'_> {
             }
         }
         let control = self.policy.job_control();
+        // Algorithm 2 is each job's own share, the same on every node it spans: computed once
+        // per job here (`Cluster::share_in`), rather than once per node it is on below.
+        let once = control == JobControl::Libra
+            && affected.iter().all(|&k| {
+                let share = self.active[k]
+                    .as_ref()
+                    .and_then(|a| a.slot)
+                    .and_then(|s| self.cluster.share_in(s, k as u64, now));
+                if let Some(share) = share {
+                    self.scratch[k] = share;
+                }
+                share.is_some()
+            });
         for &n in touched {
             // The cluster's entries of the node and the node's own list hold the same jobs in
             // different orders: the shares go through `scratch`, by job.
             match control {
-                // Algorithm 2 is each job's own share: read straight from the node's entries
-                // (`Cluster::node_job_shares`, bit for bit what `node_shares` computes on
-                // `controlled_jobs`), without building either vector.
+                JobControl::Libra if once => {}
+                // The same shares read from the node's entries (`Cluster::node_job_shares`,
+                // bit for bit what `node_shares` computes on `controlled_jobs`), without
+                // building either vector: for a job whose slot is not known.
                 JobControl::Libra => {
                     for (job, share) in self.cluster.node_job_shares(n, now) {
                         self.scratch[job as usize] = share;
