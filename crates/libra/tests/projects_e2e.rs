@@ -316,8 +316,9 @@ fn an_allocation_expires_at_its_end_but_a_hold_taken_before_stays_valid() {
 
 /// `libra admin account deposit|transfer|allocate` whose answer is lost on the way (the server
 /// made the change) try again with the same idempotency key and are answered, not made again.
-/// Through the API: the same key makes one change; the key given for another change is refused
-/// (409, naming the change it made); a change that was refused does not use up its key.
+/// Through the API: the same key makes one change; the key given for another change, a user's
+/// credit included, is refused (409, naming the change it made); a change that was refused does
+/// not use up its key.
 #[test]
 fn a_change_of_account_credit_whose_answer_was_lost_is_made_once() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -363,6 +364,8 @@ fn a_change_of_account_credit_whose_answer_was_lost_is_made_once() {
         admin.account_deposit_with_key("physics", Money::from_credits(6), "k1").map(|_| ()),
         admin.account_deposit_with_key("wes", five, "k1").map(|_| ()),
         admin.account_transfer_with_key("physics", "wes", five, "k1").map(|_| ()),
+        // A user's credit shares the caller's keys with the accounts' changes.
+        admin.credit_with_key("wes", five, "k1").map(|_| ()),
     ] {
         let e = e.unwrap_err();
         assert_eq!(e.status(), Some(409), "{e}");

@@ -170,25 +170,27 @@ fn in_tx<T>(
     Ok(store::in_transaction(&g.db, f)?)
 }
 
-/// Makes an account change once per idempotency key. `(caller, key, what)`: who asks, their
-/// key (none: every request is a change of its own) and what the change is. The first request
-/// with a key makes the change (`first`) and records the key in the same transaction; a retry
-/// whose answer was lost is answered with `repeat`, the accounts as they are now, and changes
-/// nothing; the key given for another change is refused, naming the one it was used for.
-fn once_per_key<T>(
+/// Makes a change of credit (a user's credit, or a shared account's) once per idempotency key.
+/// `(caller, key, what)`: who asks, their key (none: every request is a change of its own) and
+/// what the change is. The first request with a key makes the change (`first`) and records the
+/// key in the same transaction; a retry whose answer was lost is answered with `repeat`, the
+/// balances as they are now, and changes nothing; the key given for another change is refused,
+/// naming the one it was used for. A caller's keys are one set across every such change.
+fn once_per_key<T, E: From<projects::ProjectError>>(
     db: &rusqlite::Connection,
     (caller, key, what): (i64, Option<&str>, &str),
-    repeat: impl FnOnce(&rusqlite::Connection) -> Result<T, projects::ProjectError>,
-    first: impl FnOnce(&rusqlite::Connection) -> Result<T, projects::ProjectError>,
-) -> Result<T, projects::ProjectError> {
+    repeat: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+    first: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+) -> Result<T, E> {
     let Some(key) = key else { return first(db) };
-    match projects::request(db, caller, key)? {
+    match projects::request(db, caller, key).map_err(projects::ProjectError::from)? {
         Some(done) if done == what => repeat(db),
         Some(done) => Err(projects::ProjectError::Conflict(format!(
             "Idempotency-Key: this key was used for {done}; another change needs a new key"
-        ))),
+        ))
+        .into()),
         None => {
-            projects::record_request(db, caller, key, what, now())?;
+            projects::record_request(db, caller, key, what, now()).map_err(projects::ProjectError::from)?;
             first(db)
         }
     }
@@ -642,24 +644,22 @@ pub async fn credit(
         some_amount(c.amount)?;
         let (id, _) = auth::user_id(&g.db, &c.user)?
             .ok_or_else(|| ApiError::NotFound(format!("user: '{}' does not exist", c.user)))?;
+        let what = store::users::credit_description(c.amount, &c.user);
         store::in_transaction(&g.db, |db| {
-            if let Some(key) = &key {
-                if let Some((user, amount)) = store::users::credit_request(db, who.id, key)? {
-                    if (user, amount) != (id, c.amount.cents()) {
-                        return Err(ApiError::Conflict(format!(
-                            "Idempotency-Key: this key was used for a credit of {} to another user or of another amount; a new credit needs a new key",
-                            libra_core::Money::from_cents(amount)
-                        )));
-                    }
-                    return Ok(Json(ledger::balance(db, id)?));
-                }
-                store::users::record_credit_request(db, who.id, key, id, c.amount.cents(), now())?;
-            }
-            ledger::deposit(db, id, c.amount, now()).map(Json).map_err(|e| match e {
-                ledger::LedgerError::Removed(_) => ApiError::Conflict(e.to_string()),
-                ledger::LedgerError::Store(_) | ledger::LedgerError::StoreFull(_) => ApiError::from(e),
-                e => ApiError::BadRequest(e.to_string()),
-            })
+            once_per_key(
+                db,
+                (who.id, key.as_deref(), &what),
+                |db| Ok(Json(ledger::balance(db, id)?)),
+                |db| {
+                    ledger::deposit(db, id, c.amount, now()).map(Json).map_err(|e| match e {
+                        ledger::LedgerError::Removed(_) => ApiError::Conflict(e.to_string()),
+                        ledger::LedgerError::Store(_) | ledger::LedgerError::StoreFull(_) => {
+                            ApiError::from(e)
+                        }
+                        e => ApiError::BadRequest(e.to_string()),
+                    })
+                },
+            )
         })
     })
     .await

@@ -399,6 +399,21 @@ const MIGRATIONS: &[&str] = &[
          time REAL NOT NULL,
          PRIMARY KEY (caller, key)
      );",
+    // 24: a credit's key joins the accounts' (one table, one check for every keyed change of
+    // credit): each recorded credit is described as a new one is (`users::credit_description`,
+    // `a credit of -12.50 to user alice`; the magnitude taken apart without `abs`, which would
+    // overflow at the least integer), so that a retry across the upgrade is still answered. A
+    // key its caller had also used for an account change keeps that change.
+    "INSERT OR IGNORE INTO account_requests(caller, key, what, time)
+         SELECT caller, key,
+                printf('a credit of %s%d.%02d to user %s',
+                       CASE WHEN amount < 0 THEN '-' ELSE '' END,
+                       CASE WHEN amount < 0 THEN -(amount / 100) ELSE amount / 100 END,
+                       CASE WHEN amount < 0 THEN -(amount % 100) ELSE amount % 100 END,
+                       COALESCE((SELECT name FROM users WHERE id = user_id), '#' || user_id)),
+                time
+         FROM credit_requests;
+     DROP TABLE credit_requests;",
 ];
 
 /// The schema version this build writes.
@@ -983,7 +998,7 @@ mod tests {
                 .unwrap();
             }
             db.execute_batch(
-                "DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE credit_requests; \
+                "DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE IF EXISTS credit_requests; \
                  DROP TABLE account_requests; PRAGMA user_version = 19;",
             )
             .unwrap();
@@ -1004,6 +1019,69 @@ mod tests {
 
     /// Old jobs' output goes a batch at a time, oldest end first, and only the output: the
     /// job, its parts' offsets and every newer or unfinished job's output stay.
+    /// Step 24: the credits recorded with an idempotency key before it (their own table, step
+    /// 22) join the accounts' keys, each described as the credit route describes a new one
+    /// (`users::credit_description`), so that a retry across the upgrade is answered; negative
+    /// amounts, the least one, and a user gone since are described; a key its caller had used
+    /// for an account change too keeps that change.
+    #[test]
+    fn keyed_credits_of_a_store_before_step_24_are_found_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.db");
+        let credits = [
+            (1i64, "k1", 1, 1250i64),
+            (1, "k2", 1, -5),
+            (2, "k3", 2, i64::MIN),
+            (1, "k4", 9, 300),
+            (1, "both", 1, 700),
+        ];
+        {
+            let db = open(&p, false).unwrap();
+            db.execute_batch(
+                "INSERT INTO users (id, name, pw_hash) VALUES (1, 'alice', 'x'), (2, 'bob', 'x');
+                 DROP TABLE account_requests;
+                 CREATE TABLE credit_requests (caller INTEGER NOT NULL, key TEXT NOT NULL, user_id INTEGER NOT NULL,
+                     amount INTEGER NOT NULL, time REAL NOT NULL, PRIMARY KEY (caller, key));
+                 CREATE TABLE account_requests (caller INTEGER NOT NULL, key TEXT NOT NULL, what TEXT NOT NULL,
+                     time REAL NOT NULL, PRIMARY KEY (caller, key));
+                 INSERT INTO account_requests VALUES (1, 'both', 'a deposit of 1.00 to account physics', 5);
+                 PRAGMA user_version = 23;",
+            )
+            .unwrap();
+            for (caller, key, user, amount) in credits {
+                db.execute(
+                    "INSERT INTO credit_requests VALUES (?1, ?2, ?3, ?4, 7)",
+                    params![caller, key, user, amount],
+                )
+                .unwrap();
+            }
+        }
+        let db = open(&p, false).unwrap();
+        let gone: bool = db
+            .prepare("SELECT 1 FROM sqlite_master WHERE name = 'credit_requests'")
+            .unwrap()
+            .exists([])
+            .unwrap();
+        assert!(!gone, "the credits' own table is gone");
+        let name = |user: i64| match user {
+            1 => "alice".to_string(),
+            2 => "bob".to_string(),
+            other => format!("#{other}"),
+        };
+        for (caller, key, user, amount) in credits {
+            let want = match key {
+                "both" => "a deposit of 1.00 to account physics".to_string(),
+                _ => users::credit_description(Money::from_cents(amount), &name(user)),
+            };
+            assert_eq!(projects::request(&db, caller, key).unwrap(), Some(want), "{key}");
+        }
+        assert_eq!(
+            projects::request(&db, 1, "k2").unwrap().as_deref(),
+            Some("a credit of -0.05 to user alice"),
+            "as `Money` prints it"
+        );
+    }
+
     #[test]
     fn old_output_is_removed_in_batches_oldest_first_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
@@ -1096,7 +1174,7 @@ mod tests {
         db.execute_batch(
             "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
              ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; DROP INDEX job_nodes_unended; \
-             ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE credit_requests; DROP TABLE account_requests; \
+             ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE IF EXISTS credit_requests; DROP TABLE account_requests; \
              PRAGMA user_version = 16;",
         )
         .unwrap();

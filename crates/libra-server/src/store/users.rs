@@ -175,29 +175,9 @@ pub fn extend_sweep_tokens(db: &Connection, sweep: i64, until: f64) -> rusqlite:
     Ok(())
 }
 
-/// The credit administrator `caller` made with idempotency key `key`: (user, amount in cents).
-pub fn credit_request(db: &Connection, caller: i64, key: &str) -> rusqlite::Result<Option<(i64, i64)>> {
-    db.row(
-        "SELECT user_id, amount FROM credit_requests WHERE caller = ?1 AND key = ?2",
-        params![caller, key],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .optional()
-}
-
-/// Records that `caller` credits `amount` cents to `user` with idempotency key `key` (in the
-/// transaction of the credit itself).
-pub fn record_credit_request(
-    db: &Connection,
-    caller: i64,
-    key: &str,
-    user: i64,
-    amount: i64,
-    now: f64,
-) -> rusqlite::Result<()> {
-    db.exec(
-        "INSERT INTO credit_requests(caller, key, user_id, amount, time) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![caller, key, user, amount, now],
-    )?;
-    Ok(())
+/// How a credit made with an idempotency key is recorded (`projects::record_request`'s `what`):
+/// the amount as `Money` prints it and the user's name. Schema step 24 wrote the credits
+/// recorded before it the same way.
+pub fn credit_description(amount: libra_core::Money, user: &str) -> String {
+    format!("a credit of {amount} to user {user}")
 }
