@@ -48,6 +48,25 @@ impl Money {
         if !credits.is_finite() || credits < 0.0 {
             return None;
         }
+        let x = credits * CENTS_PER_CREDIT as f64 - 1e-9;
+        // Above 2^62 cents the amount is refused; below, `x` is in (-1, 2^62] and its ceiling
+        // is found in integers: truncation, plus one when that fell below `x`. `f64::ceil` is a
+        // call into libm on baseline x86-64 (no SSE4.1), and every priced node of every
+        // arrival comes here; this is the same integer (`ceil_cents_is_libm_ceil`).
+        if x > LARGEST_CENTS {
+            return None;
+        }
+        let t = x as i64;
+        Some(Money((t + i64::from((t as f64) < x)).max(0)))
+    }
+
+    /// `from_credits_f64_ceil` as first written, with `f64::ceil`: the reference its integer
+    /// ceiling is checked against.
+    #[cfg(test)]
+    fn from_credits_f64_ceil_libm(credits: f64) -> Option<Self> {
+        if !credits.is_finite() || credits < 0.0 {
+            return None;
+        }
         let cents = (credits * CENTS_PER_CREDIT as f64 - 1e-9).ceil().max(0.0);
         if cents > (i64::MAX / 2) as f64 {
             return None;
@@ -141,9 +160,44 @@ impl FromStr for Money {
     }
 }
 
+/// The largest amount of cents a computed cost may round to: 2^62 (`i64::MAX / 2`, as a float).
+const LARGEST_CENTS: f64 = (i64::MAX / 2) as f64;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// The integer ceiling gives the cents `f64::ceil` gives, for any credits: any bit
+        /// pattern (so every magnitude, NaN and infinities), whole cents and their neighbours a
+        /// few ulps either side, and amounts about the 2^62-cent limit.
+        #[test]
+        fn ceil_cents_is_libm_ceil(
+            bits in any::<u64>(),
+            cents in 0i64..1_000_000_000_000,
+            ulps in -4i64..=4,
+            near_limit in -2048.0f64..2048.0,
+        ) {
+            let near = |x: f64| f64::from_bits((x.to_bits() as i64 + ulps).max(0) as u64);
+            for credits in [
+                f64::from_bits(bits),
+                cents as f64 / 100.0,
+                near(cents as f64 / 100.0),
+                near((cents as f64 + 1e-9) / 100.0),
+                (LARGEST_CENTS + near_limit * 1024.0) / 100.0,
+                near(LARGEST_CENTS / 100.0),
+            ] {
+                prop_assert_eq!(
+                    Money::from_credits_f64_ceil(credits),
+                    Money::from_credits_f64_ceil_libm(credits),
+                    "credits {:e}", credits
+                );
+            }
+        }
+    }
 
     #[test]
     fn parses_and_prints() {
