@@ -184,6 +184,31 @@ impl Chooser {
         }
     }
 
+    /// Whether `push` would leave out a candidate at `node` with this RESFree and load
+    /// (`Candidate::res_free`, `Candidate::load`), whatever its price and cost: no node is wanted,
+    /// or `procs` are kept and each comes before it in the order. `false` when the order needs
+    /// the price (under `cheapest`). A pass asks this before pricing a node: `push` would
+    /// change nothing, within budget or not.
+    #[inline]
+    pub(crate) fn leaves_out(&self, res_free: f64, load: f64, node: NodeIdx) -> bool {
+        let key_of = |p: Placement| match p {
+            Placement::BestFit => Some(res_free),
+            Placement::LeastLoaded => Some(load),
+            Placement::Cheapest => None,
+        };
+        let (Some(k0), Some(k1)) = (key_of(self.placement), key_of(self.default)) else {
+            return false;
+        };
+        if self.procs == 0 {
+            return true;
+        }
+        self.heap.len() == self.procs
+            && self
+                .heap
+                .peek()
+                .is_some_and(|worst| (total_order_key(k0), total_order_key(k1), node) > worst.key)
+    }
+
     /// Adds what `other` (the same job's chooser, offered other nodes) keeps: a candidate it
     /// left out had `procs` better ones there, so it cannot be among the best of both.
     pub(crate) fn merge(&mut self, other: Chooser) {
@@ -340,6 +365,19 @@ mod tests {
                 ch.push(*c);
             }
             proptest::prop_assert_eq!(ch.finish(), choose(&cands, procs, Money(budget), p, d));
+            // Asked before each push, as a pass asks before pricing a node: a candidate it
+            // leaves out is not pushed, and the choice is the same.
+            let mut asked = Chooser::new(procs, Money(budget), p, d);
+            let mut left_out = 0;
+            for c in &cands {
+                if asked.leaves_out(c.res_free, c.load, c.node) {
+                    left_out += 1;
+                } else {
+                    asked.push(*c);
+                }
+            }
+            proptest::prop_assert!(p == Placement::Cheapest || d == Placement::Cheapest || procs > 0 || left_out == cands.len());
+            proptest::prop_assert_eq!(asked.finish(), choose(&cands, procs, Money(budget), p, d));
             // Split among three choosers by a drawn part per candidate, then merged (as the
             // stripes of `libra+$`'s admission are): the same choice.
             let mut parts: Vec<Chooser> = (0..3).map(|_| Chooser::new(procs, Money(budget), p, d)).collect();
