@@ -191,17 +191,15 @@ impl Chooser {
     /// change nothing, within budget or not.
     #[inline]
     pub(crate) fn leaves_out(&self, res_free: f64, load: f64, node: NodeIdx) -> bool {
-        let key_of = |p: Placement| match p {
-            Placement::BestFit => Some(res_free),
-            Placement::LeastLoaded => Some(load),
-            Placement::Cheapest => None,
-        };
-        let (Some(k0), Some(k1)) = (key_of(self.placement), key_of(self.default)) else {
+        if self.placement == Placement::Cheapest || self.default == Placement::Cheapest {
             return false;
-        };
+        }
         if self.procs == 0 {
             return true;
         }
+        // Neither order reads the rate or the cost: `key` gives the keys `push` would.
+        let c = Candidate { node, res_free, load, rate: f64::NAN, cost: None };
+        let (k0, k1) = (key(self.placement, &c), key(self.default, &c));
         self.heap.len() == self.procs
             && self
                 .heap
