@@ -167,6 +167,9 @@ fn agents_keep_their_credential_across_restarts_and_join_again_when_forgotten() 
     let mut cl = Cluster::start(1, 0.5, 30.0);
     let name = cl.node_names[0].clone();
     let cred_file = cl.dir.join(&name).join("node.credential");
+    // The server counts the node up once it has joined, which may be a moment before the
+    // agent has saved the credential that joining minted.
+    wait_until("the node's credential", || cred_file.exists().then_some(()));
     let first = std::fs::read_to_string(&cred_file).unwrap();
     assert_eq!(mode(&cred_file), 0o600);
     assert_ne!(first.trim(), JOIN);
