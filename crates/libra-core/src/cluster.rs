@@ -329,16 +329,15 @@ impl NodeEntry {
 }
 
 /// Each job's share and one term of it at one instant, kept by the job's slot for one pass of
-/// admission over many nodes (`Cluster::node_sums_kept`). A parallel job's entry is one record
+/// admission over many nodes (`KeptShares::pass`). A parallel job's entry is one record
 /// however many nodes it spans, and so is its share at `now`; reading it again on each of its
 /// nodes was most of what admission computed: on the SDSC trace under `libra+$`, 393 jobs read
 /// per arrival, of 52 distinct ones. Kept between passes (one per thread), so that a pass
 /// allocates nothing: a pass number tells this pass's values from older ones.
 #[derive(Debug, Default)]
 pub struct KeptShares {
-    /// The pass's number (0: none started; a slot's `pass` of 0 is never this pass's).
+    /// The last pass's number (0: none started; a slot's `pass` of 0 is never a pass's).
     pass: u64,
-    now: f64,
     kept: Vec<Kept>,
 }
 
@@ -350,15 +349,71 @@ struct Kept {
 }
 
 impl KeptShares {
-    /// Starts a pass over `cluster` as it is now, at `now`: nothing kept before counts. Every
-    /// use until the next start must be on that cluster unchanged, at that `now`, with one
-    /// `term` (`Cluster::node_sums_kept`).
-    pub fn start(&mut self, cluster: &Cluster, now: f64) {
+    /// Starts a pass over `cluster` at `now` with `term`: nothing kept before counts. The pass
+    /// borrows the cluster, so the cluster cannot change while it lasts, and it reads at its one
+    /// instant with its one term: what makes a value kept on one node the one the next would
+    /// compute holds by construction, not by a check at every read.
+    pub fn pass<'a, T>(&'a mut self, cluster: &'a Cluster, now: f64, term: T) -> KeptPass<'a, T>
+    where
+        T: Fn(&EntryShare) -> f64,
+    {
         self.pass += 1;
-        self.now = now;
         if self.kept.len() < cluster.progress.len() {
             self.kept.resize(cluster.progress.len(), Kept::default());
         }
+        KeptPass { cluster, now, finite: now.is_finite(), term, pass: self.pass, kept: &mut self.kept }
+    }
+}
+
+/// One pass of reads of a cluster's nodes at one instant with one term (`KeptShares::pass`).
+pub struct KeptPass<'a, T> {
+    cluster: &'a Cluster,
+    now: f64,
+    /// `now.is_finite()`: a node of still jobs is read by `node_sums` at a finite instant.
+    finite: bool,
+    term: T,
+    pass: u64,
+    /// At least one value per slot of the cluster's.
+    kept: &'a mut [Kept],
+}
+
+impl<T: Fn(&EntryShare) -> f64> KeptPass<'_, T> {
+    /// `Cluster::node_sums` of node `i` at the pass's instant with its term, bit for bit: each
+    /// job's share and term are computed once, on the first node the pass reads it on, and kept
+    /// by its slot for the other nodes it spans. A job's entry and cap are its own, whatever the
+    /// node (`Node::share` gives `NodeEntry::share` bit for bit on each), so the values kept are
+    /// the ones each node would compute, added in the same order. A node whose jobs are all
+    /// still is read as `node_sums` reads it (16 bytes a job, nothing to keep).
+    #[inline]
+    pub fn node_sums<R>(&mut self, i: NodeIdx, load0: f64, refuse: R) -> Option<(f64, f64)>
+    where
+        R: Fn(f64) -> bool,
+    {
+        let (cluster, now) = (self.cluster, self.now);
+        let node = &cluster.nodes[i];
+        if node.moving == 0 && self.finite {
+            return cluster.node_sums(i, now, load0, &self.term, refuse);
+        }
+        let (entries, pass) = (cluster.entries(), self.pass);
+        let (mut load, mut other) = (load0, 0.0);
+        for (k, &slot) in node.slots.iter().enumerate() {
+            let m = &mut self.kept[slot];
+            if m.pass != pass {
+                let p = entries.progress(slot);
+                let e = EntryShare {
+                    share: node.share(entries, k, now),
+                    remaining: p.remaining_estimate(now),
+                    deadline_abs: p.deadline_abs,
+                };
+                *m = Kept { pass, share: e.share, term: (self.term)(&e) };
+            }
+            load += m.share;
+            other += m.term;
+        }
+        // Asked once, of the whole sum: the same answer as asking as the sum grows (the
+        // partial loads never fall; see `Cluster::node_sums`), and with most terms kept,
+        // reading a refused node to its end costs less than the test at every job did.
+        (!refuse(load)).then_some((load, other))
     }
 }
 
@@ -1235,55 +1290,6 @@ impl Cluster {
                 return None;
             }
         }
-        (!refuse(load)).then_some((load, other))
-    }
-
-    /// `node_sums` for a pass that reads many nodes at one instant with one `term`: each job's
-    /// share and term are computed once, on the first node the pass reads it on, and kept by its
-    /// slot in `kept` for the other nodes it spans. A job's entry and cap are its own, whatever
-    /// the node (`Node::share` gives `NodeEntry::share` bit for bit on each), so the values kept
-    /// are the ones each node would compute, added in the same order: the answer is
-    /// `node_sums`'s, bit for bit. `kept` must have been started (`KeptShares::start`) on this
-    /// cluster as it is now, at this `now`, and used with this `term` alone since. A node whose
-    /// jobs are all still is read as `node_sums` reads it (16 bytes a job, nothing to keep).
-    #[inline]
-    pub fn node_sums_kept<T, R>(
-        &self,
-        i: NodeIdx,
-        now: f64,
-        load0: f64,
-        term: T,
-        refuse: R,
-        kept: &mut KeptShares,
-    ) -> Option<(f64, f64)>
-    where
-        T: Fn(&EntryShare) -> f64,
-        R: Fn(f64) -> bool,
-    {
-        let node = &self.nodes[i];
-        let started = kept.now.to_bits() == now.to_bits() && kept.kept.len() >= self.progress.len();
-        if (node.moving == 0 && now.is_finite()) || !started {
-            return self.node_sums(i, now, load0, term, refuse);
-        }
-        let (entries, pass) = (self.entries(), kept.pass);
-        let (mut load, mut other) = (load0, 0.0);
-        for (k, &slot) in node.slots.iter().enumerate() {
-            let m = &mut kept.kept[slot];
-            if m.pass != pass {
-                let p = entries.progress(slot);
-                let e = EntryShare {
-                    share: node.share(entries, k, now),
-                    remaining: p.remaining_estimate(now),
-                    deadline_abs: p.deadline_abs,
-                };
-                *m = Kept { pass, share: e.share, term: term(&e) };
-            }
-            load += m.share;
-            other += m.term;
-        }
-        // Asked once, of the whole sum: the same answer as asking as the sum grows (the
-        // partial loads never fall; see `node_sums`), and with most terms kept, reading a
-        // refused node to its end costs less than the test at every job did.
         (!refuse(load)).then_some((load, other))
     }
 

@@ -7,7 +7,7 @@ use super::placement::{least_budget, Candidate, Chooser, Placement, Unread};
 use super::stripes::{Split, StripeChunks};
 use super::suggest::earliest_deadline;
 use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion};
-use crate::cluster::{Cluster, EntryShare, KeptShares, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
+use crate::cluster::{Cluster, EntryShare, KeptPass, KeptShares, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
@@ -209,9 +209,9 @@ impl LibraPlus {
     /// above its capacity (with `SHARE_EPS`), found as soon as the partial load proves it (see
     /// `Cluster::node_load_plus_within` for why a partial sum decides: every share is finite and
     /// at least +0, so the float sum never falls as terms are added). When `Some`, the values
-    /// are bit for bit `load_and_res_free`'s (same terms, same order). With `kept`, started at
-    /// `now` for a pass of this job's (this `deadline`), each job's terms come from it once
-    /// computed (`Cluster::node_sums_kept`, the same bits).
+    /// are bit for bit `load_and_res_free`'s (same terms, same order). A pass over many nodes
+    /// reads them through its `KeptPass` instead, with the same two steps (`refusal`,
+    /// `with_res_free`): each job's terms computed once (the same bits).
     fn load_and_res_free_within(
         cluster: &Cluster,
         j: NodeIdx,
@@ -219,18 +219,32 @@ impl LibraPlus {
         deadline: f64,
         now: f64,
         share: f64,
-        kept: Option<&mut KeptShares>,
     ) -> Option<(f64, f64, f64)> {
-        let node = cluster.node(j);
-        let limit = node.spec.cpus + SHARE_EPS;
-        let res_max = node.spec.cpus * deadline.max(0.0);
+        let cpus = cluster.node(j).spec.cpus;
         let committed = |e: &EntryShare| Self::committed(e, deadline, now);
-        let refuse = |load: f64| load + share > limit;
-        let (load, committed) = match kept {
-            Some(kept) => cluster.node_sums_kept(j, now, 0.0, committed, refuse, kept)?,
-            None => cluster.node_sums(j, now, 0.0, committed, refuse)?,
-        };
-        Some((load, res_max, res_max - committed - estimate.max(0.0)))
+        let sums = cluster.node_sums(j, now, 0.0, committed, Self::refusal(cpus, share))?;
+        Some(Self::with_res_free(cpus, deadline, estimate, sums))
+    }
+
+    /// The deadline check's refusal of a node of `cpus` CPUs, asked of its load: the job's
+    /// `share` does not fit beside it.
+    #[inline(always)]
+    fn refusal(cpus: f64, share: f64) -> impl Fn(f64) -> bool {
+        let limit = cpus + SHARE_EPS;
+        move |load: f64| load + share > limit
+    }
+
+    /// A node's load, RESMax and RESFree (eq. 6) from its load and committed work (`committed`
+    /// summed over its jobs).
+    #[inline(always)]
+    fn with_res_free(
+        cpus: f64,
+        deadline: f64,
+        estimate: f64,
+        (load, committed): (f64, f64),
+    ) -> (f64, f64, f64) {
+        let res_max = cpus * deadline.max(0.0);
+        (load, res_max, res_max - committed - estimate.max(0.0))
     }
 
     /// Node `j` judged from its totals (`Cluster::still_bounds`) rather than its jobs, under
@@ -310,7 +324,7 @@ impl LibraPlus {
     }
 
     /// The deadline check and price of node `j` (the body of `priced_nodes`): `None` when the
-    /// node cannot take the job by its deadline. `kept`: see `load_and_res_free_within`.
+    /// node cannot take the job by its deadline.
     #[allow(clippy::too_many_arguments)]
     fn priced_node(
         &self,
@@ -320,7 +334,6 @@ impl LibraPlus {
         j: NodeIdx,
         cluster: &Cluster,
         now: f64,
-        kept: Option<&mut KeptShares>,
     ) -> Option<Candidate> {
         let nspec = &cluster.node(j).spec;
         if share > nspec.job_cap(spec.cpus_per_task()) + SHARE_EPS {
@@ -331,7 +344,7 @@ impl LibraPlus {
         if cluster.load_lower_bound(j, now) + share > nspec.cpus + SHARE_EPS {
             return None;
         }
-        self.priced_screened_node(spec, share, deadline, j, cluster, now, kept)
+        self.priced_screened_node(spec, share, deadline, j, cluster, now)
     }
 
     /// `priced_node` of a node whose first two refusals were made already, as `Pass::screen`
@@ -346,10 +359,9 @@ impl LibraPlus {
         j: NodeIdx,
         cluster: &Cluster,
         now: f64,
-        kept: Option<&mut KeptShares>,
     ) -> Option<Candidate> {
         let spec_estimate = spec.estimate();
-        let sums = Self::load_and_res_free_within(cluster, j, spec_estimate, deadline, now, share, kept)?;
+        let sums = Self::load_and_res_free_within(cluster, j, spec_estimate, deadline, now, share)?;
         Some(self.candidate(&cluster.node(j).spec, j, spec_estimate, share, sums))
     }
 
@@ -380,7 +392,7 @@ impl LibraPlus {
     ) -> Vec<Candidate> {
         let spec_estimate = spec.estimate();
         let share = new_job_share(spec_estimate, deadline);
-        res.iter().filter_map(|&j| self.priced_node(spec, share, deadline, j, cluster, now, None)).collect()
+        res.iter().filter_map(|&j| self.priced_node(spec, share, deadline, j, cluster, now)).collect()
     }
 
     fn suggestion(&self, spec: &JobSpec, cluster: &Cluster, res: &[NodeIdx], now: f64) -> Option<Suggestion> {
@@ -507,7 +519,7 @@ impl LibraPlus {
                         chooser.push(Candidate { node: j, ..c });
                     }
                 } else {
-                    let c = self.priced_node(spec, share, deadline, j, cluster, now, None);
+                    let c = self.priced_node(spec, share, deadline, j, cluster, now);
                     idle.add(key, c, procs);
                     if let Some(c) = c {
                         priced += 1;
@@ -572,7 +584,7 @@ impl LibraPlus {
         }
         let chosen = chosen.unwrap_or_else(|mut chooser| {
             for u in &unread {
-                if let Some(c) = self.priced_node(spec, share, deadline, u.node, cluster, now, None) {
+                if let Some(c) = self.priced_node(spec, share, deadline, u.node, cluster, now) {
                     chooser.push(c);
                 }
             }
@@ -714,12 +726,15 @@ impl Pass<'_> {
     ) -> usize {
         SCRATCH.with_borrow_mut(|scratch| {
             let BusyScratch { kept, busy } = scratch;
-            kept.start(self.cluster, self.now);
-            self.busy_kept(chunks, chooser, priced, unread, kept, busy)
+            let (deadline, now) = (self.spec.deadline(), self.now);
+            let mut kept =
+                kept.pass(self.cluster, now, |e: &EntryShare| LibraPlus::committed(e, deadline, now));
+            self.busy_kept(chunks, chooser, priced, unread, &mut kept, busy)
         })
     }
 
-    /// `busy`, with this thread's `KeptShares` started for the pass and its list of nodes to
+    /// `busy`, with this thread's `KeptShares` in a pass at `now` with eq. (6)'s term for the
+    /// job's deadline (`committed`), and its list of nodes to
     /// read (`busy`, emptied at each chunk).
     fn busy_kept(
         &self,
@@ -727,7 +742,7 @@ impl Pass<'_> {
         chooser: &mut Chooser,
         priced: usize,
         unread: &mut Vec<Unread>,
-        kept: &mut KeptShares,
+        kept: &mut KeptPass<'_, impl Fn(&EntryShare) -> f64>,
         busy: &mut Vec<(NodeIdx, bool)>,
     ) -> usize {
         let (spec, cluster, now, share) = (self.spec, self.cluster, self.now, self.share);
@@ -757,7 +772,7 @@ impl Pass<'_> {
             Placement::BestFit => self.policy.unread_from,
             _ => usize::MAX,
         };
-        let mut read = |j: NodeIdx, count: &mut usize, kept: &mut KeptShares| {
+        let mut read = |j: NodeIdx, count: &mut usize, kept: &mut KeptPass<'_, _>| {
             let node = cluster.node(j);
             if !node.has_resources(mem, disk) {
                 return;
@@ -772,17 +787,11 @@ impl Pass<'_> {
                 }
             }
             // Every node here passed the screen (`screen_fastest`): its first two refusals.
-            let Some(sums) = LibraPlus::load_and_res_free_within(
-                cluster,
-                j,
-                estimate,
-                deadline,
-                now,
-                share,
-                Some(&mut *kept),
-            ) else {
+            let cpus = node.spec.cpus;
+            let Some(sums) = kept.node_sums(j, 0.0, LibraPlus::refusal(cpus, share)) else {
                 return;
             };
+            let sums = LibraPlus::with_res_free(cpus, deadline, estimate, sums);
             *count += 1;
             // Once the chooser holds `procs` nodes each before this one in its order, the node
             // is left out whatever its cost, so it is not priced (`Chooser::leaves_out`): 3.6%
