@@ -664,12 +664,16 @@ impl Node {
     /// Whether the node is up, takes new jobs, and has the memory and disk a job asks for, next
     /// to what is already committed.
     pub fn has_resources(&self, mem_mb: u64, disk_mb: u64) -> bool {
-        self.up
-            && self.accepting
+        self.is_open()
             && self.slots.len() < self.max_jobs
-            && self.spec.cpus > 0.0
             && self.spec.mem_mb.saturating_sub(self.mem_used) >= mem_mb
             && self.spec.disk_mb.saturating_sub(self.disk_used) >= disk_mb
+    }
+
+    /// Up, taking new jobs, and with CPUs: what `has_resources` asks before the node's room.
+    #[inline]
+    fn is_open(&self) -> bool {
+        self.up && self.accepting && self.spec.cpus > 0.0
     }
 }
 
@@ -757,6 +761,9 @@ pub struct Cluster {
     index: HashMap<u64, usize>,
     /// See `Node::max_jobs`: given to every node, present and future.
     max_jobs_per_node: Option<usize>,
+    /// How many nodes are down, drained or of no CPU (`Node::is_open` false): see
+    /// `every_node_open`.
+    closed: usize,
     /// Each node's `NodeHot` (its lower bound on its load among them), side by side so that
     /// admission reads a few bytes per node before it reads the node.
     hot: Vec<NodeHot>,
@@ -811,6 +818,9 @@ impl Cluster {
             disk_used: 0,
         });
         let i = self.nodes.len() - 1;
+        if !self.nodes[i].is_open() {
+            self.closed += 1;
+        }
         self.hot.push(NodeHot::of(&self.nodes[i].spec));
         if i % 64 == 0 {
             self.idle_bits.push(0);
@@ -863,16 +873,41 @@ impl Cluster {
     }
 
     pub fn set_up(&mut self, i: NodeIdx, up: bool) {
-        if let Some(n) = self.nodes.get_mut(i) {
-            n.up = up;
-        }
+        self.change_open(i, |n| n.up = up);
     }
 
     /// Drains (`false`) or undrains a node: see `Node::accepting`.
     pub fn set_accepting(&mut self, i: NodeIdx, accepting: bool) {
+        self.change_open(i, |n| n.accepting = accepting);
+    }
+
+    /// Changes node `i` by `f`, keeping the count of closed nodes.
+    fn change_open(&mut self, i: NodeIdx, f: impl FnOnce(&mut Node)) {
         if let Some(n) = self.nodes.get_mut(i) {
-            n.accepting = accepting;
+            let was = n.is_open();
+            f(n);
+            match (was, n.is_open()) {
+                (true, false) => self.closed += 1,
+                (false, true) => self.closed -= 1,
+                _ => {}
+            }
         }
+    }
+
+    /// Whether every node has room for a job that asks no memory and no disk
+    /// (`Node::has_resources(0, 0)`): no node is down, drained or of no CPU, and no node has a
+    /// limit on its jobs. Then a pass over the nodes for such a job need not ask each one: at
+    /// about 50 instructions a node, 1.8% of a simulation of the SDSC trace under `libra+$`.
+    #[inline]
+    pub fn every_node_open(&self) -> bool {
+        self.closed == 0 && self.max_jobs_per_node.is_none()
+    }
+
+    /// Whether every node has room for a job asking `mem_mb` and `disk_mb`, known without
+    /// asking any (`false` when each must be asked: `Node::has_resources`).
+    #[inline]
+    pub fn every_node_has_room(&self, mem_mb: u64, disk_mb: u64) -> bool {
+        mem_mb == 0 && disk_mb == 0 && self.every_node_open()
     }
 
     pub fn set_price_base(&mut self, i: NodeIdx, price: f64) {
@@ -1519,23 +1554,34 @@ mod tests {
 
     proptest::proptest! {
         /// `idle_nodes` (from the idle bits) is the up, accepting nodes with nothing committed,
-        /// in index order, as read from every node, on clusters across word boundaries.
+        /// in index order, as read from every node, on clusters across word boundaries; and
+        /// `every_node_open` is what every node's own state says, as nodes go down and up, are
+        /// drained, are added (some with no CPU) and get a job limit.
         #[test]
         fn idle_nodes_are_the_up_accepting_empty_nodes(
             nodes in 1usize..200,
-            ops in proptest::collection::vec((0u8..4, 0u64..40, 0usize..200, 1usize..6), 1..120),
+            ops in proptest::collection::vec((0u8..7, 0u64..40, 0usize..200, 1usize..6), 1..120),
         ) {
             let mut c = Cluster::homogeneous(nodes, 1.0);
             for (op, job, at, width) in ops {
-                let at = at % nodes;
+                let at = at % c.node_count();
                 match op {
-                    0 => {
-                        let span: Vec<NodeIdx> = (at..(at + width).min(nodes)).collect();
+                    0 | 1 => {
+                        let span: Vec<NodeIdx> = (at..(at + width).min(c.node_count())).collect();
                         let _ = c.commit(job, 10.0, 100.0, &span, 0.0);
                     }
-                    1 => { c.release(job); }
-                    2 => c.set_up(at, !c.node(at).up),
-                    _ => c.set_accepting(at, !c.node(at).accepting),
+                    2 => { c.release(job); }
+                    3 => c.set_up(at, !c.node(at).up),
+                    4 => c.set_accepting(at, !c.node(at).accepting),
+                    5 => c.set_max_jobs_per_node((job % 3 != 0).then_some(width)),
+                    _ => { c.add_node(crate::history::node(c.node_count(), if job % 2 == 0 { 0.0 } else { 1.0 }, 1.0)); }
+                }
+                // Every node open, counted as it changes, is every node open read from each.
+                let open = c.max_jobs_per_node.is_none()
+                    && c.nodes.iter().all(|n| n.up && n.accepting && n.spec.cpus > 0.0);
+                proptest::prop_assert_eq!(c.every_node_open(), open);
+                if c.every_node_open() {
+                    proptest::prop_assert!(c.nodes.iter().all(|n| n.has_resources(0, 0)));
                 }
                 let direct: Vec<NodeIdx> = c.nodes.iter().enumerate()
                     .filter(|(_, n)| n.up && n.accepting && n.slots.is_empty())

@@ -120,6 +120,9 @@ impl Libra {
         // in `ahead`, a few at a time, while their structs and then their entries are asked
         // for: they are far apart in memory. Each is checked again against the bar of its turn.
         let mut ahead = Ahead::default();
+        // Every node has room for the job, known once (`Cluster::every_node_has_room`): then
+        // no node is asked.
+        let room = cluster.every_node_has_room(mem, disk);
         let visit = |j: NodeIdx, chooser: &mut Chooser, count: &mut usize| {
             let bar = bar(chooser);
             // No node's load with the job is below the job's share alone (shares are >= +0 and
@@ -128,7 +131,7 @@ impl Libra {
             if bar <= share {
                 return false;
             }
-            if cluster.node(j).has_resources(mem, disk) {
+            if room || cluster.node(j).has_resources(mem, disk) {
                 if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
                     *count += 1;
                     chooser.push(c);
@@ -204,6 +207,7 @@ impl Libra {
         let (mem, disk) = (spec.resources.mem_mb, spec.resources.disk_mb);
         let mut chooser = Chooser::new(procs, spec.budget(), Placement::LeastLoaded, Placement::LeastLoaded);
         let words = cluster.idle_words();
+        let room = cluster.every_node_has_room(mem, disk);
         let at_share = |chooser: &Chooser| chooser.worst_load().is_some_and(|w| w <= share);
         let mut last = None;
         'idle: for (w, &word) in words.iter().enumerate() {
@@ -211,7 +215,7 @@ impl Libra {
             while bits != 0 {
                 let j = w * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                if cluster.node(j).has_resources(mem, disk) {
+                if room || cluster.node(j).has_resources(mem, disk) {
                     if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, f64::INFINITY) {
                         chooser.push(c);
                     }
@@ -236,7 +240,7 @@ impl Libra {
             while pass != 0 {
                 let j = w * 64 + pass.trailing_zeros() as usize;
                 pass &= pass - 1;
-                if cluster.node(j).has_resources(mem, disk) {
+                if room || cluster.node(j).has_resources(mem, disk) {
                     if let Some(c) = self.accepting_node(spec, cost, j, cluster, now, bar) {
                         chooser.push(c);
                     }

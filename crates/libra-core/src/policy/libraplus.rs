@@ -772,9 +772,12 @@ impl Pass<'_> {
             Placement::BestFit => self.policy.unread_from,
             _ => usize::MAX,
         };
+        // A job that asks no memory and no disk has room on every node while every node is
+        // open (`Cluster::every_node_has_room`): then no node is asked.
+        let room = cluster.every_node_has_room(mem, disk);
         let mut read = |j: NodeIdx, count: &mut usize, kept: &mut KeptPass<'_, _>| {
             let node = cluster.node(j);
-            if !node.has_resources(mem, disk) {
+            if !room && !node.has_resources(mem, disk) {
                 return;
             }
             // A node of many jobs whose totals prove it passes the deadline check: counted,
