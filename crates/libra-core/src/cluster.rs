@@ -896,8 +896,8 @@ impl Cluster {
 
     /// Whether every node has room for a job that asks no memory and no disk
     /// (`Node::has_resources(0, 0)`): no node is down, drained or of no CPU, and no node has a
-    /// limit on its jobs. Then a pass over the nodes for such a job need not ask each one: at
-    /// about 50 instructions a node, 1.8% of a simulation of the SDSC trace under `libra+$`.
+    /// limit on its jobs. Then a pass over the nodes for such a job need not ask each one (the
+    /// asking was 1.8% of the instructions of a simulation of the SDSC trace under `libra+$`).
     #[inline]
     pub fn every_node_open(&self) -> bool {
         self.closed == 0 && self.max_jobs_per_node.is_none()
