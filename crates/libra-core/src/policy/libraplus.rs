@@ -325,7 +325,6 @@ impl LibraPlus {
 
     /// The deadline check and price of node `j` (the body of `priced_nodes`): `None` when the
     /// node cannot take the job by its deadline.
-    #[allow(clippy::too_many_arguments)]
     fn priced_node(
         &self,
         spec: &JobSpec,
@@ -350,7 +349,6 @@ impl LibraPlus {
     /// `priced_node` of a node whose first two refusals were made already, as `Pass::screen`
     /// makes them (the same comparisons on the same values): the rest of the deadline check,
     /// and the price.
-    #[allow(clippy::too_many_arguments)]
     fn priced_screened_node(
         &self,
         spec: &JobSpec,
@@ -734,8 +732,8 @@ impl Pass<'_> {
     }
 
     /// `busy`, with this thread's `KeptShares` in a pass at `now` with eq. (6)'s term for the
-    /// job's deadline (`committed`), and its list of nodes to
-    /// read (`busy`, emptied at each chunk).
+    /// job's deadline (`committed`), and its list of nodes to read (`busy`, emptied at each
+    /// chunk).
     fn busy_kept(
         &self,
         chunks: StripeChunks<'_>,
