@@ -92,6 +92,41 @@ fn a_broken_trace_line_stops_the_run_naming_it_and_lenient_reads_on_past_it() {
     assert_eq!(v["runs"][0]["metrics"]["jobs"], 2, "{v}");
 }
 
+/// A workload flag out of its range is refused by the flag's own name, with what is accepted,
+/// before any trace is read (the trace here does not exist: its error would come first if the
+/// flags were checked after the read).
+#[test]
+fn a_workload_flag_out_of_range_is_named_before_the_trace_is_read() {
+    let cases = [
+        ("--delay-factor", "-1", "above 0"),
+        ("--inaccuracy", "1", "up to (not including) 1"),
+        ("--high-urgency", "1.5", "a share from 0 to 1"),
+        ("--deadline-ratio", "0", "above 0"),
+        ("--budget-low-mean", "NaN", "above 0"),
+    ];
+    for (flag, value, accepted) in cases {
+        for cmd in [
+            &["sim", "run"][..],
+            &["sim", "experiment", "placement"],
+            &["sim", "experiment", "libraplus-fig2"],
+        ] {
+            let out = libra()
+                .args(cmd)
+                .args(["--trace", "no-such-trace.swf"])
+                .arg(format!("{flag}={value}"))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{cmd:?} {flag} {value} was accepted");
+            assert!(
+                err.contains(&format!("{flag}: {value} is not accepted")) && err.contains(accepted),
+                "{cmd:?} {flag} {value}: {err}"
+            );
+            assert!(!err.contains("no-such-trace"), "the trace was read first: {err}");
+        }
+    }
+}
+
 #[test]
 fn an_experiment_refuses_an_out_that_is_a_file_and_leaves_it_alone() {
     let tmp = scratch();

@@ -80,6 +80,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         return super::output::table1(&out, &cells, a.json);
     }
     if a.name == "beyond" {
+        let model = a.model.checked_model()?;
         let path = trace_path(a.trace.clone())?;
         let (records, max_nodes) = read_trace(&path, a.model.mode())?;
         let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
@@ -90,7 +91,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
             let points = libraplus::run_study(
                 study,
                 &records,
-                &a.model.model(),
+                &model,
                 a.pricing.params(),
                 ClusterConfig { nodes, price_base: a.pricing.price_base },
                 &|| pb.inc(1),
@@ -101,13 +102,14 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         return super::output::studies(&out, "beyond", &all, a.json, &path);
     }
     if a.name == "placement" {
+        let model = a.model.checked_model()?;
         let path = trace_path(a.trace.clone())?;
         let (records, max_nodes) = read_trace(&path, a.model.mode())?;
         let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
-        let pb = progress(placement::run_count(&a.model.model()), &a.name);
+        let pb = progress(placement::run_count(&model), &a.name);
         let points = placement::run(
             &records,
-            &a.model.model(),
+            &model,
             a.pricing.params(),
             ClusterConfig { nodes, price_base: a.pricing.price_base },
             &|| pb.inc(1),
@@ -122,6 +124,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
             EXPERIMENTS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
         );
     };
+    let model = a.model.checked_model()?;
     let path = trace_path(a.trace.clone())?;
     let (records, max_nodes) = read_trace(&path, a.model.mode())?;
     let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
@@ -129,7 +132,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
     let points = libraplus::run_study(
         &study,
         &records,
-        &a.model.model(),
+        &model,
         a.pricing.params(),
         ClusterConfig { nodes, price_base: a.pricing.price_base },
         &|| pb.inc(1),

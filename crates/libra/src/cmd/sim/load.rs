@@ -3,7 +3,7 @@
 use clap::Args;
 use libra_core::PricingParams;
 use libra_sim::swf::{ReadMode, SwfError, SwfReader, SwfRecord};
-use libra_sim::workload::libraplus::LibraPlusModel;
+use libra_sim::workload::libraplus::{LibraPlusModel, ModelError};
 use std::path::{Path, PathBuf};
 
 /// Where the SDSC SP2 trace sits when Libra is checked out beside the shared material.
@@ -56,6 +56,29 @@ impl ModelArgs {
             inaccuracy: self.inaccuracy,
             last_n: (self.last > 0).then_some(self.last),
             seed: self.seed,
+        }
+    }
+
+    /// `model`, its parameters checked before any trace is read, each error naming the flag the
+    /// user gave (the model's own error names its field, as a file of parameters would).
+    pub fn checked_model(&self) -> anyhow::Result<LibraPlusModel> {
+        let model = self.model();
+        match model.validate() {
+            Ok(()) => Ok(model),
+            Err(ModelError::Parameter { field, value, accepted }) => {
+                let flag = match field {
+                    "high_urgency_share" => "--high-urgency",
+                    "deadline_ratio" => "--deadline-ratio",
+                    "deadline_low_mean" => "--deadline-low-mean",
+                    "budget_ratio" => "--budget-ratio",
+                    "budget_low_mean" => "--budget-low-mean",
+                    "arrival_delay_factor" => "--delay-factor",
+                    "inaccuracy" => "--inaccuracy",
+                    other => other,
+                };
+                anyhow::bail!("{flag}: {} is not accepted: {accepted}", libra_core::Shown(value))
+            }
+            Err(e) => Err(e.into()),
         }
     }
 

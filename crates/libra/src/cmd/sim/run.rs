@@ -153,12 +153,13 @@ fn load_workload(a: &RunArgs) -> anyhow::Result<(Vec<SimJob>, Option<usize>, Str
             jobs_csv::read_jobs_csv(path).with_context(|| format!("in job list {}", path.display()))?;
         return Ok((jobs, None, path.display().to_string()));
     }
+    // The model is checked before the trace is read: a typo fails at once, not after the read.
+    let model = (!a.as_recorded).then(|| a.model.checked_model()).transpose()?;
     let path = trace_path(a.trace.clone())?;
     let (records, max_nodes) = read_trace(&path, a.model.mode())?;
-    let jobs = if a.as_recorded {
-        as_recorded::generate(&records)
-    } else {
-        libraplus::generate(&records, &a.model.model())?
+    let jobs = match &model {
+        None => as_recorded::generate(&records),
+        Some(model) => libraplus::generate(&records, model)?,
     };
     let nodes = max_nodes.and_then(|n| usize::try_from(n).ok()).filter(|n| *n > 0);
     Ok((jobs, nodes, path.display().to_string()))
