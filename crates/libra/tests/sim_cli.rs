@@ -92,37 +92,44 @@ fn a_broken_trace_line_stops_the_run_naming_it_and_lenient_reads_on_past_it() {
     assert_eq!(v["runs"][0]["metrics"]["jobs"], 2, "{v}");
 }
 
-/// A workload flag out of its range is refused by the flag's own name, with what is accepted,
+/// A workload or cluster flag out of its range is refused by its name, with what is accepted,
 /// before any trace is read (the trace here does not exist: its error would come first if the
-/// flags were checked after the read).
+/// flags were checked after the read), and before any result is written.
 #[test]
 fn a_workload_flag_out_of_range_is_named_before_the_trace_is_read() {
     let cases = [
-        ("--delay-factor", "-1", "above 0"),
-        ("--inaccuracy", "1", "up to (not including) 1"),
-        ("--high-urgency", "1.5", "a share from 0 to 1"),
-        ("--deadline-ratio", "0", "above 0"),
-        ("--budget-low-mean", "NaN", "above 0"),
+        ("--delay-factor", "--delay-factor", "-1", "above 0"),
+        ("--inaccuracy", "--inaccuracy", "1", "up to (not including) 1"),
+        ("--high-urgency", "--high-urgency", "1.5", "a share from 0 to 1"),
+        ("--deadline-ratio", "--deadline-ratio", "0", "above 0"),
+        ("--budget-low-mean", "--budget-low-mean", "NaN", "above 0"),
+        // An experiment took these and ran on an empty or absurd cluster.
+        ("--nodes", "nodes", "0", "give 1 to 10,000,000"),
+        ("--nodes", "nodes", "20000000", "give 1 to 10,000,000"),
+        ("--price-base", "price-base", "-1", "non-negative"),
     ];
-    for (flag, value, accepted) in cases {
+    let tmp = scratch();
+    let out_dir = tmp.path().join("results");
+    for (flag, named, value, accepted) in cases {
         for cmd in [
             &["sim", "run"][..],
             &["sim", "experiment", "placement"],
             &["sim", "experiment", "libraplus-fig2"],
         ] {
-            let out = libra()
-                .args(cmd)
-                .args(["--trace", "no-such-trace.swf"])
-                .arg(format!("{flag}={value}"))
-                .output()
-                .unwrap();
+            let mut c = libra();
+            c.args(cmd).args(["--trace", "no-such-trace.swf"]).arg(format!("{flag}={value}"));
+            if cmd[1] == "experiment" {
+                c.arg("--out").arg(&out_dir);
+            }
+            let out = c.output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(!out.status.success(), "{cmd:?} {flag} {value} was accepted");
             assert!(
-                err.contains(&format!("{flag}: {value} is not accepted")) && err.contains(accepted),
+                err.contains(&format!("{named}: {value} is not accepted")) && err.contains(accepted),
                 "{cmd:?} {flag} {value}: {err}"
             );
             assert!(!err.contains("no-such-trace"), "the trace was read first: {err}");
+            assert!(!out_dir.exists(), "{cmd:?} {flag} {value} wrote results");
         }
     }
 }

@@ -28,6 +28,40 @@ pub struct ClusterConfig {
     pub price_base: f64,
 }
 
+/// A cluster no run can simulate: the field, its value and what is accepted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {value} is not accepted: {accepted}")]
+pub struct ClusterConfigError {
+    pub field: &'static str,
+    pub value: String,
+    pub accepted: &'static str,
+}
+
+impl ClusterConfig {
+    /// The most nodes a run simulates: each node is a few hundred bytes however idle, so a
+    /// typo of a few digits more would otherwise fill the memory before the first event.
+    pub const MAX_NODES: usize = 10_000_000;
+
+    /// At least one node and at most `MAX_NODES`; a base price finite and >= 0.
+    pub fn validate(&self) -> Result<(), ClusterConfigError> {
+        if !(1..=Self::MAX_NODES).contains(&self.nodes) {
+            return Err(ClusterConfigError {
+                field: "nodes",
+                value: self.nodes.to_string(),
+                accepted: "give 1 to 10,000,000",
+            });
+        }
+        if !(self.price_base.is_finite() && self.price_base >= 0.0) {
+            return Err(ClusterConfigError {
+                field: "price-base",
+                value: libra_core::Shown(self.price_base).to_string(),
+                accepted: "give a non-negative number",
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Default for ClusterConfig {
     fn default() -> Self {
         // The SDSC SP2: 128 nodes; PBase 1 credit per CPU-second (the model's f(R) = R * PBase).

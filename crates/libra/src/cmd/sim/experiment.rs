@@ -63,6 +63,13 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&a.name));
+    // The flags are checked before a trace is read (the nodes again if the trace names them).
+    let cluster = |nodes| ClusterConfig { nodes, price_base: a.pricing.price_base };
+    cluster(a.nodes.unwrap_or(1)).validate()?;
+    let cluster_of = |max_nodes: Option<i64>| {
+        let c = cluster(a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128));
+        c.validate().map(|()| c)
+    };
     if a.name == "libra-table1" {
         anyhow::ensure!(
             a.seeds > 0 && a.seeds <= 10_000,
@@ -83,19 +90,13 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         let model = a.model.checked_model()?;
         let path = trace_path(a.trace.clone())?;
         let (records, max_nodes) = read_trace(&path, a.model.mode())?;
-        let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
+        let cluster = cluster_of(max_nodes)?;
         let studies = beyond::studies();
         let pb = progress(studies.iter().map(libraplus::run_count).sum(), &a.name);
         let mut all = Vec::new();
         for study in &studies {
-            let points = libraplus::run_study(
-                study,
-                &records,
-                &model,
-                a.pricing.params(),
-                ClusterConfig { nodes, price_base: a.pricing.price_base },
-                &|| pb.inc(1),
-            )?;
+            let points =
+                libraplus::run_study(study, &records, &model, a.pricing.params(), cluster, &|| pb.inc(1))?;
             all.push((study.clone(), points));
         }
         pb.finish_and_clear();
@@ -105,15 +106,9 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         let model = a.model.checked_model()?;
         let path = trace_path(a.trace.clone())?;
         let (records, max_nodes) = read_trace(&path, a.model.mode())?;
-        let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
+        let cluster = cluster_of(max_nodes)?;
         let pb = progress(placement::run_count(&model), &a.name);
-        let points = placement::run(
-            &records,
-            &model,
-            a.pricing.params(),
-            ClusterConfig { nodes, price_base: a.pricing.price_base },
-            &|| pb.inc(1),
-        )?;
+        let points = placement::run(&records, &model, a.pricing.params(), cluster, &|| pb.inc(1))?;
         pb.finish_and_clear();
         return super::output::placement(&out, &points, a.model.delay_factor, a.json, &path);
     }
@@ -127,16 +122,9 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
     let model = a.model.checked_model()?;
     let path = trace_path(a.trace.clone())?;
     let (records, max_nodes) = read_trace(&path, a.model.mode())?;
-    let nodes = a.nodes.or(max_nodes.and_then(|n| usize::try_from(n).ok())).unwrap_or(128);
+    let cluster = cluster_of(max_nodes)?;
     let pb = progress(libraplus::run_count(&study), &a.name);
-    let points = libraplus::run_study(
-        &study,
-        &records,
-        &model,
-        a.pricing.params(),
-        ClusterConfig { nodes, price_base: a.pricing.price_base },
-        &|| pb.inc(1),
-    )?;
+    let points = libraplus::run_study(&study, &records, &model, a.pricing.params(), cluster, &|| pb.inc(1))?;
     pb.finish_and_clear();
     super::output::studies(&out, study.name, &[(study.clone(), points)], a.json, &path)
 }

@@ -63,14 +63,12 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    // The flags are checked before the workload is read (the nodes again if the trace names them).
+    let cluster = |nodes| ClusterConfig { nodes, price_base: a.pricing.price_base };
+    cluster(a.nodes.unwrap_or(1)).validate()?;
     let (workload, header_nodes, source) = load_workload(&a)?;
     let nodes = a.nodes.or(header_nodes).unwrap_or(if a.batch.is_some() { 10 } else { 128 });
-    anyhow::ensure!(nodes > 0 && nodes <= 10_000_000, "nodes: {nodes} is not accepted: give 1 to 10,000,000");
-    anyhow::ensure!(
-        a.pricing.price_base.is_finite() && a.pricing.price_base >= 0.0,
-        "price-base: {} is not accepted: give a non-negative number",
-        libra_core::Shown(a.pricing.price_base)
-    );
+    cluster(nodes).validate()?;
     let policies: Vec<String> = if a.policy == "all" {
         POLICY_NAMES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -87,7 +85,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             workload: workload.clone(),
             policy: p.clone(),
             pricing: a.pricing.params(),
-            cluster: ClusterConfig { nodes, price_base: a.pricing.price_base },
+            cluster: cluster(nodes),
             placement: a.placement.filter(|_| chooses || a.policy != "all"),
         });
     }
