@@ -132,6 +132,19 @@ fn a_workload_flag_out_of_range_is_named_before_the_trace_is_read() {
             assert!(!out_dir.exists(), "{cmd:?} {flag} {value} wrote results");
         }
     }
+    // The benchmark's synthetic cluster: 20 million nodes took 7 GiB before this check, and a
+    // count past 2^32 wrapped to a few nodes.
+    for nodes in ["0", "20000000", "4294967297"] {
+        let out = libra()
+            .args(["sim", "bench-one", "--policy", "libra", "--synthetic-jobs", "10", "--nodes", nodes])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(&format!("nodes: {nodes} is not accepted")),
+            "{nodes}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -141,7 +141,10 @@ pub fn run_one(a: BenchOneArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let (jobs, nodes, case) = match a.synthetic_jobs {
         Some(n) => {
-            let cfg = SyntheticConfig { jobs: n, nodes: a.nodes as u32, ..Default::default() };
+            // Checked before the `u32` the model keeps (a count past it would wrap to a few nodes).
+            ClusterConfig { nodes: a.nodes, price_base: 1.0 }.validate()?;
+            let nodes = u32::try_from(a.nodes)?;
+            let cfg = SyntheticConfig { jobs: n, nodes, ..Default::default() };
             (cfg.generate()?, a.nodes, format!("synthetic {n} jobs / {} nodes", a.nodes))
         }
         None => {
