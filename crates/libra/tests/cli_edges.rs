@@ -161,6 +161,35 @@ fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
     assert_eq!(list["experiments"].as_array().map(Vec::len), Some(1), "{list}");
 }
 
+/// A negative sweep budget is refused by its flag, by every command that takes one, before a
+/// database is made (`sweep simulate` planned with one, "cost 0.00 of -1.00").
+#[test]
+fn a_negative_sweep_budget_is_refused_by_every_command_that_takes_one() {
+    let dir = scratch("budget");
+    std::fs::write(
+        dir.join("plan.pln"),
+        "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("res.toml"),
+        "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = 1\ntime_scale = 0.01\n",
+    )
+    .unwrap();
+    let common = ["plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget=-1"];
+    for args in [
+        [&["sweep", "simulate"][..], &common].concat(),
+        [&["sweep", "run"][..], &common].concat(),
+        vec!["sweep", "set-budget", "1", "--", "-0.01"],
+    ] {
+        let o = libra(&dir, &args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} was accepted: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(err.contains("is negative: a budget is zero or more credits"), "{args:?}: {err}");
+        assert!(!dir.join("data/broker.db").exists(), "{args:?} made a database");
+    }
+}
+
 #[test]
 fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
     let dir = scratch("missing");

@@ -97,6 +97,16 @@ impl SweepArgs {
     }
 }
 
+/// A sweep's budget on the command line: an amount of credits, zero or more. A negative one is
+/// refused by its flag before anything is read or recorded (`sweep simulate` planned with one).
+pub(crate) fn parse_budget(s: &str) -> Result<libra_core::Money, String> {
+    let m: libra_core::Money = s.parse().map_err(|e: libra_core::money::MoneyError| e.to_string())?;
+    if m.is_negative() {
+        return Err(format!("'{s}' is negative: a budget is zero or more credits, e.g. 500 or 12.50"));
+    }
+    Ok(m)
+}
+
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     if let Some(server) = args.server {
         return remote::run(server, args.token, args.token_file, args.command);

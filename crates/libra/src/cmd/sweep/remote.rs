@@ -298,9 +298,6 @@ fn set_deadline(c: &Client, a: DeadlineArgs) -> anyhow::Result<()> {
 }
 
 fn set_budget(c: &Client, a: BudgetArgs) -> anyhow::Result<()> {
-    if a.budget.is_negative() {
-        bail!("budget: must not be negative");
-    }
     let s = c.sweep_set_budget(a.exp, a.budget)?;
     said(&s, a.json, format!("sweep {}: budget {} ({})", s.id, s.budget, s.state))
 }

@@ -41,7 +41,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = deadline_from_now)]
     pub deadline: f64,
     /// The most the sweep may spend, in credits (e.g. 396000 or 12.50).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_budget)]
     pub budget: Money,
     /// What to optimise: cost, time, conservative, cost-time, or the seed's nimrod-cost,
     /// nimrod-time, nimrod-conservative.

@@ -23,7 +23,7 @@ pub struct SimulateArgs {
     #[arg(long, value_parser = parse_positive_duration)]
     pub deadline: f64,
     /// The budget in credits.
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_budget)]
     pub budget: Money,
     /// What to optimise (see `libra sweep run --help`).
     #[arg(long, alias = "optimize", default_value = "cost")]

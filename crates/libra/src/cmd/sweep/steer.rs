@@ -38,6 +38,7 @@ pub struct BudgetArgs {
     /// The experiment id.
     pub exp: i64,
     /// The new budget in credits.
+    #[arg(value_parser = super::parse_budget)]
     pub budget: Money,
     /// Print JSON instead of a sentence.
     #[arg(long)]
@@ -63,9 +64,6 @@ pub fn set_deadline(db: &Path, a: DeadlineArgs) -> anyhow::Result<()> {
 }
 
 pub fn set_budget(db: &Path, a: BudgetArgs) -> anyhow::Result<()> {
-    if a.budget.is_negative() {
-        anyhow::bail!("budget: must not be negative");
-    }
     let store = open(db)?;
     store.set_budget(a.exp, a.budget)?;
     report(&store, a.exp, a.json, format!("sweep {}: budget {}", a.exp, a.budget))
