@@ -34,6 +34,10 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// The longest job a resource may declare (about 31 years): past it a length is a typo, and
+/// the planner's sums would lose the seconds of every other job.
+pub const MAX_JOB_SECS: f64 = 1e9;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ResourcesError {
     #[error("cannot read the resources file {path}: {source}")]
@@ -45,6 +49,8 @@ pub enum ResourcesError {
     Field { name: String, field: &'static str, problem: String },
     #[error("resources file: no [[resource]] entries; at least one is needed")]
     Empty,
+    #[error("resource '{name}': {field} is {value}: give a finite number")]
+    NotFinite { name: String, field: String, value: f64 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -348,11 +354,11 @@ impl TestqueueSpec {
 
     fn validate(&self, r: &ResourceConfig) -> Result<(), ResourcesError> {
         let pos = |v: f64| v.is_finite() && v > 0.0;
-        if !pos(self.wall) {
-            return Err(r.bad("wall", "is required for a testqueue: positive seconds per job"));
+        if !(pos(self.wall) && self.wall <= MAX_JOB_SECS) {
+            return Err(r.bad("wall", "is required for a testqueue: positive seconds per job, at most 1e9"));
         }
-        if self.cpu.is_some_and(|c| !c.is_finite() || c < 0.0) {
-            return Err(r.bad("cpu", "must be non-negative seconds"));
+        if self.cpu.is_some_and(|c| !c.is_finite() || !(0.0..=MAX_JOB_SECS).contains(&c)) {
+            return Err(r.bad("cpu", "must be non-negative seconds, at most 1e9"));
         }
         if self.time_scale.is_some_and(|t| !pos(t)) {
             return Err(r.bad("time_scale", "must be positive"));
@@ -436,6 +442,12 @@ pub fn parse(text: &str) -> Result<Vec<ResourceConfig>, ResourcesError> {
     if f.resource.is_empty() {
         return Err(ResourcesError::Empty);
     }
+    for r in &f.resource {
+        if let Some((field, value)) = non_finite(r, "") {
+            let name = r.get("name").and_then(toml::Value::as_str).unwrap_or("(no name)").to_string();
+            return Err(ResourcesError::NotFinite { name, field, value });
+        }
+    }
     let resources = f
         .resource
         .into_iter()
@@ -449,6 +461,21 @@ pub fn parse(text: &str) -> Result<Vec<ResourceConfig>, ResourcesError> {
         }
     }
     Ok(resources)
+}
+
+/// The first float in `v` that is not a finite number (TOML's `nan` and `inf`), with its dotted
+/// path under `path`. A resource is read through JSON, which has no such numbers: the field
+/// would be dropped as if it were not there, and a `price = inf` would become the default, 0.
+fn non_finite(v: &toml::Value, path: &str) -> Option<(String, f64)> {
+    let under = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+    match v {
+        toml::Value::Float(f) if !f.is_finite() => Some((path.to_string(), *f)),
+        toml::Value::Table(t) => t.iter().find_map(|(k, v)| non_finite(v, &under(k))),
+        toml::Value::Array(a) => {
+            a.iter().enumerate().find_map(|(i, v)| non_finite(v, &format!("{path}[{i}]")))
+        }
+        _ => None,
+    }
 }
 
 /// Seconds past midnight of a time of day ("09:00", "17:30:15"); jiff refuses what no clock
@@ -533,8 +560,8 @@ impl ResourceConfig {
         if !self.price.is_finite() || self.price < 0.0 {
             return Err(self.bad("price", "must be a non-negative number of credits per CPU-second"));
         }
-        if !pos(self.job_secs) {
-            return Err(self.bad("job_secs", "must be a positive number of seconds"));
+        if !pos(self.job_secs) || self.job_secs.is_some_and(|x| x > MAX_JOB_SECS) {
+            return Err(self.bad("job_secs", "must be a positive number of seconds, at most 1e9"));
         }
         if let Some(o) = &self.utc_offset {
             if offset(o).is_none() {
@@ -625,6 +652,37 @@ time_scale = 0.001
         let e = parse("[[resource]]\nname = \"a\"\nkind = \"pbs\"\n").unwrap_err();
         assert!(e.to_string().contains("kind") || e.to_string().contains("variant"), "{e}");
         assert!(matches!(parse(""), Err(ResourcesError::Empty)));
+    }
+
+    /// TOML's nan and inf are refused by their field: read through JSON they were dropped, so
+    /// `price = inf` made a free resource. Absurd lengths are refused too.
+    #[test]
+    fn numbers_that_are_not_finite_or_absurd_are_named() {
+        let q = "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\n";
+        for (extra, named) in [
+            ("wall = 1\nprice = inf\n", "'q': price is inf"),
+            ("wall = 1\nprice = nan\n", "'q': price is NaN"),
+            ("wall = 1\njob_secs = -inf\n", "'q': job_secs is -inf"),
+            (
+                "wall = 1\npeak = { start = \"09:00\", end = \"18:00\", price = inf }\n",
+                "'q': peak.price is inf",
+            ),
+            ("wall = nan\n", "'q': wall is NaN"),
+            (
+                "wall = 1e300\n",
+                "'q': wall is required for a testqueue: positive seconds per job, at most 1e9",
+            ),
+            ("wall = 1\ncpu = 2e9\n", "'q': cpu must be non-negative seconds, at most 1e9"),
+            (
+                "wall = 1\njob_secs = 1e10\n",
+                "'q': job_secs must be a positive number of seconds, at most 1e9",
+            ),
+        ] {
+            let e = parse(&format!("{q}{extra}")).unwrap_err();
+            assert!(e.to_string().contains(named), "{extra}: {e}");
+        }
+        // The largest accepted length still parses.
+        assert!(parse(&format!("{q}wall = 1e9\n")).is_ok());
     }
 
     #[test]
