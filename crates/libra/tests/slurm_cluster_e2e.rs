@@ -294,9 +294,11 @@ fn a_job_submitted_through_libra_runs_under_slurm_as_its_owner_with_its_share_an
     admin.admin_job(k.id, "resume").unwrap();
     wait_for("Slurm resumed it", 30, || (squeue(ksid, "%T") == "RUNNING").then_some(()));
     // Cancelled once it has used some CPU, as its node reports it: a job cancelled sooner is
-    // charged nothing, with no charge in the ledger to count below.
+    // charged nothing, with no charge in the ledger to count below. Enough CPU for a charge of
+    // a cent at least: at about 1.1 credits a CPU-second, the 2 ms a report may first carry
+    // (right after the resume) rounds down to no charge at all.
     wait_for("the second job's CPU reported", 30, || {
-        carol.job(k.id).ok().filter(|j| j.cpu_seconds > 0.0).map(|_| ())
+        carol.job(k.id).ok().filter(|j| j.cpu_seconds >= 0.05).map(|_| ())
     });
     carol.cancel(k.id).unwrap();
     let t0 = Instant::now();
