@@ -190,6 +190,27 @@ fn a_negative_sweep_budget_is_refused_by_every_command_that_takes_one() {
     }
 }
 
+/// `sweep bench`'s counts out of range are refused by their flag with the range (0 rounds ran
+/// one, quietly).
+#[test]
+fn sweep_bench_counts_out_of_range_are_refused_by_flag() {
+    let dir = scratch("bench-flags");
+    for (flag, value, range) in [
+        ("--rounds", "0", "1..=100"),
+        ("--rounds", "101", "1..=100"),
+        ("--jobs", "0", "1..=10000000"),
+        ("--slots", "0", "1..=100000"),
+    ] {
+        let o = libra(&dir, &["sweep", "bench", "--no-xargs", flag, value]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{flag} {value} ran: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            err.contains(flag) && err.contains(&format!("{value} is not in {range}")),
+            "{flag} {value}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
     let dir = scratch("missing");

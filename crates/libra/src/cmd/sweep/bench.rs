@@ -6,14 +6,15 @@ use clap::Args;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// How many `true` jobs.
-    #[arg(long, default_value_t = 10_000)]
+    /// How many `true` jobs (1 to 10,000,000).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub jobs: u64,
-    /// Local slots (and xargs -P).
-    #[arg(long, default_value_t = 2)]
+    /// Local slots (and xargs -P), 1 to 100,000 as a local resource's.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub slots: u32,
-    /// Interleaved rounds of xargs and the engine (fair to both on a machine whose load drifts).
-    #[arg(long, default_value_t = 5)]
+    /// Interleaved rounds of xargs and the engine (fair to both on a machine whose load drifts),
+    /// 1 to 100.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Skip the xargs comparison.
     #[arg(long)]
@@ -29,9 +30,6 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    if a.jobs == 0 || a.slots == 0 {
-        anyhow::bail!("--jobs and --slots must be at least 1");
-    }
     let parent = a.dir.clone().unwrap_or_else(std::env::temp_dir);
     if !parent.is_dir() {
         anyhow::bail!(
