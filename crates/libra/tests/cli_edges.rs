@@ -211,6 +211,38 @@ fn sweep_bench_counts_out_of_range_are_refused_by_flag() {
     }
 }
 
+/// `nan` and `inf` are refused at parsing where a number goes to the server or sizes a node:
+/// sent as JSON they arrived as null, as if not given (`admin pricing --beta nan` changed
+/// nothing and said so as a success), and `up` took a NaN capacity for the default. No server
+/// is needed: nothing may be sent.
+#[test]
+fn numbers_that_are_not_finite_are_refused_before_anything_is_sent() {
+    let dir = scratch("finite");
+    for (args, flag) in [
+        (&["admin", "pricing", "--beta", "nan"][..], "--beta"),
+        (&["admin", "pricing", "--alpha", "inf"], "--alpha"),
+        (&["admin", "pricing", "--libra-gamma", "-inf"], "--libra-gamma"),
+        (&["admin", "pricing", "--libra-delta", "NaN"], "--libra-delta"),
+        (&["admin", "pricing", "--price-base", "inf", "--node", "n1"], "--price-base"),
+        (&["up", "--cpus-per-node", "nan", "--no-demo", "--exit"], "--cpus-per-node"),
+    ] {
+        let o = libra(&dir, args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} was accepted: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(err.contains(flag) && err.contains("is not a finite number"), "{args:?}: {err}");
+    }
+    // Nor a capacity of nothing: `up` refuses it before it makes its state directory.
+    for c in ["0", "-1"] {
+        let o = libra(&dir, &["up", "--cpus-per-node", c, "--no-demo", "--exit"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(&format!("--cpus-per-node: {c} is not accepted")),
+            "{c}: {err}"
+        );
+        assert!(!dir.join("data/up").exists(), "{c}: a state directory was made");
+    }
+}
+
 #[test]
 fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
     let dir = scratch("missing");

@@ -16,3 +16,14 @@ pub mod time;
 pub fn quiet_on_closed_stdout() {
     libra_broker::default_sigpipe();
 }
+
+/// A number option that must be finite: `nan` and `inf` parse as floats, and an option sent to
+/// the server as JSON would arrive as null, the same as not given (`admin pricing --beta nan`
+/// changed nothing and said so as a success), or be capped into a default locally.
+pub fn parse_finite(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        Ok(_) => Err(format!("'{s}' is not a finite number")),
+        Err(_) => Err(format!("'{s}' is not a number")),
+    }
+}

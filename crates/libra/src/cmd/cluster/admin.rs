@@ -179,22 +179,22 @@ pub struct PageArgs {
 #[derive(Debug, Args)]
 pub struct PricingArgs {
     /// Libra+$ static factor alpha.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::parse_finite)]
     pub alpha: Option<f64>,
     /// Libra+$ dynamic factor beta.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::parse_finite)]
     pub beta: Option<f64>,
     /// Libra's runtime coefficient.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::parse_finite)]
     pub libra_gamma: Option<f64>,
     /// Libra's deadline coefficient.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::parse_finite)]
     pub libra_delta: Option<f64>,
     /// The node whose base price to set (default: every node).
     #[arg(long)]
     pub node: Option<String>,
     /// Base price PBase, credits per CPU-second.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::parse_finite)]
     pub price_base: Option<f64>,
 }
 

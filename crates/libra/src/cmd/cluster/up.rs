@@ -8,7 +8,7 @@ use super::submit::{decision_text, resolve_command};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use libra_api::{Client, ClientError, JobInfo, JobState, SubmitRequest};
-use libra_core::{JobSpec, Money};
+use libra_core::{JobSpec, Money, Shown};
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -23,7 +23,7 @@ pub struct UpArgs {
     #[arg(long, default_value_t = 2)]
     pub nodes: u32,
     /// CPUs per node (default: the machine's cores divided among the nodes).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::parse_finite)]
     pub cpus_per_node: Option<f64>,
     /// Port for the server on 127.0.0.1.
     #[arg(long, default_value_t = 7878)]
@@ -186,6 +186,12 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
 pub fn run(a: UpArgs) -> Result<()> {
     if a.nodes == 0 || a.nodes > 64 {
         bail!("--nodes: {} is not accepted: give 1 to 64 local nodes", a.nodes);
+    }
+    if let Some(c) = a.cpus_per_node.filter(|c| *c <= 0.0) {
+        bail!(
+            "--cpus-per-node: {} is not accepted: give a capacity above 0 (fractions allowed, e.g. 0.5)",
+            Shown(c)
+        );
     }
     // From here on a SIGTERM or SIGINT stops the cluster with `up`.
     let stop = stop_on_signals();
