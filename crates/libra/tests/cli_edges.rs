@@ -134,9 +134,8 @@ fn daemons_and_sweep_engines_keep_sigpipe_ignored() {
     drop(sweep);
 }
 
-#[test]
-fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
-    let dir = scratch("datadir");
+/// A plan of two `true` jobs (`plan.pln`) and one fast test queue (`res.toml`) in `dir`.
+fn two_job_sweep(dir: &Path) {
     std::fs::write(
         dir.join("plan.pln"),
         "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n",
@@ -147,6 +146,12 @@ fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
         "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = 1\ntime_scale = 0.01\n",
     )
     .unwrap();
+}
+
+#[test]
+fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
+    let dir = scratch("datadir");
+    two_job_sweep(&dir);
     let o =
         libra(&dir, &["sweep", "run", "plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget", "9"])
             .arg("--detach")
@@ -166,16 +171,7 @@ fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
 #[test]
 fn a_negative_sweep_budget_is_refused_by_every_command_that_takes_one() {
     let dir = scratch("budget");
-    std::fs::write(
-        dir.join("plan.pln"),
-        "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("res.toml"),
-        "[[resource]]\nname = \"q\"\nkind = \"testqueue\"\nwall = 1\ntime_scale = 0.01\n",
-    )
-    .unwrap();
+    two_job_sweep(&dir);
     let common = ["plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget=-1"];
     for args in [
         [&["sweep", "simulate"][..], &common].concat(),
