@@ -239,6 +239,38 @@ fn numbers_that_are_not_finite_are_refused_before_anything_is_sent() {
     }
 }
 
+/// A node name the server would refuse is refused by the agent before it makes anything
+/// under it: it made its working directory and its control groups first, and left them.
+#[test]
+fn a_node_name_the_server_would_refuse_is_refused_before_anything_is_made() {
+    let dir = scratch("node-name");
+    std::fs::write(dir.join("token"), "abcdefghijkl\n").unwrap();
+    for name in ["", "../etc", "a/b", "with space", &"n".repeat(65)] {
+        let workdir = dir.join("work");
+        let mut agent =
+            libra(&dir, &["node", "--server", "http://127.0.0.1:9", "--cpus", "0.1", "--name", name])
+                .arg("--join-token-file")
+                .arg(dir.join("token"))
+                .arg("--workdir")
+                .arg(&workdir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+        // An agent that took the name would try the (closed) server for ever: stopped here.
+        let t0 = std::time::Instant::now();
+        while agent.try_wait().unwrap().is_none() && t0.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = agent.kill();
+        let o = agent.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "'{name}' was taken: {err}");
+        assert!(err.contains(&format!("name: '{name}' is not a valid node name")), "'{name}': {err}");
+        assert!(!workdir.exists(), "'{name}': the working directory was made");
+    }
+}
+
 #[test]
 fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
     let dir = scratch("missing");

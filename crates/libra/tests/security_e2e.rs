@@ -268,6 +268,8 @@ fn an_agent_forgotten_between_joining_and_its_first_sync_joins_again() {
         .spawn()
         .unwrap();
     cl.nodes.push(agent);
+    // Its control groups are removed with the cluster's (they were left behind at every run).
+    cl.node_names.push(name.to_string());
     wait_until("the forget before the first sync", || proxy.done().then_some(()));
     let first = first.lock().unwrap().clone();
     assert!(!first.is_empty());

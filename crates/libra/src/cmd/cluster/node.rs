@@ -308,6 +308,13 @@ pub fn run(a: NodeArgs) -> Result<()> {
     }
     crate::logging::init(&s.log_level, s.log_format).map_err(|e| anyhow::anyhow!("log_level: {e}"))?;
     let name = s.name.unwrap_or_else(hostname);
+    // The server's rule for a node's name, checked before the name makes a working directory
+    // and control groups here (a name the server refuses left them behind, empty).
+    if libra_server::auth::valid_user_name(&name).is_err() {
+        anyhow::bail!(
+            "name: '{name}' is not a valid node name: give 1 to 64 letters, digits, '-', '_' or '.' (--name, or name in [node]; the default is the host name)"
+        );
+    }
     let cores = std::thread::available_parallelism().map(|n| n.get() as f64).unwrap_or(1.0);
     let slurm = s.slurm.then(|| libra_node::slurm::SlurmNode { bin_dir: s.slurm_bin_dir.clone() });
     let (mut cpus, mut mem_mb) = (s.cpus, s.mem_mb);
