@@ -396,12 +396,16 @@ fn a_job_program_still_being_written_starts_once_it_is_closed() {
 fn an_error_names_each_of_its_causes_once() {
     let dir = scratch("causes");
     let server = format!("http://127.0.0.1:{}", free_port());
+    // An array range in a batch script (checked before anything is sent): it said "--array:
+    // --array: ...".
+    std::fs::write(dir.join("arr.sh"), "#!/bin/sh\n#SBATCH --time=1\n#SBATCH --array=5-1\ntrue\n").unwrap();
     for (args, once) in [
         (
             vec!["sim", "run", "--trace", "no-such-trace.swf"],
             vec!["No such file or directory", "no-such-trace.swf"],
         ),
         (vec!["status", "--server", &server], vec!["Connection refused", &server]),
+        (vec!["sbatch", "--deadline", "1h", "--budget", "50", "arr.sh"], vec!["--array", "reversed"]),
     ] {
         let o = libra(&dir, &args).env("LIBRA_TOKEN", "any").output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

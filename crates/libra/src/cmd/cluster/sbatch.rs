@@ -423,8 +423,7 @@ pub fn run(a: SbatchArgs) -> Result<()> {
             ),
         }
     }
-    let parsed_array =
-        array.as_deref().map(libra_api::parse_array).transpose().map_err(|e| anyhow!("--array: {e}"))?;
+    let parsed_array = array.as_deref().map(libra_api::parse_array).transpose().map_err(|e| anyhow!(e))?;
     let mut req = submit::build_request(opts, command, true, submitted)?;
     // The script was written for Slurm: it may read SLURM_JOB_ID and the like.
     req.slurm_env = true;
