@@ -646,6 +646,8 @@ impl Store {
     }
 
     pub fn results(&self, exp: i64) -> Result<Vec<JobResult>, StoreError> {
+        // A sweep that is not there is an error, as for every other command, not an empty list.
+        self.experiment(exp)?;
         let names: Vec<String> = self.resources(exp)?.into_iter().map(|r| r.name).collect();
         let mut st = self.conn.prepare(
             "SELECT j.idx, j.params, j.state, a.pos, (SELECT COUNT(*) FROM attempts x WHERE x.job_id = j.id), a.exit_code, a.wall,

@@ -186,6 +186,29 @@ fn a_negative_sweep_budget_is_refused_by_every_command_that_takes_one() {
     }
 }
 
+/// A state no sweep job can be in is refused with the states, and a sweep that is not there is
+/// named: both showed an empty table, as if the sweep had no such jobs.
+#[test]
+fn sweep_results_refuses_a_state_that_is_not_one_and_a_sweep_that_is_not_there() {
+    let dir = scratch("results-state");
+    let o = libra(&dir, &["sweep", "results", "1", "--state", "finished"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(err.contains("'finished'") && err.contains("pending, running, done, failed, cancelled"), "{err}");
+    two_job_sweep(&dir);
+    let o =
+        libra(&dir, &["sweep", "run", "plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget", "9"])
+            .arg("--detach")
+            .output()
+            .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = libra(&dir, &["sweep", "results", "2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("no sweep 2"), "{err}{}", String::from_utf8_lossy(&o.stdout));
+    let o = libra(&dir, &["sweep", "results", "1", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `sweep bench`'s counts out of range are refused by their flag with the range (0 rounds ran
 /// one, quietly).
 #[test]

@@ -9,8 +9,8 @@ use std::path::Path;
 pub struct ResultsArgs {
     /// The experiment id.
     pub exp: i64,
-    /// Only jobs in this state (pending, running, done, failed, cancelled).
-    #[arg(long)]
+    /// Only jobs in this state.
+    #[arg(long, value_parser = ["pending", "running", "done", "failed", "cancelled"])]
     pub state: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
