@@ -7,6 +7,23 @@ use comfy_table::Table;
 use serde::Serialize;
 use std::fmt::{self, Display};
 
+/// Fails before long work when `--out DIR` could not hold its files: `dir`, or the nearest of
+/// its ancestors that exists, is not a directory. An experiment found out only once it had run
+/// (minutes, for the longer ones) and was about to write.
+pub fn check_out_dir(dir: &std::path::Path) -> Result<()> {
+    let nearest = dir.ancestors().find(|a| a.as_os_str().is_empty() || a.exists());
+    match nearest {
+        Some(a) if !a.as_os_str().is_empty() && !a.is_dir() => {
+            let which = if a == dir { String::new() } else { format!(" ({} is a file)", a.display()) };
+            anyhow::bail!(
+                "--out {}: not a directory{which} (the experiment writes several files into it)",
+                dir.display()
+            )
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A command's answer: its JSON is what serde writes of it, its text is [`Render::text`].
 pub trait Render: Serialize {
     /// What people read: lines and tables, each ending with a line break.

@@ -156,6 +156,25 @@ fn an_experiment_refuses_an_out_that_is_a_file_and_leaves_it_alone() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--out") && err.contains("not a directory"), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+    // Refused before any work: before the trace is read (this one does not exist, and its error
+    // would come first), and before the broker's experiments run; a file above the directory
+    // named is found too.
+    for args in [
+        vec!["sim", "experiment", "beyond", "--trace", "no-such-trace.swf", "--out"],
+        vec!["sweep", "experiment", "table17.4", "--out"],
+    ] {
+        for out_dir in [file.clone(), file.join("sub")] {
+            let out = libra().args(&args).arg(&out_dir).env("LIBRA_DATA_DIR", tmp.path()).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && err.contains("--out") && err.contains("not a directory"),
+                "{args:?} {}: {err}",
+                out_dir.display()
+            );
+            assert!(!err.contains("no-such-trace"), "the trace was read first: {err}");
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
 }
 
 #[test]

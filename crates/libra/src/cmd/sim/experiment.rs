@@ -63,6 +63,7 @@ pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let out = a.out.clone().unwrap_or_else(|| PathBuf::from("results").join(&a.name));
+    crate::output::check_out_dir(&out)?;
     // The flags are checked before a trace is read (the nodes again if the trace names them).
     let cluster = |nodes| ClusterConfig { nodes, price_base: a.pricing.price_base };
     cluster(a.nodes.unwrap_or(1)).validate()?;
@@ -174,11 +175,6 @@ pub fn points_json(points: &[Point]) -> serde_json::Value {
 
 pub fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
     // create_dir_all's "File exists" for a file of that name would read as a directory in the way.
-    if dir.exists() && !dir.is_dir() {
-        anyhow::bail!(
-            "--out {}: not a directory (the experiment writes several files into it)",
-            dir.display()
-        );
-    }
+    crate::output::check_out_dir(dir)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create output directory {}", dir.display()))
 }

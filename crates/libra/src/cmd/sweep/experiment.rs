@@ -31,6 +31,7 @@ pub struct ExperimentArgs {
 }
 
 pub fn run(a: ExperimentArgs) -> anyhow::Result<()> {
+    crate::output::check_out_dir(&a.out)?;
     match a.which {
         Which::Table17_4 => t17_4(&a),
         Which::Table17_6 => t17_6(&a),
