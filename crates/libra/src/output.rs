@@ -24,6 +24,19 @@ pub fn check_out_dir(dir: &std::path::Path) -> Result<()> {
     }
 }
 
+/// Fails before long work when `flag FILE` could not be written: its directory is not one, or
+/// the file's name is a directory's. (Whether it may be written is only known by writing.)
+pub fn check_out_file(file: &std::path::Path, flag: &str) -> Result<()> {
+    let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        anyhow::bail!("{flag} {}: {} is not a directory", file.display(), parent.display());
+    }
+    if file.is_dir() {
+        anyhow::bail!("{flag} {}: is a directory; give a file name", file.display());
+    }
+    Ok(())
+}
+
 /// A command's answer: its JSON is what serde writes of it, its text is [`Render::text`].
 pub trait Render: Serialize {
     /// What people read: lines and tables, each ending with a line break.

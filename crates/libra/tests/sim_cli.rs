@@ -147,6 +147,25 @@ fn a_workload_flag_out_of_range_is_named_before_the_trace_is_read() {
     }
 }
 
+/// `--decisions-csv` into a directory that is not there, or onto a directory, is refused before
+/// the runs (it failed once every policy had run, when the file was written).
+#[test]
+fn a_decisions_file_that_cannot_be_written_is_refused_before_the_runs() {
+    let tmp = scratch();
+    for (file, says) in [
+        (tmp.path().join("no-such-dir").join("d.csv"), "is not a directory"),
+        (tmp.path().to_path_buf(), "is a directory"),
+    ] {
+        let out = libra()
+            .args(["sim", "run", "--trace", "no-such-trace.swf", "--decisions-csv"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("--decisions-csv") && err.contains(says), "{err}");
+    }
+}
+
 #[test]
 fn an_experiment_refuses_an_out_that_is_a_file_and_leaves_it_alone() {
     let tmp = scratch();

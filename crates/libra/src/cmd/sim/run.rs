@@ -66,6 +66,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     // The flags are checked before the workload is read (the nodes again if the trace names them).
     let cluster = |nodes| ClusterConfig { nodes, price_base: a.pricing.price_base };
     cluster(a.nodes.unwrap_or(1)).validate()?;
+    if let Some(path) = &a.decisions_csv {
+        crate::output::check_out_file(path, "--decisions-csv")?;
+    }
     let (workload, header_nodes, source) = load_workload(&a)?;
     let nodes = a.nodes.or(header_nodes).unwrap_or(if a.batch.is_some() { 10 } else { 128 });
     cluster(nodes).validate()?;
