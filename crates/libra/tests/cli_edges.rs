@@ -148,16 +148,20 @@ fn two_job_sweep(dir: &Path) {
     .unwrap();
 }
 
+/// `two_job_sweep`, started as sweep 1 (`--detach`: its engine runs on in the background).
+fn start_two_job_sweep(dir: &Path) {
+    two_job_sweep(dir);
+    let o = libra(dir, &["sweep", "run", "plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget", "9"])
+        .arg("--detach")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 #[test]
 fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
     let dir = scratch("datadir");
-    two_job_sweep(&dir);
-    let o =
-        libra(&dir, &["sweep", "run", "plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget", "9"])
-            .arg("--detach")
-            .output()
-            .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    start_two_job_sweep(&dir);
     assert!(dir.join("data/broker.db").is_file(), "no broker.db in LIBRA_DATA_DIR");
     // And every later command finds it there.
     let o = libra(&dir, &["sweep", "status", "--json"]).output().unwrap();
@@ -195,13 +199,7 @@ fn sweep_results_refuses_a_state_that_is_not_one_and_a_sweep_that_is_not_there()
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
     assert!(err.contains("'finished'") && err.contains("pending, running, done, failed, cancelled"), "{err}");
-    two_job_sweep(&dir);
-    let o =
-        libra(&dir, &["sweep", "run", "plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget", "9"])
-            .arg("--detach")
-            .output()
-            .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    start_two_job_sweep(&dir);
     let o = libra(&dir, &["sweep", "results", "2"]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("no sweep 2"), "{err}{}", String::from_utf8_lossy(&o.stdout));
