@@ -199,6 +199,21 @@ fn sweep_results_refuses_a_state_that_is_not_one_and_a_sweep_that_is_not_there()
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
     assert!(err.contains("'finished'") && err.contains("pending, running, done, failed, cancelled"), "{err}");
+    // Before any sweep, no database: asked about a sweep, the command names where it looked and
+    // makes nothing there (a --db with a typo left an empty database behind); the list is empty.
+    for args in [&["sweep", "results", "1"][..], &["sweep", "status", "1"], &["sweep", "pause", "1"]] {
+        let o = libra(&dir, args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("no sweep 1: there is no broker database at"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = libra(&dir, &["sweep", "status", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(list["experiments"], serde_json::json!([]));
+    assert!(!dir.join("data/broker.db").exists(), "a read made the database");
     start_two_job_sweep(&dir);
     let o = libra(&dir, &["sweep", "results", "2"]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

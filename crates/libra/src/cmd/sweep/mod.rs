@@ -107,6 +107,22 @@ pub(crate) fn parse_budget(s: &str) -> Result<libra_core::Money, String> {
     Ok(m)
 }
 
+impl SweepCommand {
+    /// The sweep a command is about, for the commands that act on one already made.
+    fn named_sweep(&self) -> Option<i64> {
+        use SweepCommand::*;
+        match self {
+            Resume(a) | Pause(a) | Cancel(a) => Some(a.exp),
+            Status(a) => a.exp,
+            Results(a) => Some(a.exp),
+            Rerun(a) => Some(a.exp),
+            SetDeadline(a) => Some(a.exp),
+            SetBudget(a) => Some(a.exp),
+            Check(_) | Run(_) | Experiment(_) | Simulate(_) | Bench(_) | KeepAttempt(_) => None,
+        }
+    }
+}
+
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     if let Some(server) = args.server {
         return remote::run(server, args.token, args.token_file, args.command);
@@ -115,6 +131,16 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         Some(db) => db,
         None => crate::cmd::cluster::common::data_dir()?.join("broker.db"),
     };
+    // A command about a sweep already made never makes the database: a --db with a typo left an
+    // empty file behind and said there was no such sweep "in the broker database".
+    if let Some(exp) = args.command.named_sweep() {
+        if !db.exists() {
+            anyhow::bail!(
+                "no sweep {exp}: there is no broker database at {} (`libra sweep run` makes it; --db or LIBRA_BROKER_DB names another)",
+                db.display()
+            );
+        }
+    }
     match args.command {
         SweepCommand::Check(a) => check::run(a),
         SweepCommand::Run(a) => run::run(&db, a),

@@ -21,10 +21,11 @@ pub struct StatusArgs {
 }
 
 pub fn run(db: &Path, a: StatusArgs) -> anyhow::Result<()> {
-    let store = open(db)?;
     let Some(exp) = a.exp else {
-        return list(&store, a.json);
+        // No database yet is no sweep yet: the list is empty, and nothing is made to say so.
+        return list(db.exists().then(|| open(db)).transpose()?.as_ref(), a.json);
     };
+    let store = open(db)?;
     if !a.watch {
         return print(&store, exp, a.json);
     }
@@ -41,30 +42,32 @@ pub fn run(db: &Path, a: StatusArgs) -> anyhow::Result<()> {
     }
 }
 
-fn list(store: &Store, json: bool) -> anyhow::Result<()> {
+fn list(store: Option<&Store>, json: bool) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     let mut t = table(&["id", "name", "state", "optimise", "done", "failed", "total", "spent", "budget"]);
-    for e in store.experiments()? {
-        let c = store.counts(e.id)?;
-        let total = c.pending + c.running + c.done + c.failed + c.cancelled;
-        let spent = store.spent(e.id)?;
-        // Money in integer cents under `*_cents`, as everywhere in Libra's JSON; the table shows credits.
-        rows.push(serde_json::json!({
-            "id": e.id, "name": e.name, "state": e.state, "algorithm": e.algorithm,
-            "done": c.done, "failed": c.failed, "total": total,
-            "spent_cents": spent, "budget_cents": e.budget,
-        }));
-        t.add_row(vec![
-            e.id.to_string(),
-            e.name,
-            e.state.to_string(),
-            e.algorithm,
-            c.done.to_string(),
-            c.failed.to_string(),
-            total.to_string(),
-            spent.to_string(),
-            e.budget.to_string(),
-        ]);
+    if let Some(store) = store {
+        for e in store.experiments()? {
+            let c = store.counts(e.id)?;
+            let total = c.pending + c.running + c.done + c.failed + c.cancelled;
+            let spent = store.spent(e.id)?;
+            // Money in integer cents under `*_cents`, as everywhere in Libra's JSON; the table shows credits.
+            rows.push(serde_json::json!({
+                "id": e.id, "name": e.name, "state": e.state, "algorithm": e.algorithm,
+                "done": c.done, "failed": c.failed, "total": total,
+                "spent_cents": spent, "budget_cents": e.budget,
+            }));
+            t.add_row(vec![
+                e.id.to_string(),
+                e.name,
+                e.state.to_string(),
+                e.algorithm,
+                c.done.to_string(),
+                c.failed.to_string(),
+                total.to_string(),
+                spent.to_string(),
+                e.budget.to_string(),
+            ]);
+        }
     }
     emit(&Said::new(&serde_json::json!({ "experiments": rows }), Text::new().line(t)), json)
 }
