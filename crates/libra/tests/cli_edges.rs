@@ -222,6 +222,36 @@ fn sweep_results_refuses_a_state_that_is_not_one_and_a_sweep_that_is_not_there()
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// `sweep simulate --svg` into a missing directory, or onto a directory, is refused before the
+/// plan is simulated, by the flag (it was the plotting library's "backend error" afterwards).
+#[test]
+fn sweep_simulate_refuses_an_svg_path_it_cannot_write() {
+    let dir = scratch("simulate-svg");
+    two_job_sweep(&dir);
+    std::fs::create_dir(dir.join("plots")).unwrap();
+    for (svg, says) in [("no-such-dir/x.svg", "is not a directory"), ("plots", "is a directory")] {
+        let args = [
+            "sweep",
+            "simulate",
+            "plan.pln",
+            "-r",
+            "res.toml",
+            "--deadline",
+            "10m",
+            "--budget",
+            "9",
+            "--svg",
+            svg,
+        ];
+        let o = libra(&dir, &args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(&format!("--svg {svg}: ")) && err.contains(says),
+            "{svg}: {err}"
+        );
+    }
+}
+
 /// `sweep bench`'s counts out of range are refused by their flag with the range (0 rounds ran
 /// one, quietly).
 #[test]

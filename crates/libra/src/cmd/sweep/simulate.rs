@@ -40,6 +40,9 @@ pub struct SimulateArgs {
 }
 
 pub fn run(a: SimulateArgs) -> anyhow::Result<()> {
+    if let Some(path) = &a.svg {
+        crate::output::check_out_file(path, "--svg")?;
+    }
     let (_, _, jobs) = load_plan(&a.plan, 0)?;
     let resources = load_resources(&a.resources)?;
     let mut walls = Vec::new();
