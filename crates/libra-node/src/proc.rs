@@ -727,6 +727,25 @@ pub fn cpu_seconds(pid: i32) -> Option<f64> {
     Some(Stat::of(pid)?.cpu_ticks as f64 / crate::stat::ticks_per_second())
 }
 
+/// CPU seconds used so far by a live process and its reaped children, the process's own to the
+/// nanosecond (its CPU clock, `clock_getcpuclockid`): /proc's clock ticks count a process that
+/// has run for a few milliseconds as none, which is what a Slurm step caught as it starts has
+/// used. Its reaped children's are in ticks; /proc's figure where the clock cannot be read.
+pub fn cpu_seconds_exact(pid: i32) -> Option<f64> {
+    let stat = Stat::of(pid)?;
+    let mut clock: libc::clockid_t = 0;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: out-pointers to locals, which live across the calls.
+    let read = unsafe {
+        libc::clock_getcpuclockid(pid, &mut clock) == 0 && libc::clock_gettime(clock, &mut ts) == 0
+    };
+    let per_tick = crate::stat::ticks_per_second();
+    if !read {
+        return Some(stat.cpu_ticks as f64 / per_tick);
+    }
+    Some(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9 + stat.children_ticks as f64 / per_tick)
+}
+
 /// When the process started (field 22 of stat(5), clock ticks since boot): with the pid, it
 /// names one process for good, since pids are reused.
 pub fn start_ticks(pid: i32) -> Option<u64> {
@@ -781,6 +800,32 @@ pub fn wait_any() -> Option<(i32, Exit)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process that ran for a few milliseconds (less than a clock tick of /proc) is counted to
+    /// the nanosecond, and agrees with /proc's ticks to within a tick.
+    #[test]
+    fn a_process_of_a_few_milliseconds_is_counted_exactly() {
+        let mut p = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; exec sleep 60"])
+            .spawn()
+            .unwrap();
+        let pid = p.id() as i32;
+        let t0 = std::time::Instant::now();
+        while !std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .starts_with("sleep")
+        {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the busy loop did not end");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let exact = cpu_seconds_exact(pid).unwrap();
+        let ticks = cpu_seconds(pid).unwrap();
+        let tick = 1.0 / crate::stat::ticks_per_second();
+        assert!(exact > 0.0 && (exact - ticks).abs() <= tick + 1e-9, "{exact} against /proc's {ticks}");
+        p.kill().unwrap();
+        p.wait().unwrap();
+        assert_eq!(cpu_seconds_exact(pid), None, "a reaped process has no figure");
+    }
 
     #[test]
     fn runs_captures_and_reaps() {

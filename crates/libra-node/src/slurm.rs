@@ -126,7 +126,7 @@ pub fn keep_in_group(procs: &Path, pids: &[i32]) -> Moved {
     let mut moved = Moved::default();
     for pid in pids.iter().filter(|p| !inside.contains(p)) {
         // Read before the move: what it uses between the two is counted nowhere, never twice.
-        let before = crate::proc::cpu_seconds(*pid).unwrap_or(0.0);
+        let before = crate::proc::cpu_seconds_exact(*pid).unwrap_or(0.0);
         // A process that ended since it was listed cannot be moved: nothing lost.
         if std::fs::write(procs, pid.to_string()).is_ok() {
             moved.processes += 1;

@@ -2,20 +2,30 @@
 //! slurmstepd, outside the job's CPU group: until the agent moves it there, a step runs at full
 //! speed and its CPU is not in the job's bill. `scontrol listpids` every period left a step of up
 //! to a period unseen, and a step that ended sooner escaped both the share and the bill (a job of
-//! six one-second steps was charged for a quarter of what they used). The catcher looks every
-//! `LOOK_EVERY` at Slurm's own freezer groups of each job, where slurmstepd puts every task
-//! before it runs, and moves what it finds into the job's group with the CPU it had used so far.
-//! Every move of a job's processes, the agent's own each period included, goes through one lock,
-//! so a process is moved, and its CPU from before counted, once.
+//! six one-second steps was charged for a quarter of what they used). The catcher watches Slurm's
+//! own freezer groups of each job, where slurmstepd puts every task before the task runs its
+//! command, and moves what it finds into the job's group with the CPU it had used so far. It
+//! wakes when slurmstepd makes a step's group or writes a task into one (inotify: a write to
+//! cgroup.procs is a write like any other), and looks every `LOOK_EVERY` besides. Woken only by
+//! its clock, a job that split its work into steps shorter than a look had about half their CPU
+//! unbilled (30 steps of 30 ms). Every move of a job's processes, the agent's own each period
+//! included, goes through one lock, so a process is moved, and its CPU from before counted, once.
 
+use inotify::{Inotify, WatchMask};
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-/// How often the catcher looks: a step's processes run at most about this long (plus a look's
-/// own time) outside the job's group.
+/// How often the catcher looks when nothing wakes it: where inotify is missing, a step's
+/// processes run at most about this long (plus a look's own time) outside the job's group.
 pub const LOOK_EVERY: Duration = Duration::from_millis(50);
+
+/// After a wake-up, the catcher looks again this soon, then twice as late each time up to
+/// `LOOK_EVERY`: a task written into a step's group may still be slurmstepd's (root) for a
+/// moment, until it takes on the job's user, and only then is it the job's to move.
+const SOON_AFTER: Duration = Duration::from_millis(1);
 
 /// Where cgroup v1's freezer hierarchy is mounted, in which Slurm's cgroup plugins make
 /// `slurm_NODE/uid_U/job_N/step_S` groups.
@@ -95,8 +105,10 @@ fn lock(jobs: &Jobs) -> std::sync::MutexGuard<'_, HashMap<u64, Followed>> {
 }
 
 fn look_until_dropped(jobs: &Weak<Jobs>, freezer: &Path) {
+    let mut wake = Wake::new();
+    let mut next = LOOK_EVERY;
     loop {
-        std::thread::sleep(LOOK_EVERY);
+        next = if wake.wait(next) { SOON_AFTER } else { (next * 2).min(LOOK_EVERY) };
         let Some(jobs) = jobs.upgrade() else { return };
         let mut jobs = lock(&jobs);
         for (job, f) in jobs.iter_mut() {
@@ -104,7 +116,7 @@ fn look_until_dropped(jobs: &Weak<Jobs>, freezer: &Path) {
                 f.slurm_group = slurm_group(freezer, f.slurm_id);
             }
             let Some(group) = &f.slurm_group else { continue };
-            let pids = pids_under(group);
+            let pids = pids_under(group, |dir| wake.watch(dir));
             if pids.is_empty() {
                 continue;
             }
@@ -113,6 +125,53 @@ fn look_until_dropped(jobs: &Weak<Jobs>, freezer: &Path) {
                 tracing::debug!(job, slurm_job = f.slurm_id, moved, "a step's processes caught");
             }
         }
+    }
+}
+
+/// What wakes the catcher before its clock: a group made in, or a task written into, a watched
+/// group of a followed job. Without inotify (none left for this user, say) it is the clock alone.
+struct Wake {
+    inotify: Option<Inotify>,
+    buffer: Vec<u8>,
+}
+
+impl Wake {
+    fn new() -> Wake {
+        let inotify = Inotify::init()
+            .map_err(|e| tracing::warn!("inotify: {e}: Slurm steps are looked for every {LOOK_EVERY:?} only"))
+            .ok();
+        Wake { inotify, buffer: vec![0; 4096] }
+    }
+
+    /// Watches `dir` for groups made in it and tasks written into it. Watching a directory
+    /// already watched changes nothing; a removed group's watch goes with it.
+    fn watch(&mut self, dir: &Path) {
+        if let Some(i) = &self.inotify {
+            i.watches().add(dir, WatchMask::CREATE | WatchMask::MODIFY).ok();
+        }
+    }
+
+    /// Waits up to `timeout`; true when a watched group changed (its events read and dropped:
+    /// the look that follows reads the groups themselves).
+    fn wait(&mut self, timeout: Duration) -> bool {
+        let Some(i) = &mut self.inotify else {
+            std::thread::sleep(timeout);
+            return false;
+        };
+        let mut fd = libc::pollfd { fd: i.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one pollfd, which lives across the call.
+        if unsafe { libc::poll(&mut fd, 1, ms) } <= 0 {
+            return false;
+        }
+        let mut woke = false;
+        while let Ok(events) = i.read_events(&mut self.buffer) {
+            if events.count() == 0 {
+                break;
+            }
+            woke = true;
+        }
+        woke
     }
 }
 
@@ -130,17 +189,20 @@ pub fn slurm_group(freezer: &Path, slurm_id: u64) -> Option<PathBuf> {
 /// The processes of a job's steps: those in the groups under `group` (`step_*`, and their
 /// tasks), at most three levels down, whose real user is the job's (the `uid_U` of the path).
 /// Not the job's own group, where slurmstepd waits: a root daemon that is no part of the job's
-/// share or bill, and that a job's end must not kill.
-pub fn pids_under(group: &Path) -> Vec<i32> {
-    fn walk(dir: &Path, depth: u32, out: &mut Vec<i32>) {
+/// share or bill, and that a job's end must not kill. `watch` is given each group before it is
+/// read (the job's own before its list of groups), so that a change after the read wakes the
+/// catcher.
+pub fn pids_under(group: &Path, mut watch: impl FnMut(&Path)) -> Vec<i32> {
+    fn walk(dir: &Path, depth: u32, out: &mut Vec<i32>, watch: &mut dyn FnMut(&Path)) {
         for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             if !e.file_type().is_ok_and(|t| t.is_dir()) {
                 continue;
             }
+            watch(&e.path());
             let procs = std::fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
             out.extend(procs.split_whitespace().filter_map(|p| p.parse::<i32>().ok()).filter(|p| *p > 1));
             if depth > 1 {
-                walk(&e.path(), depth - 1, out);
+                walk(&e.path(), depth - 1, out, watch);
             }
         }
     }
@@ -150,7 +212,8 @@ pub fn pids_under(group: &Path) -> Vec<i32> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    walk(group, 3, &mut out);
+    watch(group);
+    walk(group, 3, &mut out, &mut watch);
     out.retain(|&pid| real_uid(pid) == Some(uid));
     out
 }
@@ -190,7 +253,7 @@ mod tests {
         .unwrap();
         assert_eq!(slurm_group(root.path(), 42), Some(job.clone()));
         assert_eq!(slurm_group(root.path(), 43), None);
-        let mut pids = pids_under(&job);
+        let mut pids = pids_under(&job, |_| {});
         pids.sort_unstable();
         let mut want = vec![me, other_pid];
         want.sort_unstable();
@@ -199,9 +262,26 @@ mod tests {
         let theirs = root.path().join("slurm_n1").join("uid_99999").join("job_7");
         std::fs::create_dir_all(theirs.join("step_0")).unwrap();
         std::fs::write(theirs.join("step_0").join("cgroup.procs"), format!("{me}\n")).unwrap();
-        assert_eq!(pids_under(&theirs), Vec::<i32>::new());
+        assert_eq!(pids_under(&theirs, |_| {}), Vec::<i32>::new());
         other.kill().unwrap();
         other.wait().unwrap();
+    }
+
+    /// The catcher is woken by a group made in a watched group and by a task written into one;
+    /// with nothing changed, its clock ends the wait.
+    #[test]
+    fn the_catcher_wakes_when_a_watched_group_changes() {
+        let root = tempfile::tempdir().unwrap();
+        let mut wake = Wake::new();
+        assert!(wake.inotify.is_some(), "inotify is available here");
+        wake.watch(root.path());
+        assert!(!wake.wait(Duration::from_millis(20)), "nothing changed");
+        std::fs::create_dir(root.path().join("step_0")).unwrap();
+        assert!(wake.wait(Duration::from_secs(10)), "a step's group was made");
+        assert!(!wake.wait(Duration::from_millis(20)), "its events were read");
+        wake.watch(&root.path().join("step_0"));
+        std::fs::write(root.path().join("step_0").join("cgroup.procs"), "1\n").unwrap();
+        assert!(wake.wait(Duration::from_secs(10)), "a task was written into it");
     }
 
     /// A process found in a followed job's Slurm group is moved into the job's group by the

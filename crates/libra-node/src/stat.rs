@@ -13,6 +13,9 @@ pub struct Stat {
     /// Fields 14 to 17 summed (utime, stime, cutime, cstime): the CPU the process used and what
     /// its reaped children used, in clock ticks.
     pub cpu_ticks: u64,
+    /// Fields 16 and 17 (cutime, cstime): what its reaped children used, in clock ticks (part
+    /// of `cpu_ticks`).
+    pub children_ticks: u64,
     /// Field 22: when the process started, in clock ticks since boot. With the pid it names one
     /// process for good, since pids are reused.
     pub start_ticks: u64,
@@ -34,6 +37,7 @@ impl Stat {
             pgrp: int(2)?.try_into().ok()?,
             session: int(3)?.try_into().ok()?,
             cpu_ticks: (11..15).try_fold(0u64, |sum, i| sum.checked_add(tick(i)?))?,
+            children_ticks: tick(13)?.checked_add(tick(14)?)?,
             start_ticks: tick(19)?,
         })
     }
@@ -69,7 +73,7 @@ mod tests {
                     18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
         let s = Stat::parse(line).unwrap();
         assert_eq!((s.state, s.ppid, s.pgrp, s.session), ('S', 1, 4242, 4240));
-        assert_eq!((s.cpu_ticks, s.start_ticks), (7 + 3 + 2 + 1, 98765));
+        assert_eq!((s.cpu_ticks, s.children_ticks, s.start_ticks), (7 + 3 + 2 + 1, 2 + 1, 98765));
         assert!(!s.ended());
         assert!(Stat::parse(&line.replacen(" S ", " Z ", 1)).unwrap().ended());
         let line = "4242 (a (b) c) R 17 4240 4240 0 -1 4194560 10 0 0 0 150 30 7 3 20 0 1 0 55";

@@ -434,13 +434,52 @@ fn a_job_whose_work_is_in_short_srun_steps_keeps_to_its_share_and_is_charged_for
     );
 
     // A share of 0.05: six steps of at most a second each get at most their share of it, and
-    // the moment before the agent's step catcher moves them (50 ms; 100 allowed for a busy
-    // machine): 0.23 CPU-s when measured. At full speed until the agent's next look, as before
-    // the catcher, they used 1.48.
+    // the moment before the agent's step catcher moves them (it wakes as slurmstepd writes a
+    // task into the step's group; 100 ms allowed for a busy machine): 0.14 CPU-s when measured,
+    // 0.23 when the catcher only looked every 50 ms. At full speed until the agent's next look,
+    // as before the catcher, they used 1.48.
     let (done, used, out) = run(30.0);
     let most = 6.0 * (0.05 + 0.1);
     assert!(used <= most, "its steps used {used} CPU-s, at most {most} at their share: {out}");
     assert!(done.cpu_seconds >= used - 0.3, "charged for {} CPU-s, used {used}: {out}", done.cpu_seconds);
+}
+
+/// The attack on the step catcher: a job that splits its work into `srun` steps shorter than
+/// the catcher's look, so that each step has ended before a look every `LOOK_EVERY` would find
+/// it. Each step is `libra burn` for 30 ms of its own CPU, which it prints; the batch script
+/// prints its own and its `srun` clients' (`times`). Found by the clock alone, about half of
+/// what the steps used ran outside the job's group, at full speed and unbilled (charged 0.73
+/// CPU-s for 0.90 of steps and 0.25 of script); the catcher now wakes as slurmstepd writes a task
+/// into the step's freezer group, before the task runs its command, and counts the CPU the task
+/// used before it was moved to the nanosecond, so the bill holds what the steps used.
+#[test]
+fn a_job_whose_steps_are_shorter_than_the_catchers_look_is_charged_for_them() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(site) = site("slurm_cluster_e2e_short_steps", "libraslurm2") else { return };
+    let (carol, home) = (&site.carol, site.home.as_path());
+    let steps = 30;
+    let script =
+        format!("for i in $(seq {steps}); do srun --overlap -n1 {EXE} burn --cpu-seconds 0.03; done; echo done; times");
+    let mut r = SubmitRequest::new(
+        JobSpec::simple(300.0, 600.0, Money::from_credits(1000)),
+        vec!["sh".into(), "-c".into(), script],
+    );
+    r.workdir = Some(home.display().to_string());
+    let j = carol.submit(&r).unwrap();
+    let done = wait_for("the job settled", 180, || carol.job(j.id).ok().filter(|j| !j.state.is_active()));
+    let out = std::fs::read_to_string(home.join(format!("libra-{}.out", j.id))).unwrap_or_default();
+    assert_eq!(done.state, JobState::Completed, "{done:?}\n{out}");
+    let burned: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("burned ")?.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(burned.len(), steps, "every step burned: {out}");
+    let (steps_used, script_used) = (burned.iter().sum::<f64>(), times_total(&out));
+    assert!(
+        done.cpu_seconds >= script_used + 0.9 * steps_used,
+        "charged for {:.2} CPU-s; its {steps} short steps used {steps_used:.2}, its script {script_used:.2}: {out}",
+        done.cpu_seconds
+    );
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

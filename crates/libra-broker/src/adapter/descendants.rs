@@ -229,7 +229,18 @@ mod tests {
     fn descendants_in_any_group_and_the_led_groups_orphans() {
         let mut all = HashMap::new();
         let add = |all: &mut HashMap<i32, Stat>, pid, ppid, pgrp| {
-            all.insert(pid, Stat { state: 'S', ppid, pgrp, session: pgrp, cpu_ticks: 0, start_ticks: 1 });
+            all.insert(
+                pid,
+                Stat {
+                    state: 'S',
+                    ppid,
+                    pgrp,
+                    session: pgrp,
+                    cpu_ticks: 0,
+                    children_ticks: 0,
+                    start_ticks: 1,
+                },
+            );
         };
         add(&mut all, 1, 0, 1);
         add(&mut all, 10, 1, 5); // the keeper's parent
