@@ -86,6 +86,7 @@ fn check_limits(deadline: f64, budget: Money, now: f64) -> Result<(), CreateErro
     if budget.is_negative() {
         return Err(CreateError::Invalid("budget: must not be negative".into()));
     }
+    libra_core::job::check_budget(budget).map_err(|e| CreateError::Invalid(e.to_string()))?;
     Ok(())
 }
 

@@ -14,6 +14,15 @@ pub const MAX_BUDGET_CREDITS: i64 = 1_000_000_000_000;
 /// The most CPUs one task (the job's part on one node) may use at once.
 pub const MAX_CPUS_PER_TASK: u32 = 1024;
 
+/// A budget a job may have, at submission and at every change of its terms (`libra update`):
+/// from 0 to `MAX_BUDGET_CREDITS`.
+pub fn check_budget(budget: Money) -> Result<(), SpecError> {
+    if budget.is_negative() || budget > Money::from_credits(MAX_BUDGET_CREDITS) {
+        return Err(SpecError::Budget(budget));
+    }
+    Ok(())
+}
+
 /// JobDetails: what the cluster should know about the job itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -163,10 +172,7 @@ impl JobSpec {
         if d < least {
             return Err(SpecError::DeadlineBeforeEstimate { deadline: d, estimate: e, cpus, least });
         }
-        let b = self.qos.budget;
-        if b.is_negative() || b > Money::from_credits(MAX_BUDGET_CREDITS) {
-            return Err(SpecError::Budget(b));
-        }
+        check_budget(self.qos.budget)?;
         let p = self.resources.procs;
         if p == 0 || p > MAX_PROCS {
             return Err(SpecError::Procs(p));

@@ -207,8 +207,10 @@ impl Inner {
                 )));
             }
         }
-        if req.budget.is_some_and(Money::is_negative) {
-            return Err(ApiError::BadRequest("budget_cents: give a budget of zero or more".into()));
+        // The range a submission's budget is held to: an update must not widen it.
+        if let Some(b) = req.budget {
+            libra_core::job::check_budget(b)
+                .map_err(|e| ApiError::BadRequest(e.to_string().replacen("budget", "budget_cents", 1)))?;
         }
         if !job.state.is_active() {
             return Err(ApiError::Conflict(format!(

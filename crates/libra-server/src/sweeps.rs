@@ -742,6 +742,7 @@ impl Sweeps {
                     "budget: {b} is negative: give a budget of 0 credits or more"
                 )));
             }
+            libra_core::job::check_budget(b).map_err(|e| ApiError::BadRequest(e.to_string()))?;
             store.set_budget(exp, b)?;
         }
         if store.experiment(exp)?.state == ExperimentState::Stalled {

@@ -145,6 +145,12 @@ fn hosted_sweeps_through_the_api() {
     assert!(code == 400 && msg.contains("kind"), "{code} {msg}");
     let (code, msg) = status(alice.sweep_create(&sweep(PLAN, RES, -5)).unwrap_err());
     assert!(code == 400 && msg.starts_with("budget"), "{code} {msg}");
+    // Past the largest budget a job may have: refused at creation and when steered.
+    let absurd = libra_core::job::MAX_BUDGET_CREDITS + 1;
+    let (code, msg) = status(alice.sweep_create(&sweep(PLAN, RES, absurd)).unwrap_err());
+    assert!(code == 400 && msg.starts_with("budget") && msg.contains("at most"), "{code} {msg}");
+    let (code, msg) = status(alice.sweep_set_budget(s.id, Money::from_credits(absurd)).unwrap_err());
+    assert!(code == 400 && msg.starts_with("budget") && msg.contains("at most"), "{code} {msg}");
     let mut past = sweep(PLAN, RES, 10);
     past.deadline_in = None;
     past.deadline = Some(1.0);

@@ -170,23 +170,31 @@ fn a_standalone_sweep_keeps_its_database_in_libra_data_dir() {
     assert_eq!(list["experiments"].as_array().map(Vec::len), Some(1), "{list}");
 }
 
-/// A negative sweep budget is refused by its flag, by every command that takes one, before a
-/// database is made (`sweep simulate` planned with one, "cost 0.00 of -1.00").
+/// A negative sweep budget, or one past the largest a job may have, is refused by its flag, by
+/// every command that takes one, before a database is made (`sweep simulate` planned with one,
+/// "cost 0.00 of -1.00").
 #[test]
-fn a_negative_sweep_budget_is_refused_by_every_command_that_takes_one() {
+fn a_negative_or_absurd_sweep_budget_is_refused_by_every_command_that_takes_one() {
     let dir = scratch("budget");
     two_job_sweep(&dir);
-    let common = ["plan.pln", "-r", "res.toml", "--deadline", "10m", "--budget=-1"];
-    for args in [
-        [&["sweep", "simulate"][..], &common].concat(),
-        [&["sweep", "run"][..], &common].concat(),
-        vec!["sweep", "set-budget", "1", "--", "-0.01"],
+    for (budget, says) in [
+        ("-1", "is negative: a budget is zero or more credits"),
+        ("2000000000000", "at most 1000000000000 credits"),
     ] {
-        let o = libra(&dir, &args).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{args:?} was accepted: {}", String::from_utf8_lossy(&o.stdout));
-        assert!(err.contains("is negative: a budget is zero or more credits"), "{args:?}: {err}");
-        assert!(!dir.join("data/broker.db").exists(), "{args:?} made a database");
+        let flag = format!("--budget={budget}");
+        let common = ["plan.pln", "-r", "res.toml", "--deadline", "10m", &flag];
+        let set = if budget.starts_with('-') { "-0.01" } else { budget };
+        for args in [
+            [&["sweep", "simulate"][..], &common].concat(),
+            [&["sweep", "run"][..], &common].concat(),
+            vec!["sweep", "set-budget", "1", "--", set],
+        ] {
+            let o = libra(&dir, &args).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "{args:?} was accepted: {}", String::from_utf8_lossy(&o.stdout));
+            assert!(err.contains(says), "{args:?}: {err}");
+            assert!(!dir.join("data/broker.db").exists(), "{args:?} made a database");
+        }
     }
 }
 

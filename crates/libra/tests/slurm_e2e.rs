@@ -181,12 +181,25 @@ fn update_reprices_a_running_job_its_node_follows_the_new_deadline_and_a_refusal
     assert!(st == 400 && msg.contains("deadline_at") && msg.contains("budget_cents"), "{st} {msg}");
     let (st, msg) = status_of(alice.update(a.id, &UpdateRequest { deadline_at: Some(1000.0), budget: None }));
     assert!(st == 400 && msg.starts_with("deadline_at") && msg.contains("past"), "{st} {msg}");
+    // A budget past the largest a submission may have (the ledger's guard against overflowing
+    // sums) was taken by an update: refused, as at submission, and nothing changes.
+    let huge = Money::from_credits(libra_core::job::MAX_BUDGET_CREDITS + 1);
+    let (st, msg) = status_of(alice.update(a.id, &UpdateRequest { deadline_at: None, budget: Some(huge) }));
+    assert!(st == 400 && msg.starts_with("budget_cents") && msg.contains("at most"), "{st} {msg}");
+    assert_eq!(alice.job(a.id).unwrap().budget, rich.job.budget);
     let token = token_of(&cl, "alice");
     let id = a.id.to_string();
     let (ok, _, err) = run(&cl, &token, &["update", &id, "--deadline", "yesterday"]);
     assert!(!ok && err.contains("--deadline"), "{err}");
     let (ok, _, err) = run(&cl, &token, &["update", &id, "--budget", "lots"]);
     assert!(!ok && err.contains("--budget"), "{err}");
+    for bad in ["--budget=-1", "--budget=1000000000000.01"] {
+        let (ok, _, err) = run(&cl, &token, &["update", &id, bad]);
+        assert!(
+            !ok && err.contains("--budget") && err.contains("at most 1000000000000 credits"),
+            "{bad}: {err}"
+        );
+    }
     let (ok, _, err) = run(&cl, &token, &["update", &id]);
     assert!(!ok && err.contains("--deadline, --budget or both"), "{err}");
     // The command line: accepted, then refused (non-zero, with the suggestion's command).

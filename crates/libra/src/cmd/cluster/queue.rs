@@ -233,6 +233,10 @@ pub fn update(a: UpdateArgs) -> Result<()> {
         .map_err(|e| anyhow!("--deadline: {e}"))?;
     let budget =
         a.budget.as_deref().map(|b| b.parse::<Money>()).transpose().map_err(|e| anyhow!("--budget: {e}"))?;
+    // Checked here as the server checks it, so that the answer names the flag.
+    if let Some(b) = budget {
+        libra_core::job::check_budget(b).map_err(|e| anyhow!("--{e}"))?;
+    }
     if deadline_at.is_none() && budget.is_none() {
         bail!("give --deadline, --budget or both (e.g. libra update {} --deadline 3h --budget 80)", a.job);
     }

@@ -104,6 +104,8 @@ pub(crate) fn parse_budget(s: &str) -> Result<libra_core::Money, String> {
     if m.is_negative() {
         return Err(format!("'{s}' is negative: a budget is zero or more credits, e.g. 500 or 12.50"));
     }
+    // The range every budget is held to, a job's and a sweep's alike.
+    libra_core::job::check_budget(m).map_err(|e| e.to_string())?;
     Ok(m)
 }
 
