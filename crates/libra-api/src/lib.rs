@@ -12,6 +12,7 @@
 mod array;
 mod client;
 mod clock;
+pub mod duration;
 mod queue;
 mod sweep;
 mod types;

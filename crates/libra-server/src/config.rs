@@ -40,8 +40,10 @@ pub struct Config {
     /// PBase per CPU-second given to nodes when they first join.
     pub default_price_base: f64,
     /// Seconds without a word from a node agent before it is marked down and its jobs lost.
+    #[serde(deserialize_with = "libra_api::duration::seconds")]
     pub node_timeout: f64,
     /// Job-control period the node agents are asked to use, seconds.
+    #[serde(deserialize_with = "libra_api::duration::seconds")]
     pub period: f64,
     /// fsync every commit (`FULL`) or only at WAL checkpoints (`NORMAL`: survives a crash of the
     /// server process, may lose the last commits on a power cut).
@@ -60,6 +62,7 @@ pub struct Config {
     #[serde(skip)]
     pub sweep_keeper: Option<PathBuf>,
     /// How long an API token from `libra login` works, seconds (default 30 days).
+    #[serde(deserialize_with = "libra_api::duration::seconds")]
     pub token_ttl: f64,
     /// The most active jobs (pending, running, suspended) one user may have; further
     /// submissions are answered 429 until some end.
@@ -75,6 +78,7 @@ pub struct Config {
     /// has just written (same address, status, method and route) instead of writing each: the
     /// first is written at once, the rest as one entry with their count when the window ends.
     /// 0 writes every refusal.
+    #[serde(deserialize_with = "libra_api::duration::seconds")]
     pub audit_repeat_window: f64,
     /// Days the audit log keeps an entry: older entries are removed at start and once an hour,
     /// the removal recorded as an entry of its own. Unset: every entry is kept for good.
@@ -153,6 +157,7 @@ pub struct ExecutorConfig {
     pub jobcomp_token_file: Option<PathBuf>,
     /// Slurm: seconds to wait, after Slurm reported a job's end, for the node agent's final CPU
     /// figure before the job is settled with the CPU last reported.
+    #[serde(deserialize_with = "libra_api::duration::seconds")]
     pub jobcomp_grace: f64,
 }
 

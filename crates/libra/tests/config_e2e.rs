@@ -267,3 +267,53 @@ fn sighup_reloads_what_is_safe_and_json_logs_carry_the_job_id() {
         }
     }
 }
+
+/// A duration in the file is written as on the command line: `node_timeout = "30s"` was refused
+/// as "invalid type: string, expected f64", though `--node-timeout 30s` was taken. Numbers still
+/// are seconds; a string that is not a duration names the field and the forms.
+#[test]
+fn durations_in_the_file_are_written_as_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("libra.toml");
+    std::fs::write(
+        &file,
+        "[server]\nnode_timeout = \"30s\"\nperiod = \"500ms\"\ntoken_ttl = \"30d\"\naudit_repeat_window = 20\n\
+         [server.executor]\njobcomp_grace = \"1m\"\n[node]\nperiod = \"1.5s\"\n",
+    )
+    .unwrap();
+    let f = file.display().to_string();
+    let v = print_config("server", &["--config", &f], &[("LIBRA_JOIN_TOKEN", "long-enough-token")]);
+    let s = &v["settings"];
+    for (key, secs) in [
+        ("node_timeout", 30.0),
+        ("period", 0.5),
+        ("token_ttl", 30.0 * 86_400.0),
+        ("audit_repeat_window", 20.0),
+        ("executor.jobcomp_grace", 60.0),
+    ] {
+        assert_eq!(s[key]["value"].as_f64(), Some(secs), "{key}: {v}");
+    }
+    let n = print_config("node", &["--config", &f], &[("LIBRA_JOIN_TOKEN", "long-enough-token")]);
+    assert_eq!(n["settings"]["period"]["value"].as_f64(), Some(1.5), "{n}");
+    // The flag takes the same forms.
+    let v = print_config(
+        "server",
+        &["--config", &f, "--audit-repeat-window", "1m"],
+        &[("LIBRA_JOIN_TOKEN", "long-enough-token")],
+    );
+    assert_eq!(v["settings"]["audit_repeat_window"]["value"].as_f64(), Some(60.0), "{v}");
+
+    for (what, text, key) in [
+        ("server", "[server]\nnode_timeout = \"30 parsecs\"\n", "node_timeout"),
+        ("server", "[server]\ntoken_ttl = \"1y\"\n", "token_ttl"),
+        ("node", "[node]\nperiod = true\n", "period"),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(EXE).args([what, "--print-config", "--config", &f]).output().unwrap();
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && e.contains(key) && (e.contains("90s") || e.contains("days")),
+            "{text}: {e}"
+        );
+    }
+}

@@ -128,6 +128,7 @@ pub struct NodeSettings {
     /// Share enforcement: auto, cgroup-v2, cgroup-v1, stride or none.
     pub mechanism: String,
     /// Job-control period, seconds (default: what the server asks for).
+    #[serde(deserialize_with = "libra_api::duration::seconds_opt")]
     pub period: Option<f64>,
     pub log_level: String,
     pub log_format: LogFormat,

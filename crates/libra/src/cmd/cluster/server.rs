@@ -125,8 +125,8 @@ pub struct ServerArgs {
     pub submit_burst: Option<u32>,
     /// Seconds over which the audit log counts refusals (401, 403, 429) alike to one it wrote
     /// (same address, status, method and route) and writes them as one entry with their count
-    /// (default 10; 0 writes every refusal).
-    #[arg(long, value_name = "SECONDS")]
+    /// (default 10; 0 writes every refusal): 10, 30s, 1m.
+    #[arg(long, value_name = "DURATION", value_parser = crate::cmd::time::parse_duration)]
     pub audit_repeat_window: Option<f64>,
     /// Days the audit log keeps an entry (1 to 36500): older ones are removed at start and once
     /// an hour, and the removal is itself an entry (default: every entry is kept for good).
