@@ -28,6 +28,16 @@ pub enum LedgerError {
         "amount: a withdrawal of {withdrawn} would take {user}'s available credit {available} below zero"
     )]
     Overdraw { user: String, withdrawn: Money, available: Money },
+    /// A deposit past what a balance can hold (an i64 of cents): refused, where adding it would
+    /// have wrapped round (a negative balance, or the overdraw refusal's words for a deposit).
+    #[error("amount: a deposit of {amount} would take {user}'s available credit {available} past the largest amount the ledger holds, {}", Money(i64::MAX))]
+    PastLargest { user: String, amount: Money, available: Money },
+    /// A running total past what the ledger can hold: nothing is written.
+    #[error(
+        "amount: {amount} would take the ledger's running totals past the largest amount they hold, {}",
+        Money(i64::MAX)
+    )]
+    TotalsPastLargest { amount: Money },
     #[error("credit: account {account} has {available} available, the job needs {needed} on hold; ask an administrator for credit, charge another account (--account) or lower the budget")]
     AccountShort { account: String, available: Money, needed: Money },
     #[error("limit: {user} may have at most {limit} charged and held against account {account} in its allocation period; {used} is used, {left} is left, the job needs {needed} on hold; ask an administrator to raise the limit, or charge another account (--account)")]
@@ -70,7 +80,7 @@ fn append(
     kind: LedgerKind,
     amount: Money,
     now: f64,
-) -> rusqlite::Result<()> {
+) -> Result<(), LedgerError> {
     let mut t = totals(conn, user)?;
     let slot = match kind {
         LedgerKind::Deposit => &mut t.0,
@@ -78,7 +88,8 @@ fn append(
         LedgerKind::Charge => &mut t.2,
         LedgerKind::Release => &mut t.3,
     };
-    *slot += amount.0;
+    // Checked: a total that wrapped round would read back as a wrong balance.
+    *slot = slot.checked_add(amount.0).ok_or(LedgerError::TotalsPastLargest { amount })?;
     conn.prepare_cached(
         "INSERT INTO ledger(user_id, job, kind, amount, time, dep_total, hold_total, charge_total, release_total) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -136,7 +147,10 @@ pub fn deposit(conn: &Connection, user: i64, amount: Money, now: f64) -> Result<
     if amount.0 > 0 && removed(conn, user)? {
         return Err(LedgerError::Removed(b.user));
     }
-    if (b.available + amount).is_negative() {
+    let Some(after) = b.available.0.checked_add(amount.0) else {
+        return Err(LedgerError::PastLargest { user: b.user, amount, available: b.available });
+    };
+    if after < 0 {
         let withdrawn = Money(amount.0.saturating_neg());
         return Err(LedgerError::Overdraw { user: b.user, withdrawn, available: b.available });
     }
@@ -163,7 +177,7 @@ pub fn hold(
     if b.available < amount {
         return Err(LedgerError::Insufficient { user: b.user, available: b.available, needed: amount });
     }
-    append(conn, user, Some(job), LedgerKind::Hold, amount, now).map_err(LedgerError::from)
+    append(conn, user, Some(job), LedgerKind::Hold, amount, now)
 }
 
 /// What the owner of `job` can still add to its hold now: their available credit, or for a job

@@ -448,3 +448,36 @@ fn an_allocation_expires_but_its_holds_stay_valid() {
     projects::deposit(&conn, "A", Money(300), ids[0], 26.0).unwrap();
     assert_eq!(info(26.0).available, Money(300));
 }
+
+/// A deposit past what a balance can hold is refused by its own words and writes nothing: it
+/// wrapped round to a negative sum and was refused as "a withdrawal of -92233720368547.00". A
+/// running total past it (cumulative deposits, with the credit spent since) is refused too,
+/// where it would have wrapped round and read back as a wrong balance.
+#[test]
+fn a_deposit_past_the_largest_amount_is_refused_and_nothing_wraps_round() {
+    let conn = store::open_memory().unwrap();
+    let ids = users(&conn);
+    let most = Money(i64::MAX - 10);
+    deposit(&conn, ids[0], most, 0.0).unwrap();
+    let e = deposit(&conn, ids[0], Money(11), 1.0).unwrap_err();
+    assert!(matches!(e, LedgerError::PastLargest { .. }), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains("a deposit of 0.11") && !text.contains("withdrawal"), "{text}");
+    assert_eq!(balance(&conn, ids[0]).unwrap().available, most, "nothing was written");
+    deposit(&conn, ids[0], Money(10), 2.0).unwrap();
+    // Spent down to 1.00 by a job: the deposits' running total stays at the largest.
+    let spent = Money(i64::MAX - 100);
+    hold(&conn, ids[0], 7, spent, spent, 3.0).unwrap();
+    assert_eq!(settle(&conn, 7, spent, 3.0).unwrap(), spent);
+    let before = balance(&conn, ids[0]).unwrap();
+    assert_eq!(before.available, Money(100));
+    let e = deposit(&conn, ids[0], Money(1), 4.0).unwrap_err();
+    assert!(matches!(e, LedgerError::TotalsPastLargest { .. }), "{e:?}");
+    let after = balance(&conn, ids[0]).unwrap();
+    assert_eq!(
+        (after.available, after.deposited),
+        (before.available, before.deposited),
+        "nothing was written"
+    );
+    assert_eq!(balance_from_entries(&conn, ids[0]).ok().map(|t| t.0), Some(i64::MAX));
+}

@@ -602,7 +602,12 @@ pub fn deposit(
         Acct::Project(p) => {
             let lasting = totals(conn, p, None)?;
             let available = Money(lasting.0 - lasting.1 + lasting.3);
-            if (available + amount).is_negative() {
+            let Some(after) = available.0.checked_add(amount.0) else {
+                return Err(
+                    LedgerError::PastLargest { user: format!("account {name}"), amount, available }.into()
+                );
+            };
+            if after < 0 {
                 let withdrawn = Money(amount.0.saturating_neg());
                 return Err(
                     LedgerError::Overdraw { user: format!("account {name}"), withdrawn, available }.into()
