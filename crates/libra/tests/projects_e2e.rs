@@ -312,6 +312,31 @@ fn an_allocation_expires_at_its_end_but_a_hold_taken_before_stays_valid() {
         &["admin", "account", "allocate", "grant", "10", "--start", "2026-12-02", "--end", "2026-12-01"],
     );
     assert!(!ok && err.contains("--end:") && err.contains("is not after --start"), "{err}");
+    // A start given as a duration is from now, as a deadline's is: `--start 2h --end 1h` was
+    // taken as from two hours ago, and made an allocation that had ended before it was made.
+    let out = libra(
+        &cl,
+        &admin_t,
+        &["admin", "account", "allocate", "grant", "10", "--start", "2h", "--end", "1h", "--json"],
+    );
+    let a: AccountInfo = json(&out);
+    let made = a.allocations.iter().max_by_key(|x| x.id).unwrap();
+    let now = libra_api::unix_now();
+    assert!(made.start > now + 7000.0 && made.end > made.start + 3500.0 && !made.active, "{made:?}");
+    // An allocation that has already ended is refused, by the command and by the server.
+    let (ok, _, err) = run(
+        &cl,
+        &admin_t,
+        &["admin", "account", "allocate", "grant", "10", "--start", "now-2h", "--end", "1h"],
+    );
+    assert!(!ok && err.contains("--end:") && err.contains("in the past"), "{err}");
+    let past = libra_api::AccountAllocate {
+        amount: Money::from_credits(10),
+        start: now - 7200.0,
+        end: now - 3600.0,
+    };
+    let e = cl.admin().account_allocate_with_key("grant", &past, "past-allocation").unwrap_err();
+    assert!(e.to_string().contains("end:") && e.to_string().contains("could never be used"), "{e}");
 }
 
 /// `libra admin account deposit|transfer|allocate` whose answer is lost on the way (the server

@@ -310,9 +310,12 @@ proptest! {
                     let _ = projects::transfer(&conn, ACCOUNTS[from], ACCOUNTS[to], Money(cents), ids[0], now);
                 }
                 AcctOp::Allocate { acct, cents, start_in, len } => {
-                    let start = now + start_in as f64;
-                    projects::allocate(&conn, ACCOUNTS[acct], Money(cents), start, start + len as f64, ids[0], now).unwrap();
-                    expected_credit += cents;
+                    let (start, end) = (now + start_in as f64, now + (start_in + len) as f64);
+                    // One that has already ended is refused (it could never be held from).
+                    match projects::allocate(&conn, ACCOUNTS[acct], Money(cents), start, end, ids[0], now) {
+                        Ok(_) => expected_credit += cents,
+                        Err(e) => prop_assert!(end <= now, "{}", e),
+                    }
                 }
                 AcctOp::Hold { user, acct, cost, extra_budget } => {
                     let project = [Some(a), Some(b), None][acct];
@@ -480,4 +483,34 @@ fn a_deposit_past_the_largest_amount_is_refused_and_nothing_wraps_round() {
         "nothing was written"
     );
     assert_eq!(balance_from_entries(&conn, ids[0]).ok().map(|t| t.0), Some(i64::MAX));
+}
+
+/// A shared account's credit is the sum of its buckets (lasting credit and each allocation):
+/// new credit that would take that sum past what an amount can hold is refused, whether
+/// deposited, transferred in or allocated, and nothing is written.
+#[test]
+fn a_shared_accounts_credit_stops_short_of_the_largest_amount() {
+    let conn = store::open_memory().unwrap();
+    let ids = users(&conn);
+    projects::create(&conn, "A", 0.0).unwrap();
+    let half = Money(i64::MAX / 2);
+    projects::allocate(&conn, "A", half, 0.0, 100.0, ids[0], 0.0).unwrap();
+    projects::deposit(&conn, "A", half, ids[0], 1.0).unwrap();
+    let p = projects::project_id(&conn, "A").unwrap().unwrap();
+    let before = projects::info(&conn, projects::Acct::Project(p), 2.0).unwrap();
+    assert_eq!(before.credited, Money(half.0 * 2));
+    fn past<T>(r: Result<T, projects::ProjectError>) -> bool {
+        matches!(r, Err(projects::ProjectError::Ledger(LedgerError::PastLargest { .. })))
+    }
+    assert!(past(projects::allocate(&conn, "A", Money(10), 0.0, 100.0, ids[0], 2.0)));
+    assert!(past(projects::deposit(&conn, "A", Money(10), ids[0], 2.0)));
+    deposit(&conn, ids[0], Money(10), 2.0).unwrap();
+    assert!(past(projects::transfer(&conn, "u0", "A", Money(10), ids[0], 2.0)));
+    let after = projects::info(&conn, projects::Acct::Project(p), 2.0).unwrap();
+    assert_eq!((after.credited, after.available), (before.credited, before.available), "nothing written");
+    assert_eq!(balance(&conn, ids[0]).unwrap().available, Money(10), "the transfer took nothing");
+    // What fits still goes in; an allocation that has already ended is refused.
+    projects::deposit(&conn, "A", Money(1), ids[0], 3.0).unwrap();
+    let e = projects::allocate(&conn, "A", Money(1), 0.0, 3.0, ids[0], 4.0).unwrap_err();
+    assert!(e.to_string().starts_with("end:"), "{e}");
 }

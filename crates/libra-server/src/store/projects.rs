@@ -141,14 +141,16 @@ fn append(
     kind: Kind,
     amount: i64,
     now: f64,
-) -> rusqlite::Result<()> {
+) -> Result<(), LedgerError> {
     let mut t = totals(conn, project, alloc)?;
-    match kind {
-        Kind::Deposit | Kind::Transfer | Kind::Allocation => t.0 += amount,
-        Kind::Hold => t.1 += amount,
-        Kind::Charge => t.2 += amount,
-        Kind::Release => t.3 += amount,
-    }
+    let slot = match kind {
+        Kind::Deposit | Kind::Transfer | Kind::Allocation => &mut t.0,
+        Kind::Hold => &mut t.1,
+        Kind::Charge => &mut t.2,
+        Kind::Release => &mut t.3,
+    };
+    // Checked: a total that wrapped round would read back as a wrong balance.
+    *slot = slot.checked_add(amount).ok_or(LedgerError::TotalsPastLargest { amount: Money(amount) })?;
     conn.prepare_cached(
         "INSERT INTO project_ledger(project_id, allocation_id, user_id, job, kind, amount, time, \
          credit_total, hold_total, charge_total, release_total) \
@@ -167,6 +169,19 @@ fn append(
         t.2,
         t.3
     ])?;
+    Ok(())
+}
+
+/// Refuses new credit (a deposit, a transfer in, an allocation) that would take the account's
+/// credit, summed over its buckets, past what an amount can hold: every balance shown is such a
+/// sum, and one that wrapped round would be wrong.
+fn room_for(conn: &Connection, p: i64, name: &str, amount: Money, now: f64) -> Result<(), LedgerError> {
+    let bs = buckets(conn, p, now)?;
+    let credited: i128 = bs.iter().map(|b| i128::from(b.t.0)).sum();
+    if credited + i128::from(amount.0) > i128::from(i64::MAX) {
+        let available = Money(available_of(&bs));
+        return Err(LedgerError::PastLargest { user: format!("account {name}"), amount, available });
+    }
     Ok(())
 }
 
@@ -607,6 +622,9 @@ pub fn deposit(
                     LedgerError::PastLargest { user: format!("account {name}"), amount, available }.into()
                 );
             };
+            if amount.0 > 0 {
+                room_for(conn, p, name, amount, now)?;
+            }
             if after < 0 {
                 let withdrawn = Money(amount.0.saturating_neg());
                 return Err(
@@ -637,6 +655,9 @@ pub fn transfer(
     let (a, b) = (resolve(conn, from)?, resolve(conn, to)?);
     if a == b {
         return Err(ProjectError::Invalid(format!("to: the same account as from ({from})")));
+    }
+    if let Acct::Project(p) = b {
+        room_for(conn, p, to, amount, now)?;
     }
     match a {
         Acct::Personal(u) => {
@@ -692,6 +713,13 @@ pub fn allocate(
     if end <= start {
         return Err(ProjectError::Invalid("end: must be after start".into()));
     }
+    // Credit that has already expired could never be held: a typo, not an allocation.
+    if end <= now {
+        return Err(ProjectError::Invalid(format!(
+            "end: {end:.0} is not in the future (the server's time is {now:.0}): the allocation could never be used"
+        )));
+    }
+    room_for(conn, p, name, amount, now)?;
     conn.exec(
         "INSERT INTO allocations(project_id, amount, start, end, created) VALUES (?1, ?2, ?3, ?4, ?5)",
         params![p, amount.0, start, end, now],

@@ -155,8 +155,9 @@ pub enum AccountCommand {
     Allocate {
         name: String,
         amount: String,
-        /// When the credit becomes available: now (the default), a date (2026-12-01, midnight
-        /// UTC), a time (2026-12-01T08:00:00Z) or @UNIXSECONDS.
+        /// When the credit becomes available: now (the default), a duration from now (2h), a
+        /// date (2026-12-01, midnight UTC), a time (2026-12-01T08:00:00Z), @UNIXSECONDS, or
+        /// now-2h.
         #[arg(long)]
         start: Option<String>,
         /// When it expires: a time (the forms of --start), or a duration after --start (30d).
@@ -571,9 +572,14 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
         AccountCommand::Allocate { name, amount, start, end } => {
             let amount: Money = amount.parse().map_err(|e| anyhow::anyhow!("amount: {e}"))?;
             let n = now();
+            // A duration is from now, as a deadline's is (`--start 2h`: in two hours; it was
+            // taken as two hours ago, the meaning of a filter's `--starttime 2h`).
             let start = match start.as_deref() {
                 None => n,
-                Some(s) => parse_instant(s, n).map_err(|e| anyhow::anyhow!("--start: {e}"))?,
+                Some(s) => match parse_duration(s) {
+                    Ok(d) => n + d,
+                    Err(_) => parse_instant(s, n).map_err(|e| anyhow::anyhow!("--start: {e}"))?,
+                },
             };
             // A duration is the allocation's length; anything else is a time.
             let end = match parse_duration(&end) {
@@ -583,6 +589,9 @@ fn account(c: &Client, cmd: AccountCommand, json: bool) -> Result<()> {
             };
             if end <= start {
                 anyhow::bail!("--end: {} is not after --start {}", fmt_time(end), fmt_time(start));
+            }
+            if end <= n {
+                anyhow::bail!("--end: {} is in the past: the allocation could never be used", fmt_time(end));
             }
             let alloc = AccountAllocate { amount, start, end };
             let a = crate::cmd::retry::keyed(|key| c.account_allocate_with_key(&name, &alloc, key))?;
