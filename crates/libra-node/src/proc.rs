@@ -805,19 +805,8 @@ mod tests {
     /// the nanosecond, and agrees with /proc's ticks to within a tick.
     #[test]
     fn a_process_of_a_few_milliseconds_is_counted_exactly() {
-        let mut p = std::process::Command::new("sh")
-            .args(["-c", "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; exec sleep 60"])
-            .spawn()
-            .unwrap();
+        let mut p = crate::slurm::tests::busy_for_then_asleep(2000);
         let pid = p.id() as i32;
-        let t0 = std::time::Instant::now();
-        while !std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-            .unwrap_or_default()
-            .starts_with("sleep")
-        {
-            assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the busy loop did not end");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
         let exact = cpu_seconds_exact(pid).unwrap();
         let ticks = cpu_seconds(pid).unwrap();
         let tick = 1.0 / crate::stat::ticks_per_second();

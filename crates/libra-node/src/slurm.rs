@@ -156,8 +156,13 @@ pub(crate) mod tests {
 
     /// A process that has used some CPU (a busy loop) and now sleeps, for a minute.
     pub(crate) fn busy_then_asleep() -> std::process::Child {
+        busy_for_then_asleep(300_000)
+    }
+
+    /// A process that has counted to `rounds` in a shell loop and now sleeps, for a minute.
+    pub(crate) fn busy_for_then_asleep(rounds: u32) -> std::process::Child {
         let busy = std::process::Command::new("sh")
-            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 60"])
+            .args(["-c", &format!("i=0; while [ $i -lt {rounds} ]; do i=$((i+1)); done; exec sleep 60")])
             .spawn()
             .unwrap();
         let pid = busy.id();
