@@ -92,6 +92,10 @@ fn up_runs_the_demo_once_keeps_others_logins_and_stops_with_its_cluster() {
     assert_eq!(std::fs::read_to_string(state.join("demo-password")).unwrap().trim(), password);
     assert!(password.len() >= 16 && password != "demo", "{password}");
     assert!(stdout.contains(&format!("{}/admin-password", state.display())), "{stdout}");
+    // Started as root, the demo user's jobs are root's, and `up` says so; as anyone else, not.
+    // SAFETY: geteuid has no memory effects.
+    let as_root = unsafe { libc::geteuid() } == 0;
+    assert_eq!(stdout.contains("the demo user's jobs run as root"), as_root, "{stdout}");
     // libra is not on PATH: every printed command names this binary by its full path.
     let exe = exe_path().display().to_string();
     let commands: Vec<&str> = stdout.lines().filter(|l| l.contains(" status; ")).collect();
@@ -253,4 +257,49 @@ fn up_runs_the_demo_once_keeps_others_logins_and_stops_with_its_cluster() {
     // are the only ones left.
     wait_cluster_gone(&needle);
     assert!(!fresh.join("demo-done").exists(), "an interrupted demo counts as run");
+}
+
+/// A stop sent to `up`'s whole process group (`timeout`, `kill -TERM -PGID`, a service manager
+/// stopping a unit) reaches each node agent twice at once: from the sender and from `up`
+/// stopping its children. The agents took the second as "now" and died mid-clean-up, their file
+/// systems made ahead left mounted under the state directory; they stop as on one signal now.
+#[test]
+fn a_stop_sent_to_ups_whole_process_group_leaves_nothing_mounted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let needle = state.display().to_string();
+    let _cleanup = Cleanup(needle.clone());
+    let mut child = up(dir.path(), free_port(), &["--no-demo"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut out = Lines::new(child.stdout.take().unwrap());
+    if let Err(e) = out.until("serving until interrupted", Duration::from_secs(60)) {
+        panic!("`libra up --no-demo`: {e}");
+    }
+    // As root the agents make scratch file systems ahead: wait for some, so that there is
+    // something to clean up.
+    // SAFETY: geteuid has no memory effects.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root {
+        let t0 = Instant::now();
+        while libra_node::scratch::mounts_under(&state).len() < 2 {
+            assert!(t0.elapsed() < Duration::from_secs(60), "no file system made ahead");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // SAFETY: kill(2) on the process group of the child this test started.
+    unsafe {
+        libc::kill(-(child.id() as i32), libc::SIGTERM);
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "up ended with {status} on SIGTERM to its group");
+    wait_gone(&needle);
+    assert_eq!(libra_node::scratch::mounts_under(&state), Vec::<PathBuf>::new(), "left mounted");
+    for node in ["node-1", "node-2"] {
+        let log = std::fs::read_to_string(state.join(format!("{node}.log"))).unwrap();
+        assert!(log.contains("stopped on a signal"), "{node} did not stop as asked:\n{log}");
+    }
 }

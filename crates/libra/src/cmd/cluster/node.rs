@@ -373,21 +373,43 @@ pub fn run(a: NodeArgs) -> Result<()> {
 }
 
 /// Set by the first SIGINT or SIGTERM (systemctl stop, `libra up` stopping): the agent stops
-/// at its next turn and cleans up after itself. A second one ends it at once.
+/// at its next turn and cleans up after itself. Another one, `SAME_STOP_MS` or more later, ends
+/// it at once.
 static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// When the first stop signal came (milliseconds of CLOCK_MONOTONIC, at least 1), 0 before.
+static FIRST_STOP_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A stop sent to a whole process group (`timeout`, `kill -TERM -PGID`, a service manager)
+/// reaches an agent that `libra up` started twice at once, from the sender and from `up`
+/// stopping its children: signals this close to the first are that same request. Taken as
+/// "now", the second one ended the agent in the middle of its clean-up, its scratch file systems
+/// made ahead left mounted.
+const SAME_STOP_MS: u64 = 1000;
+
 extern "C" fn on_stop(sig: libc::c_int) {
-    // Only an atomic store and signal(2): async-signal-safe.
-    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: restores the default action, so that the next such signal ends the process.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
+    use std::sync::atomic::Ordering::Relaxed;
+    // Only atomics, clock_gettime, signal(2) and raise(3): async-signal-safe.
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: an out-pointer to a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let now = (ts.tv_sec as u64).saturating_mul(1000).saturating_add(ts.tv_nsec as u64 / 1_000_000).max(1);
+    STOP.store(true, Relaxed);
+    match FIRST_STOP_MS.compare_exchange(0, now, Relaxed, Relaxed) {
+        Ok(_) => {}
+        Err(first) if now.saturating_sub(first) < SAME_STOP_MS => {}
+        // SAFETY: restores the default action and raises the signal again: the process ends as
+        // that signal ends it.
+        Err(_) => unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        },
     }
 }
 
 fn stop_on_signals() -> &'static std::sync::atomic::AtomicBool {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: installs a handler that only stores to an atomic and restores the default.
+        // SAFETY: installs a handler that only uses async-signal-safe calls (`on_stop`).
         unsafe {
             libc::signal(sig, on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t);
         }

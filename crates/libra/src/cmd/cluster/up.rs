@@ -282,6 +282,13 @@ pub fn run(a: UpArgs) -> Result<()> {
     );
     println!("  portal: {url}/  sign in as demo, password {demo_pw} ({} credits available)", money(credit));
     println!("          administrator: admin, password in {}", state.join("admin-password").display());
+    // A personal cluster runs its jobs as the account that started it (`user_as_me`): started
+    // as root, the demo user's jobs are root's, which a stranger to this README would not guess.
+    if admin.users()?.iter().any(|u| u.name == "demo" && u.allow_root) {
+        println!(
+            "  note: the demo user's jobs run as root (this cluster was started as root): whoever signs in as\n        demo can do what root can. Start `libra up` as an ordinary user, or give other people users\n        of their own accounts (libra admin user add NAME --unix-user NAME)"
+        );
+    }
     println!("  {login_note}");
     println!(
         "  try:  {libra} submit --estimate 5s --deadline 1m --budget 50 -- {libra} burn --cpu-seconds 5"
