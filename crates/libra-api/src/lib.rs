@@ -8,6 +8,9 @@
 //!
 //! The client is blocking on purpose: `libra submit` is one request, and starting an async
 //! runtime for it would cost more than the request itself.
+//!
+//! `duration` is the one parser of lengths of time (`90s`, `30d`) that the command line's flags
+//! and the configuration files' fields share.
 
 mod array;
 mod client;
