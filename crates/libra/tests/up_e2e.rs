@@ -55,6 +55,25 @@ fn save_login(dir: &Path, server: &str, user: &str, token: &str) {
     std::fs::write(dir.join("config").join("login.json"), l.to_string()).unwrap();
 }
 
+/// `up` started in a process group of its own (as a terminal or a service manager starts it),
+/// once its output has said `line`.
+fn in_a_group_of_its_own(up: &mut Command, line: &str) -> (std::process::Child, Lines) {
+    let mut child = up.stdout(Stdio::piped()).process_group(0).spawn().unwrap();
+    let mut out = Lines::new(child.stdout.take().unwrap());
+    if let Err(e) = out.until(line, Duration::from_secs(60)) {
+        panic!("`libra up`, waiting for '{line}': {e}");
+    }
+    (child, out)
+}
+
+/// Sends `sig` to the whole process group of `child` (as Ctrl-C, `timeout` or `kill -PGID` do).
+fn signal_group(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on the process group of a child this test started.
+    unsafe {
+        libc::kill(-(child.id() as i32), sig);
+    }
+}
+
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
@@ -222,20 +241,11 @@ fn up_runs_the_demo_once_keeps_others_logins_and_stops_with_its_cluster() {
     let fresh = dir.path().join("fresh");
     let needle = fresh.display().to_string();
     let _cleanup_fresh = Cleanup(needle.clone());
-    let mut child = up_at(dir.path(), &fresh, free_port(), &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut out = Lines::new(child.stdout.take().unwrap());
-    if let Err(e) = out.until("== demo: watching them run", Duration::from_secs(60)) {
-        panic!("`libra up` on a fresh state directory: {e}");
-    }
-    // SAFETY: kill(2) on the process group of the child this test started.
-    unsafe {
-        libc::kill(-(child.id() as i32), libc::SIGINT);
-    }
+    let (mut child, mut out) = in_a_group_of_its_own(
+        up_at(dir.path(), &fresh, free_port(), &[]).stderr(Stdio::piped()),
+        "== demo: watching them run",
+    );
+    signal_group(&child, libc::SIGINT);
     let t0 = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -269,16 +279,10 @@ fn a_stop_sent_to_ups_whole_process_group_leaves_nothing_mounted() {
     let state = dir.path().join("state");
     let needle = state.display().to_string();
     let _cleanup = Cleanup(needle.clone());
-    let mut child = up(dir.path(), free_port(), &["--no-demo"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut out = Lines::new(child.stdout.take().unwrap());
-    if let Err(e) = out.until("serving until interrupted", Duration::from_secs(60)) {
-        panic!("`libra up --no-demo`: {e}");
-    }
+    let (mut child, _out) = in_a_group_of_its_own(
+        up(dir.path(), free_port(), &["--no-demo"]).stderr(Stdio::null()),
+        "serving until interrupted",
+    );
     // As root the agents make scratch file systems ahead: wait for some, so that there is
     // something to clean up.
     // SAFETY: geteuid has no memory effects.
@@ -290,10 +294,7 @@ fn a_stop_sent_to_ups_whole_process_group_leaves_nothing_mounted() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    // SAFETY: kill(2) on the process group of the child this test started.
-    unsafe {
-        libc::kill(-(child.id() as i32), libc::SIGTERM);
-    }
+    signal_group(&child, libc::SIGTERM);
     let status = child.wait().unwrap();
     assert!(status.success(), "up ended with {status} on SIGTERM to its group");
     wait_gone(&needle);
