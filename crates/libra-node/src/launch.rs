@@ -248,12 +248,8 @@ fn slurm_variables(env: &mut BTreeMap<String, String>) {
 /// new. When more than the server keeps has piled up, it skips to the last `OUTPUT_LIMIT`
 /// bytes (the server marks its copy truncated).
 pub fn chunk(w: &Watched, max: u64) -> Option<OutputChunk> {
-    use std::os::unix::fs::MetadataExt;
-    let mut f = std::fs::File::open(&w.path).ok()?;
+    let mut f = open_output(w)?;
     let meta = f.metadata().ok()?;
-    if !meta.is_file() || w.owner.is_some_and(|uid| meta.uid() != uid) {
-        return None;
-    }
     let len = meta.len();
     if len <= w.acked {
         return None;
@@ -263,6 +259,32 @@ pub fn chunk(w: &Watched, max: u64) -> Option<OutputChunk> {
     let mut buf = Vec::new();
     f.take(max.min(len - start)).read_to_end(&mut buf).ok()?;
     (!buf.is_empty()).then(|| OutputChunk::new(w.stream, start, &buf))
+}
+
+/// `w`'s file opened for reading, when it is a regular file of the job's account. The path is
+/// the job's to choose and to change while it runs, and the agent reads as root: it may have
+/// become a pipe no one writes to (an open for reading would wait for a writer, and the agent's
+/// reports for every job on the node with it) or a link to a device (whose open may do something
+/// of its own). So the path is first taken without opening what it names (`O_PATH`), the kind
+/// and owner are checked on that descriptor, and only a regular file is opened, through the
+/// descriptor (the same file, whatever the path names by then).
+fn open_output(w: &Watched) -> Option<std::fs::File> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let c = std::ffi::CString::new(w.path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path; the descriptor returned is ours alone.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just opened and nothing else owns it.
+    let path_only = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let meta = path_only.metadata().ok()?;
+    if !meta.is_file() || w.owner.is_some_and(|uid| meta.uid() != uid) {
+        return None;
+    }
+    std::fs::File::open(format!("/proc/self/fd/{}", path_only.as_raw_fd())).ok()
 }
 
 #[cfg(test)]
@@ -466,5 +488,30 @@ mod tests {
         std::fs::write(&p, &big).unwrap();
         w.acked = 0;
         assert_eq!(chunk(&w, 4).unwrap().offset, 10);
+    }
+
+    #[test]
+    fn an_output_file_become_a_pipe_gives_nothing_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        // (In a thread of its own: an open that waits for a writer would wait for ever.)
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for path in [p, link] {
+                let w = Watched { stream: Stream::Stdout, path, acked: 0, owner: None };
+                tx.send(chunk(&w, 100).is_none()).unwrap();
+            }
+        });
+        for _ in 0..2 {
+            let nothing = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("reading a pipe waited for a writer");
+            assert!(nothing);
+        }
     }
 }

@@ -551,3 +551,82 @@ fn propagates(dir: &std::path::Path) -> bool {
         .max_by_key(|(point, _)| point.components().count());
     holder.is_some_and(|(_, line)| line.split(" - ").next().is_some_and(|head| head.contains("shared:")))
 }
+
+/// The agent reads each job's output files as root to send them on. A job that swaps its output
+/// file for a pipe with no writer, or for a link to a device, must not make that read block (it
+/// would stall the agent's reports for every job on the node) or open the device (opening some
+/// devices does something: a tape rewinds, a watchdog starts its count). Bob's job on the same
+/// node must run and end as if Alice's were not there, and the device is never opened.
+#[test]
+fn a_job_that_swaps_its_output_for_a_pipe_or_a_device_stalls_no_one_and_opens_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: node agents cannot switch accounts here, not tested");
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let (Some(a), Some(b)) = (Account::create(&format!("lpa{tag}")), Account::create(&format!("lpb{tag}")))
+    else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let alice = user(&cl, "alice", &a.name, false);
+    let bob = user(&cl, "bob", &b.name, false);
+    let (adir, bdir) = (home(&cl, &a), home(&cl, &b));
+    // A device of root's (the null device's numbers), watched for any open of it.
+    let device = cl.dir.join("device");
+    let c = std::ffi::CString::new(device.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path; mknod, inotify_init1 and inotify_add_watch touch no memory
+    // of ours beyond it.
+    let watch = unsafe {
+        assert_eq!(libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)), 0);
+        let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+        assert!(fd >= 0 && libc::inotify_add_watch(fd, c.as_ptr(), libc::IN_OPEN) >= 0);
+        fd
+    };
+    let opened = || {
+        let mut buf = [0u8; 4096];
+        // SAFETY: reads into a buffer of ours of its length.
+        unsafe { libc::read(watch, buf.as_mut_ptr().cast(), buf.len()) > 0 }
+    };
+    // Alice's jobs: each writes a line, swaps its output file, and lives on, so that the agent
+    // keeps reading the new one while the job runs.
+    let swaps = [
+        ("pipe.out", "rm -f pipe.out && mkfifo pipe.out".to_string()),
+        ("dev.out", format!("rm -f dev.out && ln -s '{}' dev.out", device.display())),
+    ];
+    let mut hers = Vec::new();
+    for (out, swap) in &swaps {
+        let script = format!("echo before; {swap} && sleep 30");
+        hers.push(alice.submit(&sh(&adir, &script, out)).unwrap().id);
+    }
+    wait_until("Alice's jobs to swap their output files", || {
+        swaps
+            .iter()
+            .all(|(out, _)| std::fs::symlink_metadata(adir.join(out)).is_ok_and(|m| !m.is_file()))
+            .then_some(())
+    });
+    // Bob's job starts and ends while hers run: the agent reports it as it would alone.
+    let bj = bob.submit(&sh(&bdir, "echo bob-done", "bob.out")).unwrap();
+    let done = wait_for(&format!("Bob's job {} to end", bj.id), 20, || {
+        bob.job(bj.id).ok().filter(|j| !j.state.is_active())
+    });
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert_eq!(bob.output(bj.id).unwrap().stdout, "bob-done\n");
+    let node = &cl.admin().nodes().unwrap()[0];
+    assert!(node.up, "{node:?}");
+    // Hers end when cancelled, showing at most what they wrote before the swap (whether the
+    // agent read it before the swap is a race of the job's making).
+    for id in hers {
+        alice.cancel(id).unwrap();
+        let j = wait_done(&alice, id);
+        assert_eq!(j.state, JobState::Cancelled, "{j:?}");
+        let shown = alice.output(id).unwrap().stdout;
+        assert!(["", "before\n"].contains(&shown.as_str()), "job {id}: {shown:?}");
+    }
+    assert!(!opened(), "the agent opened the device a job's output file links to");
+    // SAFETY: our descriptor, closed once.
+    unsafe { libc::close(watch) };
+}
