@@ -61,7 +61,27 @@ pub struct AgentConfig {
     /// (`crate::scratch_pool`); None for `scratch_pool::READY`, Some(0) for none (each made at
     /// its job's start).
     pub scratch_ahead: Option<usize>,
+    /// The most processes and threads one account's jobs may have on this node
+    /// (`proc::Launch::max_tasks`): None for `default_max_tasks`, Some(0) for no limit.
+    pub max_tasks: Option<u64>,
 }
+
+/// A third of the node's process ids (`kernel.pid_max`; systemd gives each user's sessions as
+/// much): no one account's jobs can take the process table from the others, while any job with
+/// a use for that many threads still has them. 10,922 where pid_max is 32,768.
+pub fn default_max_tasks() -> u64 {
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .unwrap_or(32_768);
+    (pid_max / 3).max(MIN_MAX_TASKS)
+}
+
+/// The fewest `max_tasks` accepted (other than 0, no limit): a shell and a few programs.
+pub const MIN_MAX_TASKS: u64 = 16;
+
+/// The most `max_tasks` accepted: Linux's highest possible pid_max.
+pub const MAX_MAX_TASKS: u64 = 4_194_304;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -558,6 +578,8 @@ pub struct Agent {
     /// Beside slurmd: moves each Slurm job's new steps into its group as they start, and every
     /// move's CPU from before (`slurm_steps`).
     steps: Option<crate::slurm_steps::StepCatcher>,
+    /// `AgentConfig::max_tasks` resolved: None for no limit.
+    max_tasks: Option<u64>,
 }
 
 impl Agent {
@@ -654,7 +676,20 @@ impl Agent {
             .slurm
             .is_some()
             .then(|| crate::slurm_steps::StepCatcher::start(crate::slurm_steps::FREEZER.into()));
+        let max_tasks = match cfg.max_tasks {
+            None => Some(default_max_tasks()),
+            Some(0) => None,
+            Some(n) => Some(n),
+        };
+        // SAFETY: geteuid has no memory effects.
+        if let (Some(n), 0, None) = (max_tasks, unsafe { libc::geteuid() }, &cfg.slurm) {
+            tracing::info!(
+                max_tasks = n,
+                "each account's jobs may have at most this many processes and threads on this node"
+            );
+        }
         let mut agent = Agent {
+            max_tasks,
             steps,
             period: cfg.period.unwrap_or(2.0),
             cfg,
@@ -1095,6 +1130,7 @@ impl Agent {
             append: files.append,
             identity: identity.clone(),
             tmp_mb,
+            max_tasks: self.max_tasks,
         };
         let keeper_log = dir.join("keeper.log");
         let argv: Vec<String> = match &self.cfg.keeper {
@@ -1156,6 +1192,8 @@ impl Agent {
                     tmp_mb: None,
                     record: None,
                     own_session: true,
+                    // The keeper is the agent's account; the job it starts is limited.
+                    max_tasks: None,
                 }
             } else {
                 proc::Launch {
@@ -1172,6 +1210,7 @@ impl Agent {
                     tmp_mb,
                     record: Some(&dir),
                     own_session: true,
+                    max_tasks: self.max_tasks,
                 }
             };
             let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();

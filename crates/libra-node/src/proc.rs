@@ -129,6 +129,12 @@ pub struct Launch<'a> {
     /// (`session_members`) and signals that group (suspend, resume, kill), all by the keeper's
     /// pid, the only one it knows.
     pub own_session: bool,
+    /// With `identity` (an account other than root): the most processes and threads that
+    /// account may have on this machine, the job's own included (`RLIMIT_NPROC`, soft and hard,
+    /// set before the switch, so the job cannot raise it). The kernel counts them by account,
+    /// so all of a user's jobs on the node share the limit and no user can take the node's
+    /// process table from the others (a fork bomb meets EAGAIN). Root ignores it.
+    pub max_tasks: Option<u64>,
 }
 
 impl<'a> Launch<'a> {
@@ -149,6 +155,7 @@ impl<'a> Launch<'a> {
             tmp_mb: None,
             record: None,
             own_session: true,
+            max_tasks: None,
         }
     }
 }
@@ -224,6 +231,7 @@ enum Step {
     ControlGroup,
     PidFile,
     PrivateTmp,
+    TaskLimit,
     Account,
     WorkDir,
     Stdout,
@@ -245,12 +253,26 @@ fn explain(e: std::io::Error, l: &Launch) -> std::io::Error {
     let (step, errno) = (code / STEP_CODE, code % STEP_CODE);
     let cause = std::io::Error::from_raw_os_error(errno);
     let what = match step {
+        // The kernel refuses the exec of a process whose account is past `RLIMIT_NPROC` (it
+        // was when the process switched to it).
+        0 if errno == libc::EAGAIN && l.max_tasks.is_some() && l.identity.is_some_and(|i| i.uid != 0) => {
+            let n = l.max_tasks.unwrap_or_default();
+            let who = l.identity.map(|i| i.user.as_str()).unwrap_or_default();
+            return std::io::Error::new(
+                cause.kind(),
+                format!(
+                    "executing {}: {who} already has {n} processes and threads on this node, the most one account may have (max_tasks); let some of them end",
+                    l.argv.first().map(String::as_str).unwrap_or("")
+                ),
+            );
+        }
         0 => format!("executing {}", l.argv.first().map(String::as_str).unwrap_or("")),
         s if s == Step::Session as i32 => "starting its own session".into(),
         s if s == Step::KeepLock as i32 => "keeping the job's lock open".into(),
         s if s == Step::ControlGroup as i32 => "joining its control group".into(),
         s if s == Step::PidFile as i32 => "writing its pid file".into(),
         s if s == Step::PrivateTmp as i32 => "giving it a /tmp of its own".into(),
+        s if s == Step::TaskLimit as i32 => "limiting its account's processes".into(),
         s if s == Step::Account as i32 => "switching to its owner's account".into(),
         s if s == Step::WorkDir as i32 => format!("entering its working directory {}", l.cwd.display()),
         s if s == Step::Stdout as i32 => format!("opening its output file {}", l.stdout.display()),
@@ -347,6 +369,10 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
     let stderr = l.stderr.map(cstring).transpose()?;
     let append = l.append;
     let identity = l.identity.map(|i| (i.uid as libc::uid_t, i.gid as libc::gid_t, i.groups.clone()));
+    let task_limit = l
+        .max_tasks
+        .filter(|_| l.identity.is_some_and(|i| i.uid != 0))
+        .map(|n| libc::rlimit { rlim_cur: n as libc::rlim_t, rlim_max: n as libc::rlim_t });
     let keep_fd = l.keep_fd;
     let own_session = l.own_session;
     let tmp = l.tmp_mb.map(private_tmp_data).transpose()?;
@@ -402,6 +428,11 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
             }
             if let Some(data) = &tmp {
                 private_tmp(data, beside.as_mut()).map_err(|e| at(Step::PrivateTmp, e))?;
+            }
+            if let Some(limit) = &task_limit {
+                if libc::setrlimit(libc::RLIMIT_NPROC, limit) < 0 {
+                    return Err(at(Step::TaskLimit, last()));
+                }
             }
             if let Some((uid, gid, groups)) = &identity {
                 // Groups first, while still allowed to set them; then the group, then the user.
@@ -476,6 +507,9 @@ pub struct JobLaunch {
     /// See `Launch::tmp_mb`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_mb: Option<u64>,
+    /// See `Launch::max_tasks` (absent in the files of agents before it: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tasks: Option<u64>,
 }
 
 /// In a job's working directory: how the job ended, written by its keeper (`keep`) the moment
@@ -514,6 +548,7 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
                 record: Some(record),
                 // The keeper's session and group are the job's (see `Launch::own_session`).
                 own_session: false,
+                max_tasks: p.max_tasks,
             })
         }),
         None if argv.is_empty() => Err(std::io::Error::other("no command given")),

@@ -77,6 +77,7 @@ const NUMERIC_OPTIONS: &[&str] = &[
     "scratch_mb",
     "scratch_ahead",
     "tmp_mb",
+    "max_tasks",
     "period",
     // Times and durations: `--end -3d`, `--since -2d` reach `parse_instant`'s own error.
     "start",

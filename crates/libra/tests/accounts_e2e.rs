@@ -630,3 +630,95 @@ fn a_job_that_swaps_its_output_for_a_pipe_or_a_device_stalls_no_one_and_opens_no
     // SAFETY: our descriptor, closed once.
     unsafe { libc::close(watch) };
 }
+
+/// The processes of Unix account `uid`.
+fn processes_of_account(uid: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<i32>().is_ok())
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.uid() == uid))
+        .count()
+}
+
+/// A job that forks without end (Alice's) stops at its account's limit on the node
+/// (`--max-tasks`), the node's process table is not hers to fill, and Bob's job starts and ends
+/// beside it. Her next job cannot start while her limit is taken, and says why; once her jobs
+/// end, she starts again.
+#[test]
+fn a_job_that_forks_without_end_stops_at_its_accounts_limit_and_no_one_elses_job_is_held() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: node agents cannot switch accounts here, not tested");
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let (Some(a), Some(b)) = (Account::create(&format!("lfa{tag}")), Account::create(&format!("lfb{tag}")))
+    else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    const LIMIT: usize = 40;
+    let mut cl = Cluster::start_configured(30.0, "");
+    cl.start_node_with("n1", 1.0, &["--max-tasks", &LIMIT.to_string()]);
+    let admin = cl.admin();
+    wait_until("the node", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+    let alice = user(&cl, "alice", &a.name, false);
+    let bob = user(&cl, "bob", &b.name, false);
+    let (adir, bdir) = (home(&cl, &a), home(&cl, &b));
+    // The bomb: a shell that starts sleepers until a fork fails (dash then ends); its parent
+    // takes the place it left, and stays.
+    let bomb = "sh -c 'i=0; while [ $i -lt 1000 ]; do sleep 120 & i=$((i+1)); done'; echo stopped-at-the-limit; sleep 120 & exec sleep 120";
+    let bomb_job = alice.submit(&sh(&adir, bomb, "bomb.out")).unwrap().id;
+    wait_until("Alice's bomb to meet her limit", || {
+        let j = alice.job(bomb_job).unwrap();
+        let out = std::fs::read_to_string(adir.join("bomb.out")).unwrap_or_default();
+        assert!(j.state.is_active(), "{j:?}\n{out}");
+        out.contains("stopped-at-the-limit").then_some(())
+    });
+    wait_until("Alice's bomb to take her whole limit", || {
+        let hers = processes_of_account(a.uid);
+        assert!(hers <= LIMIT, "Alice has {hers} processes; her limit is {LIMIT}");
+        (hers == LIMIT).then_some(())
+    });
+    let out = std::fs::read_to_string(adir.join("bomb.out")).unwrap();
+    assert!(out.contains("fork"), "her shell did not meet a refused fork: {out}");
+    // Bob's job, beside hers on the same node, runs and ends.
+    let bj = bob.submit(&sh(&bdir, "echo bob-done", "bob.out")).unwrap();
+    let done = wait_done(&bob, bj.id);
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert_eq!(std::fs::read_to_string(bdir.join("bob.out")).unwrap(), "bob-done\n");
+    // Her next job cannot start while her limit is taken, and says why. (The kernel lets a
+    // process that takes her account on be one past the limit, since 5.19 or so, and refuses
+    // the next: so a first one that stays may start, a second may not.)
+    let mut started = Vec::new();
+    let failed = loop {
+        let id = alice.submit(&sh(&adir, "exec sleep 120", "next.out")).unwrap().id;
+        // Running as the server sees it is its keeper's start; the job's own is its process.
+        let j = wait_until(&format!("Alice's job {id} to start or fail"), || {
+            let hers = processes_of_account(a.uid);
+            assert!(hers <= LIMIT + 1, "Alice has {hers} processes; her limit is {LIMIT}");
+            alice.job(id).ok().filter(|j| !j.state.is_active() || hers == LIMIT + 1 + started.len())
+        });
+        if j.state.is_active() {
+            assert!(started.is_empty(), "a second job past her limit started: {j:?}");
+            started.push(id);
+            continue;
+        }
+        break j;
+    };
+    assert_eq!(failed.state, JobState::Failed, "{failed:?}");
+    let reason = failed.reason.as_deref().unwrap_or("");
+    assert!(reason.contains("max_tasks") && reason.contains(&a.name), "{failed:?}");
+    // Her jobs cancelled, their processes go, and she starts again.
+    for id in started.into_iter().chain([bomb_job]) {
+        alice.cancel(id).unwrap();
+        wait_done(&alice, id);
+    }
+    wait_until("Alice's processes to end", || (processes_of_account(a.uid) == 0).then_some(()));
+    let again = wait_done(&alice, alice.submit(&sh(&adir, "echo again", "again.out")).unwrap().id);
+    assert_eq!(again.state, JobState::Completed, "{again:?}");
+    assert_eq!(std::fs::read_to_string(adir.join("again.out")).unwrap(), "again\n");
+}

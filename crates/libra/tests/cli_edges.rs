@@ -345,6 +345,37 @@ fn a_node_name_the_server_would_refuse_is_refused_before_anything_is_made() {
     }
 }
 
+/// A limit of processes and threads a job could not start under, or past any machine's, is
+/// refused by name before the agent contacts anyone; a negative one by the same check.
+#[test]
+fn a_task_limit_out_of_range_is_refused_by_name() {
+    let dir = scratch("max-tasks");
+    std::fs::write(dir.join("token"), "abcdefghijkl\n").unwrap();
+    for n in ["1", "15", "4194305", "-5"] {
+        let o = libra(&dir, &["node", "--server", "http://127.0.0.1:9", "--cpus", "0.1", "--max-tasks", n])
+            .arg("--join-token-file")
+            .arg(dir.join("token"))
+            .arg("--workdir")
+            .arg(dir.join("work"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "--max-tasks {n} was taken: {err}");
+        assert!(err.contains(&format!("{n} is not accepted")) && err.contains("max"), "{n}: {err}");
+        assert!(err.contains("16") && err.contains("0 (no limit)") || n == "-5", "{n}: {err}");
+    }
+    // The node's other counts and sizes say what they take too.
+    for flag in ["--scratch-mb", "--scratch-ahead", "--tmp-mb", "--mem-mb", "--max-tasks"] {
+        let o = libra(&dir, &["node", "--server", "http://127.0.0.1:9", flag, "-1"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{flag} -1 was taken: {err}");
+        assert!(
+            err.contains(flag) && err.contains("-1 is not accepted: give a whole number"),
+            "{flag}: {err}"
+        );
+    }
+}
+
 #[test]
 fn a_lone_argument_that_is_no_file_is_a_missing_job_script() {
     let dir = scratch("missing");

@@ -27,3 +27,16 @@ pub fn parse_finite(s: &str) -> Result<f64, String> {
         Err(_) => Err(format!("'{s}' is not a number")),
     }
 }
+
+/// A count or a size that cannot be negative (`--max-tasks`, `--tmp-mb`): clap's own parser of
+/// unsigned numbers answers `-5` with "invalid digit found in string", which does not say what
+/// is accepted.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) => Ok(n),
+        Err(_) if s.trim().parse::<f64>().is_ok() => {
+            Err(format!("{s} is not accepted: give a whole number, 0 or more"))
+        }
+        Err(_) => Err(format!("'{s}' is not a number: give a whole number, 0 or more")),
+    }
+}

@@ -46,26 +46,33 @@ pub struct NodeArgs {
     #[arg(long)]
     pub cpus: Option<f64>,
     /// Memory offered to jobs, MB (default: 0, not limited).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cmd::parse_count)]
     pub mem_mb: Option<u64>,
     /// The size in MiB of the file system of its own each job given no working directory runs
     /// in (a sparse ext4 image on a loop device, so no job can fill the work directory's disk):
     /// from 4 to 16777216, or 0 for plain directories, not limited. Default: 1024 where the
     /// agent can mount (it runs as root), plain directories elsewhere. When given, the agent
     /// does not start where it cannot make them.
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_parser = crate::cmd::parse_count, value_name = "MIB")]
     pub scratch_mb: Option<u64>,
     /// How many jobs' scratch file systems the agent keeps made ahead, so that a job's start
     /// binds one instead of making it (which reads through a loop device, slow on a busy
     /// machine): from 0 (each made at its job's start) to 64. Default: 2.
-    #[arg(long, value_name = "N")]
-    pub scratch_ahead: Option<usize>,
+    #[arg(long, value_parser = crate::cmd::parse_count, value_name = "N")]
+    pub scratch_ahead: Option<u64>,
     /// Give each job a /tmp and /var/tmp of its own of this many MiB, in memory (a tmpfs in a
     /// mount namespace of the job's, charged to its memory): no job sees another's files there
     /// or fills the node's /tmp, and they go when the job ends. 0 or unset: the node's /tmp,
     /// shared. Root only; jobs whose directory or output files are under /tmp cannot start.
-    #[arg(long, value_name = "MIB")]
+    #[arg(long, value_parser = crate::cmd::parse_count, value_name = "MIB")]
     pub tmp_mb: Option<u64>,
+    /// The most processes and threads one account's jobs may have on this node at once, all its
+    /// jobs together (the kernel's per-account limit, set on each job as it starts, which the
+    /// job cannot raise): a job that forks without end meets "Resource temporarily unavailable"
+    /// and every other user's jobs go on. From 16 to 4194304, or 0 for no limit. Default: a
+    /// third of the node's process ids (kernel.pid_max). Jobs that run as root are not limited.
+    #[arg(long, value_parser = crate::cmd::parse_count, value_name = "N")]
+    pub max_tasks: Option<u64>,
     /// The node's name (default: the host name). It must stay the same across restarts.
     #[arg(long)]
     pub name: Option<String>,
@@ -125,6 +132,9 @@ pub struct NodeSettings {
     pub scratch_ahead: Option<usize>,
     /// Each job's own /tmp, MiB (0 or unset: the node's).
     pub tmp_mb: Option<u64>,
+    /// The most processes and threads one account's jobs may have on the node (0: no limit;
+    /// default: a third of kernel.pid_max).
+    pub max_tasks: Option<u64>,
     /// Share enforcement: auto, cgroup-v2, cgroup-v1, stride or none.
     pub mechanism: String,
     /// Job-control period, seconds (default: what the server asks for).
@@ -152,6 +162,7 @@ impl Default for NodeSettings {
             scratch_mb: None,
             scratch_ahead: None,
             tmp_mb: None,
+            max_tasks: None,
             mechanism: "auto".into(),
             period: None,
             log_level: "info".into(),
@@ -209,12 +220,16 @@ fn settings(a: &NodeArgs) -> Result<(NodeSettings, Sources)> {
         src.flag("scratch_mb", "scratch-mb", None);
     }
     if let Some(v) = a.scratch_ahead {
-        s.scratch_ahead = Some(v);
+        s.scratch_ahead = Some(usize::try_from(v).unwrap_or(usize::MAX));
         src.flag("scratch_ahead", "scratch-ahead", None);
     }
     if let Some(v) = a.tmp_mb {
         s.tmp_mb = Some(v);
         src.flag("tmp_mb", "tmp-mb", None);
+    }
+    if let Some(v) = a.max_tasks {
+        s.max_tasks = Some(v);
+        src.flag("max_tasks", "max-tasks", None);
     }
     if let Some(v) = &a.mechanism {
         s.mechanism = v.clone();
@@ -268,6 +283,12 @@ fn problems(s: &NodeSettings) -> Option<String> {
     if let Some(mb) = s.tmp_mb.filter(|mb| *mb > MAX_MB) {
         return Some(format!(
             "tmp_mb: {mb} is not accepted: give 0 (the node's /tmp) or at most {MAX_MB} MiB"
+        ));
+    }
+    use libra_node::agent::{MAX_MAX_TASKS, MIN_MAX_TASKS};
+    if let Some(n) = s.max_tasks.filter(|n| *n != 0 && !(MIN_MAX_TASKS..=MAX_MAX_TASKS).contains(n)) {
+        return Some(format!(
+            "max_tasks: {n} is not accepted: give 0 (no limit) or from {MIN_MAX_TASKS} to {MAX_MAX_TASKS} processes and threads"
         ));
     }
     if let Some(p) = s.period.filter(|p| p.is_nan() || *p <= 0.0) {
@@ -356,6 +377,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         scratch_mb: s.scratch_mb,
         scratch_ahead: s.scratch_ahead,
         tmp_mb: s.tmp_mb,
+        max_tasks: s.max_tasks,
         mechanism: s.mechanism,
         period: s.period,
         // This very binary keeps the jobs (`libra job-keeper`).
