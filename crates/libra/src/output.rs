@@ -43,36 +43,76 @@ pub trait Render: Serialize {
     fn text(&self) -> Text;
 }
 
-/// Prints `v` on standard output: pretty JSON with `json`, else its text.
+/// Prints `v` on standard output: pretty JSON with `json`, else its text, with what would
+/// command the reader's terminal shown as escapes (`Text::shown`).
 pub fn emit<R: Render + ?Sized>(v: &R, json: bool) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(v)?);
     } else {
-        print!("{}", v.text());
+        print!("{}", v.text().shown());
     }
     Ok(())
 }
 
 /// Text for people, built a line (or a table) at a time.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Text(String);
+pub struct Text {
+    text: String,
+    /// Printed byte for byte (`Text::verbatim`).
+    verbatim: bool,
+}
+
+/// Whether `c` is left out of what a command prints for people, as its escape: control
+/// characters but the line break and the tab (an escape sequence can retitle the reader's
+/// terminal, move its cursor, rewrite what is on screen, or on some terminals answer back into
+/// its input; a carriage return overwrites the line it ends), and the marks that reorder text
+/// right to left (a line that reads other than it is).
+fn hidden(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
 
 impl Text {
     pub fn new() -> Text {
         Text::default()
     }
 
+    /// Text printed as it is, byte for byte: a job's own output (`libra output`, as `cat` would
+    /// show its file) or a file the command writes (a man page, a completion script).
+    pub fn verbatim(s: &str) -> Text {
+        Text { text: s.to_string(), verbatim: true }
+    }
+
     /// Adds `l` and a line break (a table is a block of lines).
     pub fn line(mut self, l: impl Display) -> Text {
         use fmt::Write;
-        let _ = writeln!(self.0, "{l}");
+        let _ = writeln!(self.text, "{l}");
         self
     }
 
     /// Adds `s` as it is (text that carries its own line breaks).
     pub fn raw(mut self, s: &str) -> Text {
-        self.0.push_str(s);
+        self.text.push_str(s);
         self
+    }
+
+    /// The text as printed for people: strings of other users' choosing (a job's command, its
+    /// working directory, a reason an agent quotes) reach an administrator's terminal, so what
+    /// would command it (`hidden`) is shown as its escape (`\u{1b}`), unless the text is
+    /// verbatim.
+    pub fn shown(&self) -> std::borrow::Cow<'_, str> {
+        if self.verbatim || !self.text.chars().any(hidden) {
+            return std::borrow::Cow::Borrowed(&self.text);
+        }
+        let mut out = String::with_capacity(self.text.len() + 16);
+        for c in self.text.chars() {
+            if hidden(c) {
+                out.extend(c.escape_unicode());
+            } else {
+                out.push(c);
+            }
+        }
+        std::borrow::Cow::Owned(out)
     }
 
     /// Adds `l` only when there is one.
@@ -86,7 +126,7 @@ impl Text {
 
 impl Display for Text {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
@@ -190,6 +230,15 @@ mod tests {
             Text::new().raw("x|y|\n").line_if(None::<&str>).line_if(Some("z")).to_string(),
             "x|y|\nz\n"
         );
+    }
+
+    #[test]
+    fn what_would_command_a_terminal_is_shown_as_its_escape_unless_verbatim() {
+        let hostile = "a\u{1b}]0;owned\u{7}b\rc\u{9b}2Jd\u{202e}e\tf";
+        let t = Text::new().line(hostile);
+        assert_eq!(t.shown(), "a\\u{1b}]0;owned\\u{7}b\\u{d}c\\u{9b}2Jd\\u{202e}e\tf\n");
+        assert_eq!(Text::verbatim(hostile).shown(), hostile);
+        assert!(matches!(Text::new().line("plain").shown(), std::borrow::Cow::Borrowed(_)));
     }
 }
 

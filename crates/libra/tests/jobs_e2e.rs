@@ -541,3 +541,46 @@ fn a_users_kept_output_is_held_to_the_quota_and_no_one_elses_goes() {
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("removed this job's output") && said.contains("output_quota_mb"), "{said}");
 }
+
+/// A job's command, its output pattern and the reasons quoting them are strings of its owner's
+/// choosing, and an administrator's `libra status` and `libra queue` print them: an escape
+/// sequence in them would retitle that terminal, clear it or rewrite what it shows. They reach
+/// it as visible escapes; `--json` and the job's own output are as they were.
+#[test]
+fn a_commands_escape_sequences_reach_an_administrators_terminal_as_text() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let mallory = cl.user("mallory", 100);
+    let hostile = "\u{1b}]0;owned\u{7}\u{1b}[2J\r\u{202e}";
+    let mut req = SubmitRequest::new(
+        JobSpec::simple(5.0, 120.0, Money::from_credits(10)),
+        vec!["sh".into(), "-c".into(), format!("printf 'out\\033[0m\\n'; sleep 30 # {hostile}")],
+    );
+    req.workdir = Some(cl.dir.display().to_string());
+    req.stdout = Some(format!("out-{hostile}.txt"));
+    let id = mallory.submit(&req).unwrap().id;
+    wait_running(&mallory, id);
+    let admin = cl.anon().login("admin", ADMIN_PW).unwrap().token;
+    let id_s = id.to_string();
+    for args in [vec!["status", id_s.as_str()], vec!["queue"]] {
+        let (ok, out, err) = libra_run(&cl, &admin, &args);
+        assert!(ok, "{args:?}: {err}");
+        assert!(
+            !out.chars().any(|c| c.is_control() && c != '\n'),
+            "{args:?} printed control characters: {out:?}"
+        );
+        assert!(!out.contains('\u{202e}'), "{args:?}: {out:?}");
+        if args[0] == "status" {
+            assert!(out.contains("\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{d}\\u{202e}"), "{out}");
+        }
+    }
+    // Programs get the strings themselves, and the job's output is its own, byte for byte.
+    let (_, json, _) = libra_run(&cl, &admin, &["status", &id.to_string(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v["command"][2].as_str().unwrap().ends_with(hostile), "{v}");
+    wait_until("its output", || {
+        let (_, out, _) = libra_run(&cl, &admin, &["output", &id.to_string()]);
+        (out == "out\u{1b}[0m\n").then_some(())
+    });
+    mallory.cancel(id).unwrap();
+}

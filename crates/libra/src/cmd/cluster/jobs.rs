@@ -487,9 +487,9 @@ impl Render for JobOutput<'_> {
         }
         let with_text = o.parts.iter().filter(|p| !text(p, stderr).is_empty()).count();
         if o.parts.is_empty() || with_text == 0 {
-            return Text::new().raw(if stderr { &o.stderr } else { &o.stdout });
+            return Text::verbatim(if stderr { &o.stderr } else { &o.stdout });
         }
-        o.parts.iter().fold(Text::new(), |t, p| {
+        o.parts.iter().fold(Text::verbatim(""), |t, p| {
             let t = if with_text > 1 { t.line(format!("== rank {} on {} ==", p.rank, p.node)) } else { t };
             t.raw(text(p, stderr))
         })

@@ -218,7 +218,7 @@ impl Render for Generated<'_> {
         if self.installed {
             Text::new()
         } else {
-            Text::new().raw(self.text)
+            Text::verbatim(self.text)
         }
     }
 }
