@@ -117,6 +117,7 @@ fn the_debian_package_holds_what_a_site_needs_and_its_binary_runs() {
         "User=root",
         "Delegate=yes",
         "KillMode=process",
+        "TasksMax=infinity",
         "ExecStart=/usr/bin/libra node --config /etc/libra/libra.toml",
     ] {
         assert!(n.contains(&want), "libra-node.service lacks {want}:\n{node}");
