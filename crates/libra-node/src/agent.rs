@@ -507,7 +507,7 @@ fn exit_report(
     seen: Option<(proc::Exit, f64)>,
     now: f64,
 ) -> ExitReport {
-    let output = watched.iter().filter_map(|w| launch::chunk(w, libra_api::OUTPUT_LIMIT as u64)).collect();
+    let output = crate::output_reads::chunks(watched, libra_api::OUTPUT_LIMIT as u64);
     let (exit, end_time, error) = match (proc::read_exit(dir), seen) {
         (Some((exit, end, error)), _) => (exit, end, error),
         (None, Some((exit, end))) => (exit, end, None),
@@ -919,7 +919,7 @@ impl Agent {
                 suspended: r.suspended,
                 share: r.share,
                 start_time: r.start_time,
-                output: r.watched.iter().filter_map(|w| launch::chunk(w, launch::RUNNING_CHUNK)).collect(),
+                output: crate::output_reads::chunks(&r.watched, launch::RUNNING_CHUNK),
             })
             .collect()
     }
@@ -1404,8 +1404,7 @@ impl Agent {
             if let Some(a) = &mut self.cpu_account {
                 a.remove(job);
             }
-            let output =
-                r.watched.iter().filter_map(|w| launch::chunk(w, libra_api::OUTPUT_LIMIT as u64)).collect();
+            let output = crate::output_reads::chunks(&r.watched, libra_api::OUTPUT_LIMIT as u64);
             tracing::info!(job, cpu = r.cpu, "Slurm no longer runs it");
             self.exited.insert(
                 job,

@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// The default output file, in the job's working directory (Slurm's is `slurm-%j.out`).
 pub const DEFAULT_OUTPUT: &str = "libra-%j.out";
 
+/// How long a job's start waits for its working directory's file system to answer.
+pub const DIR_LOOK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The most output of one stream sent with one report of a running job.
 pub const RUNNING_CHUNK: u64 = 256 * 1024;
 
@@ -140,7 +143,15 @@ impl JobFiles {
             });
         };
         let cwd = PathBuf::from(dir);
-        if !cwd.is_dir() {
+        // Looked at off the agent's loop: a directory on a file system that does not answer
+        // (a hard NFS mount whose server is away) would hold every job's reports meanwhile.
+        let Some(is_dir) = crate::output_reads::is_dir_within(&cwd, DIR_LOOK_WAIT) else {
+            return Err(format!(
+                "the working directory {dir} did not answer within {} s on node {node}: its file system does not respond",
+                DIR_LOOK_WAIT.as_secs()
+            ));
+        };
+        if !is_dir {
             return Err(format!(
                 "the working directory {dir} does not exist on node {node}: a job runs in the directory it was \
                  submitted from (or --chdir), so submit from a directory the nodes share"

@@ -12,6 +12,7 @@ pub mod job_groups;
 pub mod kernel;
 pub mod launch;
 pub mod memory;
+pub mod output_reads;
 pub mod proc;
 pub mod scratch;
 pub mod scratch_pool;

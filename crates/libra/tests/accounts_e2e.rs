@@ -722,3 +722,110 @@ fn a_job_that_forks_without_end_stops_at_its_accounts_limit_and_no_one_elses_job
     assert_eq!(again.state, JobState::Completed, "{again:?}");
     assert_eq!(std::fs::read_to_string(adir.join("again.out")).unwrap(), "again\n");
 }
+
+/// A file system that does not answer, mounted for a test and gone with it: a FUSE mount
+/// whose daemon never replies (no one reads its device), open to every account
+/// (`allow_other`), as a hard NFS mount whose server is away is, or a user's FUSE mount where
+/// the site allows `user_allow_other`. Anything that looks inside it waits.
+struct DeadMount {
+    at: std::path::PathBuf,
+    fd: i32,
+}
+
+impl DeadMount {
+    fn make(at: &std::path::Path) -> Option<DeadMount> {
+        std::fs::create_dir_all(at).unwrap();
+        let dev = c"/dev/fuse";
+        // SAFETY: open, mount and close with NUL-terminated strings of ours.
+        unsafe {
+            let fd = libc::open(dev.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+            if fd < 0 {
+                return None;
+            }
+            let target = std::ffi::CString::new(at.to_str().unwrap()).unwrap();
+            let opts =
+                std::ffi::CString::new(format!("fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other"))
+                    .unwrap();
+            let r = libc::mount(
+                c"libra-test-dead".as_ptr(),
+                target.as_ptr(),
+                c"fuse".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                opts.as_ptr().cast(),
+            );
+            if r != 0 {
+                libc::close(fd);
+                return None;
+            }
+            Some(DeadMount { at: at.to_path_buf(), fd })
+        }
+    }
+}
+
+impl Drop for DeadMount {
+    fn drop(&mut self) {
+        // Closing its device ends the connection: whatever waits on it gets an error.
+        let target = std::ffi::CString::new(self.at.to_str().unwrap()).unwrap();
+        // SAFETY: our descriptor, closed once; a NUL-terminated path.
+        unsafe {
+            libc::close(self.fd);
+            libc::umount2(target.as_ptr(), libc::MNT_DETACH);
+        }
+    }
+}
+
+/// The agent reads jobs' output files and looks at their working directories on file systems
+/// of their owners' choosing. One that does not answer (`DeadMount`) must hold only the job that
+/// named it: Alice's job links its output into one, and a job is given a working directory in
+/// it; Bob's job on the same node runs and ends, and the node stays up.
+#[test]
+fn a_file_system_that_does_not_answer_holds_only_the_jobs_that_name_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: no file system can be mounted here, not tested");
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let (Some(a), Some(b)) = (Account::create(&format!("lda{tag}")), Account::create(&format!("ldb{tag}")))
+    else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let alice = user(&cl, "alice", &a.name, false);
+    let bob = user(&cl, "bob", &b.name, false);
+    let (adir, bdir) = (home(&cl, &a), home(&cl, &b));
+    let Some(dead) = DeadMount::make(&cl.dir.join("dead")) else {
+        assert!(!std::path::Path::new("/dev/fuse").exists(), "/dev/fuse is here and a FUSE mount failed");
+        eprintln!("no /dev/fuse: not tested");
+        return;
+    };
+    // Alice's job links its output file into it, and lives on.
+    let script =
+        format!("echo before; rm -f out.txt && ln -s '{}' out.txt && sleep 30", dead.at.join("x").display());
+    let hers = alice.submit(&sh(&adir, &script, "out.txt")).unwrap().id;
+    wait_until("Alice's job to link its output away", || {
+        std::fs::symlink_metadata(adir.join("out.txt"))
+            .is_ok_and(|m| m.file_type().is_symlink())
+            .then_some(())
+    });
+    // A job whose working directory is in it cannot start, and says why.
+    let lost_id = alice.submit(&sh(&dead.at.join("sub"), "true", "o.txt")).unwrap().id;
+    let lost = wait_for("a job in the dead file system to end", 30, || {
+        alice.job(lost_id).ok().filter(|j| !j.state.is_active())
+    });
+    assert_eq!(lost.state, JobState::Failed, "{lost:?}");
+    assert!(lost.reason.as_deref().unwrap_or("").contains("did not answer"), "{lost:?}");
+    // Bob's job starts and ends while hers runs: the agent reports it as it would alone.
+    let bj = bob.submit(&sh(&bdir, "echo bob-done", "bob.out")).unwrap();
+    let done = wait_for(&format!("Bob's job {} to end", bj.id), 20, || {
+        bob.job(bj.id).ok().filter(|j| !j.state.is_active())
+    });
+    assert_eq!(done.state, JobState::Completed, "{done:?}");
+    assert_eq!(bob.output(bj.id).unwrap().stdout, "bob-done\n");
+    assert!(cl.admin().nodes().unwrap()[0].up);
+    alice.cancel(hers).unwrap();
+    assert_eq!(wait_done(&alice, hers).state, JobState::Cancelled);
+    drop(dead);
+}
