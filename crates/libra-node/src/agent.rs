@@ -1075,7 +1075,19 @@ impl Agent {
         };
         let tmp_mb = self.cfg.tmp_mb.filter(|mb| *mb > 0);
         if tmp_mb.is_some() {
-            if let Some(error) = launch::under_private_tmp(&files, &self.cfg.name) {
+            // (Off the loop: the paths resolve through the job's file systems; see `plan`.)
+            let (f, name) = (files.clone(), self.cfg.name.clone());
+            let looked = crate::output_reads::within(launch::DIR_LOOK_WAIT, move || {
+                launch::under_private_tmp(&f, &name)
+            });
+            let error = looked.unwrap_or_else(|| {
+                Some(format!(
+                    "its working directory or output files did not answer within {} s on node {}: their file system does not respond",
+                    launch::DIR_LOOK_WAIT.as_secs(),
+                    self.cfg.name
+                ))
+            });
+            if let Some(error) = error {
                 return self.failed_start(&s, error, now);
             }
         }

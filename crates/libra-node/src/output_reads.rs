@@ -123,6 +123,20 @@ pub fn is_dir_within(dir: &std::path::Path, wait: Duration) -> Option<bool> {
     rx.recv_timeout(wait).ok()
 }
 
+/// `f()` on a thread of its own, when it gives its answer within `wait`; None when it has not
+/// (it goes on, and its answer is dropped): for a look at paths that resolve through file
+/// systems of a job's choosing, once per job.
+pub fn within<T: Send + 'static>(wait: Duration, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    match std::thread::Builder::new().name("path-look".into()).stack_size(STACK).spawn(move || {
+        let _ = tx.send(f());
+    }) {
+        Ok(_) => rx.recv_timeout(wait).ok(),
+        // No thread to be had (the machine is out of them): no answer.
+        Err(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +190,15 @@ mod tests {
         }
         assert_eq!(got, [b"late".to_vec()]);
         assert_eq!(STUCK_READS.load(Ordering::SeqCst), 1, "the late read was done again");
+    }
+
+    #[test]
+    fn an_answer_in_time_is_taken_and_one_too_late_is_none() {
+        assert_eq!(within(Duration::from_secs(5), || 7), Some(7));
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        // Waits until the sender goes, after the call has given up.
+        assert_eq!(within(Duration::from_millis(20), move || rx.recv().is_err()), None);
+        drop(tx);
     }
 
     #[test]
