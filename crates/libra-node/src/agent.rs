@@ -67,15 +67,20 @@ pub struct AgentConfig {
 }
 
 /// A third of the node's process ids (`kernel.pid_max`; systemd gives each user's sessions as
-/// much): no one account's jobs can take the process table from the others, while any job with
-/// a use for that many threads still has them. 10,922 where pid_max is 32,768.
+/// much), and at most `MAX_DEFAULT_TASKS`: no one account's jobs can take the process table from
+/// the others, while a job with a use for thousands of threads still has them. 10,922 where
+/// pid_max is 32,768; 32,768 where it is 4,194,304 (systemd's), where a third would let one
+/// account's tasks take about 28 GB of the kernel's memory (some 20 KB each) before any limit.
 pub fn default_max_tasks() -> u64 {
     let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|t| t.trim().parse::<u64>().ok())
         .unwrap_or(32_768);
-    (pid_max / 3).max(MIN_MAX_TASKS)
+    (pid_max / 3).clamp(MIN_MAX_TASKS, MAX_DEFAULT_TASKS)
 }
+
+/// The most the default `max_tasks` is, whatever the node's pid_max.
+pub const MAX_DEFAULT_TASKS: u64 = 32_768;
 
 /// The fewest `max_tasks` accepted (other than 0, no limit): a shell and a few programs.
 pub const MIN_MAX_TASKS: u64 = 16;

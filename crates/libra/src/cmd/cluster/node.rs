@@ -70,7 +70,8 @@ pub struct NodeArgs {
     /// jobs together (the kernel's per-account limit, set on each job as it starts, which the
     /// job cannot raise): a job that forks without end meets "Resource temporarily unavailable"
     /// and every other user's jobs go on. From 16 to 4194304, or 0 for no limit. Default: a
-    /// third of the node's process ids (kernel.pid_max). Jobs that run as root are not limited.
+    /// third of the node's process ids (kernel.pid_max), at most 32768. Jobs that run as root
+    /// are not limited.
     #[arg(long, value_parser = crate::cmd::parse_count, value_name = "N")]
     pub max_tasks: Option<u64>,
     /// The node's name (default: the host name). It must stay the same across restarts.
@@ -133,7 +134,7 @@ pub struct NodeSettings {
     /// Each job's own /tmp, MiB (0 or unset: the node's).
     pub tmp_mb: Option<u64>,
     /// The most processes and threads one account's jobs may have on the node (0: no limit;
-    /// default: a third of kernel.pid_max).
+    /// default: a third of kernel.pid_max, at most 32768).
     pub max_tasks: Option<u64>,
     /// Share enforcement: auto, cgroup-v2, cgroup-v1, stride or none.
     pub mechanism: String,
