@@ -305,7 +305,9 @@ fn private_tmp_data(mb: u64) -> std::io::Result<CString> {
 /// are prepared before the fork.
 unsafe fn private_tmp(data: &CString, beside: Option<&mut Beside>) -> std::io::Result<()> {
     let last = std::io::Error::last_os_error;
-    if libc::unshare(libc::CLONE_NEWNS) < 0 {
+    // An IPC namespace too: System V shared memory, semaphores and message queues a job makes
+    // are its own, and go with its last process instead of holding the node's memory after it.
+    if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC) < 0 {
         return Err(last());
     }
     let root = c"/";
@@ -331,6 +333,17 @@ unsafe fn private_tmp(data: &CString, beside: Option<&mut Beside>) -> std::io::R
     }
     // The same file system: one bound, for both. A machine without /var/tmp has nothing to hide.
     if libc::mount(tmp.as_ptr(), var_tmp.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) < 0 {
+        let e = last();
+        if e.raw_os_error() != Some(libc::ENOENT) {
+            return Err(e);
+        }
+    }
+    // POSIX shared memory (/dev/shm) is files like /tmp's, which other jobs could read and which
+    // outlive the job in the node's memory: a tmpfs of its own, as Slurm's job_container/tmpfs
+    // gives. Of its own size (the same), not bound to /tmp's: a program's shared memory is not
+    // its files.
+    let shm = c"/dev/shm";
+    if libc::mount(tmpfs.as_ptr(), shm.as_ptr(), tmpfs.as_ptr(), flags, data.as_ptr().cast()) < 0 {
         let e = last();
         if e.raw_os_error() != Some(libc::ENOENT) {
             return Err(e);

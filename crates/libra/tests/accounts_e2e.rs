@@ -455,8 +455,8 @@ fn each_job_has_a_tmp_of_its_own_where_asked() {
     let filler = mallory
         .submit(&scratch_sh(
             &format!(
-                "echo TOP-SECRET > /tmp/{secret}; dd if=/dev/zero of=/var/tmp/{fill} bs=1M count=64 2>&1; \
-                 echo dd-exit=$?; sleep 60"
+                "echo TOP-SECRET > /tmp/{secret}; echo TOP-SECRET > /dev/shm/{secret}; ipcmk -M 4096 >/dev/null; \
+                 dd if=/dev/zero of=/var/tmp/{fill} bs=1M count=64 2>&1; echo dd-exit=$?; sleep 60"
             ),
             2.0,
         ))
@@ -468,16 +468,23 @@ fn each_job_has_a_tmp_of_its_own_where_asked() {
     });
     assert!(out.contains("No space left on device") && out.contains("dd-exit=1"), "{out}");
     for f in [&secret, &fill] {
-        for dir in ["/tmp", "/var/tmp"] {
+        for dir in ["/tmp", "/var/tmp", "/dev/shm"] {
             assert!(!std::path::Path::new(dir).join(f).exists(), "{dir}/{f} is on the node");
         }
     }
+    // Her System V shared memory is in her job's IPC namespace, not the node's.
+    let segments_of = |uid: u32| -> usize {
+        let table = std::fs::read_to_string("/proc/sysvipc/shm").unwrap_or_default();
+        // key shmid perms size cpid lpid nattch uid ...
+        table.lines().skip(1).filter(|l| l.split_whitespace().nth(7) == Some(&uid.to_string())).count()
+    };
+    assert_eq!(segments_of(m.uid), 0, "mallory's shared memory segment is the node's");
 
     let beside = alice
         .submit(&scratch_sh(
             &format!(
-                "cat /tmp/{secret} /var/tmp/{secret} 2>/dev/null || echo cannot-see; ls -A /tmp | wc -l; \
-                 echo mine > /tmp/a && cat /var/tmp/a"
+                "cat /tmp/{secret} /var/tmp/{secret} /dev/shm/{secret} 2>/dev/null || echo cannot-see; \
+                 ls -A /tmp /dev/shm | wc -l; ipcs -m | grep -c '^0x'; echo mine > /tmp/a && cat /var/tmp/a"
             ),
             1.0,
         ))
@@ -485,7 +492,11 @@ fn each_job_has_a_tmp_of_its_own_where_asked() {
     let done = wait_done(&alice, beside.id);
     let out = alice.output(beside.id).unwrap().stdout;
     assert_eq!(done.state, JobState::Completed, "{done:?}\n{out}");
-    assert_eq!(out, "cannot-see\n0\nmine\n", "her /tmp is empty and hers");
+    // (`ls -A` of two directories names each, with a blank line between: three lines.)
+    assert_eq!(
+        out, "cannot-see\n3\n0\nmine\n",
+        "her /tmp and /dev/shm are empty and hers, and no one's shared memory is in sight"
+    );
 
     // Her next job's mount namespace keeps no copy of the file systems beside it in the node's
     // work directory: not the filler's scratch (it still runs), not those made ahead for later
@@ -504,6 +515,7 @@ fn each_job_has_a_tmp_of_its_own_where_asked() {
 
     mallory.cancel(filler.id).unwrap();
     wait_done(&mallory, filler.id);
+    assert_eq!(segments_of(m.uid), 0, "mallory's shared memory outlived her job");
 }
 
 /// `each_job_has_a_tmp_of_its_own_where_asked`, on a node with scratch file systems in

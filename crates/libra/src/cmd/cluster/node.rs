@@ -61,8 +61,9 @@ pub struct NodeArgs {
     #[arg(long, value_parser = crate::cmd::parse_count, value_name = "N")]
     pub scratch_ahead: Option<u64>,
     /// Give each job a /tmp and /var/tmp of its own of this many MiB, in memory (a tmpfs in a
-    /// mount namespace of the job's, charged to its memory): no job sees another's files there
-    /// or fills the node's /tmp, and they go when the job ends. 0 or unset: the node's /tmp,
+    /// mount namespace of the job's, charged to its memory), a /dev/shm of the same size and
+    /// System V IPC of its own: no job sees another's files or shared memory there or fills the
+    /// node's /tmp, and they go when the job ends. 0 or unset: the node's /tmp,
     /// shared. Root only; jobs whose directory or output files are under /tmp cannot start.
     #[arg(long, value_parser = crate::cmd::parse_count, value_name = "MIB")]
     pub tmp_mb: Option<u64>,
