@@ -32,6 +32,41 @@ fn user(cl: &Cluster, name: &str, unix: &str, allow_root: bool) -> Client {
     Client::new(&cl.url, Some(Client::new(&cl.url, None).login(name, &format!("pw-{name}")).unwrap().token))
 }
 
+/// Two Unix accounts made for a test, named `PREFIX` + `a`/`b` + a number of the test process
+/// (a prefix of the test's own: tests run side by side); None, saying why, where they cannot be
+/// made (not root, or no useradd).
+fn two_accounts(prefix: &str) -> Option<(Account, Account)> {
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: node agents cannot switch accounts here, not tested");
+        return None;
+    }
+    let tag = std::process::id() % 100_000;
+    let made = (Account::create(&format!("{prefix}a{tag}")), Account::create(&format!("{prefix}b{tag}")));
+    if let (Some(a), Some(b)) = made {
+        return Some((a, b));
+    }
+    eprintln!("useradd is not available: not tested");
+    None
+}
+
+/// Alice and Bob, strangers on `cl`: each a Libra user mapped to one of the two accounts, with a
+/// directory of their own.
+struct Strangers {
+    cl: Cluster,
+    alice: Client,
+    bob: Client,
+    adir: std::path::PathBuf,
+    bdir: std::path::PathBuf,
+}
+
+fn strangers(cl: Cluster, a: &Account, b: &Account) -> Strangers {
+    let alice = user(&cl, "alice", &a.name, false);
+    let bob = user(&cl, "bob", &b.name, false);
+    let (adir, bdir) = (home(&cl, a), home(&cl, b));
+    Strangers { cl, alice, bob, adir, bdir }
+}
+
 fn sh(dir: &std::path::Path, script: &str, out: &str) -> SubmitRequest {
     let mut r = SubmitRequest::new(
         JobSpec::simple(2.0, 120.0, Money::from_credits(50)),
@@ -572,21 +607,8 @@ fn propagates(dir: &std::path::Path) -> bool {
 #[test]
 fn a_job_that_swaps_its_output_for_a_pipe_or_a_device_stalls_no_one_and_opens_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: geteuid has no memory effects.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: node agents cannot switch accounts here, not tested");
-        return;
-    }
-    let tag = std::process::id() % 100_000;
-    let (Some(a), Some(b)) = (Account::create(&format!("lpa{tag}")), Account::create(&format!("lpb{tag}")))
-    else {
-        eprintln!("useradd is not available: not tested");
-        return;
-    };
-    let cl = Cluster::start(1, 1.0, 30.0);
-    let alice = user(&cl, "alice", &a.name, false);
-    let bob = user(&cl, "bob", &b.name, false);
-    let (adir, bdir) = (home(&cl, &a), home(&cl, &b));
+    let Some((a, b)) = two_accounts("lsw") else { return };
+    let Strangers { cl, alice, bob, adir, bdir } = strangers(Cluster::start(1, 1.0, 30.0), &a, &b);
     // A device of root's (the null device's numbers), watched for any open of it.
     let device = cl.dir.join("device");
     let c = std::ffi::CString::new(device.to_str().unwrap()).unwrap();
@@ -661,25 +683,13 @@ fn processes_of_account(uid: u32) -> usize {
 #[test]
 fn a_job_that_forks_without_end_stops_at_its_accounts_limit_and_no_one_elses_job_is_held() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: geteuid has no memory effects.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: node agents cannot switch accounts here, not tested");
-        return;
-    }
-    let tag = std::process::id() % 100_000;
-    let (Some(a), Some(b)) = (Account::create(&format!("lfa{tag}")), Account::create(&format!("lfb{tag}")))
-    else {
-        eprintln!("useradd is not available: not tested");
-        return;
-    };
+    let Some((a, b)) = two_accounts("lfk") else { return };
     const LIMIT: usize = 40;
     let mut cl = Cluster::start_configured(30.0, "");
     cl.start_node_with("n1", 1.0, &["--max-tasks", &LIMIT.to_string()]);
     let admin = cl.admin();
     wait_until("the node", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
-    let alice = user(&cl, "alice", &a.name, false);
-    let bob = user(&cl, "bob", &b.name, false);
-    let (adir, bdir) = (home(&cl, &a), home(&cl, &b));
+    let Strangers { cl: _cl, alice, bob, adir, bdir } = strangers(cl, &a, &b);
     // The bomb: a shell that starts sleepers until a fork fails (dash then ends); its parent
     // takes the place it left, and stays.
     let bomb = "sh -c 'i=0; while [ $i -lt 1000 ]; do sleep 120 & i=$((i+1)); done'; echo stopped-at-the-limit; sleep 120 & exec sleep 120";
@@ -793,21 +803,8 @@ impl Drop for DeadMount {
 #[test]
 fn a_file_system_that_does_not_answer_holds_only_the_jobs_that_name_it() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: geteuid has no memory effects.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: no file system can be mounted here, not tested");
-        return;
-    }
-    let tag = std::process::id() % 100_000;
-    let (Some(a), Some(b)) = (Account::create(&format!("lda{tag}")), Account::create(&format!("ldb{tag}")))
-    else {
-        eprintln!("useradd is not available: not tested");
-        return;
-    };
-    let cl = Cluster::start(1, 1.0, 30.0);
-    let alice = user(&cl, "alice", &a.name, false);
-    let bob = user(&cl, "bob", &b.name, false);
-    let (adir, bdir) = (home(&cl, &a), home(&cl, &b));
+    let Some((a, b)) = two_accounts("ldf") else { return };
+    let Strangers { cl, alice, bob, adir, bdir } = strangers(Cluster::start(1, 1.0, 30.0), &a, &b);
     let Some(dead) = DeadMount::make(&cl.dir.join("dead")) else {
         assert!(!std::path::Path::new("/dev/fuse").exists(), "/dev/fuse is here and a FUSE mount failed");
         eprintln!("no /dev/fuse: not tested");
