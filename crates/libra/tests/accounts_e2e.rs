@@ -665,17 +665,6 @@ fn a_job_that_swaps_its_output_for_a_pipe_or_a_device_stalls_no_one_and_opens_no
     unsafe { libc::close(watch) };
 }
 
-/// The processes of Unix account `uid`.
-fn processes_of_account(uid: u32) -> usize {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<i32>().is_ok())
-        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.uid() == uid))
-        .count()
-}
-
 /// A job that forks without end (Alice's) stops at its account's limit on the node
 /// (`--max-tasks`), the node's process table is not hers to fill, and Bob's job starts and ends
 /// beside it. Her next job cannot start while her limit is taken, and says why; once her jobs
@@ -689,10 +678,12 @@ fn a_job_that_forks_without_end_stops_at_its_accounts_limit_and_no_one_elses_job
     cl.start_node_with("n1", 1.0, &["--max-tasks", &LIMIT.to_string()]);
     let admin = cl.admin();
     wait_until("the node", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
-    let Strangers { cl: _cl, alice, bob, adir, bdir } = strangers(cl, &a, &b);
+    let Strangers { cl, alice, bob, adir, bdir } = strangers(cl, &a, &b);
+    // Counted from nothing: no process of an account this id belonged to before lives on.
+    wait_until("no process of Alice's account", || (processes_of_uid(a.uid) == 0).then_some(()));
     // The bomb: a shell that starts sleepers until a fork fails (dash then ends); its parent
     // takes the place it left, and stays.
-    let bomb = "sh -c 'i=0; while [ $i -lt 1000 ]; do sleep 120 & i=$((i+1)); done'; echo stopped-at-the-limit; sleep 120 & exec sleep 120";
+    let bomb = "sh -c 'i=0; while [ $i -lt 1000 ]; do sleep 600 & i=$((i+1)); done'; echo stopped-at-the-limit; sleep 600 & exec sleep 600";
     let bomb_job = alice.submit(&sh(&adir, bomb, "bomb.out")).unwrap().id;
     wait_until("Alice's bomb to meet her limit", || {
         let j = alice.job(bomb_job).unwrap();
@@ -701,7 +692,7 @@ fn a_job_that_forks_without_end_stops_at_its_accounts_limit_and_no_one_elses_job
         out.contains("stopped-at-the-limit").then_some(())
     });
     wait_until("Alice's bomb to take her whole limit", || {
-        let hers = processes_of_account(a.uid);
+        let hers = processes_of_uid(a.uid);
         assert!(hers <= LIMIT, "Alice has {hers} processes; her limit is {LIMIT}");
         (hers == LIMIT).then_some(())
     });
@@ -717,13 +708,30 @@ fn a_job_that_forks_without_end_stops_at_its_accounts_limit_and_no_one_elses_job
     // the next: so a first one that stays may start, a second may not.)
     let mut started = Vec::new();
     let failed = loop {
-        let id = alice.submit(&sh(&adir, "exec sleep 120", "next.out")).unwrap().id;
+        let id = alice.submit(&sh(&adir, "exec sleep 600", "next.out")).unwrap().id;
         // Running as the server sees it is its keeper's start; the job's own is its process.
-        let j = wait_until(&format!("Alice's job {id} to start or fail"), || {
-            let hers = processes_of_account(a.uid);
+        // (Waited for by hand: a failure says what was seen, and the agent's log.)
+        let t0 = std::time::Instant::now();
+        let j = loop {
+            let hers = processes_of_uid(a.uid);
             assert!(hers <= LIMIT + 1, "Alice has {hers} processes; her limit is {LIMIT}");
-            alice.job(id).ok().filter(|j| !j.state.is_active() || hers == LIMIT + 1 + started.len())
-        });
+            let j = alice.job(id);
+            if let Ok(j) = &j {
+                if !j.state.is_active() || hers == LIMIT + 1 + started.len() {
+                    break j.clone();
+                }
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(60) {
+                let log = std::fs::read_to_string(cl.dir.join("n1.log")).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                panic!(
+                    "Alice's job {id} neither started nor failed in 60 s: {j:?}, {hers} processes of hers; \
+                     the agent's log ends:\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
         if j.state.is_active() {
             assert!(started.is_empty(), "a second job past her limit started: {j:?}");
             started.push(id);
@@ -739,7 +747,7 @@ fn a_job_that_forks_without_end_stops_at_its_accounts_limit_and_no_one_elses_job
         alice.cancel(id).unwrap();
         wait_done(&alice, id);
     }
-    wait_until("Alice's processes to end", || (processes_of_account(a.uid) == 0).then_some(()));
+    wait_until("Alice's processes to end", || (processes_of_uid(a.uid) == 0).then_some(()));
     let again = wait_done(&alice, alice.submit(&sh(&adir, "echo again", "again.out")).unwrap().id);
     assert_eq!(again.state, JobState::Completed, "{again:?}");
     assert_eq!(std::fs::read_to_string(adir.join("again.out")).unwrap(), "again\n");
