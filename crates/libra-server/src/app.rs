@@ -31,6 +31,8 @@ pub struct App {
     pub metrics: crate::metrics::Metrics,
     /// Refusals the audit log is counting rather than writing one by one.
     pub audit_repeats: crate::audit::Repeats,
+    /// The API's open connections, by peer (set when the server starts serving).
+    pub connections: std::sync::OnceLock<std::sync::Arc<crate::connections::Gate>>,
     /// No other server opens this store while this one runs.
     _lock: crate::backup::StoreLock,
     /// The configuration as last loaded (at start or by a reload): what a reload compares with.
@@ -190,6 +192,7 @@ impl App {
             ),
             metrics: Default::default(),
             audit_repeats: crate::audit::Repeats::new(config.audit_repeat_window),
+            connections: std::sync::OnceLock::new(),
             _lock: lock,
             live: Mutex::new(config.clone()),
             config,

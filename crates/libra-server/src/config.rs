@@ -90,6 +90,18 @@ pub struct Config {
     /// MiB of output the server keeps per user (what `libra output` shows): past it, the output
     /// of the user's jobs that ended first goes first; running jobs' output stays. 0: no quota.
     pub output_quota_mb: u64,
+    /// The most connections the API keeps open in all; a connection past it is closed as it
+    /// is taken. Unset: what the server's open-file limit leaves after 256 for the store and
+    /// the sweeps (the server raises its soft limit to the hard one as it starts).
+    pub max_connections: Option<u32>,
+    /// The most connections one peer address (an IPv6 /64) may keep open; past it, its new
+    /// connections are closed as they are taken, so that no one peer can use up the server's
+    /// file descriptors. Node agents, `libra` commands and hosted sweeps each hold a few.
+    pub max_connections_per_address: u32,
+    /// Seconds a connection has to send a request's header, from its opening or its last
+    /// answer (an idle keep-alive connection is closed then).
+    #[serde(deserialize_with = "libra_api::duration::seconds")]
+    pub header_timeout: f64,
     /// What runs the admitted jobs: Libra's own node agents, or an existing Slurm cluster.
     pub executor: ExecutorConfig,
 }
@@ -255,6 +267,11 @@ pub const DEFAULT_SUBMIT_BURST: u32 = 500;
 /// The audit log's window for repeated refusals, seconds: a flood of refused requests (bad
 /// tokens, a rate-limited client) costs one write per window, not one per request.
 pub const DEFAULT_AUDIT_REPEAT_WINDOW: f64 = 10.0;
+/// Connections one peer address may keep open: far more than a login node's users' commands
+/// and its agent hold at once, far fewer than the server's file descriptors.
+pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: u32 = 256;
+/// Seconds a connection has to send a request's header (hyper's own default).
+pub const DEFAULT_HEADER_TIMEOUT: f64 = 30.0;
 
 impl Default for Config {
     fn default() -> Self {
@@ -287,6 +304,9 @@ impl Default for Config {
             audit_keep_days: None,
             output_keep_days: None,
             output_quota_mb: DEFAULT_OUTPUT_QUOTA_MB,
+            max_connections: None,
+            max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
             executor: ExecutorConfig::default(),
         }
     }
@@ -388,6 +408,24 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "max_active_sweeps: {} is not accepted: give the most hosted sweeps not over a user may have, 1 to 10000",
                 self.max_active_sweeps
+            )));
+        }
+        if self.max_connections == Some(0) {
+            return Err(ServerError::Invalid(
+                "max_connections: 0 is not accepted: give the most connections the server keeps open, at least 1 (or leave it unset: what the open-file limit leaves)"
+                    .into(),
+            ));
+        }
+        if self.max_connections_per_address == 0 {
+            return Err(ServerError::Invalid(
+                "max_connections_per_address: 0 is not accepted: give the most connections one address may keep open, at least 1"
+                    .into(),
+            ));
+        }
+        if !(self.header_timeout >= 1.0 && self.header_timeout <= 3600.0) {
+            return Err(ServerError::Invalid(format!(
+                "header_timeout: {} is not accepted: give seconds from 1 to 3600",
+                Shown(self.header_timeout)
             )));
         }
         if self.max_active_jobs == 0 {

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod auth;
 mod change;
 pub mod config;
+pub mod connections;
 pub mod error;
 pub mod executor;
 mod group_commit;
@@ -116,26 +117,9 @@ pub async fn serve(
     };
     let executor = app.executor.clone().spawn(app.clone());
     let app_for_stop = app.clone();
-    // The peer's address reaches the handlers (login throttling is per address).
-    let service = routes::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let r = match tls {
-        None => axum::serve(listener, service).with_graceful_shutdown(shutdown).await,
-        Some(tls) => {
-            let handle = axum_server::Handle::new();
-            let stopper = handle.clone();
-            tokio::spawn(async move {
-                shutdown.await;
-                stopper.graceful_shutdown(Some(Duration::from_secs(5)));
-            });
-            axum_server::from_tcp_rustls(
-                listener.into_std()?,
-                axum_server::tls_rustls::RustlsConfig::from_config(tls),
-            )
-            .handle(handle)
-            .serve(service)
-            .await
-        }
-    };
+    let gate = connection_gate(&app);
+    let header_timeout = Duration::from_secs_f64(app.config.header_timeout);
+    let r = connections::serve(listener, tls, routes::router(app), gate, header_timeout, shutdown).await;
     watchdog.abort();
     if let Some(e) = executor {
         e.abort();
@@ -143,6 +127,32 @@ pub async fn serve(
     // Refusals counted in windows that have not ended yet.
     audit::write_repeated(&app_for_stop, app_for_stop.audit_repeats.drain()).await;
     r.map_err(ServerError::Io)
+}
+
+/// The gate the API's connections pass (`connections`), made once per server: the server's
+/// soft open-file limit raised to the hard one first, the default `max_connections` made from it.
+fn connection_gate(app: &App) -> Arc<connections::Gate> {
+    app.connections
+        .get_or_init(|| {
+            let open_files = connections::raise_open_files();
+            let c = &app.config;
+            let total = connections::total_limit(c.max_connections, open_files);
+            if open_files != u64::MAX && total as u64 + connections::RESERVED_FILES > open_files {
+                tracing::warn!(
+                    "max_connections = {total} with an open-file limit of {open_files}: past about {}, connections will fail for want of descriptors (raise LimitNOFILE or lower max_connections)",
+                    open_files.saturating_sub(connections::RESERVED_FILES)
+                );
+            }
+            tracing::info!(
+                max_connections = total,
+                max_connections_per_address = c.max_connections_per_address,
+                header_timeout = c.header_timeout,
+                "taking at most {total} connections, {} from any one address",
+                c.max_connections_per_address
+            );
+            Arc::new(connections::Gate::new(c.max_connections_per_address as usize, total))
+        })
+        .clone()
 }
 
 /// How often the audit log's entries and the jobs' output older than their retentions
@@ -348,6 +358,8 @@ pub fn start_background(config: Config) -> Result<Background, ServerError> {
             };
             match started.await {
                 Ok((app, listener, tls)) => {
+                    // Counted from the first connection the caller may make.
+                    connection_gate(&app);
                     let _ = addr_tx
                         .send(listener.local_addr().map_err(ServerError::Io).map(|a| (a, app.clone())));
                     if let Err(e) = serve(app, listener, tls, async {

@@ -97,6 +97,20 @@ pub fn render(app: &App) -> Result<String, crate::error::ApiError> {
         "Requests refused with 503 because the store's disk was full (nothing they asked was done)",
         store_full,
     );
+    if let Some(gate) = app.connections.get() {
+        let open = Gauge::<i64>::default();
+        open.set(gate.open() as i64);
+        reg.register("libra_connections_open", "Connections the API holds open now", open);
+        let refused = Family::<Labels, Counter>::default();
+        for why in [crate::connections::Refused::Address, crate::connections::Refused::Total] {
+            refused.get_or_create(&vec![("reason", why.label().to_string())]).inc_by(gate.refused(why));
+        }
+        reg.register(
+            "libra_connections_refused",
+            "Connections closed as they were taken: their address held max_connections_per_address (address), or the server max_connections (total)",
+            refused,
+        );
+    }
     reg.register(
         "libra_admission_latency_seconds",
         "From a submission's arrival to its durable answer",

@@ -12,6 +12,7 @@
 pub mod cluster;
 pub mod disk;
 pub mod lines;
+pub mod peers;
 pub mod procs;
 pub mod proxy;
 pub mod scratch;
@@ -23,6 +24,7 @@ pub mod wait;
 pub use cluster::*;
 pub use disk::*;
 pub use lines::*;
+pub use peers::*;
 pub use procs::*;
 pub use proxy::*;
 pub use scratch::*;

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    free_port, processes_mentioning, wait_done, wait_until, Cleanup, Cluster, FaultyProxy, Lines, Scratch,
-    ADMIN_PW, EXE, JOIN, SERIAL,
+    closed_within, connect_from, free_port, processes_mentioning, wait_done, wait_until, Cleanup, Cluster,
+    FaultyProxy, Lines, Scratch, ADMIN_PW, EXE, JOIN, SERIAL,
 };
 use libra_api::{Client, JobState};
 use std::os::unix::fs::PermissionsExt;
@@ -487,4 +487,112 @@ fn a_server_listening_beyond_loopback_without_tls_warns() {
             assert!(err.seen.contains("--ca "), "{}", err.seen);
         }
     }
+}
+
+/// Open file descriptors of process `pid`.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// `GET path` on a connection of its own (from 127.0.0.1): the status and the body.
+fn raw_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// A Prometheus sample's value in an exposition.
+fn metric(text: &str, key: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no sample {key} in:\n{text}"))
+}
+
+/// Connections are the one thing a stranger can take from the server before saying who they
+/// are, and each holds one of its file descriptors: a peer that opened them and sent nothing
+/// used to keep them for good, until the server could take no more and no one reached it (the
+/// node agents neither, so their nodes went down with their jobs). With
+/// `max_connections_per_address`, `max_connections` and `header_timeout`, one hostile host
+/// keeps at most its share and only for the timeout, a header sent a byte at a time is cut off,
+/// and many hosts together cannot take the server's descriptors; meanwhile a user's job is
+/// admitted, runs and ends on a node that stays up.
+#[test]
+fn a_peer_that_holds_connections_open_locks_out_no_one() {
+    use std::io::Write;
+    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start_configured(
+        10.0,
+        "[server]\nmax_connections_per_address = 16\nmax_connections = 64\nheader_timeout = 2\n",
+    );
+    cl.start_node("n0", 0.5);
+    let admin = cl.admin();
+    wait_until("the node up", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+    let user = cl.user("erin", 1000);
+    let pid = cl.server.as_ref().unwrap().id();
+    let server: SocketAddr = format!("127.0.0.1:{}", cl.port).parse().unwrap();
+    let log = || std::fs::read_to_string(cl.dir.join("server.log")).unwrap_or_default();
+    let before = open_fds(pid);
+
+    // One hostile host opens 200 connections and sends nothing.
+    let mallory = Ipv4Addr::new(127, 0, 0, 2);
+    let held: Vec<TcpStream> = (0..200).map(|_| connect_from(mallory, server).unwrap()).collect();
+    // Meanwhile Erin, from another address, submits a job.
+    let job = user.submit(&common::burn(0.2, 2.0, 60.0, 50)).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let kept = held.iter().filter(|s| !closed_within(s, Duration::from_millis(50))).count();
+    assert!(kept <= 16, "the server kept {kept} of one address's 200 idle connections (at most 16)");
+    let fds = open_fds(pid);
+    assert!(
+        fds <= before + 16 + 8,
+        "the server holds {fds} descriptors, {before} before the 200 connections"
+    );
+    // The 16 it took are closed once the header timeout (2 s) passes with no request.
+    let t0 = std::time::Instant::now();
+    let lingering = held.iter().filter(|s| !closed_within(s, Duration::from_secs(8))).count();
+    assert_eq!(lingering, 0, "idle connections still open {:?} after the header timeout", t0.elapsed());
+    drop(held);
+
+    // A header sent a byte at a time is cut off too, though bytes keep coming.
+    let mut drip = connect_from(Ipv4Addr::new(127, 0, 0, 3), server).unwrap();
+    drip.write_all(b"GET /api/health HTTP/1.1\r\nHost: x\r\nX-Slow: ").unwrap();
+    let t0 = std::time::Instant::now();
+    let cut = loop {
+        if drip.write_all(b"a").is_err() || closed_within(&drip, Duration::from_millis(300)) {
+            break true;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            break false;
+        }
+    };
+    assert!(cut, "a header dripping a byte every 300 ms was still being read after 10 s");
+
+    // Many hosts together: no more than max_connections held, whoever they are.
+    let crowd: Vec<TcpStream> = (10..16u8)
+        .flat_map(|h| (0..16).map(move |_| connect_from(Ipv4Addr::new(127, 0, 0, h), server).unwrap()))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let fds = open_fds(pid);
+    assert!(fds <= before + 64 + 8, "the server holds {fds} descriptors with 96 connections from six hosts");
+    drop(crowd);
+
+    // Erin's job ran and ended on a node that stayed up; the refusals are counted and logged.
+    assert_eq!(wait_done(&user, job.id).state, JobState::Completed, "{}", log());
+    assert!(admin.nodes().unwrap().iter().all(|n| n.up), "a node went down: {}", log());
+    let (status, text) = raw_get(cl.port, "/metrics");
+    assert_eq!(status, 200, "{text}");
+    let by_address = metric(&text, "libra_connections_refused_total{reason=\"address\"}");
+    let by_total = metric(&text, "libra_connections_refused_total{reason=\"total\"}");
+    assert!(by_address >= 184.0 && by_total >= 1.0, "refused: {by_address} by address, {by_total} in all");
+    let log = log();
+    assert!(
+        log.contains("127.0.0.2 already holds 16 open connections")
+            && log.contains("max_connections_per_address = 16")
+            && log.contains("max_connections = 64"),
+        "{log}"
+    );
 }

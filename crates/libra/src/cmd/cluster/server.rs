@@ -140,6 +140,18 @@ pub struct ServerArgs {
     /// of the user's jobs that ended first is removed first; running jobs' output stays.
     #[arg(long, value_name = "MIB")]
     pub output_quota_mb: Option<u64>,
+    /// The most connections the server keeps open in all (default: its open-file limit less
+    /// 256); past it, new connections are closed as they are taken.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<u32>,
+    /// The most connections one peer address (an IPv6 /64) may keep open (default 256); past
+    /// it, that address's new connections are closed as they are taken.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_address: Option<u32>,
+    /// How long a connection has to send a request's header, from its opening or its last
+    /// answer (default 30s); then it is closed: 30, 30s, 1m.
+    #[arg(long, value_name = "DURATION", value_parser = crate::cmd::time::parse_positive_duration)]
+    pub header_timeout: Option<f64>,
 }
 
 /// The configuration in force: the file's `[server]` settings (or the defaults), each flag
@@ -280,6 +292,18 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.output_quota_mb {
         c.output_quota_mb = v;
         src.flag("output_quota_mb", "output-quota-mb", None);
+    }
+    if let Some(v) = a.max_connections {
+        c.max_connections = Some(v);
+        src.flag("max_connections", "max-connections", None);
+    }
+    if let Some(v) = a.max_connections_per_address {
+        c.max_connections_per_address = v;
+        src.flag("max_connections_per_address", "max-connections-per-address", None);
+    }
+    if let Some(v) = a.header_timeout {
+        c.header_timeout = v;
+        src.flag("header_timeout", "header-timeout", None);
     }
     // This binary keeps the local jobs of hosted sweeps (`libra sweep keep-attempt`).
     c.sweep_keeper = std::env::current_exe().ok();

@@ -1,0 +1,365 @@
+//! The connections the API takes. Each open connection holds a file descriptor of the server's,
+//! and before its first request nothing says who is at the other end: a peer that opens
+//! connections and sends nothing (or a header a byte at a time) used to hold them for good, and
+//! once the server's descriptors were used up no one could reach it: not the users, not the
+//! node agents, whose nodes were then marked down and their jobs lost. So:
+//!
+//! - a peer address may hold at most `max_connections_per_address` open connections, and the
+//!   server at most `max_connections` in all (by default what its open-file limit leaves after
+//!   [`RESERVED_FILES`] for the store and the sweeps); a connection past either is closed as soon
+//!   as it is taken, counted, and logged at most every [`WARN_EVERY`];
+//! - a connection must send a request's header within `header_timeout` of opening or of its
+//!   last answer (hyper's header read timeout), and a TLS handshake within as long ([`serve`],
+//!   the accept loop);
+//! - the server raises its soft open-file limit to the hard one as it starts ([`raise_open_files`]).
+//!
+//! IPv6 peers are counted by their /64 (one host is usually given a whole /64).
+
+use hyper_util::rt::TokioIo;
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Open files the default `max_connections` leaves to the rest of the server: the store and its
+/// readers, the hosted sweeps' databases and keepers, logs, the listener.
+pub const RESERVED_FILES: u64 = 256;
+
+/// A refused connection is logged at most this often (each line says how many since the last).
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Whom a connection is counted against: an IPv4 address, or an IPv6 /64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Peer(IpAddr);
+
+impl Peer {
+    pub fn of(addr: IpAddr) -> Peer {
+        match addr {
+            IpAddr::V4(_) => Peer(addr),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Peer(IpAddr::V4(v4)),
+                None => {
+                    let s = v6.segments();
+                    Peer(IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0)))
+                }
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            IpAddr::V4(a) => write!(f, "{a}"),
+            IpAddr::V6(a) => write!(f, "{a}/64"),
+        }
+    }
+}
+
+/// Why a connection was closed as it was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Its address already held `max_connections_per_address`.
+    Address,
+    /// The server already held `max_connections`.
+    Total,
+}
+
+impl Refused {
+    pub fn label(self) -> &'static str {
+        match self {
+            Refused::Address => "address",
+            Refused::Total => "total",
+        }
+    }
+}
+
+/// Counts the open connections, by peer and in all, and admits or refuses new ones.
+#[derive(Debug)]
+pub struct Gate {
+    per_address: usize,
+    total: usize,
+    state: Mutex<State>,
+    refused_address: AtomicU64,
+    refused_total: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    open: HashMap<Peer, usize>,
+    total: usize,
+    /// For each reason (`Refused as usize`): when a refusal was last logged, and those not
+    /// logged since.
+    warned: [Option<Instant>; 2],
+    unlogged: [u64; 2],
+}
+
+impl Gate {
+    pub fn new(per_address: usize, total: usize) -> Gate {
+        Gate {
+            per_address,
+            total,
+            state: Mutex::new(State::default()),
+            refused_address: AtomicU64::new(0),
+            refused_total: AtomicU64::new(0),
+        }
+    }
+
+    pub fn per_address(&self) -> usize {
+        self.per_address
+    }
+
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Takes a connection from `addr`: a ticket that counts it until dropped, or why not.
+    pub fn admit(self: &Arc<Self>, addr: IpAddr) -> Result<Ticket, Refused> {
+        let peer = Peer::of(addr);
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let held = s.open.get(&peer).copied().unwrap_or(0);
+        let refused = if held >= self.per_address {
+            Some(Refused::Address)
+        } else if s.total >= self.total {
+            Some(Refused::Total)
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            match why {
+                Refused::Address => self.refused_address.fetch_add(1, Ordering::Relaxed),
+                Refused::Total => self.refused_total.fetch_add(1, Ordering::Relaxed),
+            };
+            let k = why as usize;
+            s.unlogged[k] += 1;
+            let now = Instant::now();
+            if s.warned[k].is_none_or(|t| now.duration_since(t) >= WARN_EVERY) {
+                let n = std::mem::take(&mut s.unlogged[k]);
+                s.warned[k] = Some(now);
+                let open = s.total;
+                drop(s);
+                match why {
+                    Refused::Address => tracing::warn!(
+                        peer = %peer,
+                        refused = n,
+                        "connections refused: {peer} already holds {held} open connections, the most one address may (max_connections_per_address = {}); {n} refused since the last such line",
+                        self.per_address
+                    ),
+                    Refused::Total => tracing::warn!(
+                        peer = %peer,
+                        refused = n,
+                        "connections refused: the server already holds {open} open connections, the most it takes (max_connections = {}); {n} refused since the last such line",
+                        self.total
+                    ),
+                }
+            }
+            return Err(why);
+        }
+        *s.open.entry(peer).or_insert(0) += 1;
+        s.total += 1;
+        Ok(Ticket { gate: self.clone(), peer })
+    }
+
+    /// Connections open now, in all.
+    pub fn open(&self) -> usize {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).total
+    }
+
+    /// Connections open now from `addr`'s address (or /64).
+    pub fn open_from(&self, addr: IpAddr) -> usize {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.open.get(&Peer::of(addr)).copied().unwrap_or(0)
+    }
+
+    /// Connections refused since the start, by reason.
+    pub fn refused(&self, why: Refused) -> u64 {
+        match why {
+            Refused::Address => self.refused_address.load(Ordering::Relaxed),
+            Refused::Total => self.refused_total.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One admitted connection, counted until dropped (when the connection closes).
+#[derive(Debug)]
+pub struct Ticket {
+    gate: Arc<Gate>,
+    peer: Peer,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut s = self.gate.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.total = s.total.saturating_sub(1);
+        if let Some(n) = s.open.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                s.open.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// How long a graceful stop waits for the requests in flight.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+/// Serves `router` on `listener` (TLS when `tls` is given) until `shutdown` resolves, every
+/// connection through `gate`, each as HTTP/1 with hyper's header read timeout (`header_timeout`:
+/// it runs from the connection's opening, or the end of its TLS handshake, and again from each
+/// answer, so a peer that sends nothing, or a header a byte at a time, or lets a kept-alive
+/// connection idle, is closed). A TLS handshake has `header_timeout` too.
+/// Then it stops taking connections and gives those with a request in flight [`STOP_WAIT`].
+///
+/// The accept loop is Libra's own rather than axum's or axum-server's: both serve through
+/// hyper-util's version-sniffing builder, which waits for a connection's first bytes before
+/// any timeout starts, so a silent connection was kept for ever.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    router: axum::Router,
+    gate: Arc<Gate>,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut accept_failed: Option<Instant> = None;
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(v) => v,
+                Err(e) => {
+                    // Out of descriptors (EMFILE, ENFILE) or a connection reset before it was
+                    // taken: the loop goes on, and says so at most every WARN_EVERY.
+                    if accept_failed.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+                        accept_failed = Some(Instant::now());
+                        tracing::warn!("taking a connection: {e}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // Past the gate's limits the stream is dropped here: the peer sees it closed at once.
+        let Ok(ticket) = gate.admit(peer.ip()) else { continue };
+        let _ = stream.set_nodelay(true);
+        let service = {
+            let router = router.clone();
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                // The peer's address reaches the handlers (login throttling is per address).
+                req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                tower_service::Service::call(&mut router.clone(), req)
+            })
+        };
+        let (http, tls, watcher) = (http.clone(), tls.clone(), graceful.watcher());
+        tokio::spawn(async move {
+            let _ticket = ticket;
+            let served = match tls {
+                None => watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await,
+                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await
+                    }
+                    // A failed or slow handshake: nothing was asked, nothing to say.
+                    _ => return,
+                },
+            };
+            if let Err(e) = served {
+                tracing::debug!(%peer, "connection: {e}");
+            }
+        });
+    }
+    // Stop taking connections (the kernel refuses them once the listener is closed), close the
+    // idle ones, and let those with a request in flight finish.
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(STOP_WAIT) => {}
+    }
+    Ok(())
+}
+
+/// Raises this process's soft limit of open files to its hard limit (as Go's runtime does):
+/// the default soft limit of 1,024 would be the server's ceiling of connections otherwise.
+/// Returns the soft limit in force after.
+pub fn raise_open_files() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    if lim.rlim_cur == libc::RLIM_INFINITY {
+        u64::MAX
+    } else {
+        lim.rlim_cur
+    }
+}
+
+/// The `max_connections` in force: the configured one, or what `open_files` leaves after
+/// [`RESERVED_FILES`] (at least 64).
+pub fn total_limit(configured: Option<u32>, open_files: u64) -> usize {
+    match configured {
+        Some(n) => n as usize,
+        None => open_files.saturating_sub(RESERVED_FILES).clamp(64, 1 << 20) as usize,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_address_past_its_limit_is_refused_and_others_are_not() {
+        let gate = Arc::new(Gate::new(2, 3));
+        let a1 = gate.admit(ip("10.0.0.1")).unwrap();
+        let _a2 = gate.admit(ip("10.0.0.1")).unwrap();
+        assert_eq!(gate.admit(ip("10.0.0.1")).unwrap_err(), Refused::Address);
+        let _b = gate.admit(ip("10.0.0.2")).unwrap();
+        // Three open: the server's limit, whoever asks.
+        assert_eq!(gate.admit(ip("10.0.0.3")).unwrap_err(), Refused::Total);
+        assert_eq!((gate.refused(Refused::Address), gate.refused(Refused::Total)), (1, 1));
+        drop(a1);
+        assert_eq!(gate.open(), 2);
+        assert_eq!(gate.open_from(ip("10.0.0.1")), 1);
+        let _a3 = gate.admit(ip("10.0.0.1")).expect("a closed connection frees its place");
+    }
+
+    #[test]
+    fn an_ipv6_host_is_counted_by_its_64_and_a_mapped_ipv4_as_itself() {
+        let gate = Arc::new(Gate::new(1, 100));
+        let _a = gate.admit(ip("2001:db8:1:2::1")).unwrap();
+        // Another address of the same /64: the same host, as far as anyone can tell.
+        assert_eq!(gate.admit(ip("2001:db8:1:2:ffff::9")).unwrap_err(), Refused::Address);
+        let _b = gate.admit(ip("2001:db8:1:3::1")).unwrap();
+        let _c = gate.admit(ip("192.0.2.7")).unwrap();
+        assert_eq!(gate.admit(ip("::ffff:192.0.2.7")).unwrap_err(), Refused::Address);
+        assert_eq!(Peer::of(ip("2001:db8:1:2::1")).to_string(), "2001:db8:1:2::/64");
+    }
+
+    #[test]
+    fn the_default_total_is_what_the_open_file_limit_leaves() {
+        assert_eq!(total_limit(None, 20_000), 20_000 - RESERVED_FILES as usize);
+        assert_eq!(total_limit(None, 100), 64);
+        assert_eq!(total_limit(None, u64::MAX), 1 << 20);
+        assert_eq!(total_limit(Some(10), 20_000), 10);
+    }
+}
