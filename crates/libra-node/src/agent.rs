@@ -79,6 +79,16 @@ pub fn default_max_tasks() -> u64 {
     (pid_max / 3).clamp(MIN_MAX_TASKS, MAX_DEFAULT_TASKS)
 }
 
+/// The `oom_score_adj` of a job that asked no memory (`--mem`), and of every process it starts
+/// (`proc::Launch::oom_score_adj`). A job that asked memory is held to it by its own group and
+/// cannot push the node out of memory; one that asked none can, and the kernel's OOM killer
+/// then takes the largest process it finds, which may be another user's job that asked its
+/// memory and stayed within it (a job that forks ten small processes beats one large one).
+/// Half the scale, added to each of those processes' size as a share of memory (the node's,
+/// or its group's limit), makes them its choice before any job that asked memory, the agent
+/// or the node's own daemons, among themselves by size as before. The job cannot lower it.
+pub const NO_MEMORY_OOM_SCORE_ADJ: i16 = 500;
+
 /// The most the default `max_tasks` is, whatever the node's pid_max.
 pub const MAX_DEFAULT_TASKS: u64 = 32_768;
 
@@ -568,6 +578,11 @@ pub struct Agent {
     early: HashMap<i32, (proc::Exit, f64)>,
     /// Memory limits for jobs that ask for memory (cgroup v1 memory hierarchy), where writable.
     memory: Option<crate::memory::MemoryLimiter>,
+    /// Whether a job can lower the `oom_score_adj` it was given (`NO_MEMORY_OOM_SCORE_ADJ`):
+    /// where this agent lacks CAP_SYS_RESOURCE (some containers), the kernel does not make
+    /// the value the job's least, so job control raises it again at each period
+    /// (`raise_oom_scores`).
+    oom_scores_lowerable: bool,
     /// Each job's group in a cgroup v1 `cpuacct` hierarchy mounted apart from `cpu`, where
     /// the kernel counts the CPU of all its processes (`cpu_account`).
     cpu_account: Option<crate::cpu_account::CpuAccount>,
@@ -681,6 +696,7 @@ impl Agent {
             .slurm
             .is_some()
             .then(|| crate::slurm_steps::StepCatcher::start(crate::slurm_steps::FREEZER.into()));
+        let node_mem_mb = cfg.mem_mb;
         let max_tasks = match cfg.max_tasks {
             None => Some(default_max_tasks()),
             Some(0) => None,
@@ -713,7 +729,9 @@ impl Agent {
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/memory"),
                 &group,
+                node_mem_mb,
             ),
+            oom_scores_lowerable: !has_capability(CAP_SYS_RESOURCE),
             cpu_account: crate::cpu_account::CpuAccount::new(
                 Arc::new(RealKernel),
                 std::path::Path::new("/sys/fs/cgroup/cpuacct"),
@@ -734,11 +752,9 @@ impl Agent {
             Orphan::Running { record, pid, ticks, dir } => {
                 let job = record.spec.job;
                 let share = record.spec.share;
-                if let (Some(m), mb) = (&mut self.memory, record.spec.mem_mb) {
-                    if mb > 0 {
-                        if let Err(e) = m.prepare(job, mb) {
-                            tracing::warn!(job, "memory limit not re-applied: {e}");
-                        }
+                if let Some(m) = &mut self.memory {
+                    if let Err(e) = m.prepare(job, record.spec.mem_mb) {
+                        tracing::warn!(job, "memory limit not re-applied: {e}");
                     }
                 }
                 if let Err(e) = self.enforcer.adopt(job, pid, share) {
@@ -1118,11 +1134,14 @@ impl Agent {
         // Whose fault a failure to start is (`Fault`): everything up to the launch itself is the
         // node's (its control groups, its disk); the launch is the job's (its directory, its
         // program).
-        let memory = match (&mut self.memory, s.mem_mb) {
-            (_, 0) => Ok(None),
-            (Some(m), mb) => m.prepare(s.job, mb).map(Some).map_err(|e| Fault::Node(e.to_string())),
-            (None, _) => Ok(None),
+        // Every job is in a memory group of its own under the node's (whose limit is the
+        // node's `mem_mb`, when it offers a number), limited to what it asked where it asked.
+        let memory = match &mut self.memory {
+            Some(m) => m.prepare(s.job, s.mem_mb).map(Some).map_err(|e| Fault::Node(e.to_string())),
+            None => Ok(None),
         };
+        // A job that asked no memory is the first the kernel's OOM killer takes.
+        let oom_score_adj = (s.mem_mb == 0).then_some(NO_MEMORY_OOM_SCORE_ADJ);
         let counted = match &mut self.cpu_account {
             Some(a) => a.prepare(s.job).map(Some).map_err(|e| Fault::Node(e.to_string())),
             None => Ok(None),
@@ -1148,6 +1167,7 @@ impl Agent {
             identity: identity.clone(),
             tmp_mb,
             max_tasks: self.max_tasks,
+            oom_score_adj,
         };
         let keeper_log = dir.join("keeper.log");
         let argv: Vec<String> = match &self.cfg.keeper {
@@ -1211,6 +1231,7 @@ impl Agent {
                     own_session: true,
                     // The keeper is the agent's account; the job it starts is limited.
                     max_tasks: None,
+                    oom_score_adj: None,
                 }
             } else {
                 proc::Launch {
@@ -1228,6 +1249,7 @@ impl Agent {
                     record: Some(&dir),
                     own_session: true,
                     max_tasks: self.max_tasks,
+                    oom_score_adj,
                 }
             };
             let who = identity.as_ref().map(|i| format!(" as {}", i.user)).unwrap_or_default();
@@ -1545,6 +1567,7 @@ impl Agent {
     /// from the CPU time the kernel accounted to it.
     fn control(&mut self) {
         let now = unix_now();
+        self.raise_oom_scores();
         // Each job's whole session: children that are still running count too.
         let by_session = proc::cpu_by_session();
         self.follow_slurm_jobs(now);
@@ -1587,6 +1610,49 @@ impl Agent {
             }
         }
     }
+}
+
+impl Agent {
+    /// Gives every process of a job that asked no memory its `NO_MEMORY_OOM_SCORE_ADJ` again
+    /// where it lowered it (possible only where the agent lacks CAP_SYS_RESOURCE): read from
+    /// the job's memory group, which no process of the job can leave.
+    fn raise_oom_scores(&mut self) {
+        let (true, Some(memory)) = (self.oom_scores_lowerable, &self.memory) else { return };
+        let want = NO_MEMORY_OOM_SCORE_ADJ.to_string();
+        for r in self.jobs.values().filter(|r| r.slurm.is_none() && r.spec.mem_mb == 0) {
+            let Some(procs) = memory.procs(r.spec.job) else { continue };
+            for pid in std::fs::read_to_string(&procs).unwrap_or_default().split_whitespace() {
+                let file = format!("/proc/{pid}/oom_score_adj");
+                let Some(adj) =
+                    std::fs::read_to_string(&file).ok().and_then(|v| v.trim().parse::<i16>().ok())
+                else {
+                    continue;
+                };
+                if adj < NO_MEMORY_OOM_SCORE_ADJ && std::fs::write(&file, &want).is_ok() {
+                    tracing::info!(
+                        job = r.spec.job,
+                        pid,
+                        adj,
+                        "a job that asked no memory lowered its oom_score_adj: raised again"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// CAP_SYS_RESOURCE's bit in a capability set.
+const CAP_SYS_RESOURCE: u32 = 24;
+
+/// Whether this process has capability `bit` in its effective set (/proc/self/status).
+fn has_capability(bit: u32) -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim().to_string();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << bit) != 0)
 }
 
 /// Signals every process in a job's group (its cgroup.procs file).

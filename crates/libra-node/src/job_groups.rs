@@ -25,6 +25,11 @@ impl JobGroups {
         Some(JobGroups { kernel, node_dir, jobs: HashMap::new() })
     }
 
+    /// `<root>/libra/<node>`: the parent of the node's job groups.
+    pub fn node_dir(&self) -> &Path {
+        &self.node_dir
+    }
+
     pub fn kernel(&self) -> &dyn Kernel {
         self.kernel.as_ref()
     }

@@ -135,6 +135,11 @@ pub struct Launch<'a> {
     /// so all of a user's jobs on the node share the limit and no user can take the node's
     /// process table from the others (a fork bomb meets EAGAIN). Root ignores it.
     pub max_tasks: Option<u64>,
+    /// The job's `oom_score_adj` (/proc/PID/oom_score_adj, -1000 to 1000), written before the
+    /// switch to its owner's account: written by root it is also the least the job may set
+    /// (the kernel's `oom_score_adj_min`), so the job cannot lower it, and every process it
+    /// starts inherits it. `agent::NO_MEMORY_OOM_SCORE_ADJ` for a job that asked no memory.
+    pub oom_score_adj: Option<i16>,
 }
 
 impl<'a> Launch<'a> {
@@ -156,6 +161,7 @@ impl<'a> Launch<'a> {
             record: None,
             own_session: true,
             max_tasks: None,
+            oom_score_adj: None,
         }
     }
 }
@@ -232,6 +238,7 @@ enum Step {
     PidFile,
     PrivateTmp,
     TaskLimit,
+    OomScore,
     Account,
     WorkDir,
     Stdout,
@@ -273,6 +280,7 @@ fn explain(e: std::io::Error, l: &Launch) -> std::io::Error {
         s if s == Step::PidFile as i32 => "writing its pid file".into(),
         s if s == Step::PrivateTmp as i32 => "giving it a /tmp of its own".into(),
         s if s == Step::TaskLimit as i32 => "limiting its account's processes".into(),
+        s if s == Step::OomScore as i32 => "setting its oom_score_adj".into(),
         s if s == Step::Account as i32 => "switching to its owner's account".into(),
         s if s == Step::WorkDir as i32 => format!("entering its working directory {}", l.cwd.display()),
         s if s == Step::Stdout as i32 => format!("opening its output file {}", l.stdout.display()),
@@ -386,6 +394,7 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
         .max_tasks
         .filter(|_| l.identity.is_some_and(|i| i.uid != 0))
         .map(|n| libc::rlimit { rlim_cur: n as libc::rlim_t, rlim_max: n as libc::rlim_t });
+    let oom_score_adj = l.oom_score_adj.map(|v| v.to_string().into_bytes());
     let keep_fd = l.keep_fd;
     let own_session = l.own_session;
     let tmp = l.tmp_mb.map(private_tmp_data).transpose()?;
@@ -396,8 +405,8 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
         cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }
     // SAFETY: between fork and exec only async-signal-safe calls are made (setsid, getpid,
-    // open, write, close, setgroups, setgid, setuid, chdir, dup2), on memory prepared before
-    // the fork.
+    // open, write, close, setrlimit, setgroups, setgid, setuid, chdir, dup2), on memory
+    // prepared before the fork.
     unsafe {
         cmd.pre_exec(move || {
             let last = std::io::Error::last_os_error;
@@ -445,6 +454,18 @@ pub fn launch(l: &Launch) -> std::io::Result<i32> {
             if let Some(limit) = &task_limit {
                 if libc::setrlimit(libc::RLIMIT_NPROC, limit) < 0 {
                     return Err(at(Step::TaskLimit, last()));
+                }
+            }
+            if let Some(adj) = &oom_score_adj {
+                let fd = libc::open(c"/proc/self/oom_score_adj".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(at(Step::OomScore, last()));
+                }
+                let n = libc::write(fd, adj.as_ptr().cast(), adj.len());
+                let err = last();
+                libc::close(fd);
+                if n != adj.len() as isize {
+                    return Err(at(Step::OomScore, err));
                 }
             }
             if let Some((uid, gid, groups)) = &identity {
@@ -523,6 +544,9 @@ pub struct JobLaunch {
     /// See `Launch::max_tasks` (absent in the files of agents before it: no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tasks: Option<u64>,
+    /// See `Launch::oom_score_adj` (absent in the files of agents before it: left as it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_score_adj: Option<i16>,
 }
 
 /// In a job's working directory: how the job ended, written by its keeper (`keep`) the moment
@@ -562,6 +586,7 @@ pub fn keep(record: &Path, argv: &[String]) -> i32 {
                 // The keeper's session and group are the job's (see `Launch::own_session`).
                 own_session: false,
                 max_tasks: p.max_tasks,
+                oom_score_adj: p.oom_score_adj,
             })
         }),
         None if argv.is_empty() => Err(std::io::Error::other("no command given")),

@@ -846,3 +846,87 @@ fn a_file_system_that_does_not_answer_holds_only_the_jobs_that_name_it() {
     assert_eq!(wait_done(&alice, hers).state, JobState::Cancelled);
     drop(dead);
 }
+
+/// Memory among strangers, with a real out-of-memory kill. The node offers 500 MiB
+/// (`--mem-mb`): its jobs together are held to that in its memory group, so they can run it out
+/// of memory but never the machine. Alice asked 350 MiB and holds 250 in one process; Mallory
+/// asked nothing and takes 4 x 80 MiB in four, each smaller than Alice's, which the kernel's
+/// OOM killer (which takes the largest process it finds) would have made Alice's job its
+/// victim. A job that asked no memory is its first choice (`oom_score_adj` 500, set before the
+/// switch to Mallory's account; where the agent has CAP_SYS_RESOURCE she cannot lower it,
+/// elsewhere the agent raises it again each period): one of Mallory's processes is killed, and
+/// Alice's job holds all it took and ends well.
+#[test]
+fn a_job_that_asked_no_memory_cannot_get_anothers_job_killed_by_running_the_node_out_of_memory() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some((a, b)) = two_accounts("lom") else { return };
+    let mut cl = Cluster::start_configured(30.0, "");
+    if !std::path::Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        eprintln!("no cgroup v1 memory hierarchy: not tested");
+        return;
+    }
+    cl.start_node_with("n1", 1.0, &["--mem-mb", "500"]);
+    let admin = cl.admin();
+    wait_until("the node", || admin.nodes().ok().filter(|n| n.iter().any(|x| x.up)));
+    let group = std::path::Path::new("/sys/fs/cgroup/memory/libra")
+        .join(libra_node::group_name("n1", &cl.dir.join("n1")));
+    assert_eq!(
+        std::fs::read_to_string(group.join("memory.limit_in_bytes")).unwrap().trim(),
+        (500u64 << 20).to_string(),
+        "the node's memory group is not held to what the node offers"
+    );
+    // Where the machine swaps, the node's group must not (or no one runs out of memory here):
+    // its job groups, made after, inherit it.
+    let swaps = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("SwapTotal:") && !l.ends_with(" 0 kB"));
+    if swaps {
+        std::fs::write(group.join("memory.swappiness"), "0").unwrap();
+    }
+    let Strangers { cl: _cl, alice, bob: mallory, adir, bdir: mdir } = strangers(cl, &a, &b);
+
+    // Alice: 250 MiB in one process (tail keeps a line it has not seen the end of), held 15 s,
+    // and counted at the end: all of it, or the job fails.
+    let mut hers = sh(
+        &adir,
+        "n=$( (head -c 250M /dev/zero; sleep 15) | tail | wc -c); echo $n; [ \"$n\" -eq 262144000 ]",
+        "alice.out",
+    );
+    hers.spec = JobSpec::simple(30.0, 600.0, Money::from_credits(100));
+    hers.spec.resources.mem_mb = 350;
+    let aj = alice.submit(&hers).unwrap().id;
+    let ajob = group.join(format!("job-{aj}"));
+    wait_until("Alice's job to hold its 250 MiB", || {
+        let used: u64 =
+            std::fs::read_to_string(ajob.join("memory.usage_in_bytes")).ok()?.trim().parse().ok()?;
+        (used >= 250 << 20).then_some(())
+    });
+    // Mallory: lowers her job's score first (the kernel refuses where the agent that set it has
+    // CAP_SYS_RESOURCE; elsewhere the agent raises it again at its next period), then takes
+    // 4 x 80 MiB.
+    let script = "{ echo 0 > /proc/self/oom_score_adj; } 2>/dev/null && echo lowered || echo kept; \
+                  sleep 3; cat /proc/self/oom_score_adj; \
+                  for i in 1 2 3 4; do ( (head -c 80M /dev/zero; sleep 600) | tail | wc -c ) & done; wait";
+    let mut theirs = sh(&mdir, script, "mallory.out");
+    theirs.spec = JobSpec::simple(30.0, 600.0, Money::from_credits(100));
+    let mj = mallory.submit(&theirs).unwrap().id;
+
+    let done = wait_done(&alice, aj);
+    let out = std::fs::read_to_string(adir.join("alice.out")).unwrap_or_default();
+    let said = std::fs::read_to_string(mdir.join("mallory.out")).unwrap_or_default();
+    assert_eq!(done.state, JobState::Completed, "Alice's job: {done:?}, output {out:?}; Mallory's {said:?}");
+    assert_eq!(out, "262144000\n");
+    let mut lines = said.lines();
+    let (tried, score) = (lines.next(), lines.next());
+    assert!(matches!(tried, Some("kept" | "lowered")) && score == Some("500"), "Mallory's job: {said:?}");
+    // Killed: at least one of Mallory's four, whose count ended short (the others hold theirs
+    // until cancelled).
+    let short = said.lines().skip(2).filter(|l| l.parse::<u64>().is_ok_and(|n| n < 80 << 20)).count();
+    assert!(
+        short >= 1,
+        "none of Mallory's processes was killed: the node's jobs took more than it offers ({said:?})"
+    );
+    mallory.cancel(mj).unwrap();
+    wait_done(&mallory, mj);
+}

@@ -45,7 +45,9 @@ pub struct NodeArgs {
     /// cluster whose nodes do not steal from each other.
     #[arg(long)]
     pub cpus: Option<f64>,
-    /// Memory offered to jobs, MB (default: 0, not limited).
+    /// Memory offered to jobs, MB (default: 0, not limited): admission counts jobs' --mem
+    /// against it, and the node's memory group (every job's parent) is held to it, so the jobs
+    /// together never take more.
     #[arg(long, value_parser = crate::cmd::parse_count)]
     pub mem_mb: Option<u64>,
     /// The size in MiB of the file system of its own each job given no working directory runs
