@@ -9,8 +9,8 @@
 //!   [`RESERVED_FILES`] for the store and the sweeps); a connection past either is closed as soon
 //!   as it is taken, counted, and logged at most every [`WARN_EVERY`];
 //! - a connection must send a request's header within `header_timeout` of opening or of its
-//!   last answer (hyper's header read timeout), and a TLS handshake within as long ([`serve`],
-//!   the accept loop);
+//!   last answer (hyper's header read timeout), a TLS handshake within as long ([`serve`], the
+//!   accept loop), and a request's body within as long of its header ([`Timed`]);
 //! - the server raises its soft open-file limit to the hard one as it starts ([`raise_open_files`]).
 //!
 //! IPv6 peers are counted by their /64 (one host is usually given a whole /64).
@@ -255,6 +255,7 @@ pub async fn serve(
             hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                 // The peer's address reaches the handlers (login throttling is per address).
                 req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                let req = req.map(|body| Timed::new(body, header_timeout));
                 tower_service::Service::call(&mut router.clone(), req)
             })
         };
@@ -284,6 +285,64 @@ pub async fn serve(
         _ = tokio::time::sleep(STOP_WAIT) => {}
     }
     Ok(())
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pin_project_lite::pin_project! {
+    /// A request's body that must arrive within `limit` of its header, or its reading fails
+    /// (and the handler answers 400, and the connection closes): the header timeout's bound on
+    /// a peer that sends a header in time and then its body a byte at a time. The largest body
+    /// the API takes (2 MiB) in the default 30 s is 70 KB/s.
+    pub struct Timed<B> {
+        #[pin]
+        inner: B,
+        #[pin]
+        deadline: tokio::time::Sleep,
+        limit: Duration,
+    }
+}
+
+impl<B> Timed<B> {
+    pub fn new(inner: B, limit: Duration) -> Self {
+        Timed { inner, deadline: tokio::time::sleep(limit), limit }
+    }
+}
+
+impl<B> http_body::Body for Timed<B>
+where
+    B: http_body::Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<B::Data>, BoxError>>> {
+        use std::task::Poll;
+        let this = self.project();
+        match this.inner.poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|r| r.map_err(Into::into))),
+            Poll::Pending => match this.deadline.poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(format!(
+                    "not received within {} s of the request's header (header_timeout)",
+                    this.limit.as_secs_f64()
+                )
+                .into()))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Raises this process's soft limit of open files to its hard limit (as Go's runtime does):

@@ -517,7 +517,8 @@ fn metric(text: &str, key: &str) -> f64 {
 /// used to keep them for good, until the server could take no more and no one reached it (the
 /// node agents neither, so their nodes went down with their jobs). With
 /// `max_connections_per_address`, `max_connections` and `header_timeout`, one hostile host
-/// keeps at most its share and only for the timeout, a header sent a byte at a time is cut off,
+/// keeps at most its share and only for the timeout, a header or a body sent a byte at a time is
+/// cut off,
 /// and many hosts together cannot take the server's descriptors; meanwhile a user's job is
 /// admitted, runs and ends on a node that stays up.
 #[test]
@@ -570,6 +571,36 @@ fn a_peer_that_holds_connections_open_locks_out_no_one() {
         }
     };
     assert!(cut, "a header dripping a byte every 300 ms was still being read after 10 s");
+
+    // So is a body that follows its header in time and then comes a byte at a time: answered
+    // 400, naming the timeout, and closed.
+    let mut drip = connect_from(Ipv4Addr::new(127, 0, 0, 4), server).unwrap();
+    drip.write_all(
+        b"POST /api/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let cut = loop {
+        use std::io::Read;
+        if drip.write_all(b" ").is_err() {
+            break true;
+        }
+        drip.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut buf = [0u8; 4096];
+        match drip.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break true,
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            break false;
+        }
+    };
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(cut, "a body dripping a byte every 300 ms was still being read after 10 s: {answer:?}");
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("header_timeout"), "{answer}");
 
     // Many hosts together: no more than max_connections held, whoever they are.
     let crowd: Vec<TcpStream> = (10..16u8)
