@@ -39,3 +39,16 @@ pub fn closed_within(s: &TcpStream, within: Duration) -> bool {
         }
     }
 }
+
+/// Waits up to `within` for the other end to have closed all but at most `most` of `conns`
+/// (a server refusing them as it takes them, however slowly it takes them on a busy machine);
+/// returns how many were open at the last look.
+pub fn open_at_most(conns: &[TcpStream], most: usize, within: Duration) -> usize {
+    let end = Instant::now() + within;
+    loop {
+        let open = conns.iter().filter(|s| !closed_within(s, Duration::from_millis(10))).count();
+        if open <= most || Instant::now() >= end {
+            return open;
+        }
+    }
+}
