@@ -108,14 +108,6 @@ impl Gate {
         }
     }
 
-    pub fn per_address(&self) -> usize {
-        self.per_address
-    }
-
-    pub fn total(&self) -> usize {
-        self.total
-    }
-
     /// Takes a connection from `addr`: a ticket that counts it until dropped, or why not.
     pub fn admit(self: &Arc<Self>, addr: IpAddr) -> Result<Ticket, Refused> {
         let peer = Peer::of(addr);
