@@ -346,6 +346,11 @@ pub struct JobInfo {
     /// job's `charged` is final once this is 0. Absent (0) from servers before it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub parts_running: u32,
+    /// When the server cut this ended job's stored command to its first KiB (its owner's ended
+    /// jobs kept more than the server's `command_quota_mb` of commands, and the commands of those
+    /// that ended first went first); absent while the command is kept whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_cut: Option<f64>,
 }
 
 fn is_zero(n: &u32) -> bool {

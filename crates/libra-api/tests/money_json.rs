@@ -63,6 +63,7 @@ fn job_info(m: &mut Markers) -> JobInfo {
         account: Some("physics".into()),
         slurm_job_id: None,
         parts_running: 0,
+        command_cut: None,
     }
 }
 

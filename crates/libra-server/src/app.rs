@@ -117,8 +117,8 @@ pub struct NodeRt {
     pub drain_reason: Option<String>,
 }
 
-/// `output_quota_mb` in bytes (0: none).
-fn output_quota(mb: u64) -> Option<i64> {
+/// `output_quota_mb` or `command_quota_mb` in bytes (0: none).
+fn quota_bytes(mb: u64) -> Option<i64> {
     (mb > 0).then(|| (mb * 1024 * 1024) as i64)
 }
 
@@ -131,6 +131,8 @@ pub struct Inner {
     pub node_timeout: f64,
     /// Bytes of output kept per user (`output_quota_mb`); None: no quota.
     pub output_quota: Option<i64>,
+    /// Bytes of commands kept whole per user (`command_quota_mb`); None: no quota.
+    pub command_quota: Option<i64>,
     /// The token cache (`TokenCache`), shared with the read path.
     tokens: std::sync::Arc<TokenCache>,
     /// Per-user submission token buckets: (tokens left, when last filled).
@@ -254,7 +256,8 @@ impl App {
                 g.set_policy(&new.policy, new.pricing, new.placement).map_err(|e| e.to_string())?;
             }
             g.node_timeout = new.node_timeout;
-            g.output_quota = output_quota(new.output_quota_mb);
+            g.output_quota = quota_bytes(new.output_quota_mb);
+            g.command_quota = quota_bytes(new.command_quota_mb);
         }
         *live = new;
         Ok((applied, restart))
@@ -412,7 +415,8 @@ impl Inner {
             pricing,
             nodes,
             node_timeout: config.node_timeout,
-            output_quota: output_quota(config.output_quota_mb),
+            output_quota: quota_bytes(config.output_quota_mb),
+            command_quota: quota_bytes(config.command_quota_mb),
             tokens,
             submit_buckets: HashMap::new(),
             token_ttl: config.token_ttl,

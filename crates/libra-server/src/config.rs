@@ -90,6 +90,10 @@ pub struct Config {
     /// MiB of output the server keeps per user (what `libra output` shows): past it, the output
     /// of the user's jobs that ended first goes first; running jobs' output stays. 0: no quota.
     pub output_quota_mb: u64,
+    /// MiB of commands (a job script is its text) the server keeps whole per user: past it,
+    /// the commands of the user's jobs that ended first are cut to their first KiB; an active
+    /// job's stays whole. Only commands longer than a KiB count. 0: no quota.
+    pub command_quota_mb: u64,
     /// The most connections the API keeps open in all; a connection past it is closed as it
     /// is taken. Unset: what the server's open-file limit leaves after 256 for the store and
     /// the sweeps (the server raises its soft limit to the hard one as it starts).
@@ -222,6 +226,10 @@ pub const DEFAULT_OUTPUT_QUOTA_MB: u64 = 1024;
 /// 10 TiB: past it a quota would be no bound at all.
 pub const MAX_OUTPUT_QUOTA_MB: u64 = 10 * 1024 * 1024;
 
+/// The commands a user's jobs may keep whole on the server by default: about a hundred
+/// thousand job scripts of a few KiB, or a thousand of the longest a submission may send.
+pub const DEFAULT_COMMAND_QUOTA_MB: u64 = 256;
+
 /// Settings that a reload (SIGHUP) applies to a running server; any other change needs a
 /// restart. Pricing, policy and placement are what `libra admin pricing|policy` change live
 /// anyway; the node timeout, the log level and the retentions only change what happens next.
@@ -237,6 +245,7 @@ pub const RELOADABLE: &[&str] = &[
     "audit_keep_days",
     "output_keep_days",
     "output_quota_mb",
+    "command_quota_mb",
 ];
 
 /// Every setting as (dotted key, value), unset options as null: what `--print-config` shows
@@ -304,6 +313,7 @@ impl Default for Config {
             audit_keep_days: None,
             output_keep_days: None,
             output_quota_mb: DEFAULT_OUTPUT_QUOTA_MB,
+            command_quota_mb: DEFAULT_COMMAND_QUOTA_MB,
             max_connections: None,
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
@@ -402,6 +412,12 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "output_quota_mb: {} is not accepted: give MiB from 1 to {MAX_OUTPUT_QUOTA_MB}, or 0 for no quota",
                 self.output_quota_mb
+            )));
+        }
+        if self.command_quota_mb > MAX_OUTPUT_QUOTA_MB {
+            return Err(ServerError::Invalid(format!(
+                "command_quota_mb: {} is not accepted: give MiB from 1 to {MAX_OUTPUT_QUOTA_MB}, or 0 for no quota",
+                self.command_quota_mb
             )));
         }
         if !(1..=10_000).contains(&self.max_active_sweeps) {
@@ -535,8 +551,9 @@ mod tests {
     }
 
     #[test]
-    fn the_output_quota_is_on_by_default_and_checked() {
+    fn the_output_and_command_quotas_are_on_by_default_and_checked() {
         let c = Config { join_token: "long enough".into(), ..toml::from_str::<Config>("").unwrap() };
+        let c0 = c.clone();
         assert_eq!(c.output_quota_mb, DEFAULT_OUTPUT_QUOTA_MB);
         c.validate().unwrap();
         Config { output_quota_mb: 0, ..c.clone() }.validate().unwrap();
@@ -544,5 +561,12 @@ mod tests {
         assert!(e.starts_with("output_quota_mb: 10485761 is not accepted: give MiB from 1 to"), "{e}");
         let e = toml::from_str::<Config>("output_quota_mb = -5").unwrap_err().to_string();
         assert!(e.contains("output_quota_mb"), "{e}");
+        assert_eq!(c0.command_quota_mb, DEFAULT_COMMAND_QUOTA_MB);
+        Config { command_quota_mb: 0, ..c0.clone() }.validate().unwrap();
+        let e =
+            Config { command_quota_mb: MAX_OUTPUT_QUOTA_MB + 1, ..c0 }.validate().unwrap_err().to_string();
+        assert!(e.starts_with("command_quota_mb: 10485761 is not accepted: give MiB from 1 to"), "{e}");
+        let e = toml::from_str::<Config>("command_quota_mb = 1.5").unwrap_err().to_string();
+        assert!(e.contains("command_quota_mb"), "{e}");
     }
 }

@@ -24,39 +24,14 @@ pub const MAX_ENV_BYTES: usize = 512 * 1024;
 /// The longest idempotency key accepted.
 pub const MAX_IDEMPOTENCY_KEY: usize = 128;
 
-/// The most bytes of a refused submission's command kept in the store: it never runs, and a
-/// stream of refusals must not fill the disk.
-pub const MAX_REJECTED_COMMAND_BYTES: usize = 1024;
-
 /// The command as stored: whole for a job that may run, cut to its first
-/// `MAX_REJECTED_COMMAND_BYTES` (on character boundaries, "..." marking the cut) for a refusal.
+/// `store::jobs::CUT_COMMAND_BYTES` for a refusal (it never runs, and a stream of refusals must
+/// not fill the disk).
 fn stored_command(command: &[String], state: JobState) -> Result<String, serde_json::Error> {
     if state != JobState::Rejected {
         return serde_json::to_string(command);
     }
-    let mut left = MAX_REJECTED_COMMAND_BYTES;
-    let mut kept = Vec::new();
-    for a in command {
-        if left == 0 {
-            kept.push("...".to_string());
-            break;
-        }
-        if a.len() <= left {
-            left -= a.len();
-            kept.push(a.clone());
-        } else {
-            let mut cut = left;
-            while !a.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            kept.push(format!("{}...", &a[..cut]));
-            if kept.len() < command.len() {
-                kept.push("...".to_string());
-            }
-            break;
-        }
-    }
-    serde_json::to_string(&kept)
+    serde_json::to_string(&store::jobs::cut_command(command))
 }
 
 fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
@@ -277,13 +252,15 @@ impl Inner {
         let node_names: Vec<String> = nodes.iter().map(|&i| self.node_name(i)).collect();
         let deadline_at = now + spec.deadline();
         let mut state = state;
+        let command = stored_command(&req.command, state)?;
+        let command_len = command.len();
         let id = store::jobs::insert(
             tx,
             &store::jobs::NewJob {
                 user: caller.id,
                 name: req.name.as_deref(),
                 state,
-                command: stored_command(&req.command, state)?,
+                command,
                 estimate: spec.estimate(),
                 procs: spec.procs(),
                 mem_mb: spec.resources.mem_mb as i64,
@@ -322,6 +299,15 @@ impl Inner {
                     reason = Some(e.to_string());
                     let command = stored_command(&req.command, JobState::Rejected)?;
                     store::jobs::reject(tx, id, reason.as_deref(), &command)?;
+                }
+            }
+        }
+        if let Some(quota) = self.command_quota.filter(|_| state == JobState::Pending) {
+            // Only a command a cut would shorten adds to what the user keeps (migration 25).
+            if command_len > store::jobs::CUT_COMMAND_BYTES {
+                let n = store::jobs::hold_commands_to_quota(tx, caller.id, quota, now)?;
+                if n > 0 {
+                    tracing::info!(user = caller.id, jobs = n, "a user's kept commands passed command_quota_mb: the commands of their jobs that ended first were cut to their first KiB");
                 }
             }
         }

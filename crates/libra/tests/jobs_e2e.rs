@@ -542,6 +542,73 @@ fn a_users_kept_output_is_held_to_the_quota_and_no_one_elses_goes() {
     assert!(said.contains("removed this job's output") && said.contains("output_quota_mb"), "{said}");
 }
 
+/// A user who submits long commands (a job script is its text) cannot fill the server's store
+/// for everyone: past `command_quota_mb` the commands of that user's jobs that ended first are
+/// cut to their first KiB (the record and the charge stay, and `libra status` says when), the
+/// store's pages in use grow by about the quota, not by what was sent, the newest command and
+/// every active one stay whole, and another user's commands are untouched.
+#[test]
+fn a_users_kept_commands_are_held_to_the_quota_and_no_one_elses_are_cut() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cl = Cluster::start_configured(30.0, "[server]\ncommand_quota_mb = 1\n");
+    cl.start_node("n1", 1.0);
+    let alice = cl.user("alice", 100);
+    let mallory = cl.user("mallory", 100);
+    let token = token_of(&cl, "mallory");
+    // 240 KiB of command in four arguments (the kernel takes at most 128 KiB in one).
+    let long = |tag: &str| -> Vec<String> {
+        let mut c = vec!["/bin/sh".to_string(), "-c".into(), format!("exit 0 # {tag}")];
+        c.extend((0..4).map(|i| format!("{i}{}", "x".repeat(60 * 1024))));
+        c
+    };
+    let run = |c: &Client, command: Vec<String>| {
+        let req = SubmitRequest::new(JobSpec::simple(1.0, 60.0, Money::from_credits(10)), command);
+        wait_done(c, c.submit(&req).unwrap().id)
+    };
+    let in_use = || -> i64 {
+        let db = rusqlite::Connection::open(&cl.db).unwrap();
+        db.query_row(
+            "SELECT (page_count - freelist_count) * page_size FROM pragma_page_count, pragma_freelist_count, pragma_page_size",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let kept = run(&alice, long("alice"));
+    let before = in_use();
+    let floods: Vec<_> = (0..16).map(|i| run(&mallory, long(&format!("flood {i}")))).collect();
+    let grown = in_use() - before;
+    let sent = 16 * 240 * 1024;
+    eprintln!("the store grew by {grown} bytes for {sent} bytes of commands");
+    assert!(grown < (1 << 20) + 512 * 1024, "the store grew by {grown} bytes for {sent} bytes of commands");
+    // The newest commands are whole (about four fit in a MiB); the first ones were cut, first
+    // ended first, and say when; their record and charge stay.
+    let newest = mallory.job(floods[15].id).unwrap();
+    assert_eq!((newest.command, newest.command_cut), (long("flood 15"), None));
+    for f in &floods[..8] {
+        let j = mallory.job(f.id).unwrap();
+        let stored = serde_json::to_string(&j.command).unwrap().len();
+        assert!(
+            j.command_cut.is_some() && stored <= 1024,
+            "job {}: {stored} bytes, cut {:?}",
+            f.id,
+            j.command_cut
+        );
+        assert_eq!(j.command[..3], long(&format!("flood {}", f.id - floods[0].id))[..3]);
+        assert_eq!(j.command.last().map(String::as_str), Some("..."));
+        assert_eq!((j.state, j.charged), (JobState::Completed, f.charged));
+    }
+    let cut: Vec<bool> = floods.iter().map(|f| mallory.job(f.id).unwrap().command_cut.is_some()).collect();
+    assert!(cut.windows(2).all(|w| w[0] >= w[1]), "not cut first ended first: {cut:?}");
+    // Alice's long command stays whole.
+    let a = alice.job(kept.id).unwrap();
+    assert_eq!((a.command, a.command_cut), (long("alice"), None));
+    let out = libra_in(&cl, &token, &cl.dir, &[], &["status", &floods[0].id.to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("cut to its first KiB") && said.contains("command_quota_mb"), "{said}");
+}
+
 /// A job's command, its output pattern and the reasons quoting them are strings of its owner's
 /// choosing, and an administrator's `libra status` and `libra queue` print them: an escape
 /// sequence in them would retitle that terminal, clear it or rewrite what it shows. They reach

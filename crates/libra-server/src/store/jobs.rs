@@ -293,6 +293,137 @@ pub fn reject(db: &Connection, id: u64, reason: Option<&str>, command: &str) -> 
     Ok(())
 }
 
+/// The most bytes of a command kept, as stored (JSON), when it is cut: a refusal's at once, an
+/// ended job's when its owner passes `command_quota_mb`. (Migration 25 counts the commands
+/// stored longer than this in the same number.)
+pub const CUT_COMMAND_BYTES: usize = 1024;
+
+/// The bytes `c` takes in a JSON string as serde_json writes it.
+fn json_char_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// The bytes `s` takes as a JSON string, its quotes included.
+fn json_len(s: &str) -> usize {
+    2 + s.chars().map(json_char_len).sum::<usize>()
+}
+
+/// `command` as kept when it is cut: whole when it takes at most `CUT_COMMAND_BYTES` as
+/// stored; otherwise its first arguments and the first characters of the one the cut falls in,
+/// "..." ending that one and an argument "..." standing for those dropped after it, in at most
+/// `CUT_COMMAND_BYTES` as stored. So a command is shortened by the cut exactly when it is
+/// stored longer than that (what migration 25 counts).
+pub fn cut_command(command: &[String]) -> Vec<String> {
+    const MARK: &str = "...";
+    let stored = 2 + command.iter().map(|a| json_len(a)).sum::<usize>() + command.len().saturating_sub(1);
+    if stored <= CUT_COMMAND_BYTES {
+        return command.to_vec();
+    }
+    // "[]", then each argument kept with its comma; room is always left for the marker
+    // argument `,"..."` after the last one kept.
+    let mut used = 2;
+    let mut kept = Vec::new();
+    for (i, a) in command.iter().enumerate() {
+        let comma = usize::from(!kept.is_empty());
+        let tail = if i + 1 < command.len() { 1 + json_len(MARK) } else { 0 };
+        if used + comma + json_len(a) + tail <= CUT_COMMAND_BYTES {
+            used += comma + json_len(a);
+            kept.push(a.clone());
+            continue;
+        }
+        // The cut falls in this argument: as many of its first characters as leave room for
+        // its quotes, its "..." and the marker after it.
+        let mut room = CUT_COMMAND_BYTES.saturating_sub(used + comma + json_len(MARK) + tail);
+        let mut end = 0;
+        for (at, c) in a.char_indices() {
+            let n = json_char_len(c);
+            if n > room {
+                break;
+            }
+            room -= n;
+            end = at + c.len_utf8();
+        }
+        if end > 0 {
+            kept.push(format!("{}{MARK}", &a[..end]));
+            if tail > 0 {
+                kept.push(MARK.to_string());
+            }
+        } else {
+            // Not one character of it fits: one marker for it and every argument after it.
+            kept.push(MARK.to_string());
+        }
+        break;
+    }
+    kept
+}
+
+/// The bytes of commands kept whole for `user`'s jobs that a cut would shorten (kept up to
+/// date by the store: migration 25).
+pub fn command_bytes(conn: &Connection, user: i64) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT command_bytes FROM users WHERE id = ?1")?
+        .query_row(params![user], |r| r.get(0))
+        .optional()
+        .map(|b| b.unwrap_or(0))
+}
+
+/// Holds the commands `user`'s jobs keep whole to `quota` bytes: while the user is above it,
+/// the command of their job that ended first (of those whose command a cut would shorten) is
+/// cut to its first KiB (`cut_command`), recorded as cut at `now`. An active job's command
+/// stays whole (a node may still have to start it; a user has at most `max_active_jobs`), so
+/// a user may be above the quota by what their active jobs keep, never by ended ones. Only
+/// this user's jobs are touched. Returns how many commands were cut.
+pub fn hold_commands_to_quota(tx: &Connection, user: i64, quota: i64, now: f64) -> rusqlite::Result<u64> {
+    // At most this many in one call, so that one submission never holds the store for long;
+    // the next goes on.
+    const AT_MOST: u64 = 1_000;
+    let mut cut = 0;
+    while cut < AT_MOST && command_bytes(tx, user)? > quota {
+        // The oldest few at a time (the terms of the partial index `jobs_command_kept_by_user`
+        // as it states them, so that it is used), each cut only while the user is still above.
+        let oldest: Vec<(i64, String)> = tx
+            .prepare_cached(
+                "SELECT id, command FROM jobs WHERE user_id = ?1 AND command_cut IS NULL \
+                 AND end_time IS NOT NULL AND length(CAST(command AS BLOB)) > 1024 \
+                 AND state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','TIMEOUT') \
+                 ORDER BY end_time, id LIMIT 16",
+            )?
+            .query_map(params![user], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        if oldest.is_empty() {
+            break;
+        }
+        for (job, command) in oldest {
+            if command_bytes(tx, user)? <= quota {
+                break;
+            }
+            let whole: Vec<String> = serde_json::from_str(&command).unwrap_or_default();
+            let kept = serde_json::to_string(&cut_command(&whole)).unwrap_or_else(|_| "[]".into());
+            tx.prepare_cached("UPDATE jobs SET command = ?2, command_cut = ?3 WHERE id = ?1")?
+                .execute(params![job, kept, now])?;
+            cut += 1;
+        }
+    }
+    Ok(cut)
+}
+
+/// The users whose kept count of commands (`command_bytes`, migration 25) differs from their
+/// jobs' commands counted one by one: (user, kept, counted). Empty in a consistent store (the
+/// crash tests check it).
+pub fn command_bytes_disagreeing(db: &Connection) -> rusqlite::Result<Vec<(i64, i64, i64)>> {
+    let mut st = db.prepare(
+        "SELECT id, command_bytes, COALESCE((SELECT SUM(length(CAST(j.command AS BLOB))) FROM jobs j \
+           WHERE j.user_id = users.id AND j.command_cut IS NULL AND j.state != 'REJECTED' \
+           AND length(CAST(j.command AS BLOB)) > 1024), 0) AS counted \
+         FROM users WHERE command_bytes IS NOT counted",
+    )?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    rows.collect()
+}
+
 /// Queued jobs (space-shared policies: no nodes yet, not waiting on dependencies), oldest
 /// first, with their budgets and memory.
 pub fn queued(db: &Connection) -> rusqlite::Result<Vec<(libra_core::policy::Queued, Money, u64)>> {
@@ -361,4 +492,201 @@ pub fn refused_by_executor(db: &Connection, id: u64, error: &str, now: f64) -> r
         "UPDATE job_nodes SET seen = 1, done = 1, failed = 1, error = ?2, end_time = ?3 WHERE job = ?1 AND done = 0",
         params![id as i64, error, now],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_command_keeps_its_first_kib_on_character_boundaries() {
+        let short = vec!["sh".to_string(), "-c".into(), "echo hi".into()];
+        assert_eq!(cut_command(&short), short);
+        // 'é' is two bytes: the cut never falls inside one.
+        let long = vec!["sh".to_string(), "-c".into(), "x".into(), "é".repeat(600), "more".into()];
+        let cut = cut_command(&long);
+        assert_eq!(cut.len(), 5, "{cut:?}");
+        assert!(cut[3].ends_with("é...") && cut[3].starts_with("éé"), "{cut:?}");
+        assert_eq!(cut[4], "...");
+        assert!(serde_json::to_string(&cut).unwrap().len() <= CUT_COMMAND_BYTES);
+        // Escapes count as stored: 2000 newlines take 4000 bytes.
+        let cut = cut_command(&["\n".repeat(2000)]);
+        assert_eq!(serde_json::to_string(&cut).unwrap().len(), CUT_COMMAND_BYTES - 1, "{cut:?}");
+    }
+
+    proptest::proptest! {
+        /// A cut command is the command whole when it is stored in at most a KiB, and otherwise
+        /// its first arguments and characters with the markers, stored in at most a KiB; so the
+        /// cut shortens exactly the commands stored longer (what the store counts).
+        #[test]
+        fn a_cut_command_is_stored_in_at_most_a_kib(
+            command in proptest::collection::vec("(\\PC|[\\x00-\\x1f\"\\\\]){0,400}", 0..12)
+        ) {
+            let stored = serde_json::to_string(&command).unwrap();
+            let cut = cut_command(&command);
+            let kept = serde_json::to_string(&cut).unwrap();
+            proptest::prop_assert!(kept.len() <= CUT_COMMAND_BYTES.max(stored.len()));
+            if stored.len() <= CUT_COMMAND_BYTES {
+                proptest::prop_assert_eq!(&cut, &command);
+            } else {
+                proptest::prop_assert!(kept.len() < stored.len());
+                // What is kept is the command's beginning.
+                for (k, a) in cut.iter().zip(&command) {
+                    if k != a {
+                        let k = k.strip_suffix("...").unwrap_or("");
+                        proptest::prop_assert!(a.starts_with(k));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_quota_finds_the_oldest_ended_jobs_by_their_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = super::super::open(&dir.path().join("s.db"), false).unwrap();
+        let plan: Vec<String> = db
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT id, command FROM jobs WHERE user_id = ?1 AND command_cut IS NULL \
+                 AND end_time IS NOT NULL AND length(CAST(command AS BLOB)) > 1024 \
+                 AND state IN ('COMPLETED','FAILED','CANCELLED','DEADLINE','TIMEOUT') \
+                 ORDER BY end_time, id LIMIT 16",
+            )
+            .unwrap()
+            .query_map([1], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(plan.iter().any(|p| p.contains("jobs_command_kept_by_user")), "{plan:?}");
+        assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Change {
+        Submit { user: usize, len: usize, wide: bool, refused: bool },
+        Reject { job: usize },
+        End { job: usize, at: u16, state: usize },
+        Quota { user: usize, quota: u32 },
+    }
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => (0..2usize, 0..6000usize, any::<bool>(), proptest::bool::weighted(0.15))
+                .prop_map(|(user, len, wide, refused)| Change::Submit { user, len, wide, refused }),
+            1 => (0..60usize).prop_map(|job| Change::Reject { job }),
+            3 => (0..60usize, 0..100u16, 0..5usize).prop_map(|(job, at, state)| Change::End { job, at, state }),
+            2 => (0..2usize, 0..12_000u32).prop_map(|(user, quota)| Change::Quota { user, quota }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// What the store counts as each user's kept commands is, after any sequence of
+        /// submissions (refused or not), refusals after the fact, ends and holds, the bytes of
+        /// their commands a cut would shorten; held to a quota, a user keeps no more than the
+        /// quota unless only active jobs' commands are left to cut, the commands cut are those
+        /// that ended first and each keeps at most its first KiB, and no active job's command
+        /// and no other user's is touched.
+        #[test]
+        fn command_bytes_is_what_is_kept_and_the_quota_cuts_the_oldest(changes in proptest::collection::vec(change(), 1..80)) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = super::super::open(&dir.path().join("s.db"), false).unwrap();
+            db.execute_batch("INSERT INTO users (id, name, pw_hash) VALUES (1, 'a', 'x'), (2, 'b', 'x')").unwrap();
+            let commands = |db: &Connection| -> Vec<(i64, i64, String, bool, Option<f64>)> {
+                db.prepare("SELECT id, user_id, command, state IN ('PENDING','RUNNING'), end_time FROM jobs ORDER BY id")
+                    .unwrap()
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap()
+            };
+            let mut jobs = 0usize;
+            let mut calls = 0u32;
+            for c in changes {
+                match c {
+                    Change::Submit { user, len, wide, refused } => {
+                        let arg = if wide { "é".repeat(len / 2) } else { "x".repeat(len) };
+                        let whole = vec!["sh".to_string(), "-c".into(), arg];
+                        let (state, command) = if refused {
+                            (JobState::Rejected, cut_command(&whole))
+                        } else {
+                            (JobState::Pending, whole)
+                        };
+                        db.execute(
+                            "INSERT INTO jobs (user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                             submit_time, deadline_at) VALUES (?1, ?2, ?3, 1, 1, 0, 1, 0, 0, 1)",
+                            params![user as i64 + 1, state.as_str(), serde_json::to_string(&command).unwrap()],
+                        )
+                        .unwrap();
+                        jobs += 1;
+                    }
+                    Change::Reject { job } => {
+                        if job < jobs {
+                            let id = job as i64 + 1;
+                            let whole: String = db.query_row("SELECT command FROM jobs WHERE id = ?1", [id], |r| r.get(0)).unwrap();
+                            let whole: Vec<String> = serde_json::from_str(&whole).unwrap();
+                            let pending: bool = db.query_row("SELECT state = 'PENDING' FROM jobs WHERE id = ?1", [id], |r| r.get(0)).unwrap();
+                            if pending {
+                                reject(&db, id as u64, Some("test"), &serde_json::to_string(&cut_command(&whole)).unwrap()).unwrap();
+                            }
+                        }
+                    }
+                    Change::End { job, at, state } => {
+                        let state = ["COMPLETED", "FAILED", "CANCELLED", "DEADLINE", "TIMEOUT"][state];
+                        db.execute(
+                            "UPDATE jobs SET state = ?3, end_time = ?2 WHERE id = ?1 AND state = 'PENDING'",
+                            params![job as i64 + 1, f64::from(at), state],
+                        )
+                        .unwrap();
+                    }
+                    Change::Quota { user, quota } => {
+                        let user = user as i64 + 1;
+                        let before = commands(&db);
+                        calls += 1;
+                        let now = 5000.0 + f64::from(calls);
+                        let n = hold_commands_to_quota(&db, user, i64::from(quota), now).unwrap();
+                        let after = commands(&db);
+                        let mut cut = 0;
+                        for (b, a) in before.iter().zip(&after) {
+                            if b.2 != a.2 {
+                                cut += 1;
+                                // Only this user's ended jobs, each to its first KiB.
+                                proptest::prop_assert_eq!(a.1, user);
+                                proptest::prop_assert!(!a.3 && a.4.is_some());
+                                let whole: Vec<String> = serde_json::from_str(&b.2).unwrap();
+                                proptest::prop_assert_eq!(&a.2, &serde_json::to_string(&cut_command(&whole)).unwrap());
+                            }
+                        }
+                        proptest::prop_assert_eq!(cut, n);
+                        // Left whole and cuttable: none, or the user is within the quota; and
+                        // none of those ended before one that this call cut.
+                        let left: Vec<(f64, i64)> = db
+                            .prepare(
+                                "SELECT end_time, id FROM jobs WHERE user_id = ?1 AND command_cut IS NULL AND end_time IS NOT NULL \
+                                 AND length(CAST(command AS BLOB)) > 1024 AND state != 'REJECTED'",
+                            )
+                            .unwrap()
+                            .query_map([user], |r| Ok((r.get(0)?, r.get(1)?)))
+                            .unwrap()
+                            .collect::<Result<_, _>>()
+                            .unwrap();
+                        proptest::prop_assert!(command_bytes(&db, user).unwrap() <= i64::from(quota) || left.is_empty());
+                        let newest_cut: Option<(f64, i64)> = db
+                            .query_row(
+                                "SELECT end_time, id FROM jobs WHERE user_id = ?1 AND command_cut = ?2 ORDER BY end_time DESC, id DESC LIMIT 1",
+                                params![user, now],
+                                |r| Ok((r.get(0)?, r.get(1)?)),
+                            )
+                            .optional()
+                            .unwrap();
+                        if let Some(newest) = newest_cut {
+                            proptest::prop_assert!(left.iter().all(|l| l.0 > newest.0 || (l.0 == newest.0 && l.1 > newest.1)));
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(command_bytes_disagreeing(&db).unwrap(), vec![]);
+            }
+        }
+    }
 }

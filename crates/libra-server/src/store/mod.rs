@@ -414,6 +414,41 @@ const MIGRATIONS: &[&str] = &[
                 time
          FROM credit_requests;
      DROP TABLE credit_requests;",
+    // 25: a quota on the commands the server keeps whole per user (`command_quota_mb`): a job's
+    // command (a job script is its text, up to 256 KiB) is kept whole while it may run, and an
+    // ended job's may be cut to its first KiB (`jobs::cut_command`) when its owner keeps more
+    // than the quota, those that ended first going first. Each user's kept bytes of commands a
+    // cut would shorten (past 1024 bytes, not cut, not a refusal's: a refusal keeps its first KiB
+    // at once) are kept up to date by the store itself, the jobs whose command may be cut are
+    // indexed by owner and end, and when a command was cut is recorded. The 1024 here is
+    // `jobs::CUT_COMMAND_BYTES`.
+    "ALTER TABLE jobs ADD COLUMN command_cut REAL;
+     ALTER TABLE users ADD COLUMN command_bytes INTEGER NOT NULL DEFAULT 0;
+     UPDATE users SET command_bytes = COALESCE((SELECT SUM(length(CAST(j.command AS BLOB))) FROM jobs j
+       WHERE j.user_id = users.id AND j.state != 'REJECTED' AND length(CAST(j.command AS BLOB)) > 1024), 0);
+     CREATE TRIGGER jobs_command_bytes_insert AFTER INSERT ON jobs
+     WHEN NEW.command_cut IS NULL AND NEW.state != 'REJECTED' AND length(CAST(NEW.command AS BLOB)) > 1024
+     BEGIN
+       UPDATE users SET command_bytes = command_bytes + length(CAST(NEW.command AS BLOB)) WHERE id = NEW.user_id;
+     END;
+     CREATE TRIGGER jobs_command_bytes_update AFTER UPDATE OF command, command_cut, state, user_id ON jobs
+     WHEN OLD.command IS NOT NEW.command OR OLD.command_cut IS NOT NEW.command_cut
+       OR (OLD.state = 'REJECTED') IS NOT (NEW.state = 'REJECTED') OR OLD.user_id IS NOT NEW.user_id
+     BEGIN
+       UPDATE users SET command_bytes = command_bytes - length(CAST(OLD.command AS BLOB))
+         WHERE id = OLD.user_id AND OLD.command_cut IS NULL AND OLD.state != 'REJECTED'
+           AND length(CAST(OLD.command AS BLOB)) > 1024;
+       UPDATE users SET command_bytes = command_bytes + length(CAST(NEW.command AS BLOB))
+         WHERE id = NEW.user_id AND NEW.command_cut IS NULL AND NEW.state != 'REJECTED'
+           AND length(CAST(NEW.command AS BLOB)) > 1024;
+     END;
+     CREATE TRIGGER jobs_command_bytes_delete AFTER DELETE ON jobs
+     WHEN OLD.command_cut IS NULL AND OLD.state != 'REJECTED' AND length(CAST(OLD.command AS BLOB)) > 1024
+     BEGIN
+       UPDATE users SET command_bytes = command_bytes - length(CAST(OLD.command AS BLOB)) WHERE id = OLD.user_id;
+     END;
+     CREATE INDEX jobs_command_kept_by_user ON jobs(user_id, end_time)
+       WHERE command_cut IS NULL AND end_time IS NOT NULL AND length(CAST(command AS BLOB)) > 1024;",
 ];
 
 /// The schema version this build writes.
@@ -648,7 +683,8 @@ pub const JOB_COLUMNS: &str =
      j.cpus_per_task, j.workdir, j.stdout_pattern, j.stderr_pattern, j.time_limit, j.settlement, \
      j.array_id, j.array_task, j.dependency, j.waiting, \
      COALESCE((SELECT p.name FROM projects p WHERE p.id = j.project_id), u.name), j.slurm_id, \
-     (SELECT COUNT(*) FROM job_nodes n WHERE n.job = j.id AND n.seen = 1 AND n.lost = 0 AND n.end_time IS NULL)";
+     (SELECT COUNT(*) FROM job_nodes n WHERE n.job = j.id AND n.seen = 1 AND n.lost = 0 AND n.end_time IS NULL), \
+     j.command_cut";
 
 pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
     let state: String = r.get(3)?;
@@ -693,6 +729,7 @@ pub fn job_from_row(r: &Row) -> rusqlite::Result<JobInfo> {
         account: r.get(31)?,
         slurm_job_id: r.get::<_, Option<i64>>(32)?.map(|t| t as u64),
         parts_running: r.get::<_, i64>(33)?.clamp(0, i64::from(u32::MAX)) as u32,
+        command_cut: r.get(34)?,
     })
 }
 
@@ -998,8 +1035,8 @@ mod tests {
                 .unwrap();
             }
             db.execute_batch(
-                "DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE IF EXISTS credit_requests; \
-                 DROP TABLE account_requests; PRAGMA user_version = 19;",
+                &format!("DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE IF EXISTS credit_requests; \
+                 DROP TABLE account_requests; {UNDO_STEP_25} PRAGMA user_version = 19;"),
             )
             .unwrap();
         }
@@ -1015,6 +1052,57 @@ mod tests {
             .exists([])
             .unwrap();
         assert!(indexed);
+    }
+
+    /// Step 25 undone, for a test that makes a store of an earlier version.
+    const UNDO_STEP_25: &str =
+        "DROP TRIGGER jobs_command_bytes_insert; DROP TRIGGER jobs_command_bytes_update; \
+         DROP TRIGGER jobs_command_bytes_delete; DROP INDEX jobs_command_kept_by_user; \
+         ALTER TABLE jobs DROP COLUMN command_cut; ALTER TABLE users DROP COLUMN command_bytes;";
+
+    /// Step 25: a store written before commands were counted counts each user's commands
+    /// longer than a KiB as stored (a refusal's not), and the quota then cuts them.
+    #[test]
+    fn commands_of_a_store_before_step_25_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.db");
+        let long = |n: usize| serde_json::to_string(&["sh".to_string(), "-c".into(), "x".repeat(n)]).unwrap();
+        {
+            let db = open(&p, false).unwrap();
+            db.execute_batch(&format!("{UNDO_STEP_25} PRAGMA user_version = 24;")).unwrap();
+            db.execute_batch(
+                "INSERT INTO users (id, name, pw_hash) VALUES (1, 'a', 'x'), (2, 'b', 'x'), (3, 'c', 'x')",
+            )
+            .unwrap();
+            for (user, state, command, end) in [
+                (1, "COMPLETED", long(5000), Some(10.0)),
+                (1, "RUNNING", long(3000), None),
+                (1, "COMPLETED", long(100), Some(5.0)),
+                (2, "REJECTED", long(1500), None),
+                (2, "FAILED", long(2000), Some(1.0)),
+            ] {
+                db.execute(
+                    "INSERT INTO jobs (user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                     submit_time, deadline_at, end_time) VALUES (?1, ?2, ?3, 1, 1, 0, 100, 0, 0, 100, ?4)",
+                    params![user, state, command, end],
+                )
+                .unwrap();
+            }
+        }
+        let db = open(&p, false).unwrap();
+        let bytes = |u: i64| jobs::command_bytes(&db, u).unwrap();
+        assert_eq!(
+            (bytes(1), bytes(2), bytes(3)),
+            ((long(5000).len() + long(3000).len()) as i64, long(2000).len() as i64, 0)
+        );
+        assert_eq!(jobs::command_bytes_disagreeing(&db).unwrap(), vec![]);
+        // Held to 4 KiB, user 1's ended job is cut; the running one stays whole.
+        assert_eq!(jobs::hold_commands_to_quota(&db, 1, 4096, 20.0).unwrap(), 1);
+        assert_eq!(bytes(1), long(3000).len() as i64);
+        let cut: Option<f64> =
+            db.query_row("SELECT command_cut FROM jobs WHERE id = 1", [], |r| r.get(0)).unwrap();
+        assert_eq!(cut, Some(20.0));
+        assert_eq!(jobs::command_bytes_disagreeing(&db).unwrap(), vec![]);
     }
 
     /// Old jobs' output goes a batch at a time, oldest end first, and only the output: the
@@ -1038,14 +1126,14 @@ mod tests {
         {
             let db = open(&p, false).unwrap();
             db.execute_batch(
-                "INSERT INTO users (id, name, pw_hash) VALUES (1, 'alice', 'x'), (2, 'bob', 'x');
+                &format!("INSERT INTO users (id, name, pw_hash) VALUES (1, 'alice', 'x'), (2, 'bob', 'x');
                  DROP TABLE account_requests;
                  CREATE TABLE credit_requests (caller INTEGER NOT NULL, key TEXT NOT NULL, user_id INTEGER NOT NULL,
                      amount INTEGER NOT NULL, time REAL NOT NULL, PRIMARY KEY (caller, key));
                  CREATE TABLE account_requests (caller INTEGER NOT NULL, key TEXT NOT NULL, what TEXT NOT NULL,
                      time REAL NOT NULL, PRIMARY KEY (caller, key));
                  INSERT INTO account_requests VALUES (1, 'both', 'a deposit of 1.00 to account physics', 5);
-                 PRAGMA user_version = 23;",
+                 {UNDO_STEP_25} PRAGMA user_version = 23;"),
             )
             .unwrap();
             for (caller, key, user, amount) in credits {
@@ -1172,10 +1260,10 @@ mod tests {
         // A store from before step 17 (version 16) holding an ended job's environment loses it
         // on upgrade. Later steps are undone too, as they will be applied again.
         db.execute_batch(
-            "DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
+            &format!("DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
              ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; DROP INDEX job_nodes_unended; \
              ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE IF EXISTS credit_requests; DROP TABLE account_requests; \
-             PRAGMA user_version = 16;",
+             {UNDO_STEP_25} PRAGMA user_version = 16;"),
         )
         .unwrap();
         insert(&db, 6, "FAILED");

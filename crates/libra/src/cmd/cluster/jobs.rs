@@ -149,7 +149,16 @@ impl Render for JobInfo {
                 },
             ),
             ("dependencies", libra_core::dependency::format_list(&j.dependencies)),
-            ("command", j.command.join(" ").chars().take(120).collect()),
+            ("command", {
+                let shown: String = j.command.join(" ").chars().take(120).collect();
+                match j.command_cut {
+                    Some(at) => format!(
+                        "{shown} (cut to its first KiB on {}: your ended jobs kept more than the server's command_quota_mb of commands)",
+                        fmt_time(at)
+                    ),
+                    None => shown,
+                }
+            }),
             ("nodes", j.nodes.join(",")),
             ("slurm job", j.slurm_job_id.map(|s| s.to_string()).unwrap_or_default()),
             ("share", format!("{:.3} CPU", j.share)),

@@ -20,8 +20,8 @@ pub struct ServerArgs {
     /// Configuration file (TOML): the [server] table of the site's file (see CONFIGURATION.md;
     /// a file without tables is read as the server's settings). Every setting in it can be
     /// overridden by the flags below. SIGHUP reads it again: pricing, policy, placement,
-    /// node_timeout, log_level, audit_keep_days, output_keep_days and output_quota_mb apply at
-    /// once; other changes are logged as needing a restart.
+    /// node_timeout, log_level, audit_keep_days, output_keep_days, output_quota_mb and
+    /// command_quota_mb apply at once; other changes are logged as needing a restart.
     #[arg(long, env = "LIBRA_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1:7878). Another address without TLS is warned
@@ -140,6 +140,11 @@ pub struct ServerArgs {
     /// of the user's jobs that ended first is removed first; running jobs' output stays.
     #[arg(long, value_name = "MIB")]
     pub output_quota_mb: Option<u64>,
+    /// MiB of commands (a job script is its text) the server keeps whole per user (default
+    /// 256; 0: no quota): past it, the commands of the user's jobs that ended first are cut to
+    /// their first KiB; an active job's stays whole.
+    #[arg(long, value_name = "MIB")]
+    pub command_quota_mb: Option<u64>,
     /// The most connections the server keeps open in all (default: its open-file limit less
     /// 256); past it, new connections are closed as they are taken.
     #[arg(long, value_name = "N")]
@@ -292,6 +297,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.output_quota_mb {
         c.output_quota_mb = v;
         src.flag("output_quota_mb", "output-quota-mb", None);
+    }
+    if let Some(v) = a.command_quota_mb {
+        c.command_quota_mb = v;
+        src.flag("command_quota_mb", "command-quota-mb", None);
     }
     if let Some(v) = a.max_connections {
         c.max_connections = Some(v);

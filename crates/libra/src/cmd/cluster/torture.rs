@@ -260,7 +260,8 @@ fn processes_under(dir: &Path) -> Vec<i32> {
 }
 
 /// SQLite's own check of the database file, as found after a crash, and the store's kept
-/// counts (each user's active jobs, each job's open parts) against what they count.
+/// counts (each user's active jobs and kept command bytes, each job's open parts) against what
+/// they count.
 fn integrity(db: &Path) -> Result<String> {
     let c = Connection::open(db)?;
     c.busy_timeout(Duration::from_secs(10))?;
@@ -271,6 +272,10 @@ fn integrity(db: &Path) -> Result<String> {
     let off = libra_server::store::jobs::active_counts_disagreeing(&c)?;
     if let Some((user, kept, counted)) = off.first() {
         return Ok(format!("user {user}'s kept count of active jobs is {kept}, its jobs count {counted}"));
+    }
+    let commands = libra_server::store::jobs::command_bytes_disagreeing(&c)?;
+    if let Some((user, kept, counted)) = commands.first() {
+        return Ok(format!("user {user}'s kept count of command bytes is {kept}, its jobs count {counted}"));
     }
     let open = libra_server::store::jobs::open_parts_disagreeing(&c)?;
     Ok(match open.first() {
