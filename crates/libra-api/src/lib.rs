@@ -26,3 +26,9 @@ pub use clock::unix_now;
 pub use queue::*;
 pub use sweep::*;
 pub use types::*;
+
+/// The longest argument, or environment entry (`NAME=value`), a job's program can be given:
+/// Linux's `MAX_ARG_STRLEN` (32 pages of 4 KiB) less its terminating NUL. `execve` fails with
+/// E2BIG past it, so the server refuses such a submission (naming the argument) rather than
+/// let it fail on its node, and `libra submit` says so of a job script (its text is one).
+pub const MAX_ARG_BYTES: usize = 32 * 4096 - 1;

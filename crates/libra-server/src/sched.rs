@@ -49,6 +49,15 @@ fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
     if req.command.iter().any(|a| a.contains('\0')) {
         return Err(ApiError::BadRequest("command: arguments may not contain NUL bytes".into()));
     }
+    if let Some((i, a)) = req.command.iter().enumerate().find(|(_, a)| a.len() > libra_api::MAX_ARG_BYTES) {
+        return Err(ApiError::BadRequest(format!(
+            "command: argument {i} ('{}...') is {} bytes; a program is given at most {} bytes in one argument \
+             (Linux's MAX_ARG_STRLEN), so it could not start: split it, or put the long part in a file it reads",
+            a.chars().take(24).collect::<String>().escape_debug(),
+            a.len(),
+            libra_api::MAX_ARG_BYTES
+        )));
+    }
     let total: usize = req.command.iter().map(String::len).sum();
     if total > MAX_COMMAND_BYTES {
         return Err(ApiError::BadRequest(format!(
@@ -92,6 +101,16 @@ fn check_request(req: &SubmitRequest) -> Result<(), ApiError> {
         }
         if env.values().any(|v| v.contains('\0')) {
             return Err(ApiError::BadRequest("env: values may not contain NUL bytes".into()));
+        }
+        if let Some(k) =
+            env.iter().find(|(k, v)| k.len() + 1 + v.len() > libra_api::MAX_ARG_BYTES).map(|(k, _)| k)
+        {
+            return Err(ApiError::BadRequest(format!(
+                "env: {k} is {} bytes with its name; a program is given at most {} bytes in one variable \
+                 (Linux's MAX_ARG_STRLEN), so it could not start: leave it out (--export names the ones to send)",
+                k.len() + 1 + env[k].len(),
+                libra_api::MAX_ARG_BYTES
+            )));
         }
     }
     if let Some(t) = req.time_limit {

@@ -176,6 +176,21 @@ fn oversized_submissions_are_refused_without_growing_the_store_and_refusals_are_
     let long = SubmitRequest { name: Some("x".repeat(300_000)), ..job(1.0) };
     let (code, msg) = refused(eve.submit(&long).unwrap_err());
     assert!(code == 400 && msg.starts_with("name") && msg.contains("256"), "{code} {msg}");
+    // An argument, or a variable, longer than a program can be given (it could never start):
+    // 400 naming it and the limit.
+    let arg = SubmitRequest::new(job(1.0).spec, vec!["sh".into(), "x".repeat(libra_api::MAX_ARG_BYTES + 1)]);
+    let (code, msg) = refused(eve.submit(&arg).unwrap_err());
+    assert!(
+        code == 400 && msg.starts_with("command: argument 1 ('xxx") && msg.contains("131071"),
+        "{code} {msg}"
+    );
+    let mut var = job(1.0);
+    var.env = Some([("BIG".to_string(), "y".repeat(libra_api::MAX_ARG_BYTES))].into());
+    let (code, msg) = refused(eve.submit(&var).unwrap_err());
+    assert!(
+        code == 400 && msg.starts_with("env: BIG is 131075 bytes") && msg.contains("131071"),
+        "{code} {msg}"
+    );
     let jobs: i64 = s.db().query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0)).unwrap();
     assert_eq!(jobs, 1);
     let grown = store_bytes(&s).saturating_sub(size);
@@ -183,7 +198,7 @@ fn oversized_submissions_are_refused_without_growing_the_store_and_refusals_are_
     // A refusal by the policy (the budget is too small) is kept, its command cut short.
     let poor = SubmitRequest::new(
         JobSpec::simple(100.0, 3600.0, Money(1)),
-        vec!["echo".into(), "y".repeat(200_000)],
+        vec!["echo".into(), "y".repeat(100_000), "y".repeat(100_000)],
     );
     let j = eve.submit(&poor).unwrap();
     assert_eq!(j.state, JobState::Rejected);

@@ -542,6 +542,36 @@ fn a_users_kept_output_is_held_to_the_quota_and_no_one_elses_goes() {
     assert!(said.contains("removed this job's output") && said.contains("output_quota_mb"), "{said}");
 }
 
+/// The longest argument a program can be given (Linux's MAX_ARG_STRLEN less its NUL) reaches
+/// the job's program on a real node; one byte more is refused at submission, naming the argument,
+/// rather than accepted to fail on the node (execve's E2BIG).
+#[test]
+fn the_longest_argument_a_program_takes_runs_and_a_longer_one_is_refused_at_submission() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let cl = Cluster::start(1, 1.0, 30.0);
+    let alice = cl.user("alice", 100);
+    let with = |n: usize| {
+        SubmitRequest::new(
+            JobSpec::simple(1.0, 60.0, Money::from_credits(10)),
+            vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "printf %s \"$1\" | wc -c".into(),
+                "sh".into(),
+                "x".repeat(n),
+            ],
+        )
+    };
+    let j = wait_done(&alice, alice.submit(&with(libra_api::MAX_ARG_BYTES)).unwrap().id);
+    assert_eq!(j.state, JobState::Completed, "{j:?}");
+    assert_eq!(alice.output(j.id).unwrap().stdout.trim(), libra_api::MAX_ARG_BYTES.to_string());
+    let e = match alice.submit(&with(libra_api::MAX_ARG_BYTES + 1)) {
+        Ok(j) => panic!("accepted as job {}, to fail on its node", j.id),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("argument 4") && e.contains("131071"), "{e}");
+}
+
 /// A user who submits long commands (a job script is its text) cannot fill the server's store
 /// for everyone: past `command_quota_mb` the commands of that user's jobs that ended first are
 /// cut to their first KiB (the record and the charge stay, and `libra status` says when), the
@@ -612,7 +642,8 @@ fn a_users_kept_commands_are_held_to_the_quota_and_no_one_elses_are_cut() {
 /// A job's command, its output pattern and the reasons quoting them are strings of its owner's
 /// choosing, and an administrator's `libra status` and `libra queue` print them: an escape
 /// sequence in them would retitle that terminal, clear it or rewrite what it shows. They reach
-/// it as visible escapes; `--json` and the job's own output are as they were.
+/// it as visible escapes, and so does the job's output on the administrator's terminal;
+/// `--json`, `--raw`, the output through a pipe and on its owner's terminal are as they were.
 #[test]
 fn a_commands_escape_sequences_reach_an_administrators_terminal_as_text() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
@@ -649,5 +680,26 @@ fn a_commands_escape_sequences_reach_an_administrators_terminal_as_text() {
         let (_, out, _) = libra_run(&cl, &admin, &["output", &id.to_string()]);
         (out == "out\u{1b}[0m\n").then_some(())
     });
+    // On a terminal (util-linux's `script` makes one), the administrator sees that output as
+    // text; with `--raw`, and its owner, the bytes.
+    let on_terminal = |token: &str, args: &str| -> String {
+        let out = Command::new("script")
+            .args(["-q", "-e", "-c", &format!("'{}' {args}", exe().display()), "/dev/null"])
+            .current_dir(&cl.dir)
+            .env("LIBRA_SERVER", &cl.url)
+            .env("LIBRA_TOKEN", token)
+            .env("LIBRA_CONFIG_DIR", cl.dir.join("config"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shown = on_terminal(&admin, &format!("output {id}"));
+    assert!(shown.contains("out\\u{1b}[0m") && !shown.contains('\u{1b}'), "{shown:?}");
+    let raw = on_terminal(&admin, &format!("output --raw {id}"));
+    assert!(raw.contains("out\u{1b}[0m"), "{raw:?}");
+    let own = on_terminal(&token_of(&cl, "mallory"), &format!("output {id}"));
+    assert!(own.contains("out\u{1b}[0m"), "{own:?}");
     mallory.cancel(id).unwrap();
 }

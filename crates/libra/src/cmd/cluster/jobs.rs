@@ -61,6 +61,13 @@ pub struct OutputArgs {
     /// Keep printing output as it arrives until the job ends (like tail -f).
     #[arg(long, short = 'f')]
     pub follow: bool,
+    /// Print another user's job's output byte for byte on a terminal too. By default, where
+    /// standard output is a terminal, the output of a job that is not yours shows its control
+    /// characters as escapes (`\u{1b}`), as `libra status` shows commands: a stranger's job
+    /// could otherwise retitle, rewrite or query an administrator's terminal. Your own jobs'
+    /// output, and any output sent to a file or a pipe, is printed byte for byte either way.
+    #[arg(long)]
+    pub raw: bool,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -482,6 +489,9 @@ struct JobOutput<'a> {
     o: &'a libra_api::JobOutput,
     #[serde(skip)]
     stderr: bool,
+    /// Shown with control characters as escapes (`Text::shown`), not byte for byte.
+    #[serde(skip)]
+    escaped: bool,
 }
 
 impl Render for JobOutput<'_> {
@@ -494,11 +504,12 @@ impl Render for JobOutput<'_> {
                 &p.stdout
             }
         }
+        let start = if self.escaped { Text::new() } else { Text::verbatim("") };
         let with_text = o.parts.iter().filter(|p| !text(p, stderr).is_empty()).count();
         if o.parts.is_empty() || with_text == 0 {
-            return Text::verbatim(if stderr { &o.stderr } else { &o.stdout });
+            return start.raw(if stderr { &o.stderr } else { &o.stdout });
         }
-        o.parts.iter().fold(Text::verbatim(""), |t, p| {
+        o.parts.iter().fold(start, |t, p| {
             let t = if with_text > 1 { t.line(format!("== rank {} on {} ==", p.rank, p.node)) } else { t };
             t.raw(text(p, stderr))
         })
@@ -506,15 +517,22 @@ impl Render for JobOutput<'_> {
 }
 
 pub fn output(a: OutputArgs) -> Result<()> {
+    use std::io::IsTerminal;
     let c = a.conn.client()?;
-    let id = match target(&c, &a.job)? {
-        Target::Job(j) => j.id,
+    let job = match target(&c, &a.job)? {
+        Target::Job(j) => j,
         Target::Array(id) => {
             bail!("job id: {id} is an array; give one of its tasks ({id}_TASK), as `libra status {id}` lists them")
         }
     };
+    let id = job.id;
+    // A stranger's bytes reach this terminal only as text (`--raw` says otherwise). Whose the
+    // caller is costs a request, asked only then; not knowing counts as a stranger's.
+    let escaped = !a.raw
+        && std::io::stdout().is_terminal()
+        && c.balance().ok().map(|b| b.user).as_deref() != Some(job.user.as_str());
     let o = c.output(id)?;
-    let sofar = JobOutput { o: &o, stderr: a.stderr };
+    let sofar = JobOutput { o: &o, stderr: a.stderr, escaped };
     if a.conn.json && !a.follow {
         return emit(&sofar, true);
     }
@@ -534,7 +552,14 @@ pub fn output(a: OutputArgs) -> Result<()> {
     }
     // --follow streams text (what arrives later is text too), --json or not.
     emit(&sofar, false)?;
-    let text = |p: &libra_api::OutputPart| if a.stderr { p.stderr.clone() } else { p.stdout.clone() };
+    let text = |p: &libra_api::OutputPart| {
+        let t = if a.stderr { &p.stderr } else { &p.stdout };
+        if escaped {
+            Text::new().raw(t).shown().into_owned()
+        } else {
+            t.clone()
+        }
+    };
     if !a.follow {
         if o.state.is_active() {
             eprintln!("(job {} is {}: this is its output so far; --follow waits for more)", o.id, o.state);

@@ -320,6 +320,16 @@ pub(crate) fn script_command(
     args: &[String],
     instead: impl Fn(&str) -> String,
 ) -> Result<Vec<String>> {
+    if text.len() > libra_api::MAX_ARG_BYTES {
+        bail!(
+            "{}: {} bytes; a job script goes to its shell as one argument, and a program is given at \
+             most {} bytes in one (Linux's MAX_ARG_STRLEN): move the long part (data, a here-document) \
+             into a file the script reads",
+            path.display(),
+            text.len(),
+            libra_api::MAX_ARG_BYTES
+        );
+    }
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let (prog, flags): (String, Vec<String>) = match text.lines().next().and_then(|l| l.strip_prefix("#!")) {
         None => ("sh".into(), Vec::new()),
@@ -874,6 +884,13 @@ mod tests {
             build_request(o.clone(), vec![bin.display().to_string()], false, 0.0).unwrap_err()
         );
         assert!(e.contains("give it after `--`") && e.contains("valid UTF-8"), "{e}");
+        // Its text is one argument to its shell: one the kernel would refuse is named here, and
+        // the longest it takes goes.
+        let long = script("long.sh", &format!("#!/bin/sh\n# {}\n", "x".repeat(libra_api::MAX_ARG_BYTES)));
+        let e = build_request(o.clone(), vec![long.clone()], false, 0.0).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{long}: 131084 bytes")) && e.contains("at most 131071"), "{e}");
+        let most = script("most.sh", &"x".repeat(libra_api::MAX_ARG_BYTES));
+        build_request(o.clone(), vec![most], false, 0.0).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
