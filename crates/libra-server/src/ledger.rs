@@ -23,6 +23,10 @@ pub enum LedgerError {
     Insufficient { user: String, available: Money, needed: Money },
     #[error("amount: {0} is not accepted: the hold must be between 0 and the job's budget {1}")]
     AboveBudget(Money, Money),
+    /// A hold that, with what the job was charged already, could take its charges past its
+    /// budget (a settled job's hold raised again).
+    #[error("amount: a hold of {to} would let the job be charged past its budget {budget}: {charged} is charged already")]
+    PastBudget { to: Money, budget: Money, charged: Money },
     /// `withdrawn` is the amount taken out (> 0).
     #[error(
         "amount: a withdrawal of {withdrawn} would take {user}'s available credit {available} below zero"
@@ -294,6 +298,12 @@ pub fn set_hold(conn: &Connection, job: u64, to: Money, budget: Money, now: f64)
         return Err(LedgerError::AboveBudget(to, budget));
     }
     let (user, held) = open_hold(conn, job)?.ok_or(LedgerError::NoHold(job))?;
+    // A settled job's open hold is zero: raising it again must still leave its charges, past
+    // and to come, within its budget.
+    let charged = charged_for_job(conn, job)?;
+    if to.0 > budget.0.saturating_sub(charged.0) {
+        return Err(LedgerError::PastBudget { to, budget, charged });
+    }
     if let Some(p) = projects::job_project(conn, job)? {
         return match to.cmp(&held) {
             std::cmp::Ordering::Greater => projects::raise(conn, p, job, to - held, now),
@@ -312,6 +322,16 @@ pub fn set_hold(conn: &Connection, job: u64, to: Money, budget: Money, now: f64)
         append(conn, user, Some(job), LedgerKind::Release, held - to, now)?;
     }
     Ok(())
+}
+
+/// Everything charged for `job` so far, to its owner or to a shared account.
+pub fn charged_for_job(conn: &Connection, job: u64) -> rusqlite::Result<Money> {
+    conn.prepare_cached(
+        "SELECT (SELECT COALESCE(SUM(amount), 0) FROM ledger WHERE job = ?1 AND kind = 'charge') + \
+         (SELECT COALESCE(SUM(amount), 0) FROM project_ledger WHERE job = ?1 AND kind = 'charge')",
+    )?
+    .query_row(params![job as i64], |r| r.get(0))
+    .map(Money)
 }
 
 /// Lowers a job's open hold to `amount` (a queued job's lien on its whole budget becomes its

@@ -178,6 +178,39 @@ fn set_hold_moves_the_open_hold_within_the_budget_and_the_credit() {
     assert_eq!(settle(&conn, 7, Money(10_000), 5.0).unwrap(), Money(450));
     let b = balance(&conn, ids[0]).unwrap();
     assert_eq!((b.available, b.held, b.charged), (Money(550), Money(0), Money(450)));
+    // Settled, its open hold is zero: raising it again may take its charges to the budget,
+    // never past it (a hold of the whole budget again would have charged 950 of 500).
+    assert!(matches!(
+        set_hold(&conn, 7, Money(51), Money(500), 6.0),
+        Err(LedgerError::PastBudget { charged: Money(450), .. })
+    ));
+    assert_eq!(open_hold(&conn, 7).unwrap().unwrap().1, Money::ZERO, "a refusal writes nothing");
+    set_hold(&conn, 7, Money(50), Money(500), 6.0).unwrap();
+    assert_eq!(settle(&conn, 7, Money(10_000), 7.0).unwrap(), Money(50));
+    assert_eq!(charged_for_job(&conn, 7).unwrap(), Money(500));
+}
+
+/// The same for a job charged to a shared account: what the account was charged counts.
+#[test]
+fn a_settled_shared_account_jobs_hold_is_raised_only_within_its_budget() {
+    let conn = store::open_memory().unwrap();
+    let ids = users(&conn);
+    projects::create(&conn, "A", 0.0).unwrap();
+    projects::add_user(&conn, "A", "u0", None, false, 0.0).unwrap();
+    let p = projects::project_id(&conn, "A").unwrap().unwrap();
+    projects::deposit(&conn, "A", Money(1000), ids[0], 0.0).unwrap();
+    conn.execute(
+        "INSERT INTO jobs(id, user_id, state, command, estimate, procs, mem_mb, deadline, budget, submit_time, deadline_at, project_id) \
+         VALUES (1, ?1, 'PENDING', '[]', 1, 1, 0, 60, 491, 0, 60, ?2)",
+        params![ids[0], p],
+    )
+    .unwrap();
+    hold(&conn, ids[0], 1, Money(63), Money(491), 1.0).unwrap();
+    assert_eq!(settle(&conn, 1, Money(1), 2.0).unwrap(), Money(1));
+    assert!(matches!(set_hold(&conn, 1, Money(491), Money(491), 3.0), Err(LedgerError::PastBudget { .. })));
+    set_hold(&conn, 1, Money(490), Money(491), 3.0).unwrap();
+    assert_eq!(settle(&conn, 1, Money(491), 4.0).unwrap(), Money(490));
+    assert_eq!(charged_for_job(&conn, 1).unwrap(), Money(491));
 }
 
 // ---- accounts (projects) ----
