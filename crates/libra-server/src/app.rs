@@ -122,6 +122,11 @@ fn quota_bytes(mb: u64) -> Option<i64> {
     (mb > 0).then(|| (mb * 1024 * 1024) as i64)
 }
 
+/// `max_kept_refusals` (0: none).
+fn refusals_cap(n: u64) -> Option<i64> {
+    (n > 0).then_some(n as i64)
+}
+
 pub struct Inner {
     pub db: Connection,
     pub cluster: Cluster,
@@ -133,6 +138,8 @@ pub struct Inner {
     pub output_quota: Option<i64>,
     /// Bytes of commands kept whole per user (`command_quota_mb`); None: no quota.
     pub command_quota: Option<i64>,
+    /// Refused submissions kept per user (`max_kept_refusals`); None: every one.
+    pub refusals_cap: Option<i64>,
     /// The token cache (`TokenCache`), shared with the read path.
     tokens: std::sync::Arc<TokenCache>,
     /// Per-user submission token buckets: (tokens left, when last filled).
@@ -258,6 +265,7 @@ impl App {
             g.node_timeout = new.node_timeout;
             g.output_quota = quota_bytes(new.output_quota_mb);
             g.command_quota = quota_bytes(new.command_quota_mb);
+            g.refusals_cap = refusals_cap(new.max_kept_refusals);
         }
         *live = new;
         Ok((applied, restart))
@@ -417,6 +425,7 @@ impl Inner {
             node_timeout: config.node_timeout,
             output_quota: quota_bytes(config.output_quota_mb),
             command_quota: quota_bytes(config.command_quota_mb),
+            refusals_cap: refusals_cap(config.max_kept_refusals),
             tokens,
             submit_buckets: HashMap::new(),
             token_ttl: config.token_ttl,

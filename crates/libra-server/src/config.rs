@@ -94,6 +94,9 @@ pub struct Config {
     /// the commands of the user's jobs that ended first are cut to their first KiB; an active
     /// job's stays whole. Only commands longer than a KiB count. 0: no quota.
     pub command_quota_mb: u64,
+    /// The most refused submissions the server keeps per user: past it, that user's oldest
+    /// refusals are removed as new ones are stored. 0: every refusal is kept.
+    pub max_kept_refusals: u64,
     /// The most connections the API keeps open in all; a connection past it is closed as it
     /// is taken. Unset: what the server's open-file limit leaves after 256 for the store and
     /// the sweeps (the server raises its soft limit to the hard one as it starts).
@@ -230,6 +233,13 @@ pub const MAX_OUTPUT_QUOTA_MB: u64 = 10 * 1024 * 1024;
 /// thousand job scripts of a few KiB, or a thousand of the longest a submission may send.
 pub const DEFAULT_COMMAND_QUOTA_MB: u64 = 256;
 
+/// Refused submissions kept per user by default: at most about 20 MB of the store (a refusal
+/// keeps at most a KiB of its command, with its reason and suggestion), and the last few
+/// minutes of refusals even of a user refused at `submit_rate`.
+pub const DEFAULT_MAX_KEPT_REFUSALS: u64 = 10_000;
+/// Past it a bound would be no bound at all.
+pub const MAX_MAX_KEPT_REFUSALS: u64 = 100_000_000;
+
 /// Settings that a reload (SIGHUP) applies to a running server; any other change needs a
 /// restart. Pricing, policy and placement are what `libra admin pricing|policy` change live
 /// anyway; the node timeout, the log level and the retentions only change what happens next.
@@ -246,6 +256,7 @@ pub const RELOADABLE: &[&str] = &[
     "output_keep_days",
     "output_quota_mb",
     "command_quota_mb",
+    "max_kept_refusals",
 ];
 
 /// Every setting as (dotted key, value), unset options as null: what `--print-config` shows
@@ -314,6 +325,7 @@ impl Default for Config {
             output_keep_days: None,
             output_quota_mb: DEFAULT_OUTPUT_QUOTA_MB,
             command_quota_mb: DEFAULT_COMMAND_QUOTA_MB,
+            max_kept_refusals: DEFAULT_MAX_KEPT_REFUSALS,
             max_connections: None,
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
@@ -418,6 +430,12 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "command_quota_mb: {} is not accepted: give MiB from 1 to {MAX_OUTPUT_QUOTA_MB}, or 0 for no quota",
                 self.command_quota_mb
+            )));
+        }
+        if self.max_kept_refusals > MAX_MAX_KEPT_REFUSALS {
+            return Err(ServerError::Invalid(format!(
+                "max_kept_refusals: {} is not accepted: give the most refused submissions kept per user, 1 to {MAX_MAX_KEPT_REFUSALS}, or 0 to keep every one",
+                self.max_kept_refusals
             )));
         }
         if !(1..=10_000).contains(&self.max_active_sweeps) {
@@ -551,7 +569,7 @@ mod tests {
     }
 
     #[test]
-    fn the_output_and_command_quotas_are_on_by_default_and_checked() {
+    fn the_output_command_and_refusal_bounds_are_on_by_default_and_checked() {
         let c = Config { join_token: "long enough".into(), ..toml::from_str::<Config>("").unwrap() };
         let c0 = c.clone();
         assert_eq!(c.output_quota_mb, DEFAULT_OUTPUT_QUOTA_MB);
@@ -563,6 +581,15 @@ mod tests {
         assert!(e.contains("output_quota_mb"), "{e}");
         assert_eq!(c0.command_quota_mb, DEFAULT_COMMAND_QUOTA_MB);
         Config { command_quota_mb: 0, ..c0.clone() }.validate().unwrap();
+        assert_eq!(c0.max_kept_refusals, DEFAULT_MAX_KEPT_REFUSALS);
+        Config { max_kept_refusals: 0, ..c0.clone() }.validate().unwrap();
+        let e = Config { max_kept_refusals: MAX_MAX_KEPT_REFUSALS + 1, ..c0.clone() }
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("max_kept_refusals: 100000001 is not accepted: give the most refused"), "{e}");
+        let e = toml::from_str::<Config>("max_kept_refusals = -1").unwrap_err().to_string();
+        assert!(e.contains("max_kept_refusals"), "{e}");
         let e =
             Config { command_quota_mb: MAX_OUTPUT_QUOTA_MB + 1, ..c0 }.validate().unwrap_err().to_string();
         assert!(e.starts_with("command_quota_mb: 10485761 is not accepted: give MiB from 1 to"), "{e}");

@@ -330,6 +330,16 @@ impl Inner {
                 }
             }
         }
+        if let Some(cap) = self.refusals_cap.filter(|_| state == JobState::Rejected) {
+            let n = store::jobs::hold_refusals_to_cap(tx, caller.id, cap)?;
+            if n > 0 {
+                tracing::debug!(
+                    user = caller.id,
+                    jobs = n,
+                    "a user's refusals passed max_kept_refusals: their oldest were removed"
+                );
+            }
+        }
         Self::store_dependencies(tx, id, &plan, state)?;
         let admitted = (state == JobState::Pending && !nodes.is_empty()).then_some((nodes, reserved));
         Ok((id, state, admitted))

@@ -257,6 +257,53 @@ fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
     hal.submit(&job(1.0)).unwrap();
 }
 
+/// A refusal holds no credit, so a user refused at the submission rate could add to the store
+/// for everyone for as long as they liked: each user keeps their newest `max_kept_refusals`
+/// refusals (refused by the price or by their credit alike), the oldest removed as new ones
+/// are stored, and no other user's refusal and no accepted job is removed.
+#[test]
+fn a_users_refusals_are_held_to_the_cap_and_no_one_elses_are_removed() {
+    let s = server(|c| c.max_kept_refusals = 5);
+    s.idle_node("n1", 4.0);
+    let alice = s.user("alice", 1000);
+    let mallory = s.user("mallory", 1);
+    let too_cheap = || SubmitRequest::new(JobSpec::simple(50.0, 3600.0, Money(1)), vec!["true".into()]);
+    let a_refused: Vec<u64> = (0..3).map(|_| alice.submit(&too_cheap()).unwrap().id).collect();
+    let a_accepted = alice.submit(&job(1.0)).unwrap().id;
+    // Refused for the price (a budget of a cent), or for the credit (50 s at the node's price
+    // is past mallory's one credit).
+    let floods: Vec<u64> = (0..200)
+        .map(|i| {
+            let r = mallory.submit(&if i % 2 == 0 { too_cheap() } else { job(50.0) }).unwrap();
+            assert_eq!(r.state, JobState::Rejected, "{r:?}");
+            r.id
+        })
+        .collect();
+    let reasons: Vec<String> =
+        floods[195..].iter().map(|&id| mallory.job(id).unwrap().reason.unwrap()).collect();
+    assert!(
+        reasons.iter().any(|r| r.starts_with("budget")) && reasons.iter().any(|r| r.starts_with("credit")),
+        "{reasons:?}"
+    );
+    for &id in &floods[..195] {
+        let (code, msg) = refused(mallory.job(id).unwrap_err());
+        assert!(code == 404 && msg.contains("does not exist"), "job {id}: {code} {msg}");
+    }
+    for &id in a_refused.iter().chain([&a_accepted]) {
+        alice.job(id).unwrap();
+    }
+    let db = s.db();
+    let kept: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM jobs j JOIN users u ON u.id = j.user_id WHERE u.name = 'mallory'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(kept, 5, "mallory's rows in the store");
+    assert_eq!(libra_server::store::jobs::refusals_disagreeing(&db).unwrap(), vec![]);
+}
+
 #[test]
 fn listings_are_paginated() {
     let s = server(|_| {});

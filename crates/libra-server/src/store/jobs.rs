@@ -424,6 +424,49 @@ pub fn command_bytes_disagreeing(db: &Connection) -> rusqlite::Result<Vec<(i64, 
     rows.collect()
 }
 
+/// The ids of user ?1's oldest ?2 refusals that nothing refers to, in the terms of the partial
+/// index `jobs_refused_by_user` as it states them, so that it is used.
+const OLDEST_REMOVABLE_REFUSALS: &str =
+    "SELECT j.id FROM jobs j WHERE j.user_id = ?1 AND j.state = 'REJECTED' \
+     AND NOT EXISTS (SELECT 1 FROM ledger l WHERE l.job = j.id) \
+     AND NOT EXISTS (SELECT 1 FROM project_ledger p WHERE p.job = j.id) \
+     AND NOT EXISTS (SELECT 1 FROM job_nodes n WHERE n.job = j.id) \
+     AND NOT EXISTS (SELECT 1 FROM job_deps d WHERE d.job = j.id) \
+     AND NOT EXISTS (SELECT 1 FROM job_deps d WHERE d.dep = j.id) \
+     ORDER BY j.id LIMIT ?2";
+
+/// How many refused submissions `user` has kept (`users.refusals`, migration 26).
+pub fn refusals(db: &Connection, user: i64) -> rusqlite::Result<i64> {
+    db.prepare_cached("SELECT refusals FROM users WHERE id = ?1")?.query_row(params![user], |r| r.get(0))
+}
+
+/// Removes `user`'s oldest refused submissions while they keep more than `cap`
+/// (`max_kept_refusals`), at most 1,000 a call (the next refusal goes on). A refusal holds no
+/// credit and never ran: no ledger entry, node part or dependency refers to it, and one that
+/// somehow does is kept. Returns how many went. No other user's are touched.
+pub fn hold_refusals_to_cap(tx: &Connection, user: i64, cap: i64) -> rusqlite::Result<u64> {
+    const AT_MOST: i64 = 1_000;
+    let over = (refusals(tx, user)? - cap).min(AT_MOST);
+    if over <= 0 {
+        return Ok(0);
+    }
+    let gone = tx
+        .prepare_cached(&format!("DELETE FROM jobs WHERE id IN ({OLDEST_REMOVABLE_REFUSALS})"))?
+        .execute(params![user, over])?;
+    Ok(gone as u64)
+}
+
+/// The users whose kept count of refusals (`refusals`, migration 26) differs from their
+/// refused jobs counted one by one: (user, kept, counted). Empty in a consistent store.
+pub fn refusals_disagreeing(db: &Connection) -> rusqlite::Result<Vec<(i64, i64, i64)>> {
+    let mut st = db.prepare(
+        "SELECT id, refusals, (SELECT COUNT(*) FROM jobs j WHERE j.user_id = users.id AND j.state = 'REJECTED') AS counted \
+         FROM users WHERE refusals IS NOT counted",
+    )?;
+    let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    rows.collect()
+}
+
 /// Queued jobs (space-shared policies: no nodes yet, not waiting on dependencies), oldest
 /// first, with their budgets and memory.
 pub fn queued(db: &Connection) -> rusqlite::Result<Vec<(libra_core::policy::Queued, Money, u64)>> {
@@ -559,6 +602,149 @@ mod tests {
             .unwrap();
         assert!(plan.iter().any(|p| p.contains("jobs_command_kept_by_user")), "{plan:?}");
         assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
+    }
+
+    #[test]
+    fn the_oldest_refusals_are_found_by_their_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = super::super::open(&dir.path().join("s.db"), false).unwrap();
+        let plan: Vec<String> = db
+            .prepare(&format!("EXPLAIN QUERY PLAN {OLDEST_REMOVABLE_REFUSALS}"))
+            .unwrap()
+            .query_map([1, 1], |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(plan.iter().any(|p| p.contains("jobs_refused_by_user")), "{plan:?}");
+        assert!(!plan.iter().any(|p| p.contains("TEMP B-TREE")), "{plan:?}");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Refusing {
+        Submit {
+            user: usize,
+            refused: bool,
+        },
+        Reject {
+            job: usize,
+        },
+        End {
+            job: usize,
+        },
+        /// A ledger entry or a dependency names the job (none names a refusal the server
+        /// makes; the cap must leave one that is named all the same).
+        Name {
+            job: usize,
+            how: usize,
+        },
+        Cap {
+            user: usize,
+            cap: u8,
+        },
+    }
+
+    fn refusing() -> impl proptest::strategy::Strategy<Value = Refusing> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (0..2usize, proptest::bool::weighted(0.6)).prop_map(|(user, refused)| Refusing::Submit { user, refused }),
+            1 => (0..60usize).prop_map(|job| Refusing::Reject { job }),
+            2 => (0..60usize).prop_map(|job| Refusing::End { job }),
+            1 => (0..60usize, 0..3usize).prop_map(|(job, how)| Refusing::Name { job, how }),
+            2 => (0..2usize, 0..8u8).prop_map(|(user, cap)| Refusing::Cap { user, cap }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// What the store counts as each user's refusals is, after any sequence of submissions
+        /// (refused or not), refusals after the fact, ends and caps, their refused jobs; held to
+        /// a cap, a user keeps no more refusals than the cap except those something names, the
+        /// ones removed are their oldest unnamed ones, and no accepted job, no named refusal and
+        /// no other user's job is removed.
+        #[test]
+        fn refusals_is_what_is_kept_and_the_cap_removes_the_oldest(changes in proptest::collection::vec(refusing(), 1..90)) {
+            let dir = tempfile::tempdir().unwrap();
+            let db = super::super::open(&dir.path().join("s.db"), false).unwrap();
+            db.execute_batch("INSERT INTO users (id, name, pw_hash) VALUES (1, 'a', 'x'), (2, 'b', 'x')").unwrap();
+            let rows = |db: &Connection| -> Vec<(i64, i64, bool)> {
+                db.prepare("SELECT id, user_id, state = 'REJECTED' FROM jobs ORDER BY id")
+                    .unwrap()
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap()
+            };
+            let mut named: Vec<i64> = Vec::new();
+            for c in changes {
+                let last: i64 = db.query_row("SELECT COALESCE(MAX(id), 0) FROM jobs", [], |r| r.get(0)).unwrap();
+                let exists = |id: i64| db.query_row("SELECT COUNT(*) FROM jobs WHERE id = ?1", [id], |r| r.get::<_, i64>(0)).unwrap() == 1;
+                match c {
+                    Refusing::Submit { user, refused } => {
+                        let state = if refused { JobState::Rejected } else { JobState::Pending };
+                        db.execute(
+                            "INSERT INTO jobs (user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                             submit_time, deadline_at) VALUES (?1, ?2, '[]', 1, 1, 0, 1, 0, 0, 1)",
+                            params![user as i64 + 1, state.as_str()],
+                        )
+                        .unwrap();
+                    }
+                    Refusing::Reject { job } => {
+                        let id = job as i64 + 1;
+                        if exists(id) {
+                            db.execute("UPDATE jobs SET state = 'REJECTED' WHERE id = ?1 AND state = 'PENDING'", [id]).unwrap();
+                        }
+                    }
+                    Refusing::End { job } => {
+                        db.execute("UPDATE jobs SET state = 'COMPLETED', end_time = 1 WHERE id = ?1 AND state = 'PENDING'", [job as i64 + 1]).unwrap();
+                    }
+                    Refusing::Name { job, how } => {
+                        let id = job as i64 + 1;
+                        if exists(id) && last > 0 {
+                            let user: i64 = db.query_row("SELECT user_id FROM jobs WHERE id = ?1", [id], |r| r.get(0)).unwrap();
+                            match how {
+                                0 => {
+                                    db.execute(
+                                        "INSERT INTO ledger (user_id, job, kind, amount, time, dep_total, hold_total, charge_total, release_total) \
+                                         VALUES (?1, ?2, 'hold', 0, 0, 0, 0, 0, 0)",
+                                        params![user, id],
+                                    )
+                                    .unwrap();
+                                }
+                                1 => {
+                                    db.execute("INSERT OR IGNORE INTO job_nodes (job, node) VALUES (?1, 'n')", [id]).unwrap();
+                                }
+                                _ if id != last => {
+                                    db.execute("INSERT OR IGNORE INTO job_deps (job, dep, kind) VALUES (?1, ?2, 'afterok')", params![last, id]).unwrap();
+                                    named.push(last);
+                                }
+                                _ => continue,
+                            }
+                            named.push(id);
+                        }
+                    }
+                    Refusing::Cap { user, cap } => {
+                        let user = user as i64 + 1;
+                        let before = rows(&db);
+                        let n = hold_refusals_to_cap(&db, user, i64::from(cap)).unwrap();
+                        let after = rows(&db);
+                        let gone: Vec<&(i64, i64, bool)> = before.iter().filter(|b| !after.contains(b)).collect();
+                        proptest::prop_assert_eq!(gone.len() as u64, n);
+                        for g in &gone {
+                            // Only this user's refusals, none that is named.
+                            proptest::prop_assert!(g.1 == user && g.2 && !named.contains(&g.0), "{:?}", g);
+                        }
+                        let kept: Vec<i64> = after.iter().filter(|a| a.1 == user && a.2 && !named.contains(&a.0)).map(|a| a.0).collect();
+                        let left = refusals(&db, user).unwrap();
+                        proptest::prop_assert!(left <= i64::from(cap) || kept.is_empty(), "{} kept of a cap of {}: {:?}", left, cap, kept);
+                        // The oldest went: every unnamed refusal kept is newer than every one removed.
+                        if let Some(newest_gone) = gone.iter().map(|g| g.0).max() {
+                            proptest::prop_assert!(kept.iter().all(|&k| k > newest_gone), "{:?} kept, {} removed", kept, newest_gone);
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(refusals_disagreeing(&db).unwrap(), vec![]);
+            }
+        }
     }
 
     #[derive(Debug, Clone)]

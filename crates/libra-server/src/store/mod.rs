@@ -449,6 +449,27 @@ const MIGRATIONS: &[&str] = &[
      END;
      CREATE INDEX jobs_command_kept_by_user ON jobs(user_id, end_time)
        WHERE command_cut IS NULL AND end_time IS NOT NULL AND length(CAST(command AS BLOB)) > 1024;",
+    // 26: refused submissions kept per user (`max_kept_refusals`): a refusal costs its maker
+    // nothing (no credit is held), so without a bound one user could fill the store with them
+    // at `submit_rate`. Each user's count of refusals is kept by the store itself, and their
+    // refusals are indexed by owner and age, so that the oldest go first.
+    "CREATE INDEX jobs_refused_by_user ON jobs(user_id, id) WHERE state = 'REJECTED';
+     ALTER TABLE users ADD COLUMN refusals INTEGER NOT NULL DEFAULT 0;
+     UPDATE users SET refusals = (SELECT COUNT(*) FROM jobs j WHERE j.user_id = users.id AND j.state = 'REJECTED');
+     CREATE TRIGGER jobs_refusals_insert AFTER INSERT ON jobs WHEN NEW.state = 'REJECTED'
+     BEGIN
+       UPDATE users SET refusals = refusals + 1 WHERE id = NEW.user_id;
+     END;
+     CREATE TRIGGER jobs_refusals_update AFTER UPDATE OF state, user_id ON jobs
+     WHEN (OLD.state = 'REJECTED') IS NOT (NEW.state = 'REJECTED') OR OLD.user_id IS NOT NEW.user_id
+     BEGIN
+       UPDATE users SET refusals = refusals - 1 WHERE id = OLD.user_id AND OLD.state = 'REJECTED';
+       UPDATE users SET refusals = refusals + 1 WHERE id = NEW.user_id AND NEW.state = 'REJECTED';
+     END;
+     CREATE TRIGGER jobs_refusals_delete AFTER DELETE ON jobs WHEN OLD.state = 'REJECTED'
+     BEGIN
+       UPDATE users SET refusals = refusals - 1 WHERE id = OLD.user_id;
+     END;",
 ];
 
 /// The schema version this build writes.
@@ -1036,7 +1057,7 @@ mod tests {
             }
             db.execute_batch(
                 &format!("DROP INDEX job_nodes_unended; ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE IF EXISTS credit_requests; \
-                 DROP TABLE account_requests; {UNDO_STEP_25} PRAGMA user_version = 19;"),
+                 DROP TABLE account_requests; {UNDO_STEP_26} {UNDO_STEP_25} PRAGMA user_version = 19;"),
             )
             .unwrap();
         }
@@ -1055,6 +1076,54 @@ mod tests {
     }
 
     /// Step 25 undone, for a test that makes a store of an earlier version.
+    const UNDO_STEP_26: &str =
+        "DROP TRIGGER jobs_refusals_insert; DROP TRIGGER jobs_refusals_update; DROP TRIGGER jobs_refusals_delete; \
+         DROP INDEX jobs_refused_by_user; ALTER TABLE users DROP COLUMN refusals;";
+
+    /// Step 26: a store written before refusals were counted counts each user's, and the cap
+    /// then removes the oldest.
+    #[test]
+    fn refusals_of_a_store_before_step_26_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.db");
+        {
+            let db = open(&p, false).unwrap();
+            db.execute_batch(&format!("{UNDO_STEP_26} PRAGMA user_version = 25;")).unwrap();
+            db.execute_batch(
+                "INSERT INTO users (id, name, pw_hash) VALUES (1, 'a', 'x'), (2, 'b', 'x'), (3, 'c', 'x')",
+            )
+            .unwrap();
+            for (user, state) in
+                [(1, "REJECTED"), (2, "REJECTED"), (1, "COMPLETED"), (1, "REJECTED"), (1, "REJECTED")]
+            {
+                db.execute(
+                    "INSERT INTO jobs (user_id, state, command, estimate, procs, mem_mb, deadline, budget, \
+                     submit_time, deadline_at) VALUES (?1, ?2, '[]', 1, 1, 0, 100, 0, 0, 100)",
+                    params![user, state],
+                )
+                .unwrap();
+            }
+        }
+        let db = open(&p, false).unwrap();
+        let kept = |u: i64| jobs::refusals(&db, u).unwrap();
+        assert_eq!((kept(1), kept(2), kept(3)), (3, 1, 0));
+        assert_eq!(jobs::refusals_disagreeing(&db).unwrap(), vec![]);
+        assert_eq!(jobs::hold_refusals_to_cap(&db, 1, 1).unwrap(), 2);
+        let ids: Vec<i64> = db
+            .prepare("SELECT id FROM jobs ORDER BY id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            ids,
+            vec![2, 3, 5],
+            "user 1's two oldest refusals went; their accepted job and user 2's stayed"
+        );
+        assert_eq!(jobs::refusals_disagreeing(&db).unwrap(), vec![]);
+    }
+
     const UNDO_STEP_25: &str =
         "DROP TRIGGER jobs_command_bytes_insert; DROP TRIGGER jobs_command_bytes_update; \
          DROP TRIGGER jobs_command_bytes_delete; DROP INDEX jobs_command_kept_by_user; \
@@ -1069,7 +1138,7 @@ mod tests {
         let long = |n: usize| serde_json::to_string(&["sh".to_string(), "-c".into(), "x".repeat(n)]).unwrap();
         {
             let db = open(&p, false).unwrap();
-            db.execute_batch(&format!("{UNDO_STEP_25} PRAGMA user_version = 24;")).unwrap();
+            db.execute_batch(&format!("{UNDO_STEP_26} {UNDO_STEP_25} PRAGMA user_version = 24;")).unwrap();
             db.execute_batch(
                 "INSERT INTO users (id, name, pw_hash) VALUES (1, 'a', 'x'), (2, 'b', 'x'), (3, 'c', 'x')",
             )
@@ -1133,7 +1202,7 @@ mod tests {
                  CREATE TABLE account_requests (caller INTEGER NOT NULL, key TEXT NOT NULL, what TEXT NOT NULL,
                      time REAL NOT NULL, PRIMARY KEY (caller, key));
                  INSERT INTO account_requests VALUES (1, 'both', 'a deposit of 1.00 to account physics', 5);
-                 {UNDO_STEP_25} PRAGMA user_version = 23;"),
+                 {UNDO_STEP_26} {UNDO_STEP_25} PRAGMA user_version = 23;"),
             )
             .unwrap();
             for (caller, key, user, amount) in credits {
@@ -1263,7 +1332,7 @@ mod tests {
             &format!("DROP TRIGGER jobs_env_goes_at_the_end; DROP TRIGGER jobs_env_not_kept_when_final; \
              ALTER TABLE jobs DROP COLUMN slurm_env; ALTER TABLE jobs DROP COLUMN settled_cpu; DROP INDEX job_nodes_unended; \
              ALTER TABLE nodes DROP COLUMN cred_unused; DROP TABLE IF EXISTS credit_requests; DROP TABLE account_requests; \
-             {UNDO_STEP_25} PRAGMA user_version = 16;"),
+             {UNDO_STEP_26} {UNDO_STEP_25} PRAGMA user_version = 16;"),
         )
         .unwrap();
         insert(&db, 6, "FAILED");

@@ -20,8 +20,9 @@ pub struct ServerArgs {
     /// Configuration file (TOML): the [server] table of the site's file (see CONFIGURATION.md;
     /// a file without tables is read as the server's settings). Every setting in it can be
     /// overridden by the flags below. SIGHUP reads it again: pricing, policy, placement,
-    /// node_timeout, log_level, audit_keep_days, output_keep_days, output_quota_mb and
-    /// command_quota_mb apply at once; other changes are logged as needing a restart.
+    /// node_timeout, log_level, audit_keep_days, output_keep_days, output_quota_mb,
+    /// command_quota_mb and max_kept_refusals apply at once; other changes are logged as
+    /// needing a restart.
     #[arg(long, env = "LIBRA_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address to listen on (default 127.0.0.1:7878). Another address without TLS is warned
@@ -145,6 +146,10 @@ pub struct ServerArgs {
     /// their first KiB; an active job's stays whole.
     #[arg(long, value_name = "MIB")]
     pub command_quota_mb: Option<u64>,
+    /// The most refused submissions the server keeps per user (default 10000; 0: every one):
+    /// past it, that user's oldest refusals are removed as new ones are stored.
+    #[arg(long, value_name = "N")]
+    pub max_kept_refusals: Option<u64>,
     /// The most connections the server keeps open in all (default: its open-file limit less
     /// 256); past it, new connections are closed as they are taken.
     #[arg(long, value_name = "N")]
@@ -301,6 +306,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.command_quota_mb {
         c.command_quota_mb = v;
         src.flag("command_quota_mb", "command-quota-mb", None);
+    }
+    if let Some(v) = a.max_kept_refusals {
+        c.max_kept_refusals = v;
+        src.flag("max_kept_refusals", "max-kept-refusals", None);
     }
     if let Some(v) = a.max_connections {
         c.max_connections = Some(v);

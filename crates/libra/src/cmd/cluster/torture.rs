@@ -277,6 +277,10 @@ fn integrity(db: &Path) -> Result<String> {
     if let Some((user, kept, counted)) = commands.first() {
         return Ok(format!("user {user}'s kept count of command bytes is {kept}, its jobs count {counted}"));
     }
+    let refusals = libra_server::store::jobs::refusals_disagreeing(&c)?;
+    if let Some((user, kept, counted)) = refusals.first() {
+        return Ok(format!("user {user}'s kept count of refusals is {kept}, its jobs count {counted}"));
+    }
     let open = libra_server::store::jobs::open_parts_disagreeing(&c)?;
     Ok(match open.first() {
         None => check,
