@@ -179,7 +179,8 @@ fn random_hex() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn experiments_dir(db: &Path) -> PathBuf {
+/// Where the sweeps of broker database `db` have their work directories.
+pub fn experiments_dir(db: &Path) -> PathBuf {
     db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join("experiments")
 }
 

@@ -87,6 +87,9 @@ CREATE TABLE IF NOT EXISTS payments (
     amount_cents INTEGER NOT NULL,
     at REAL NOT NULL
 );
+-- A sweep's rows found by its id, to remove an ended one (`Store::remove_ended`).
+CREATE INDEX IF NOT EXISTS payments_by_exp ON payments(exp_id);
+CREATE INDEX IF NOT EXISTS resources_by_exp ON resources(exp_id);
 "#;
 
 #[derive(Debug, Clone, Serialize)]
@@ -302,6 +305,36 @@ impl Store {
             .query_row(&format!("SELECT {EXP_COLS} FROM experiments WHERE id = ?1"), [id], row_experiment)
             .optional()?
             .ok_or(StoreError::NoExperiment(id))
+    }
+
+    /// Removes experiment `exp` and everything recorded of it (its resources, jobs, attempts
+    /// and payments) if it has ended (done or cancelled), in one transaction that the caller
+    /// may widen: `also` runs inside it, after the rows are gone. Returns its work directory,
+    /// for the caller to remove, or None (nothing removed) if it had not ended or is not there.
+    pub fn remove_ended(
+        &self,
+        exp: i64,
+        also: impl FnOnce(&Connection) -> rusqlite::Result<()>,
+    ) -> Result<Option<String>, StoreError> {
+        // Immediate: no rerun can start it between the check and the removal.
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)?;
+        let ended: Option<(String, String)> = tx
+            .query_row("SELECT state, work_dir FROM experiments WHERE id = ?1", [exp], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        let Some((state, work_dir)) = ended else { return Ok(None) };
+        if !ExperimentState::parse(&state).is_ok_and(ExperimentState::is_final) {
+            return Ok(None);
+        }
+        tx.execute_batch(&format!(
+            "DELETE FROM payments WHERE exp_id = {exp}; DELETE FROM attempts WHERE exp_id = {exp}; \
+             DELETE FROM jobs WHERE exp_id = {exp}; DELETE FROM resources WHERE exp_id = {exp}; \
+             DELETE FROM experiments WHERE id = {exp};"
+        ))?;
+        also(&tx)?;
+        tx.commit()?;
+        Ok(Some(work_dir))
     }
 
     pub fn experiments(&self) -> Result<Vec<Experiment>, StoreError> {

@@ -189,6 +189,7 @@ impl App {
             config.sweep_keeper.clone(),
             config.db.clone(),
             config.max_active_sweeps,
+            config.max_kept_sweeps,
         )?);
         Ok(App {
             inner: Mutex::new(inner),

@@ -70,6 +70,9 @@ pub struct Config {
     /// The most hosted sweeps one user may have that are not over (running, paused or
     /// stalled); beyond, creating one is answered 429.
     pub max_active_sweeps: u32,
+    /// The most ended hosted sweeps (done or cancelled) one user keeps: past it, their sweeps
+    /// that ended first are removed, records and files, as they create new ones. 0: every one.
+    pub max_kept_sweeps: u32,
     /// Submissions per second one user may make on average ...
     pub submit_rate: f64,
     /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
@@ -282,6 +285,9 @@ pub const DEFAULT_TOKEN_TTL: f64 = 30.0 * 86_400.0;
 pub const DEFAULT_MAX_ACTIVE_JOBS: u32 = 1000;
 /// Each hosted sweep not over has an engine thread in the server.
 pub const DEFAULT_MAX_ACTIVE_SWEEPS: u32 = 10;
+/// Ended hosted sweeps kept per user: each keeps its plan (up to 256 KiB) and its jobs' records
+/// (up to 100,000); creating and cancelling sweeps costs no credit.
+pub const DEFAULT_MAX_KEPT_SWEEPS: u32 = 100;
 pub const DEFAULT_SUBMIT_RATE: f64 = 50.0;
 pub const DEFAULT_SUBMIT_BURST: u32 = 500;
 /// The audit log's window for repeated refusals, seconds: a flood of refused requests (bad
@@ -318,6 +324,7 @@ impl Default for Config {
             token_ttl: DEFAULT_TOKEN_TTL,
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
             max_active_sweeps: DEFAULT_MAX_ACTIVE_SWEEPS,
+            max_kept_sweeps: DEFAULT_MAX_KEPT_SWEEPS,
             submit_rate: DEFAULT_SUBMIT_RATE,
             submit_burst: DEFAULT_SUBMIT_BURST,
             audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
@@ -442,6 +449,12 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "max_active_sweeps: {} is not accepted: give the most hosted sweeps not over a user may have, 1 to 10000",
                 self.max_active_sweeps
+            )));
+        }
+        if self.max_kept_sweeps > 1_000_000 {
+            return Err(ServerError::Invalid(format!(
+                "max_kept_sweeps: {} is not accepted: give the most ended hosted sweeps kept per user, 1 to 1000000, or 0 to keep every one",
+                self.max_kept_sweeps
             )));
         }
         if self.max_connections == Some(0) {
@@ -590,6 +603,13 @@ mod tests {
         assert!(e.starts_with("max_kept_refusals: 100000001 is not accepted: give the most refused"), "{e}");
         let e = toml::from_str::<Config>("max_kept_refusals = -1").unwrap_err().to_string();
         assert!(e.contains("max_kept_refusals"), "{e}");
+        assert_eq!(c0.max_kept_sweeps, DEFAULT_MAX_KEPT_SWEEPS);
+        Config { max_kept_sweeps: 0, ..c0.clone() }.validate().unwrap();
+        let e = Config { max_kept_sweeps: 1_000_001, ..c0.clone() }.validate().unwrap_err().to_string();
+        assert!(
+            e.starts_with("max_kept_sweeps: 1000001 is not accepted: give the most ended hosted sweeps"),
+            "{e}"
+        );
         let e =
             Config { command_quota_mb: MAX_OUTPUT_QUOTA_MB + 1, ..c0 }.validate().unwrap_err().to_string();
         assert!(e.starts_with("command_quota_mb: 10485761 is not accepted: give MiB from 1 to"), "{e}");

@@ -57,6 +57,8 @@ pub struct Sweeps {
     creating: RwLock<()>,
     /// The most hosted sweeps one user may have that are not over (`max_active_sweeps`).
     max_unfinished: u32,
+    /// The most ended sweeps one user keeps (`max_kept_sweeps`); 0: every one.
+    max_kept: u32,
     /// Per user, the sweeps being created now (counted against `max_unfinished` with the ones
     /// made, so that creations side by side cannot pass it).
     being_created: Mutex<HashMap<i64, u32>>,
@@ -203,6 +205,7 @@ impl Sweeps {
         keeper: Option<PathBuf>,
         server_db: PathBuf,
         max_unfinished: u32,
+        max_kept: u32,
     ) -> Result<Sweeps, ServerError> {
         if let Some(dir) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
@@ -222,6 +225,7 @@ impl Sweeps {
             server_db,
             creating: RwLock::new(()),
             max_unfinished,
+            max_kept,
             being_created: Mutex::new(HashMap::new()),
             keys_in_flight: Mutex::new(HashSet::new()),
             key_freed: std::sync::Condvar::new(),
@@ -641,7 +645,63 @@ impl Sweeps {
         place.fulfil(|| hosted::add(&store.conn, id, who.id, &who.name, key))?;
         drop(creating);
         self.start_engine(id);
+        self.hold_ended_to_bound(&store, who.id);
         self.info(&store, id, &who.name, now)
+    }
+
+    /// Removes `user`'s ended sweeps (done or cancelled), those that ended first first, while
+    /// they have more than `max_kept_sweeps`: their records, with their plans and jobs, and
+    /// their work directories. Creating and cancelling a sweep costs no credit, and each keeps
+    /// up to 256 KiB of plan and 100,000 jobs' records: without a bound one user could fill the
+    /// disk for everyone. A sweep whose engine is still winding down stays for a later turn.
+    /// Done after the new sweep is made, so that a failure here never loses the creation: it
+    /// is logged, and the next creation goes on.
+    fn hold_ended_to_bound(&self, store: &Store, user: i64) {
+        if self.max_kept == 0 {
+            return;
+        }
+        let ended = match hosted::ended_of_user(&store.conn, user) {
+            Ok(e) => e,
+            Err(e) => {
+                return tracing::error!(
+                    user,
+                    "hosted sweeps: listing ended sweeps to hold max_kept_sweeps: {e}"
+                )
+            }
+        };
+        let over = ended.len().saturating_sub(self.max_kept as usize);
+        let base = libra_broker::create::experiments_dir(&self.db);
+        for exp in ended.into_iter().take(over) {
+            if self.running.lock().unwrap_or_else(|p| p.into_inner()).contains(&exp) {
+                continue;
+            }
+            let removed = store.remove_ended(exp, |tx| hosted::remove(tx, exp));
+            let dir = match removed {
+                Ok(Some(dir)) => dir,
+                Ok(None) => continue,
+                Err(e) => {
+                    return tracing::error!(
+                        exp,
+                        "hosted sweeps: removing an ended sweep past max_kept_sweeps: {e}"
+                    )
+                }
+            };
+            self.notes.lock().unwrap_or_else(|p| p.into_inner()).remove(&exp);
+            // Only a directory the broker made for it (never one a stored path names elsewhere).
+            let dir = std::path::Path::new(&dir);
+            if !dir.as_os_str().is_empty() && dir.starts_with(&base) && dir != base {
+                if let Err(e) = std::fs::remove_dir_all(dir) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        tracing::warn!(exp, "hosted sweeps: removing {}: {e}", dir.display());
+                    }
+                }
+            }
+            tracing::info!(
+                exp,
+                user,
+                "an ended hosted sweep was removed: its owner has more than max_kept_sweeps"
+            );
+        }
     }
 
     /// Holds `user`'s idempotency `key` (if any) for one creation, after waiting for another

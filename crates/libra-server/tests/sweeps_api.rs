@@ -425,3 +425,72 @@ fn a_user_has_at_most_max_active_sweeps_not_over() {
     assert_eq!(status(alice.sweep_create(&stalling).unwrap_err()).0, 429);
     drop(server);
 }
+
+/// Creating a sweep and cancelling it costs no credit, and each ended sweep keeps its plan and
+/// every one of its jobs' records: a user doing it over and over could fill the disk for
+/// everyone. Each user keeps their newest `max_kept_sweeps` ended sweeps; as they create more,
+/// those that ended first are removed, records and work directories, and no sweep of another
+/// user's, and none not over, is touched.
+#[test]
+fn a_users_ended_sweeps_are_held_to_max_kept_sweeps_and_no_one_elses_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, url, admin, alice) = server_with_alice_on(Config {
+        max_kept_sweeps: 2,
+        max_active_sweeps: 3,
+        ..common::test_config(dir.path())
+    });
+    admin.user_add(&UserAdd::new("bob", "pw-bob", false)).unwrap();
+    let bob = Client::new(&url, Some(Client::new(&url, None).login("bob", "pw-bob").unwrap().token));
+    // Budget 0: each stalls at once and is cancelled; 2,000 jobs each.
+    let big = "parameter x integer range from 1 to 2000 step 1\ntask main\n    exec true\nendtask\n";
+    let stalling = sweep(big, RES, 0);
+    let cancelled = |c: &Client| {
+        let s = c.sweep_create(&stalling).unwrap();
+        wait(c, s.id, "the sweep to stall", |s| s.state == "stalled");
+        c.sweep_action(s.id, "cancel").unwrap();
+        wait(c, s.id, "the cancel", |s| s.state == "cancelled");
+        s.id
+    };
+    let bobs = cancelled(&bob);
+    let broker = dir.path().join("sweeps").join("broker.db");
+    let work_dir = |id: i64| -> String {
+        rusqlite::Connection::open(&broker)
+            .unwrap()
+            .query_row("SELECT work_dir FROM experiments WHERE id = ?1", [id], |r| r.get(0))
+            .unwrap()
+    };
+    let mut made = Vec::new();
+    let mut dirs = Vec::new();
+    for _ in 0..6 {
+        let id = cancelled(&alice);
+        dirs.push(work_dir(id));
+        made.push(id);
+    }
+    // One more, still running: the six before it have ended, and only the two that ended last
+    // are kept.
+    let live = alice.sweep_create(&stalling).unwrap().id;
+    for (i, id) in made.iter().enumerate() {
+        let gone = i < 4;
+        let r = alice.sweep(*id);
+        if gone {
+            assert_eq!(status(r.unwrap_err()).0, 404, "sweep {id} should be removed");
+        } else {
+            assert_eq!(r.unwrap().state, "cancelled");
+        }
+        assert_eq!(
+            std::path::Path::new(&dirs[i]).exists(),
+            !gone,
+            "work directory of sweep {id}: {}",
+            dirs[i]
+        );
+    }
+    assert_eq!(bob.sweep(bobs).unwrap().state, "cancelled", "bob's ended sweep stays");
+    alice.sweep(live).unwrap();
+    let db = rusqlite::Connection::open(&broker).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(count("SELECT COUNT(*) FROM experiments"), 4, "bob's, alice's two kept and her live one");
+    assert_eq!(count("SELECT COUNT(*) FROM jobs"), 4 * 2000, "only the kept sweeps' jobs are recorded");
+    assert_eq!(count("SELECT COUNT(*) FROM hosted"), 4);
+    assert_eq!(count("SELECT COUNT(*) FROM resources WHERE exp_id NOT IN (SELECT id FROM experiments)"), 0);
+    drop(server);
+}

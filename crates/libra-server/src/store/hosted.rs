@@ -21,7 +21,8 @@ pub fn init(db: &Connection) -> rusqlite::Result<()> {
         db.execute_batch("ALTER TABLE hosted ADD COLUMN idem_key TEXT")?;
     }
     db.execute_batch(
-        "CREATE UNIQUE INDEX IF NOT EXISTS hosted_idem ON hosted(user_id, idem_key) WHERE idem_key IS NOT NULL",
+        "CREATE UNIQUE INDEX IF NOT EXISTS hosted_idem ON hosted(user_id, idem_key) WHERE idem_key IS NOT NULL;
+         CREATE INDEX IF NOT EXISTS hosted_user ON hosted(user_id);",
     )
 }
 
@@ -54,6 +55,22 @@ pub fn unfinished_of_user(db: &Connection, user: i64) -> rusqlite::Result<u32> {
         [user],
         |r| r.get(0),
     )
+}
+
+/// `user`'s hosted sweeps that have ended (done or cancelled), those that ended first first.
+pub fn ended_of_user(db: &Connection, user: i64) -> rusqlite::Result<Vec<i64>> {
+    db.prepare(
+        "SELECT h.exp_id FROM hosted h JOIN experiments e ON e.id = h.exp_id \
+         WHERE h.user_id = ?1 AND e.state IN ('done', 'cancelled') ORDER BY COALESCE(e.finished, e.created), e.id",
+    )?
+    .query_map([user], |r| r.get(0))?
+    .collect()
+}
+
+/// Forgets the owner of sweep `exp` (removed with it).
+pub fn remove(db: &Connection, exp: i64) -> rusqlite::Result<()> {
+    db.execute("DELETE FROM hosted WHERE exp_id = ?1", [exp])?;
+    Ok(())
 }
 
 /// Every hosted sweep: (experiment, owner's id, owner's name), by experiment.

@@ -118,6 +118,10 @@ pub struct ServerArgs {
     /// (default 10; each has an engine thread in the server).
     #[arg(long)]
     pub max_active_sweeps: Option<u32>,
+    /// The most ended hosted sweeps (done or cancelled) one user keeps (default 100; 0: every
+    /// one): past it, their sweeps that ended first are removed as they create new ones.
+    #[arg(long, value_name = "N")]
+    pub max_kept_sweeps: Option<u32>,
     /// Submissions per second one user may make on average (default 50) ...
     #[arg(long)]
     pub submit_rate: Option<f64>,
@@ -278,6 +282,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.max_active_sweeps {
         c.max_active_sweeps = v;
         src.flag("max_active_sweeps", "max-active-sweeps", None);
+    }
+    if let Some(v) = a.max_kept_sweeps {
+        c.max_kept_sweeps = v;
+        src.flag("max_kept_sweeps", "max-kept-sweeps", None);
     }
     if let Some(v) = a.submit_rate {
         c.submit_rate = v;
