@@ -145,6 +145,8 @@ pub struct Inner {
     /// Per-user submission token buckets: (tokens left, when last filled).
     submit_buckets: HashMap<i64, (f64, f64)>,
     pub token_ttl: f64,
+    /// The most login tokens one user keeps (`max_tokens_per_user`).
+    pub max_tokens_per_user: u32,
     pub max_active_jobs: u32,
     submit_rate: f64,
     submit_burst: u32,
@@ -430,6 +432,7 @@ impl Inner {
             tokens,
             submit_buckets: HashMap::new(),
             token_ttl: config.token_ttl,
+            max_tokens_per_user: config.max_tokens_per_user,
             max_active_jobs: config.max_active_jobs,
             submit_rate: config.submit_rate,
             submit_burst: config.submit_burst,

@@ -64,6 +64,9 @@ pub struct Config {
     /// How long an API token from `libra login` works, seconds (default 30 days).
     #[serde(deserialize_with = "libra_api::duration::seconds")]
     pub token_ttl: f64,
+    /// The most tokens from `libra login` one user keeps: a login past it revokes their
+    /// oldest. Tokens expired for a week are removed.
+    pub max_tokens_per_user: u32,
     /// The most active jobs (pending, running, suspended) one user may have; further
     /// submissions are answered 429 until some end.
     pub max_active_jobs: u32,
@@ -283,6 +286,9 @@ pub fn flatten(v: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
 /// The defaults of the accounts' limits (README: "Accounts, tokens and limits").
 pub const DEFAULT_TOKEN_TTL: f64 = 30.0 * 86_400.0;
 pub const DEFAULT_MAX_ACTIVE_JOBS: u32 = 1000;
+/// Login tokens kept per user: a token a login on every machine, every day of a month, with
+/// room to spare.
+pub const DEFAULT_MAX_TOKENS_PER_USER: u32 = 1000;
 /// Each hosted sweep not over has an engine thread in the server.
 pub const DEFAULT_MAX_ACTIVE_SWEEPS: u32 = 10;
 /// Ended hosted sweeps kept per user: each keeps its plan (up to 256 KiB) and its jobs' records
@@ -322,6 +328,7 @@ impl Default for Config {
             log_format: LogFormat::Text,
             sweep_keeper: None,
             token_ttl: DEFAULT_TOKEN_TTL,
+            max_tokens_per_user: DEFAULT_MAX_TOKENS_PER_USER,
             max_active_jobs: DEFAULT_MAX_ACTIVE_JOBS,
             max_active_sweeps: DEFAULT_MAX_ACTIVE_SWEEPS,
             max_kept_sweeps: DEFAULT_MAX_KEPT_SWEEPS,
@@ -443,6 +450,12 @@ impl Config {
             return Err(ServerError::Invalid(format!(
                 "max_kept_refusals: {} is not accepted: give the most refused submissions kept per user, 1 to {MAX_MAX_KEPT_REFUSALS}, or 0 to keep every one",
                 self.max_kept_refusals
+            )));
+        }
+        if !(1..=1_000_000).contains(&self.max_tokens_per_user) {
+            return Err(ServerError::Invalid(format!(
+                "max_tokens_per_user: {} is not accepted: give the most login tokens one user keeps, 1 to 1000000",
+                self.max_tokens_per_user
             )));
         }
         if !(1..=10_000).contains(&self.max_active_sweeps) {
@@ -603,6 +616,9 @@ mod tests {
         assert!(e.starts_with("max_kept_refusals: 100000001 is not accepted: give the most refused"), "{e}");
         let e = toml::from_str::<Config>("max_kept_refusals = -1").unwrap_err().to_string();
         assert!(e.contains("max_kept_refusals"), "{e}");
+        assert_eq!(c0.max_tokens_per_user, DEFAULT_MAX_TOKENS_PER_USER);
+        let e = Config { max_tokens_per_user: 0, ..c0.clone() }.validate().unwrap_err().to_string();
+        assert!(e.starts_with("max_tokens_per_user: 0 is not accepted"), "{e}");
         assert_eq!(c0.max_kept_sweeps, DEFAULT_MAX_KEPT_SWEEPS);
         Config { max_kept_sweeps: 0, ..c0.clone() }.validate().unwrap();
         let e = Config { max_kept_sweeps: 1_000_001, ..c0.clone() }.validate().unwrap_err().to_string();

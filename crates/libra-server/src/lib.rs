@@ -82,8 +82,13 @@ pub async fn serve(
             // a retention changed by a reload is applied at the next tick.
             let mut pruned: Option<(std::time::Instant, f64)> = None;
             let mut outputs_pruned: Option<(std::time::Instant, f64)> = None;
+            let mut tokens_pruned: Option<std::time::Instant> = None;
             loop {
                 tick.tick().await;
+                if tokens_pruned.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+                    tokens_pruned = Some(std::time::Instant::now());
+                    prune_tokens(&app).await;
+                }
                 let (audit_days, output_days) = app.retentions();
                 if let Some(days) = audit_days {
                     if pruned.is_none_or(|(t, d)| d != days || t.elapsed() >= PRUNE_EVERY) {
@@ -195,6 +200,18 @@ async fn prune_outputs(app: &Arc<App>, days: f64) {
     let removed = remove_in_batches(app, "removing old jobs' output", BATCH, step).await;
     if removed > 0 {
         tracing::info!(jobs = removed, output_keep_days = days, "old jobs' output removed");
+    }
+}
+
+/// Removes the tokens that expired a week ago or more (`store::users::remove_expired_tokens`):
+/// every login stores one, and an expired token is of no use once its holder has been told.
+async fn prune_tokens(app: &Arc<App>) {
+    const BATCH: u32 = 10_000;
+    let step =
+        move |db: &rusqlite::Connection, now: f64| crate::store::users::remove_expired_tokens(db, now, BATCH);
+    let removed = remove_in_batches(app, "removing expired tokens", BATCH, step).await;
+    if removed > 0 {
+        tracing::info!(removed, "tokens expired for a week or more removed");
     }
 }
 

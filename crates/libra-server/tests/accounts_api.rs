@@ -304,6 +304,68 @@ fn a_users_refusals_are_held_to_the_cap_and_no_one_elses_are_removed() {
     assert_eq!(libra_server::store::jobs::refusals_disagreeing(&db).unwrap(), vec![]);
 }
 
+/// Each login stores a token: a user logging in again and again keeps at most
+/// `max_tokens_per_user`, the oldest revoked at once (even where the server has it cached), and
+/// no other user's.
+#[test]
+fn a_users_login_tokens_are_held_to_the_bound_and_the_oldest_stop_working() {
+    let s = server(|c| c.max_tokens_per_user = 3);
+    let bob = s.user("bob", 0);
+    s.admin().user_add(&UserAdd::new("alice", "pw-alice", false)).unwrap();
+    let logins: Vec<Client> = (0..5)
+        .map(|_| {
+            let c = s.login("alice", "pw-alice");
+            // Used at once, so that the server has it in its token cache.
+            c.balance().unwrap();
+            c
+        })
+        .collect();
+    for (i, c) in logins.iter().enumerate() {
+        match c.balance() {
+            Ok(_) => assert!(i >= 2, "login {i}'s token still works"),
+            Err(e) => {
+                let (code, _) = refused(e);
+                assert!(code == 401 && i < 2, "login {i}: {code}");
+            }
+        }
+    }
+    bob.balance().unwrap();
+    let kept: i64 = s
+        .db()
+        .query_row(
+            "SELECT COUNT(*) FROM tokens t JOIN users u ON u.id = t.user_id WHERE u.name = 'alice'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(kept, 3);
+}
+
+/// Tokens that expired a week ago or more are removed as the server starts (and hourly after),
+/// whoever's; one that expired since stays, so that its holder is told it expired.
+#[test]
+fn tokens_expired_a_week_ago_are_removed_by_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = libra_testkit::test_config(dir.path());
+    drop(libra_server::start_background(config.clone()).unwrap());
+    let db = rusqlite::Connection::open(&config.db).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let week = libra_server::store::users::EXPIRED_TOKEN_KEPT;
+    for (hash, expires) in [("long-ago", now - week - 60.0), ("lately", now - 60.0)] {
+        db.execute(
+            "INSERT INTO tokens (hash, user_id, created, expires) SELECT ?1, id, ?2, ?3 FROM users WHERE name = 'admin'",
+            rusqlite::params![hash, expires - 86_400.0, expires],
+        )
+        .unwrap();
+    }
+    let _server = libra_server::start_background(config).unwrap();
+    let left = |h: &str| -> i64 {
+        db.query_row("SELECT COUNT(*) FROM tokens WHERE hash = ?1", [h], |r| r.get(0)).unwrap()
+    };
+    wait_until("the token expired a week ago to be removed", || (left("long-ago") == 0).then_some(()));
+    assert_eq!(left("lately"), 1);
+}
+
 #[test]
 fn listings_are_paginated() {
     let s = server(|_| {});

@@ -29,7 +29,11 @@ pub async fn login(
     let (token, expires) = app
         .run(move |g| {
             let t = now();
-            Ok((auth::issue_token(&g.db, id, g.token_ttl, None, t)?, t + g.token_ttl))
+            let token = auth::issue_token(&g.db, id, g.token_ttl, None, t)?;
+            if store::users::hold_tokens(&g.db, id, g.max_tokens_per_user, t)? > 0 {
+                g.forget_tokens();
+            }
+            Ok((token, t + g.token_ttl))
         })
         .await
         .map_err(named)?;

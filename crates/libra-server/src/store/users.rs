@@ -99,6 +99,38 @@ pub fn set_password(db: &Connection, user: i64, pw_hash: &str, keep: &str) -> ru
     Ok(revoked as u64)
 }
 
+/// How long a token is kept after it expired: its holder is told that it expired (and to log
+/// in again), not that it is unknown. Then it goes (`remove_expired_tokens`).
+pub const EXPIRED_TOKEN_KEPT: f64 = 7.0 * 86_400.0;
+
+/// Holds `user`'s login tokens (not their sweeps' credentials) to `max`: removes those that
+/// expired more than `EXPIRED_TOKEN_KEPT` before `now`, then, while they have more than `max`,
+/// the oldest. Run as a login stores a new one: each login stores a token, and without a bound
+/// a user logging in again and again would add rows to the store for as long as they liked.
+/// Returns how many went (the caller forgets its cached tokens if any did).
+pub fn hold_tokens(db: &Connection, user: i64, max: u32, now: f64) -> rusqlite::Result<usize> {
+    let expired = db.exec(
+        "DELETE FROM tokens WHERE user_id = ?1 AND sweep IS NULL AND expires < ?2",
+        params![user, now - EXPIRED_TOKEN_KEPT],
+    )?;
+    let oldest = db.exec(
+        "DELETE FROM tokens WHERE hash IN (SELECT hash FROM tokens WHERE user_id = ?1 AND sweep IS NULL \
+         ORDER BY created DESC, rowid DESC LIMIT -1 OFFSET ?2)",
+        params![user, max],
+    )?;
+    Ok(expired + oldest)
+}
+
+/// Removes at most `limit` tokens, any user's or sweep's, that expired more than
+/// `EXPIRED_TOKEN_KEPT` before `now`. Returns how many went.
+pub fn remove_expired_tokens(db: &Connection, now: f64, limit: u32) -> rusqlite::Result<u64> {
+    let n = db.exec(
+        "DELETE FROM tokens WHERE rowid IN (SELECT rowid FROM tokens WHERE expires < ?1 LIMIT ?2)",
+        params![now - EXPIRED_TOKEN_KEPT, limit],
+    )?;
+    Ok(n as u64)
+}
+
 /// Revokes the token with this digest.
 pub fn delete_token(db: &Connection, digest: &str) -> rusqlite::Result<()> {
     db.exec("DELETE FROM tokens WHERE hash = ?1", params![digest])?;
@@ -180,4 +212,63 @@ pub fn extend_sweep_tokens(db: &Connection, sweep: i64, until: f64) -> rusqlite:
 /// recorded before it the same way.
 pub fn credit_description(amount: libra_core::Money, user: &str) -> String {
     format!("a credit of {amount} to user {user}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(db: &Connection) -> Vec<String> {
+        db.prepare("SELECT hash FROM tokens ORDER BY hash")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    /// A login past the bound removes that user's oldest login tokens, never a sweep's
+    /// credential nor another user's; tokens expired for a week go, and those expired since
+    /// stay (their holders are told they expired).
+    #[test]
+    fn a_users_tokens_are_held_to_the_bound_and_expired_ones_go_after_a_week() {
+        let db = crate::store::open_memory().unwrap();
+        db.execute_batch("INSERT INTO users (id, name, pw_hash) VALUES (1, 'a', 'x'), (2, 'b', 'x')")
+            .unwrap();
+        let now = 100.0 * 86_400.0;
+        let week = EXPIRED_TOKEN_KEPT;
+        for (hash, user, created, expires, sweep) in [
+            ("a-old", 1, now - 50.0, now + 10.0, None),
+            ("a-mid", 1, now - 40.0, now + 10.0, None),
+            ("a-new", 1, now - 30.0, now + 10.0, None),
+            ("a-newest", 1, now - 20.0, now + 10.0, None),
+            ("a-sweep", 1, now - 60.0, now + 10.0, Some(7)),
+            ("a-expired-long-ago", 1, now - 90.0 * 86_400.0, now - week - 1.0, None),
+            ("a-expired-lately", 1, now - 31.0 * 86_400.0, now - 5.0, None),
+            ("b-old", 2, now - 100.0, now + 10.0, None),
+            ("b-expired-long-ago", 2, now - 90.0 * 86_400.0, now - week - 1.0, None),
+            ("sweep-expired-long-ago", 2, now - 90.0 * 86_400.0, now - week - 1.0, Some(8)),
+        ] {
+            insert_token(&db, hash, user, created, expires, sweep).unwrap();
+        }
+        // Three of user 1's login tokens are kept: the newest (the lately expired one is older).
+        assert_eq!(hold_tokens(&db, 1, 3, now).unwrap(), 3, "one expired a week ago, then the two oldest");
+        assert_eq!(
+            tokens(&db),
+            [
+                "a-mid",
+                "a-new",
+                "a-newest",
+                "a-sweep",
+                "b-expired-long-ago",
+                "b-old",
+                "sweep-expired-long-ago"
+            ]
+        );
+        assert_eq!(hold_tokens(&db, 1, 3, now).unwrap(), 0, "within the bound");
+        // Every token expired a week ago or more goes, whoever's, a batch at a time.
+        assert_eq!(remove_expired_tokens(&db, now, 1).unwrap(), 1);
+        assert_eq!(remove_expired_tokens(&db, now, 10).unwrap(), 1);
+        assert_eq!(tokens(&db), ["a-mid", "a-new", "a-newest", "a-sweep", "b-old"]);
+    }
 }

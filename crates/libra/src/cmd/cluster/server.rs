@@ -114,6 +114,10 @@ pub struct ServerArgs {
     /// The most active (pending, running, suspended) jobs one user may have (default 1000).
     #[arg(long)]
     pub max_active_jobs: Option<u32>,
+    /// The most tokens from `libra login` one user keeps (default 1000): a login past it
+    /// revokes their oldest.
+    #[arg(long, value_name = "N")]
+    pub max_tokens_per_user: Option<u32>,
     /// The most hosted sweeps one user may have that are not over: running, paused or stalled
     /// (default 10; each has an engine thread in the server).
     #[arg(long)]
@@ -278,6 +282,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.max_active_jobs {
         c.max_active_jobs = v;
         src.flag("max_active_jobs", "max-active-jobs", None);
+    }
+    if let Some(v) = a.max_tokens_per_user {
+        c.max_tokens_per_user = v;
+        src.flag("max_tokens_per_user", "max-tokens-per-user", None);
     }
     if let Some(v) = a.max_active_sweeps {
         c.max_active_sweeps = v;
