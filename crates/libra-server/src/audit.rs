@@ -84,7 +84,14 @@ fn redacted(body: &[u8]) -> Option<String> {
 pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = cut(req.uri().path(), 300);
-    let address = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip().to_string());
+    // A local user's requests name their Unix account too: on loopback the address alone does
+    // not say who it was (`crate::peer`).
+    let address = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| {
+        match req.extensions().get::<crate::peer::Peer>() {
+            Some(crate::peer::Peer::Account(uid)) => format!("{} (local uid {uid})", c.0.ip()),
+            _ => c.0.ip().to_string(),
+        }
+    });
     let digest = crate::auth::bearer(req.headers()).map(crate::auth::token_digest);
     // The route the request matched (`/api/jobs/{id}`): refusals alike are counted by it. (A
     // shared string: nothing is copied unless the request is refused.)

@@ -107,9 +107,10 @@ pub struct Config {
     /// is taken. Unset: what the server's open-file limit leaves after 256 for the store and
     /// the sweeps (the server raises its soft limit to the hard one as it starts).
     pub max_connections: Option<u32>,
-    /// The most connections one peer address (an IPv6 /64) may keep open; past it, its new
-    /// connections are closed as they are taken, so that no one peer can use up the server's
-    /// file descriptors. Node agents, `libra` commands and hosted sweeps each hold a few.
+    /// The most connections one peer (an address, an IPv6 /64, or a local user's Unix account:
+    /// `crate::peer`) may keep open; past it, its new connections are closed as they are taken,
+    /// so that no one peer can use up the server's file descriptors. Node agents, `libra`
+    /// commands and hosted sweeps each hold a few.
     pub max_connections_per_address: u32,
     /// Seconds a connection has to send a request's header, from its opening or its last
     /// answer (an idle keep-alive connection is closed then).
@@ -478,7 +479,7 @@ impl Config {
         }
         if self.max_connections_per_address == 0 {
             return Err(ServerError::Invalid(
-                "max_connections_per_address: 0 is not accepted: give the most connections one address may keep open, at least 1"
+                "max_connections_per_address: 0 is not accepted: give the most connections one peer (an address, or a local user) may keep open, at least 1"
                     .into(),
             ));
         }

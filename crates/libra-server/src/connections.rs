@@ -13,13 +13,14 @@
 //!   accept loop), and a request's body within as long of its header ([`Timed`]);
 //! - the server raises its soft open-file limit to the hard one as it starts ([`raise_open_files`]).
 //!
-//! IPv6 peers are counted by their /64 (one host is usually given a whole /64).
+//! A peer is an address (IPv6 by its /64), or on this machine the Unix account of the peer's
+//! socket, whatever loopback address it came from ([`Peer`]).
 
+pub use crate::peer::Peer;
 use hyper_util::rt::TokioIo;
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,34 +31,6 @@ pub const RESERVED_FILES: u64 = 256;
 
 /// A refused connection is logged at most this often (each line says how many since the last).
 pub const WARN_EVERY: Duration = Duration::from_secs(10);
-
-/// Whom a connection is counted against: an IPv4 address, or an IPv6 /64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Peer(IpAddr);
-
-impl Peer {
-    pub fn of(addr: IpAddr) -> Peer {
-        match addr {
-            IpAddr::V4(_) => Peer(addr),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => Peer(IpAddr::V4(v4)),
-                None => {
-                    let s = v6.segments();
-                    Peer(IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0)))
-                }
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for Peer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            IpAddr::V4(a) => write!(f, "{a}"),
-            IpAddr::V6(a) => write!(f, "{a}/64"),
-        }
-    }
-}
 
 /// Why a connection was closed as it was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,9 +81,8 @@ impl Gate {
         }
     }
 
-    /// Takes a connection from `addr`: a ticket that counts it until dropped, or why not.
-    pub fn admit(self: &Arc<Self>, addr: IpAddr) -> Result<Ticket, Refused> {
-        let peer = Peer::of(addr);
+    /// Takes a connection from `peer`: a ticket that counts it until dropped, or why not.
+    pub fn admit(self: &Arc<Self>, peer: Peer) -> Result<Ticket, Refused> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let held = s.open.get(&peer).copied().unwrap_or(0);
         let refused = if held >= self.per_address {
@@ -137,7 +109,7 @@ impl Gate {
                     Refused::Address => tracing::warn!(
                         peer = %peer,
                         refused = n,
-                        "connections refused: {peer} already holds {held} open connections, the most one address may (max_connections_per_address = {}); {n} refused since the last such line",
+                        "connections refused: {peer} already holds {held} open connections, the most one peer may (max_connections_per_address = {}); {n} refused since the last such line",
                         self.per_address
                     ),
                     Refused::Total => tracing::warn!(
@@ -160,10 +132,15 @@ impl Gate {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).total
     }
 
-    /// Connections open now from `addr`'s address (or /64).
-    pub fn open_from(&self, addr: IpAddr) -> usize {
+    /// Connections open now from `addr`'s address (or /64), counted by address.
+    pub fn open_from(&self, addr: std::net::IpAddr) -> usize {
+        self.open_of(Peer::of(addr))
+    }
+
+    /// Connections open now counted against `peer`.
+    pub fn open_of(&self, peer: Peer) -> usize {
         let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.open.get(&Peer::of(addr)).copied().unwrap_or(0)
+        s.open.get(&peer).copied().unwrap_or(0)
     }
 
     /// Connections refused since the start, by reason.
@@ -221,6 +198,7 @@ pub async fn serve(
     http.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(header_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut accept_failed: Option<Instant> = None;
+    let by_address = crate::peer::counted_by_address();
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -239,14 +217,22 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
-        // Past the gate's limits the stream is dropped here: the peer sees it closed at once.
-        let Ok(ticket) = gate.admit(peer.ip()) else { continue };
+        // Who it is: its address, or on this machine its account (one lookup in the kernel's
+        // table of connections). Past the gate's limits the stream is dropped here: the peer
+        // sees it closed at once.
+        let who = match stream.local_addr() {
+            Ok(local) => Peer::identify(peer, local, &by_address),
+            Err(_) => Peer::of(peer.ip()),
+        };
+        let Ok(ticket) = gate.admit(who) else { continue };
         let _ = stream.set_nodelay(true);
         let service = {
             let router = router.clone();
             hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                // The peer's address reaches the handlers (login throttling is per address).
+                // The peer's address reaches the handlers, and whom it counts as (login
+                // throttling is per peer).
                 req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                req.extensions_mut().insert(who);
                 let req = req.map(|body| Timed::new(body, header_timeout));
                 tower_service::Service::call(&mut router.clone(), req)
             })
@@ -374,36 +360,53 @@ pub fn total_limit(configured: Option<u32>, open_files: u64) -> usize {
 mod tests {
     use super::*;
 
-    fn ip(s: &str) -> IpAddr {
+    fn ip(s: &str) -> std::net::IpAddr {
         s.parse().unwrap()
+    }
+
+    fn peer(s: &str) -> Peer {
+        Peer::of(ip(s))
     }
 
     #[test]
     fn an_address_past_its_limit_is_refused_and_others_are_not() {
         let gate = Arc::new(Gate::new(2, 3));
-        let a1 = gate.admit(ip("10.0.0.1")).unwrap();
-        let _a2 = gate.admit(ip("10.0.0.1")).unwrap();
-        assert_eq!(gate.admit(ip("10.0.0.1")).unwrap_err(), Refused::Address);
-        let _b = gate.admit(ip("10.0.0.2")).unwrap();
+        let a1 = gate.admit(peer("10.0.0.1")).unwrap();
+        let _a2 = gate.admit(peer("10.0.0.1")).unwrap();
+        assert_eq!(gate.admit(peer("10.0.0.1")).unwrap_err(), Refused::Address);
+        let _b = gate.admit(peer("10.0.0.2")).unwrap();
         // Three open: the server's limit, whoever asks.
-        assert_eq!(gate.admit(ip("10.0.0.3")).unwrap_err(), Refused::Total);
+        assert_eq!(gate.admit(peer("10.0.0.3")).unwrap_err(), Refused::Total);
         assert_eq!((gate.refused(Refused::Address), gate.refused(Refused::Total)), (1, 1));
         drop(a1);
         assert_eq!(gate.open(), 2);
         assert_eq!(gate.open_from(ip("10.0.0.1")), 1);
-        let _a3 = gate.admit(ip("10.0.0.1")).expect("a closed connection frees its place");
+        let _a3 = gate.admit(peer("10.0.0.1")).expect("a closed connection frees its place");
     }
 
     #[test]
     fn an_ipv6_host_is_counted_by_its_64_and_a_mapped_ipv4_as_itself() {
         let gate = Arc::new(Gate::new(1, 100));
-        let _a = gate.admit(ip("2001:db8:1:2::1")).unwrap();
+        let _a = gate.admit(peer("2001:db8:1:2::1")).unwrap();
         // Another address of the same /64: the same host, as far as anyone can tell.
-        assert_eq!(gate.admit(ip("2001:db8:1:2:ffff::9")).unwrap_err(), Refused::Address);
-        let _b = gate.admit(ip("2001:db8:1:3::1")).unwrap();
-        let _c = gate.admit(ip("192.0.2.7")).unwrap();
-        assert_eq!(gate.admit(ip("::ffff:192.0.2.7")).unwrap_err(), Refused::Address);
+        assert_eq!(gate.admit(peer("2001:db8:1:2:ffff::9")).unwrap_err(), Refused::Address);
+        let _b = gate.admit(peer("2001:db8:1:3::1")).unwrap();
+        let _c = gate.admit(peer("192.0.2.7")).unwrap();
+        assert_eq!(gate.admit(peer("::ffff:192.0.2.7")).unwrap_err(), Refused::Address);
         assert_eq!(Peer::of(ip("2001:db8:1:2::1")).to_string(), "2001:db8:1:2::/64");
+    }
+
+    #[test]
+    fn a_local_account_is_one_peer_apart_from_the_addresses() {
+        let gate = Arc::new(Gate::new(2, 100));
+        let _m = [gate.admit(Peer::Account(1003)).unwrap(), gate.admit(Peer::Account(1003)).unwrap()];
+        assert_eq!(gate.admit(Peer::Account(1003)).unwrap_err(), Refused::Address);
+        assert_eq!(gate.open_of(Peer::Account(1003)), 2);
+        // Another account, and the loopback address itself (root's tools, node agents), are
+        // not held back by it.
+        let _o = gate.admit(Peer::Account(1004)).unwrap();
+        let _r = gate.admit(peer("127.0.0.1")).unwrap();
+        assert_eq!(gate.open_from(ip("127.0.0.1")), 1);
     }
 
     #[test]

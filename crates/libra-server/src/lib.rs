@@ -16,6 +16,7 @@ pub mod login_guard;
 pub mod metrics;
 mod nodes;
 pub mod openapi;
+pub mod peer;
 mod queue;
 pub mod routes;
 pub mod sched;

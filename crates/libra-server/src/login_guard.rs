@@ -6,9 +6,12 @@
 //! an unknown user costs the same hash as a known one, so timings do not tell which names exist.
 //!
 //! A user's own logins from another address are not locked out by an attacker's failures.
+//! "Address" is a peer as the connection limits count it ([`Peer`]): an IPv6 host by its /64,
+//! and a user of this machine by their Unix account, whatever loopback address they bind (or
+//! every one of sixteen million addresses would get its own free guesses).
 
+use crate::peer::Peer;
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -27,8 +30,8 @@ type HashJob = Box<dyn FnOnce(&mut crate::auth::HashMemory) + Send>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Account(String, IpAddr),
-    Address(IpAddr),
+    Account(String, Peer),
+    Address(Peer),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -113,7 +116,7 @@ impl LoginGuard {
 
     /// Refused (with how long to wait) while the account from this address, or the address
     /// itself, is backing off.
-    pub fn check(&self, user: &str, addr: IpAddr, now: Instant) -> Result<(), Duration> {
+    pub fn check(&self, user: &str, addr: Peer, now: Instant) -> Result<(), Duration> {
         let f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         let wait = [Key::Account(user.to_string(), addr), Key::Address(addr)]
             .iter()
@@ -133,7 +136,7 @@ impl LoginGuard {
         self.hashing.try_acquire().ok()
     }
 
-    pub fn failed(&self, user: &str, addr: IpAddr, now: Instant) {
+    pub fn failed(&self, user: &str, addr: Peer, now: Instant) {
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if f.len() >= MAX_ENTRIES {
             f.retain(|_, x| now.duration_since(x.last) < FORGET_AFTER);
@@ -156,7 +159,7 @@ impl LoginGuard {
     }
 
     /// The right password: this account's failures from this address are forgiven.
-    pub fn succeeded(&self, user: &str, addr: IpAddr) {
+    pub fn succeeded(&self, user: &str, addr: Peer) {
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         f.remove(&Key::Account(user.to_string(), addr));
     }
@@ -169,7 +172,7 @@ mod tests {
     #[test]
     fn failures_back_off_per_account_and_address_and_success_forgives() {
         let g = LoginGuard::new(2);
-        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let (a, b) = (Peer::of("10.0.0.1".parse().unwrap()), Peer::of("10.0.0.2".parse().unwrap()));
         let t = Instant::now();
         for _ in 0..FREE_ACCOUNT_FAILURES - 1 {
             assert!(g.check("alice", a, t).is_ok());

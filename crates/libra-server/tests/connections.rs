@@ -5,9 +5,12 @@
 //! crate's `security_e2e`.)
 
 use libra_api::Client;
+use libra_server::peer::Peer;
 use libra_testkit::{closed_within, connect_from, open_at_most, TestServer, TEST_ADMIN_PW};
 use std::io::Write;
 use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -45,4 +48,114 @@ fn over_tls_one_address_keeps_its_share_and_no_silent_connection_outlives_the_ti
         (gate.open_from(mallory.into()) == 0).then_some(())
     });
     assert!(client().login("admin", TEST_ADMIN_PW).is_ok());
+}
+
+/// What the hostile local user of the test below runs, as their own Unix account (the test binary
+/// re-run with `LIBRA_TEST_LOCAL_PEER` naming the server): wrong passwords for the
+/// administrator, each from an address not used before, then connections from twenty loopback
+/// addresses that never send a request. It reports each step on a line and holds its connections until
+/// its input closes. Without that variable it does nothing.
+#[test]
+fn a_local_peer_on_many_addresses() {
+    let Ok(server) = std::env::var("LIBRA_TEST_LOCAL_PEER") else { return };
+    let server: std::net::SocketAddr = server.parse().unwrap();
+    for i in 0..8u8 {
+        let mut s = connect_from(Ipv4Addr::new(127, 0, 1, 10 + i), server).unwrap();
+        let body = r#"{"user":"admin","password":"a guess"}"#;
+        write!(
+            s,
+            "POST /api/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = std::io::Read::read_to_string(&mut s, &mut answer);
+        let status = answer.split_whitespace().nth(1).unwrap_or("none").to_string();
+        println!("guess {i} {status}");
+    }
+    let held: Vec<_> = (10..30u8)
+        .flat_map(|h| (0..4).map(move |_| connect_from(Ipv4Addr::new(127, 0, 0, h), server).unwrap()))
+        .collect();
+    println!("held {}", open_at_most(&held, 4, Duration::from_secs(3)));
+    println!("ready");
+    let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
+    drop(held);
+}
+
+/// A local user is one peer whatever loopback address they connect from (any of 127.0.0.0/8 is
+/// theirs to bind): a real process of a real Unix account holding connections from twenty
+/// addresses keeps `max_connections_per_address` of them, not twenty times as many (which here
+/// would be every connection the server takes, and lock everyone out), and guessing the
+/// administrator's password from a new address each time backs off as from one address. The
+/// administrator, from loopback as root, is answered all along and is not locked out by the
+/// guesses.
+#[test]
+fn a_local_user_is_one_peer_whatever_loopback_address_they_bind() {
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: cannot run a process as another account here, not tested");
+        return;
+    }
+    let Some(mallory) = libra_testkit::Account::create(&format!("lcp{}", std::process::id() % 100_000))
+    else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let ts = TestServer::start_with(|c| {
+        c.max_connections_per_address = 4;
+        c.max_connections = Some(64);
+        c.header_timeout = 60.0;
+    });
+    let gate = ts.bg.app.connections.get().expect("the server counts its connections").clone();
+    // The test binary, where her account can run it.
+    let dir = libra_testkit::Scratch::new("local-peer");
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("test-binary");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = std::process::Command::new(&exe)
+        .args(["a_local_peer_on_many_addresses", "--exact", "--nocapture", "--test-threads=1"])
+        .env("LIBRA_TEST_LOCAL_PEER", ts.bg.addr.to_string())
+        .uid(mallory.uid)
+        .gid(mallory.gid)
+        .current_dir(&*dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = libra_testkit::Lines::new(child.stdout.take().unwrap());
+    lines.until("ready", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
+    let seen = lines.seen.clone();
+    // Her guesses: the first five are judged (401), and then she waits (429), wherever from.
+    let statuses: Vec<&str> =
+        seen.lines().filter_map(|l| l.split("guess ").nth(1)?.split(" ").nth(1)).collect();
+    assert_eq!(statuses.len(), 8, "{seen}");
+    assert!(statuses[..5].iter().all(|s| *s == "401"), "{statuses:?}");
+    assert!(
+        statuses[5..].iter().all(|s| *s == "429"),
+        "guessing from new addresses did not back off: {statuses:?}"
+    );
+    // The audit log names her account beside the address she chose.
+    let mark = format!("(local uid {})", mallory.uid);
+    libra_testkit::wait_until("her refused logins in the audit log", || {
+        let n: i64 = ts
+            .db()
+            .query_row(
+                "SELECT count(*) FROM audit WHERE path = '/api/login' AND address LIKE ?1",
+                [format!("127.0.1.% {mark}")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        (n > 0).then_some(())
+    });
+    let held: usize = libra_testkit::word_after(&seen, "held ").and_then(|w| w.parse().ok()).unwrap();
+    assert!(held <= 4, "she kept {held} of 80 connections from 20 addresses (at most 4): {seen}");
+    assert!(gate.open_of(Peer::Account(mallory.uid)) <= 4, "{}", gate.open_of(Peer::Account(mallory.uid)));
+    // Meanwhile the administrator, from loopback as root, logs in and is answered.
+    assert!(Client::connect(&ts.url, None, None, false).unwrap().login("admin", TEST_ADMIN_PW).is_ok());
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    libra_testkit::wait_until("her connections' count back down", || {
+        (gate.open_of(Peer::Account(mallory.uid)) == 0).then_some(())
+    });
 }

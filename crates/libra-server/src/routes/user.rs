@@ -5,7 +5,7 @@ use crate::app::{now, App};
 use crate::auth;
 use crate::error::ApiError;
 use crate::{ledger, store};
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::Json;
@@ -21,11 +21,11 @@ type Res<T> = Result<Json<T>, ApiError>;
 /// was for, for the audit log.
 pub async fn login(
     State(app): State<Arc<App>>,
-    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Extension(peer): Extension<crate::peer::Peer>,
     Body(req): Body<LoginRequest>,
 ) -> Result<Json<LoginResponse>, Response> {
     let named = |e: ApiError| crate::audit::with_caller(e, &req.user);
-    let (id, admin) = check_password(&app, &req.user, &req.password, peer.ip()).await.map_err(named)?;
+    let (id, admin) = check_password(&app, &req.user, &req.password, peer).await.map_err(named)?;
     let (token, expires) = app
         .run(move |g| {
             let t = now();
@@ -46,7 +46,7 @@ async fn check_password(
     app: &Arc<App>,
     user: &str,
     password: &str,
-    addr: std::net::IpAddr,
+    addr: crate::peer::Peer,
 ) -> Result<(i64, bool), ApiError> {
     let guard = &app.login_guard;
     let started = std::time::Instant::now();
@@ -119,7 +119,7 @@ pub async fn logout(
 pub async fn passwd(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Extension(peer): Extension<crate::peer::Peer>,
     Body(req): Body<PasswdRequest>,
 ) -> Res<PasswdResponse> {
     let h = headers.clone();
@@ -132,7 +132,7 @@ pub async fn passwd(
     if req.new_password.len() < 4 || req.new_password.len() > 1024 {
         return Err(ApiError::BadRequest("new_password: give 4 to 1024 characters".into()));
     }
-    check_password(&app, &who.name, &req.old_password, peer.ip()).await.map_err(|e| match e {
+    check_password(&app, &who.name, &req.old_password, peer).await.map_err(|e| match e {
         ApiError::Unauthorized(_) => {
             ApiError::Forbidden("old_password: not the current password; the password is unchanged".into())
         }

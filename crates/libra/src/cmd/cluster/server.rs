@@ -162,8 +162,9 @@ pub struct ServerArgs {
     /// 256); past it, new connections are closed as they are taken.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<u32>,
-    /// The most connections one peer address (an IPv6 /64) may keep open (default 256); past
-    /// it, that address's new connections are closed as they are taken.
+    /// The most connections one peer may keep open (default 256): an address (an IPv6 /64),
+    /// or a local user's Unix account, whatever loopback address they bind; past it, that
+    /// peer's new connections are closed as they are taken.
     #[arg(long, value_name = "N")]
     pub max_connections_per_address: Option<u32>,
     /// How long a connection has to send a request's header, from its opening or its last
