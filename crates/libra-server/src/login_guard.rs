@@ -199,6 +199,24 @@ mod tests {
         assert_eq!(backoff(100, 5), MAX_BACKOFF);
     }
 
+    /// Wrong passwords from one IPv6 /64 count as from one address (one host is usually given a
+    /// whole /64, so moving within it would otherwise start the count again), and a local
+    /// account's as from one peer apart from any address.
+    #[test]
+    fn an_ipv6_64_and_a_local_account_each_count_as_one_peer() {
+        let g = LoginGuard::new(1);
+        let t = Instant::now();
+        for i in 0..FREE_ACCOUNT_FAILURES {
+            g.failed("alice", Peer::of(format!("2001:db8:7:7::{:x}", i + 1).parse().unwrap()), t);
+            g.failed("alice", Peer::Account(1003), t);
+        }
+        assert!(g.check("alice", Peer::of("2001:db8:7:7:ffff::1".parse().unwrap()), t).is_err());
+        assert!(g.check("alice", Peer::of("2001:db8:7:8::1".parse().unwrap()), t).is_ok());
+        assert!(g.check("alice", Peer::Account(1003), t).is_err());
+        assert!(g.check("alice", Peer::Account(1004), t).is_ok());
+        assert!(g.check("alice", Peer::of("127.0.0.1".parse().unwrap()), t).is_ok());
+    }
+
     #[test]
     fn hashing_is_bounded() {
         let g = LoginGuard::new(2);
