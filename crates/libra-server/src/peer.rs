@@ -366,6 +366,14 @@ mod tests {
             assert_eq!(Peer::identify(peer, local, &counted_by_address()), Peer::Account(nobody));
             drop(s);
         }
+        // Over IPv6 loopback, where the machine has it.
+        if let Ok(l6) = TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, 0)) {
+            let s6 = std::net::TcpStream::connect(l6.local_addr().unwrap()).unwrap();
+            let (accepted, peer) = l6.accept().unwrap();
+            assert!(peer.is_ipv6());
+            assert_eq!(local_owner(peer, accepted.local_addr().unwrap()), Some(me), "over ::1");
+            drop(s6);
+        }
         // Owned by root or by this account: counted by address, as `identify` is told.
         let s = std::net::TcpStream::connect(server).unwrap();
         let (accepted, peer) = listener.accept().unwrap();
