@@ -6,8 +6,9 @@
 //! A refusal costs the refuser little, and each entry is a write under the state's lock: a
 //! client sending bad tokens, or a user past the submission rate, would otherwise turn a cheap
 //! refusal into a store write per request and grow the store without bound. So within
-//! `audit_repeat_window` of a written refusal, further refusals alike (same address, status,
-//! method and route) are counted in memory, and written as one entry with their count when the
+//! `audit_repeat_window` of a written refusal, further refusals alike (same peer, status,
+//! method and route; a peer is an address, an IPv6 /64, or a local user's account:
+//! `crate::peer`) are counted in memory, and written as one entry with their count when the
 //! window ends (`Repeats`; the watchdog writes them, and a graceful stop writes what is left).
 //! A server killed with -9 loses at most the last window's counts, never a first refusal.
 
@@ -86,12 +87,15 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     let path = cut(req.uri().path(), 300);
     // A local user's requests name their Unix account too: on loopback the address alone does
     // not say who it was (`crate::peer`).
-    let address = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| {
-        match req.extensions().get::<crate::peer::Peer>() {
-            Some(crate::peer::Peer::Account(uid)) => format!("{} (local uid {uid})", c.0.ip()),
-            _ => c.0.ip().to_string(),
-        }
+    let peer = req.extensions().get::<crate::peer::Peer>().copied();
+    let address = req.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|c| match peer {
+        Some(crate::peer::Peer::Account(uid)) => format!("{} (local uid {uid})", c.0.ip()),
+        _ => c.0.ip().to_string(),
     });
+    // Refusals alike are counted by peer: an IPv6 host by its /64 and a local user by their
+    // account, whichever of their addresses each came from (or each new address would be a
+    // new kind, and a write).
+    let counted_as = peer.map(|p| p.to_string()).or_else(|| address.clone());
     let digest = crate::auth::bearer(req.headers()).map(crate::auth::token_digest);
     // The route the request matched (`/api/jobs/{id}`): refusals alike are counted by it. (A
     // shared string: nothing is copied unless the request is refused.)
@@ -117,6 +121,7 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
                     &path,
                     route,
                     address,
+                    counted_as,
                     digest,
                     Some("(body too large)".into()),
                 )
@@ -148,7 +153,7 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     } else {
         resp
     };
-    finish(&app, resp, &method, &path, route, address, digest, detail).await
+    finish(&app, resp, &method, &path, route, address, counted_as, digest, detail).await
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -159,6 +164,7 @@ async fn finish(
     path: &str,
     route: Option<MatchedPath>,
     address: Option<String>,
+    counted_as: Option<String>,
     digest: Option<String>,
     detail: Option<String>,
 ) -> Response {
@@ -173,7 +179,7 @@ async fn finish(
     ) {
         app.metrics.refusal(resp.status().as_u16());
         let kind = Kind {
-            address: address.clone(),
+            address: counted_as,
             status: resp.status().as_u16(),
             method: method.as_str().to_string(),
             route: route.map_or_else(|| path.to_string(), |m| cut(m.as_str(), 300)),
