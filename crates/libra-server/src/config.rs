@@ -300,8 +300,9 @@ pub const DEFAULT_SUBMIT_BURST: u32 = 500;
 /// The audit log's window for repeated refusals, seconds: a flood of refused requests (bad
 /// tokens, a rate-limited client) costs one write per window, not one per request.
 pub const DEFAULT_AUDIT_REPEAT_WINDOW: f64 = 10.0;
-/// Connections one peer address may keep open: far more than a login node's users' commands
-/// and its agent hold at once, far fewer than the server's file descriptors.
+/// Connections one peer (an address, or a local user) may keep open: far more than a login
+/// node's users' commands and its agent hold at once, far fewer than the server's file
+/// descriptors.
 pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: u32 = 256;
 /// Seconds a connection has to send a request's header (hyper's own default).
 pub const DEFAULT_HEADER_TIMEOUT: f64 = 30.0;

@@ -59,7 +59,7 @@ fn over_tls_one_address_keeps_its_share_and_no_silent_connection_outlives_the_ti
 fn a_local_peer_on_many_addresses() {
     let Ok(server) = std::env::var("LIBRA_TEST_LOCAL_PEER") else { return };
     let server: std::net::SocketAddr = server.parse().unwrap();
-    for i in 0..8u8 {
+    for i in 0..10u8 {
         let mut s = connect_from(Ipv4Addr::new(127, 0, 1, 10 + i), server).unwrap();
         let body = r#"{"user":"admin","password":"a guess"}"#;
         write!(
@@ -76,7 +76,7 @@ fn a_local_peer_on_many_addresses() {
     let held: Vec<_> = (10..30u8)
         .flat_map(|h| (0..4).map(move |_| connect_from(Ipv4Addr::new(127, 0, 0, h), server).unwrap()))
         .collect();
-    println!("held {}", open_at_most(&held, 4, Duration::from_secs(3)));
+    println!("held {}", open_at_most(&held, 4, Duration::from_secs(20)));
     println!("ready");
     let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new());
     drop(held);
@@ -128,14 +128,15 @@ fn a_local_user_is_one_peer_whatever_loopback_address_they_bind() {
     lines.until("ready", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
     let seen = lines.seen.clone();
     // Her guesses: the first five are judged (401), and then she waits (429), wherever from.
+    // (The wait after the fifth is 1 s, doubling: a guess that a stalled machine sends later
+    // than that is judged again, so not every one after the fifth need be refused; from new
+    // addresses counted as addresses, none would be.)
     let statuses: Vec<&str> =
         seen.lines().filter_map(|l| l.split("guess ").nth(1)?.split(" ").nth(1)).collect();
-    assert_eq!(statuses.len(), 8, "{seen}");
+    assert_eq!(statuses.len(), 10, "{seen}");
     assert!(statuses[..5].iter().all(|s| *s == "401"), "{statuses:?}");
-    assert!(
-        statuses[5..].iter().all(|s| *s == "429"),
-        "guessing from new addresses did not back off: {statuses:?}"
-    );
+    let waited = statuses[5..].iter().filter(|s| **s == "429").count();
+    assert!(waited >= 3, "guessing from new addresses did not back off: {statuses:?}");
     // The audit log names her account beside the address she chose, and counts her refusals
     // alike as one peer's: the first of each answer written (401, 429), the rest counted in the
     // window, not one entry per address.
