@@ -469,6 +469,30 @@ impl Inner {
     /// One more submission by `user` now, if their bucket allows it; otherwise 429 with the
     /// seconds until it will.
     pub fn take_submission(&mut self, user: &crate::auth::Caller, now: f64) -> Result<(), ApiError> {
+        self.take_token(user, now, None)
+    }
+
+    /// One more change of a job by `user` now (`action`: update, hold, release), from the same
+    /// bucket as their submissions: each re-admits the job or writes the ledger as a submission
+    /// does, and any of them can be repeated on one job without end, so unbounded they would
+    /// take the scheduler's time and grow the books at whatever rate a client can send.
+    pub fn take_change(
+        &mut self,
+        user: &crate::auth::Caller,
+        action: &str,
+        now: f64,
+    ) -> Result<(), ApiError> {
+        self.take_token(user, now, Some(action))
+    }
+
+    /// A token from `user`'s bucket (`submit_rate`, `submit_burst`) for a submission (`change`
+    /// `None`) or a change, or 429 with the whole seconds until one is there.
+    fn take_token(
+        &mut self,
+        user: &crate::auth::Caller,
+        now: f64,
+        change: Option<&str>,
+    ) -> Result<(), ApiError> {
         let (rate, burst) = (self.submit_rate, f64::from(self.submit_burst));
         if self.submit_buckets.len() > 100_000 {
             // Full buckets only: forgetting them changes nothing.
@@ -482,13 +506,16 @@ impl Inner {
             return Ok(());
         }
         let wait = ((1.0 - *tokens) / rate).ceil().max(1.0) as u64;
-        Err(ApiError::TooMany(
-            format!(
-                "submissions: {} may submit at most {rate} jobs per second ({burst} at once); try again in {wait} s",
-                user.name
+        let name = &user.name;
+        let message = match change {
+            None => format!(
+                "submissions: {name} may submit at most {rate} jobs per second ({burst} at once); try again in {wait} s"
             ),
-            wait,
-        ))
+            Some(action) => format!(
+                "{action}: {name} may submit or change jobs at most {rate} times per second ({burst} at once; update, hold and release count as submissions); try again in {wait} s"
+            ),
+        };
+        Err(ApiError::TooMany(message, wait))
     }
 
     pub fn node_name(&self, i: NodeIdx) -> String {

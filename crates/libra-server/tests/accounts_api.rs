@@ -4,7 +4,7 @@
 //! all or nothing, the store is bounded (sizes, rates, active jobs), listings are paginated,
 //! and the audit log records administrator actions and refusals and cannot be changed.
 
-use libra_api::{Client, ClientError, JobState, SetPricing, SubmitRequest, UserAdd};
+use libra_api::{Client, ClientError, JobState, SetPricing, SubmitRequest, UpdateRequest, UserAdd};
 use libra_core::{JobSpec, Money};
 use libra_server::Config;
 use libra_testkit::{wait_until, TestServer};
@@ -255,6 +255,51 @@ fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
     // One ends: room for one more.
     hal.cancel(second.id).unwrap();
     hal.submit(&job(1.0)).unwrap();
+}
+
+/// `update`, `hold` and `release` re-admit a job or write the ledger as a submission does, and
+/// any of them can be repeated on one job without end: they take from the user's submission
+/// rate, so holding and releasing one job over and over neither takes the scheduler's time nor
+/// grows the books faster than submitting would. Another user is not held back.
+#[test]
+fn changes_of_a_job_take_from_the_submission_rate() {
+    let s = server(|c| {
+        c.submit_rate = 0.01;
+        c.submit_burst = 5;
+    });
+    s.idle_node("n1", 4.0);
+    let fay = s.user("fay", 1000);
+    let j = fay.submit(&job(1.0)).unwrap();
+    let entries = |id: u64| -> i64 {
+        s.db().query_row("SELECT count(*) FROM ledger WHERE job = ?1", [id as i64], |r| r.get(0)).unwrap()
+    };
+    let before = entries(j.id);
+    // Four tokens left of five: hold, release, hold, release; then the fifth change waits.
+    let mut done = 0;
+    let refusal = loop {
+        let r = if done % 2 == 0 { fay.hold(j.id).map(|_| ()) } else { fay.release(j.id).map(|_| ()) };
+        match r {
+            Ok(()) => done += 1,
+            Err(e) => break refused(e),
+        }
+        assert!(done < 50, "50 changes of one job, none refused");
+    };
+    assert_eq!(done, 4, "{refusal:?}");
+    let (code, msg) = refusal;
+    assert!(code == 429 && msg.starts_with("hold:") && msg.contains("per second"), "{code} {msg}");
+    assert_eq!(entries(j.id), before + 4, "one ledger entry per change, and no more");
+    let (code, msg) = refused(
+        fay.update(j.id, &UpdateRequest { deadline_at: None, budget: Some(Money::from_credits(90)) })
+            .unwrap_err(),
+    );
+    assert!(code == 429 && msg.starts_with("update:"), "{code} {msg}");
+    let (code, _) = refused(fay.submit(&job(1.0)).unwrap_err());
+    assert_eq!(code, 429, "changes and submissions share one bucket");
+    // Another user is not held back by fay's changes.
+    let gil = s.user("gil", 1000);
+    let g = gil.submit(&job(1.0)).unwrap();
+    gil.hold(g.id).unwrap();
+    gil.release(g.id).unwrap();
 }
 
 /// A refusal holds no credit, so a user refused at the submission rate could add to the store

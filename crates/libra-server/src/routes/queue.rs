@@ -36,6 +36,7 @@ pub async fn update(
     let answer = app
         .run(move |g| {
             let who = g.caller(&headers)?;
+            g.take_change(&who, "update", now())?;
             g.update(&who, id, &req, now())
         })
         .await?;
@@ -53,6 +54,7 @@ pub async fn hold(
     let job = app
         .run(move |g| {
             let who = g.caller(&headers)?;
+            g.take_change(&who, "hold", now())?;
             g.hold(&who, id, now())
         })
         .await?;
@@ -69,6 +71,7 @@ pub async fn release(
     let answer = app
         .run(move |g| {
             let who = g.caller(&headers)?;
+            g.take_change(&who, "release", now())?;
             g.release(&who, id, now())
         })
         .await?;
