@@ -144,6 +144,8 @@ pub struct Inner {
     tokens: std::sync::Arc<TokenCache>,
     /// Per-user submission token buckets: (tokens left, when last filled).
     submit_buckets: HashMap<i64, (f64, f64)>,
+    /// Each user's bucket of quotes, as large and as fast as their submissions' (`take_quote`).
+    quote_buckets: HashMap<i64, (f64, f64)>,
     pub token_ttl: f64,
     /// The most login tokens one user keeps (`max_tokens_per_user`).
     pub max_tokens_per_user: u32,
@@ -431,6 +433,7 @@ impl Inner {
             refusals_cap: refusals_cap(config.max_kept_refusals),
             tokens,
             submit_buckets: HashMap::new(),
+            quote_buckets: HashMap::new(),
             token_ttl: config.token_ttl,
             max_tokens_per_user: config.max_tokens_per_user,
             max_active_jobs: config.max_active_jobs,
@@ -469,7 +472,7 @@ impl Inner {
     /// One more submission by `user` now, if their bucket allows it; otherwise 429 with the
     /// seconds until it will.
     pub fn take_submission(&mut self, user: &crate::auth::Caller, now: f64) -> Result<(), ApiError> {
-        self.take_token(user, now, None)
+        self.take_token(user, now, Taken::Submission)
     }
 
     /// One more change of a job by `user` now (`action`: update, hold, release), from the same
@@ -482,23 +485,30 @@ impl Inner {
         action: &str,
         now: f64,
     ) -> Result<(), ApiError> {
-        self.take_token(user, now, Some(action))
+        self.take_token(user, now, Taken::Change(action))
     }
 
-    /// A token from `user`'s bucket (`submit_rate`, `submit_burst`) for a submission (`change`
-    /// `None`) or a change, or 429 with the whole seconds until one is there.
-    fn take_token(
-        &mut self,
-        user: &crate::auth::Caller,
-        now: f64,
-        change: Option<&str>,
-    ) -> Result<(), ApiError> {
+    /// One more quote by `user` now, from a bucket of their quotes as large and as fast as
+    /// their submissions' (so that quoting before each submission, as a sweep does, never
+    /// slows the submissions): a quote runs the admission a submission does, under the state's
+    /// lock, and unbounded one user's quotes would keep everyone else's submissions waiting.
+    pub fn take_quote(&mut self, user: &crate::auth::Caller, now: f64) -> Result<(), ApiError> {
+        self.take_token(user, now, Taken::Quote)
+    }
+
+    /// A token from `user`'s bucket (`submit_rate`, `submit_burst`) for `what`, or 429 with the
+    /// whole seconds until one is there.
+    fn take_token(&mut self, user: &crate::auth::Caller, now: f64, what: Taken) -> Result<(), ApiError> {
         let (rate, burst) = (self.submit_rate, f64::from(self.submit_burst));
-        if self.submit_buckets.len() > 100_000 {
+        let buckets = match what {
+            Taken::Quote => &mut self.quote_buckets,
+            Taken::Submission | Taken::Change(_) => &mut self.submit_buckets,
+        };
+        if buckets.len() > 100_000 {
             // Full buckets only: forgetting them changes nothing.
-            self.submit_buckets.retain(|_, (tokens, last)| *tokens + (now - *last) * rate < burst);
+            buckets.retain(|_, (tokens, last)| *tokens + (now - *last) * rate < burst);
         }
-        let (tokens, last) = self.submit_buckets.entry(user.id).or_insert((burst, now));
+        let (tokens, last) = buckets.entry(user.id).or_insert((burst, now));
         *tokens = (*tokens + (now - *last).max(0.0) * rate).min(burst);
         *last = now;
         if *tokens >= 1.0 {
@@ -507,12 +517,15 @@ impl Inner {
         }
         let wait = ((1.0 - *tokens) / rate).ceil().max(1.0) as u64;
         let name = &user.name;
-        let message = match change {
-            None => format!(
+        let message = match what {
+            Taken::Submission => format!(
                 "submissions: {name} may submit at most {rate} jobs per second ({burst} at once); try again in {wait} s"
             ),
-            Some(action) => format!(
+            Taken::Change(action) => format!(
                 "{action}: {name} may submit or change jobs at most {rate} times per second ({burst} at once; update, hold and release count as submissions); try again in {wait} s"
+            ),
+            Taken::Quote => format!(
+                "quote: {name} may ask at most {rate} quotes per second ({burst} at once, as many as submissions); try again in {wait} s"
             ),
         };
         Err(ApiError::TooMany(message, wait))
@@ -635,4 +648,13 @@ impl Inner {
         }
         Ok(())
     }
+}
+
+/// What a token of a user's rate is taken for (`Inner::take_token`).
+#[derive(Debug, Clone, Copy)]
+enum Taken<'a> {
+    Submission,
+    /// A change of a job, by its action's name.
+    Change(&'a str),
+    Quote,
 }

@@ -4,7 +4,9 @@
 //! all or nothing, the store is bounded (sizes, rates, active jobs), listings are paginated,
 //! and the audit log records administrator actions and refusals and cannot be changed.
 
-use libra_api::{Client, ClientError, JobState, SetPricing, SubmitRequest, UpdateRequest, UserAdd};
+use libra_api::{
+    Client, ClientError, JobState, QuoteRequest, SetPricing, SubmitRequest, UpdateRequest, UserAdd,
+};
 use libra_core::{JobSpec, Money};
 use libra_server::Config;
 use libra_testkit::{wait_until, TestServer};
@@ -260,9 +262,10 @@ fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
 /// `update`, `hold` and `release` re-admit a job or write the ledger as a submission does, and
 /// any of them can be repeated on one job without end: they take from the user's submission
 /// rate, so holding and releasing one job over and over neither takes the scheduler's time nor
-/// grows the books faster than submitting would. Another user is not held back.
+/// grows the books faster than submitting would. Quotes, which run the admission under the
+/// state's lock too, have a bucket of their own as large. Another user is not held back.
 #[test]
-fn changes_of_a_job_take_from_the_submission_rate() {
+fn changes_and_quotes_take_from_the_users_rates() {
     let s = server(|c| {
         c.submit_rate = 0.01;
         c.submit_burst = 5;
@@ -295,6 +298,14 @@ fn changes_of_a_job_take_from_the_submission_rate() {
     assert!(code == 429 && msg.starts_with("update:"), "{code} {msg}");
     let (code, _) = refused(fay.submit(&job(1.0)).unwrap_err());
     assert_eq!(code, 429, "changes and submissions share one bucket");
+    // Quotes run the admission too: a bucket of their own, as large as the submissions' (so a
+    // sweep quoting before each submission is not slowed), and then they wait as well.
+    let spec = job(1.0).spec;
+    for _ in 0..5 {
+        fay.quote(&QuoteRequest::new(spec.clone())).unwrap();
+    }
+    let (code, msg) = refused(fay.quote(&QuoteRequest::new(spec)).unwrap_err());
+    assert!(code == 429 && msg.starts_with("quote:"), "{code} {msg}");
     // Another user is not held back by fay's changes.
     let gil = s.user("gil", 1000);
     let g = gil.submit(&job(1.0)).unwrap();

@@ -224,6 +224,7 @@ pub async fn quote(
 ) -> Res<QuoteResponse> {
     app.run(move |g| {
         let caller = g.caller(&headers)?;
+        g.take_quote(&caller, now())?;
         Ok(Json(g.quote(&req.spec, &req.dependencies, &caller, now())?))
     })
     .await
