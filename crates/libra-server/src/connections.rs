@@ -180,7 +180,7 @@ const STOP_WAIT: Duration = Duration::from_secs(5);
 /// it runs from the connection's opening, or the end of its TLS handshake, and again from each
 /// answer, so a peer that sends nothing, or a header a byte at a time, or lets a kept-alive
 /// connection idle, is closed). A TLS handshake has `header_timeout` too.
-/// Then it stops taking connections and gives those with a request in flight [`STOP_WAIT`].
+/// Then it stops taking connections and gives those with a request in flight `STOP_WAIT` (5 s).
 ///
 /// The accept loop is Libra's own rather than axum's or axum-server's: both serve through
 /// hyper-util's version-sniffing builder, which waits for a connection's first bytes before
