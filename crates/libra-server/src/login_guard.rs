@@ -6,6 +6,10 @@
 //! an unknown user costs the same hash as a known one, so timings do not tell which names exist.
 //!
 //! A user's own logins from another address are not locked out by an attacker's failures.
+//! One peer's password checks run one at a time (the next waits its turn, up to [`PEER_WAIT`]),
+//! so that no one peer, however many connections it opens, takes more than one of the few
+//! hashing threads: a user logging in over and over with their own password (which never backs
+//! off) would otherwise keep every thread busy and everyone else's logins answered 429.
 //! "Address" is a peer as the connection limits count it ([`Peer`]): an IPv6 host by its /64,
 //! and a user of this machine by their Unix account, whatever loopback address they bind (or
 //! every one of sixteen million addresses would get its own free guesses).
@@ -25,6 +29,9 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 const FORGET_AFTER: Duration = Duration::from_secs(3600);
 /// The most entries kept (an attacker with many addresses cannot grow the map without bound).
 const MAX_ENTRIES: usize = 100_000;
+/// The longest a login waits for its peer's previous one to be checked (each takes tens of
+/// milliseconds: a hundred users of one login node logging in at once all get their turn).
+pub const PEER_WAIT: Duration = Duration::from_secs(5);
 
 type HashJob = Box<dyn FnOnce(&mut crate::auth::HashMemory) + Send>;
 
@@ -51,6 +58,9 @@ pub struct LoginGuard {
     /// its own, memory stays at a few hashes' worth.
     pool: std::sync::mpsc::SyncSender<HashJob>,
     failures: Mutex<HashMap<Key, Failures>>,
+    /// Each peer's turn to have a password checked: one at a time per peer (`turn`). An entry
+    /// is removed once no one holds or waits for it.
+    turns: Mutex<HashMap<Peer, std::sync::Arc<tokio::sync::Semaphore>>>,
     /// A hash of a password nobody has: what an unknown user's attempt is checked against.
     pub decoy: String,
 }
@@ -86,7 +96,13 @@ impl LoginGuard {
             }
         }
         let decoy = crate::auth::hash_password(&crate::auth::new_token()).unwrap_or_default();
-        LoginGuard { hashing: tokio::sync::Semaphore::new(hashers), pool, failures: Mutex::default(), decoy }
+        LoginGuard {
+            hashing: tokio::sync::Semaphore::new(hashers),
+            pool,
+            failures: Mutex::default(),
+            turns: Mutex::default(),
+            decoy,
+        }
     }
 
     /// Runs `f` (a password hash or check) on the hashing threads. The caller should hold a
@@ -131,6 +147,39 @@ impl LoginGuard {
         }
     }
 
+    /// `peer`'s turn to have a password checked, once its previous check is done; `None` when
+    /// that takes longer than `wait`. Held until the check ends.
+    pub async fn turn(&self, peer: Peer, wait: Duration) -> Option<Turn<'_>> {
+        let sem = self
+            .turns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(peer)
+            .or_insert_with(|| std::sync::Arc::new(tokio::sync::Semaphore::new(1)))
+            .clone();
+        let permit = tokio::time::timeout(wait, sem.acquire_owned()).await.ok().and_then(Result::ok);
+        match permit {
+            Some(permit) => Some(Turn { guard: self, peer, permit: Some(permit) }),
+            None => {
+                self.forget_turn_if_unused(peer);
+                None
+            }
+        }
+    }
+
+    fn forget_turn_if_unused(&self, peer: Peer) {
+        let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+        // Clones are made only under this lock, so a count of one (the map's own) cannot rise.
+        if turns.get(&peer).is_some_and(|s| std::sync::Arc::strong_count(s) == 1) {
+            turns.remove(&peer);
+        }
+    }
+
+    /// Peers holding or waiting for a turn now.
+    pub fn peers_in_turn(&self) -> usize {
+        self.turns.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// A permit to hash one password, if one is free now.
     pub fn try_hash(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.hashing.try_acquire().ok()
@@ -162,6 +211,20 @@ impl LoginGuard {
     pub fn succeeded(&self, user: &str, addr: Peer) {
         let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         f.remove(&Key::Account(user.to_string(), addr));
+    }
+}
+
+/// A peer's turn to have a password checked (`LoginGuard::turn`), until dropped.
+pub struct Turn<'a> {
+    guard: &'a LoginGuard,
+    peer: Peer,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        self.guard.forget_turn_if_unused(self.peer);
     }
 }
 
@@ -215,6 +278,34 @@ mod tests {
         assert!(g.check("alice", Peer::Account(1003), t).is_err());
         assert!(g.check("alice", Peer::Account(1004), t).is_ok());
         assert!(g.check("alice", Peer::of("127.0.0.1".parse().unwrap()), t).is_ok());
+    }
+
+    /// One peer's checks take turns (the next waits for the one before, and gives up after
+    /// its wait), another peer's do not wait for them, and no entry is left behind.
+    #[test]
+    fn one_peers_checks_take_turns_and_others_do_not_wait() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        rt.block_on(async {
+            let g = LoginGuard::new(2);
+            let (a, b) = (Peer::Account(1003), Peer::of("10.0.0.2".parse().unwrap()));
+            let first = g.turn(a, PEER_WAIT).await.expect("a free turn");
+            assert!(
+                g.turn(a, Duration::from_millis(50)).await.is_none(),
+                "a second check of one peer at once"
+            );
+            let other = g.turn(b, Duration::from_millis(50)).await.expect("another peer does not wait");
+            assert_eq!(g.peers_in_turn(), 2);
+            // The next of `a` waits for the first and has its turn once the first ends.
+            let next = async { g.turn(a, PEER_WAIT).await.is_some() };
+            let end_first = async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                drop(first);
+            };
+            let (got, ()) = tokio::join!(next, end_first);
+            assert!(got);
+            drop(other);
+            assert_eq!(g.peers_in_turn(), 0, "entries left behind");
+        });
     }
 
     #[test]

@@ -91,16 +91,7 @@ fn a_local_peer_on_many_addresses() {
 /// guesses.
 #[test]
 fn a_local_user_is_one_peer_whatever_loopback_address_they_bind() {
-    // SAFETY: geteuid has no memory effects.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("not root: cannot run a process as another account here, not tested");
-        return;
-    }
-    let Some(mallory) = libra_testkit::Account::create(&format!("lcp{}", std::process::id() % 100_000))
-    else {
-        eprintln!("useradd is not available: not tested");
-        return;
-    };
+    let Some(mallory) = local_account("lcp") else { return };
     let ts = TestServer::start_with(|c| {
         c.max_connections_per_address = 4;
         c.max_connections = Some(64);
@@ -108,22 +99,8 @@ fn a_local_user_is_one_peer_whatever_loopback_address_they_bind() {
         c.audit_repeat_window = 3600.0;
     });
     let gate = ts.bg.app.connections.get().expect("the server counts its connections").clone();
-    // The test binary, where her account can run it.
-    let dir = libra_testkit::Scratch::new("local-peer");
-    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let exe = dir.join("test-binary");
-    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut child = std::process::Command::new(&exe)
-        .args(["a_local_peer_on_many_addresses", "--exact", "--nocapture", "--test-threads=1"])
-        .env("LIBRA_TEST_LOCAL_PEER", ts.bg.addr.to_string())
-        .uid(mallory.uid)
-        .gid(mallory.gid)
-        .current_dir(&*dir)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (_dir, mut child) =
+        run_as(&mallory, "a_local_peer_on_many_addresses", ("LIBRA_TEST_LOCAL_PEER", ts.bg.addr.to_string()));
     let mut lines = libra_testkit::Lines::new(child.stdout.take().unwrap());
     lines.until("ready", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
     let seen = lines.seen.clone();
@@ -163,4 +140,108 @@ fn a_local_user_is_one_peer_whatever_loopback_address_they_bind() {
     libra_testkit::wait_until("her connections' count back down", || {
         (gate.open_of(Peer::Account(mallory.uid)) == 0).then_some(())
     });
+}
+
+/// A Unix account made for the test (`None`, having said why, where none can be made or its
+/// processes run: not root, no useradd).
+fn local_account(prefix: &str) -> Option<libra_testkit::Account> {
+    // SAFETY: geteuid has no memory effects.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("not root: cannot run a process as another account here, not tested");
+        return None;
+    }
+    let made = libra_testkit::Account::create(&format!("{prefix}{}", std::process::id() % 100_000));
+    if made.is_none() {
+        eprintln!("useradd is not available: not tested");
+    }
+    made
+}
+
+/// Runs this test binary's `test` as `account` (a copy of the binary where the account can run
+/// it), with `env` set, its input and output piped; the copy's directory goes when dropped.
+fn run_as(
+    account: &libra_testkit::Account,
+    test: &str,
+    env: (&str, String),
+) -> (libra_testkit::Scratch, std::process::Child) {
+    let dir = libra_testkit::Scratch::new(test);
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("test-binary");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let child = std::process::Command::new(&exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(env.0, env.1)
+        .uid(account.uid)
+        .gid(account.gid)
+        .current_dir(&*dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (dir, child)
+}
+
+/// What the local user of the test below runs as her own account: eight threads logging in
+/// with her own password (a right password never backs off) for four seconds, counting the
+/// answers. Without `LIBRA_TEST_LOGIN_FLOOD` it does nothing.
+#[test]
+fn a_local_user_logging_in_over_and_over() {
+    let Ok(url) = std::env::var("LIBRA_TEST_LOGIN_FLOOD") else { return };
+    println!("flooding");
+    let end = Instant::now() + Duration::from_secs(4);
+    let counts: Vec<(u32, u32)> = (0..8)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let (mut ok, mut refused) = (0, 0);
+                while Instant::now() < end {
+                    match Client::connect(&url, None, None, false).unwrap().login("mallory", "pw-mallory") {
+                        Ok(_) => ok += 1,
+                        Err(_) => refused += 1,
+                    }
+                }
+                (ok, refused)
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let ok: u32 = counts.iter().map(|c| c.0).sum();
+    let refused: u32 = counts.iter().map(|c| c.1).sum();
+    println!("logins ok {ok} refused {refused}");
+}
+
+/// The server checks a few passwords at a time, and a right password never backs off: one local
+/// user logging in over and over from eight connections at once, as a real process of her own
+/// account, takes one hashing thread, not all of them, so the administrator's logins meanwhile
+/// are all answered (none "the server is checking too many passwords at once").
+#[test]
+fn one_user_logging_in_over_and_over_does_not_lock_out_everyone_elses_logins() {
+    let Some(mallory) = local_account("lcf") else { return };
+    let ts = TestServer::start();
+    ts.user("mallory", 0);
+    let (_dir, mut child) =
+        run_as(&mallory, "a_local_user_logging_in_over_and_over", ("LIBRA_TEST_LOGIN_FLOOD", ts.url.clone()));
+    let mut lines = libra_testkit::Lines::new(child.stdout.take().unwrap());
+    lines.until("flooding", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
+    std::thread::sleep(Duration::from_millis(500));
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        answers.push(
+            Client::connect(&ts.url, None, None, false)
+                .unwrap()
+                .login("admin", TEST_ADMIN_PW)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        );
+    }
+    lines.until("logins ok", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
+    assert!(child.wait().unwrap().success());
+    let ok: u32 = libra_testkit::word_after(&lines.seen, "logins ok ").and_then(|w| w.parse().ok()).unwrap();
+    assert!(ok >= 2, "her flood did not run: {}", lines.seen);
+    eprintln!("{}", lines.seen.trim());
+    let refused: Vec<&String> = answers.iter().filter_map(|a| a.as_ref().err()).collect();
+    assert!(refused.is_empty(), "the administrator's logins refused during her flood: {refused:?}");
 }

@@ -57,6 +57,14 @@ async fn check_password(
             secs,
         ));
     }
+    // One check at a time per peer: however many connections it opens, a peer takes at most
+    // one of the hashing threads.
+    let Some(_turn) = guard.turn(addr, crate::login_guard::PEER_WAIT).await else {
+        return Err(ApiError::TooMany(
+            format!("login: another login from {addr} is still being checked; try again in a second"),
+            1,
+        ));
+    };
     let Some(permit) = guard.try_hash() else {
         return Err(ApiError::TooMany(
             "login: the server is checking too many passwords at once; try again in a second".into(),
