@@ -106,6 +106,20 @@ pub fn local_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
     sock_diag::owner(peer, local).ok().flatten()
 }
 
+/// The user id that owns the TCP socket listening at `addr` on this machine (a listener bound to
+/// the wildcard address counts for every address), as the kernel's socket diagnostics report
+/// it; `None` when nothing listens there or the kernel cannot say. What a client checks before
+/// it sends a password or a token to a server on loopback, whose port any local account could
+/// have taken while the server was down.
+pub fn listener_owner(addr: SocketAddr) -> Option<u32> {
+    // No connection has a remote of port 0: the kernel's lookup falls through to the listeners.
+    let nowhere = match addr {
+        SocketAddr::V4(_) => SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+        SocketAddr::V6(_) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    };
+    sock_diag::owner(addr, nowhere).ok().flatten()
+}
+
 /// The kernel's socket diagnostics over netlink (`NETLINK_SOCK_DIAG`, `linux/inet_diag.h`):
 /// one request naming a TCP socket by its four-tuple, one answer with its owner.
 mod sock_diag {
@@ -374,6 +388,13 @@ mod tests {
             assert_eq!(local_owner(peer, accepted.local_addr().unwrap()), Some(me), "over ::1");
             drop(s6);
         }
+        // A listener's owner, by its address (or the wildcard's), and no one's on a free port.
+        assert_eq!(listener_owner(server), Some(me));
+        let wild = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).unwrap();
+        let port = wild.local_addr().unwrap().port();
+        assert_eq!(listener_owner(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)), Some(me));
+        drop(wild);
+        assert_eq!(listener_owner(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)), None);
         // Owned by root or by this account: counted by address, as `identify` is told.
         let s = std::net::TcpStream::connect(server).unwrap();
         let (accepted, peer) = listener.accept().unwrap();

@@ -626,3 +626,109 @@ fn a_peer_that_holds_connections_open_locks_out_no_one() {
         "{log}"
     );
 }
+
+/// What a local account squatting a stopped server's port runs (as that account, for the test
+/// below: this test binary re-run with `LIBRA_TEST_SQUAT` naming the port): it listens there,
+/// says so, and counts every byte it is sent until its input closes. Without that variable it
+/// does nothing.
+#[test]
+fn a_squatter_on_a_servers_port() {
+    use std::io::Read;
+    let Ok(port) = std::env::var("LIBRA_TEST_SQUAT") else { return };
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    println!("listening");
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let mut received = 0;
+    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    received += n;
+                }
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    println!("received {received} bytes");
+}
+
+/// Any local account may listen on a loopback port while the server that uses it is down, and
+/// would then be sent what the next command sends. `libra login` records which Unix account ran
+/// the server, and a command (or a login again) refuses a loopback server run by another
+/// account before it sends anything: here a real process of a test account on the port of a
+/// killed server is sent neither the administrator's token nor their password.
+#[test]
+fn a_local_account_on_a_stopped_servers_port_is_sent_neither_password_nor_token() {
+    use std::os::unix::process::CommandExt;
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // SAFETY: geteuid has no memory effects.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 {
+        eprintln!("not root: cannot run a process as another account here, not tested");
+        return;
+    }
+    let Some(mallory) = common::Account::create(&format!("lsq{}", std::process::id() % 100_000)) else {
+        eprintln!("useradd is not available: not tested");
+        return;
+    };
+    let mut cl = Cluster::start(1, 1.0, 30.0);
+    let config = Scratch::new("squat-config");
+    let pw = config.join("admin-password");
+    std::fs::write(&pw, ADMIN_PW).unwrap();
+    let libra = |args: &[&str]| {
+        Command::new(EXE).args(args).env("LIBRA_CONFIG_DIR", &*config).stdin(Stdio::null()).output().unwrap()
+    };
+    let url = cl.url.clone();
+    let login = ["login", "--server", &url, "--user", "admin", "--password-file", pw.to_str().unwrap()];
+    let out = libra(&login);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(config.join("login.json")).unwrap()).unwrap();
+    assert_eq!(saved["server_uid"], me, "the login records the server's account: {saved}");
+    assert!(libra(&["balance"]).status.success());
+
+    // The server goes down; her process takes its port.
+    cl.kill_server();
+    let dir = Scratch::new("squatter");
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("test-binary");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut squatter = Command::new(&exe)
+        .args(["a_squatter_on_a_servers_port", "--exact", "--nocapture", "--test-threads=1"])
+        .env("LIBRA_TEST_SQUAT", cl.port.to_string())
+        .uid(mallory.uid)
+        .gid(mallory.gid)
+        .current_dir(&*dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(squatter.stdout.take().unwrap());
+    lines.until("listening", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
+
+    // A command with the saved token, and a login again with the password: both refused, naming
+    // her account, before anything is sent.
+    for args in [&["balance"][..], &login[..]] {
+        let out = libra(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "libra {args:?} went ahead: {err}");
+        assert!(err.contains(&format!("uid {}", mallory.uid)) && err.contains("nothing was sent"), "{err}");
+    }
+    drop(squatter.stdin.take());
+    lines.until("received", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
+    assert!(lines.seen.contains("received 0 bytes"), "she was sent something: {}", lines.seen);
+    assert!(squatter.wait().unwrap().success());
+}

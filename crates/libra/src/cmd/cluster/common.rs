@@ -46,6 +46,44 @@ pub struct Login {
     pub ca: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure_http: bool,
+    /// The Unix account (user id) that ran the server when this login was made, for a server on
+    /// this machine's loopback (`check_server_owner`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_uid: Option<u32>,
+}
+
+/// The Unix account (user id) running the server at `server` when it listens on this machine's
+/// loopback; `None` for any other server, or when the kernel cannot say.
+pub fn loopback_server_owner(server: &str) -> Option<u32> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    let url = url::Url::parse(server).ok()?;
+    let port = url.port_or_known_default()?;
+    let ips: Vec<IpAddr> = match url.host()? {
+        url::Host::Domain(d) if d.eq_ignore_ascii_case("localhost") => {
+            vec![IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)]
+        }
+        url::Host::Ipv4(a) if a.is_loopback() => vec![IpAddr::V4(a)],
+        url::Host::Ipv6(a) if a.is_loopback() => vec![IpAddr::V6(a)],
+        _ => return None,
+    };
+    ips.into_iter().find_map(|ip| libra_server::peer::listener_owner(SocketAddr::new(ip, port)))
+}
+
+/// Any local account may listen on a loopback port while the server that uses it is down, and
+/// would then be sent whatever the next command sends: a password, a token. So a command refuses
+/// a loopback server run by another account than the one that ran it at `libra login`
+/// (`recorded`), before it sends anything.
+pub fn check_server_owner(server: &str, recorded: Option<u32>) -> Result<()> {
+    let (Some(want), Some(now)) = (recorded, loopback_server_owner(server)) else { return Ok(()) };
+    if want != now {
+        bail!(
+            "server: {server} is run by the Unix account with uid {now}, not by uid {want} as when you logged in: \
+             another account may have taken its port while the server was down, so nothing was sent to it. \
+             If the server's account changed on purpose, remove {} and log in again",
+            login_path().map(|p| p.display().to_string()).unwrap_or_else(|_| "your saved login".into())
+        );
+    }
+    Ok(())
 }
 
 pub fn config_dir() -> Result<PathBuf> {
@@ -139,6 +177,9 @@ impl Conn {
                 bail!("not logged in to {server}: run `libra login --server {server} --user NAME`")
             }
         };
+        if let Some(l) = saved.as_ref().filter(|l| l.server == server) {
+            check_server_owner(&server, l.server_uid)?;
+        }
         let ca = self.ca.clone().or_else(|| saved.as_ref().and_then(|l| l.ca.clone()));
         let insecure = self.insecure_http || saved.as_ref().is_some_and(|l| l.insecure_http);
         Ok(Client::connect(&server, Some(token), ca.as_deref(), insecure)?)

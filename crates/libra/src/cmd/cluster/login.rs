@@ -56,6 +56,10 @@ pub fn run(a: LoginArgs) -> Result<()> {
             None => LOCAL_SERVER.to_string(),
         },
     };
+    // The same server as the saved login's: run by the same account, or nothing is sent.
+    if let Some(l) = saved_login().filter(|l| l.server == server) {
+        super::common::check_server_owner(&server, l.server_uid)?;
+    }
     let client = Client::connect(&server, None, ca.as_deref(), insecure_http)?;
     let password = read_password(a.password, a.password_file.as_deref(), "password: ")?;
     let resp = client.login(&a.user, &password)?;
@@ -67,6 +71,7 @@ pub fn run(a: LoginArgs) -> Result<()> {
             token: resp.token.clone(),
             ca,
             insecure_http,
+            server_uid: super::common::loopback_server_owner(&server),
         })?;
     }
     let said = format!(

@@ -438,6 +438,7 @@ fn choose_login(url: &str, demo_token: &str, libra: &str, ca: Option<&Path>) -> 
         token: demo_token.to_string(),
         ca: ca.map(Path::to_path_buf),
         insecure_http: false,
+        server_uid: super::common::loopback_server_owner(url),
     })?;
     Ok(match replaced {
         None => format!("logged in as demo for the commands below (saved in {})", path.display()),
