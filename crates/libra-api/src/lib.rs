@@ -16,6 +16,7 @@ mod array;
 mod client;
 mod clock;
 pub mod duration;
+pub mod local;
 mod queue;
 mod sweep;
 mod types;

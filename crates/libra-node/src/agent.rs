@@ -120,6 +120,11 @@ pub enum NodeError {
 /// join token admitted it (mode 0600).
 pub const CREDENTIAL_FILE: &str = "node.credential";
 
+/// The Unix account (user id) that ran the server, on this machine's loopback, when the node
+/// registered with it: an agent on the server's own machine sends nothing to a loopback server
+/// run by another account (`Agent::server_is_its_own`).
+pub const SERVER_UID_FILE: &str = "server.uid";
+
 /// The node's credential saved in `workdir`, if it has one.
 pub fn read_credential(workdir: &std::path::Path) -> Result<Option<String>, NodeError> {
     let path = workdir.join(CREDENTIAL_FILE);
@@ -568,6 +573,8 @@ pub struct Agent {
     /// Presents the node's credential (the join token only while joining).
     client: Client,
     credential: Option<String>,
+    /// `SERVER_UID_FILE`'s account, once known.
+    server_uid: Option<u32>,
     enforcer: Box<dyn Enforcer>,
     jobs: HashMap<u64, Running>,
     exited: HashMap<u64, ExitReport>,
@@ -712,6 +719,9 @@ impl Agent {
         let mut agent = Agent {
             max_tasks,
             steps,
+            server_uid: std::fs::read_to_string(cfg.workdir.join(SERVER_UID_FILE))
+                .ok()
+                .and_then(|t| t.trim().parse().ok()),
             period: cfg.period.unwrap_or(2.0),
             cfg,
             client,
@@ -857,6 +867,38 @@ impl Agent {
         Ok(())
     }
 
+    /// A node agent on the server's own machine talks to it on loopback, where any local account
+    /// may listen while the server is down and would then be sent the node's credential (or its
+    /// join token) and its reports. The account that ran the server when the node registered is
+    /// kept in `SERVER_UID_FILE`; a loopback server run by another is sent nothing (why, when
+    /// not). A server elsewhere, or one the kernel cannot say about, is not checked.
+    fn server_is_its_own(&self) -> Result<(), String> {
+        let base = self.cfg.client.base();
+        match (self.server_uid, libra_api::local::loopback_server_owner(base)) {
+            (Some(want), Some(now)) if want != now => Err(format!(
+                "the server at {base} is run by the Unix account with uid {now}, not uid {want} as when this node registered: \
+                 another account may have taken its port while the server was down, so nothing is sent to it \
+                 (if the server's account changed on purpose, remove {})",
+                self.cfg.workdir.join(SERVER_UID_FILE).display()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Keeps the account running a loopback server the node has just registered with, if none
+    /// is kept yet.
+    fn keep_server_owner(&mut self) {
+        if self.server_uid.is_some() {
+            return;
+        }
+        if let Some(uid) = libra_api::local::loopback_server_owner(self.cfg.client.base()) {
+            match std::fs::write(self.cfg.workdir.join(SERVER_UID_FILE), format!("{uid}\n")) {
+                Ok(()) => self.server_uid = Some(uid),
+                Err(e) => tracing::warn!("cannot keep the server's account in {SERVER_UID_FILE}: {e}"),
+            }
+        }
+    }
+
     /// Runs until `stop` returns true (checked every loop).
     pub fn run(&mut self, stop: impl Fn() -> bool) -> Result<(), NodeError> {
         let mut registered = false;
@@ -866,10 +908,18 @@ impl Agent {
         let mut backoff = Duration::from_millis(200);
         while !stop() {
             let fresh = !registered;
+            if let Err(why) = self.server_is_its_own() {
+                tracing::warn!("{why}");
+                self.reap();
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
             if !registered {
                 match self.register() {
                     Ok(()) => {
                         registered = true;
+                        self.keep_server_owner();
                         backoff = Duration::from_millis(200);
                         tracing::info!(node = %self.cfg.name, server = %self.cfg.client.base(), "registered");
                     }

@@ -671,18 +671,8 @@ fn a_squatter_on_a_servers_port() {
 /// killed server is sent neither the administrator's token nor their password.
 #[test]
 fn a_local_account_on_a_stopped_servers_port_is_sent_neither_password_nor_token() {
-    use std::os::unix::process::CommandExt;
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    // SAFETY: geteuid has no memory effects.
-    let me = unsafe { libc::geteuid() };
-    if me != 0 {
-        eprintln!("not root: cannot run a process as another account here, not tested");
-        return;
-    }
-    let Some(mallory) = common::Account::create(&format!("lsq{}", std::process::id() % 100_000)) else {
-        eprintln!("useradd is not available: not tested");
-        return;
-    };
+    let Some((me, mallory)) = squatter_account("lsq") else { return };
     let mut cl = Cluster::start(1, 1.0, 30.0);
     let config = Scratch::new("squat-config");
     let pw = config.join("admin-password");
@@ -701,24 +691,7 @@ fn a_local_account_on_a_stopped_servers_port_is_sent_neither_password_nor_token(
 
     // The server goes down; her process takes its port.
     cl.kill_server();
-    let dir = Scratch::new("squatter");
-    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let exe = dir.join("test-binary");
-    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut squatter = Command::new(&exe)
-        .args(["a_squatter_on_a_servers_port", "--exact", "--nocapture", "--test-threads=1"])
-        .env("LIBRA_TEST_SQUAT", cl.port.to_string())
-        .uid(mallory.uid)
-        .gid(mallory.gid)
-        .current_dir(&*dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = Lines::new(squatter.stdout.take().unwrap());
-    lines.until("listening", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
-
+    let (_dir, mut squatter, mut lines) = squat(&mallory, cl.port);
     // A command with the saved token, and a login again with the password: both refused, naming
     // her account, before anything is sent.
     for args in [&["balance"][..], &login[..]] {
@@ -731,4 +704,67 @@ fn a_local_account_on_a_stopped_servers_port_is_sent_neither_password_nor_token(
     lines.until("received", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
     assert!(lines.seen.contains("received 0 bytes"), "she was sent something: {}", lines.seen);
     assert!(squatter.wait().unwrap().success());
+}
+
+/// Runs `a_squatter_on_a_servers_port` on `port` as `account` (this test binary copied where the
+/// account can run it), once it listens: its directory, the process, and its output.
+fn squat(account: &common::Account, port: u16) -> (Scratch, std::process::Child, Lines) {
+    use std::os::unix::process::CommandExt;
+    let dir = Scratch::new("squatter");
+    std::fs::set_permissions(&*dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.join("test-binary");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = Command::new(&exe)
+        .args(["a_squatter_on_a_servers_port", "--exact", "--nocapture", "--test-threads=1"])
+        .env("LIBRA_TEST_SQUAT", port.to_string())
+        .uid(account.uid)
+        .gid(account.gid)
+        .current_dir(&*dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Lines::new(child.stdout.take().unwrap());
+    lines.until("listening", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
+    (dir, child, lines)
+}
+
+/// A node agent on the server's machine talks to it on loopback too, and would send its
+/// credential and its reports to whoever holds the port while the server is down: the agent
+/// keeps the account that ran the server when it registered (`server.uid`), and sends nothing to
+/// a loopback server run by another. Here a real process of a test account on the port of a
+/// killed server receives nothing from the node's agent, which keeps trying meanwhile.
+#[test]
+fn a_node_agent_sends_a_squatter_on_its_servers_port_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Some((me, mallory)) = squatter_account("lsn") else { return };
+    let mut cl = Cluster::start(1, 1.0, 30.0);
+    let kept = cl.dir.join(&cl.node_names[0]).join("server.uid");
+    wait_until("the agent to keep the server's account", || std::fs::read_to_string(&kept).ok());
+    assert_eq!(std::fs::read_to_string(&kept).unwrap().trim(), me.to_string());
+    cl.kill_server();
+    let (_dir, mut squatter, mut lines) = squat(&mallory, cl.port);
+    // The agent retries at least every 2 s; give it several turns.
+    std::thread::sleep(Duration::from_secs(5));
+    drop(squatter.stdin.take());
+    lines.until("received", Duration::from_secs(60)).unwrap_or_else(|e| panic!("her process: {e}"));
+    assert!(lines.seen.contains("received 0 bytes"), "the agent sent her something: {}", lines.seen);
+    assert!(squatter.wait().unwrap().success());
+}
+
+/// This account's user id and a Unix account made for the test (`None`, having said why, where
+/// none can be made or its processes run: not root, no useradd).
+fn squatter_account(prefix: &str) -> Option<(u32, common::Account)> {
+    // SAFETY: geteuid has no memory effects.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 {
+        eprintln!("not root: cannot run a process as another account here, not tested");
+        return None;
+    }
+    let made = common::Account::create(&format!("{prefix}{}", std::process::id() % 100_000));
+    if made.is_none() {
+        eprintln!("useradd is not available: not tested");
+    }
+    made.map(|a| (me, a))
 }

@@ -52,22 +52,7 @@ pub struct Login {
     pub server_uid: Option<u32>,
 }
 
-/// The Unix account (user id) running the server at `server` when it listens on this machine's
-/// loopback; `None` for any other server, or when the kernel cannot say.
-pub fn loopback_server_owner(server: &str) -> Option<u32> {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-    let url = url::Url::parse(server).ok()?;
-    let port = url.port_or_known_default()?;
-    let ips: Vec<IpAddr> = match url.host()? {
-        url::Host::Domain(d) if d.eq_ignore_ascii_case("localhost") => {
-            vec![IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)]
-        }
-        url::Host::Ipv4(a) if a.is_loopback() => vec![IpAddr::V4(a)],
-        url::Host::Ipv6(a) if a.is_loopback() => vec![IpAddr::V6(a)],
-        _ => return None,
-    };
-    ips.into_iter().find_map(|ip| libra_server::peer::listener_owner(SocketAddr::new(ip, port)))
-}
+pub use libra_api::local::loopback_server_owner;
 
 /// Any local account may listen on a loopback port while the server that uses it is down, and
 /// would then be sent whatever the next command sends: a password, a token. So a command refuses
