@@ -65,7 +65,8 @@ pub fn load_resources(path: &Path) -> Result<Vec<ResourceConfig>, CreateError> {
 /// are matched and `copy` finds and leaves files).
 pub struct TextSweep<'a> {
     pub name: &'a str,
-    pub plan_text: &'a str,
+    /// The plan, parsed and expanded (`expand_text`).
+    pub plan: &'a TextPlan<'a>,
     pub resources: Vec<ResourceConfig>,
     pub algorithm: Algorithm,
     /// Unix seconds.
@@ -73,10 +74,43 @@ pub struct TextSweep<'a> {
     pub budget: Money,
     pub max_retries: u32,
     pub estimate_secs: Option<f64>,
-    pub seed: u64,
     pub now: f64,
-    /// The most jobs the plan may make (a server bounds what one request can store).
-    pub max_jobs: u64,
+}
+
+/// A plan sent as text, parsed and expanded but not stored (`expand_text`): how many jobs it
+/// makes is known before anything is written, so that a server can bound what one user may
+/// make it write.
+pub struct TextPlan<'a> {
+    text: &'a str,
+    jobs: plan::JobParams,
+}
+
+impl TextPlan<'_> {
+    /// How many jobs the plan makes (the rows its sweep's creation writes).
+    pub fn jobs(&self) -> u64 {
+        self.jobs.total
+    }
+}
+
+/// Parses and expands a plan sent as text for a sweep of broker database `db` (its errors name
+/// the line and column), refusing one that makes more than `max_jobs` jobs (a server bounds
+/// what one request can store).
+pub fn expand_text<'a>(
+    db: &Path,
+    text: &'a str,
+    seed: u64,
+    max_jobs: u64,
+) -> Result<TextPlan<'a>, CreateError> {
+    let plan = plan::parse(text).map_err(CreateError::PlanText)?;
+    // Nothing is in the work directory yet: a `files` parameter matches what is there then.
+    let jobs = plan::expand(&plan, &experiments_dir(db), seed).map_err(CreateError::PlanText)?;
+    if jobs.total > max_jobs {
+        return Err(CreateError::Invalid(format!(
+            "plan: makes {} jobs; at most {} are accepted here",
+            jobs.total, max_jobs
+        )));
+    }
+    Ok(TextPlan { text, jobs })
 }
 
 fn check_limits(deadline: f64, budget: Money, now: f64) -> Result<(), CreateError> {
@@ -111,23 +145,13 @@ pub fn create(db: &Path, s: &SweepSpec) -> Result<i64, CreateError> {
     store_new(db, &new, &s.resources, &jobs, false)
 }
 
-/// As `create`, for a plan given as text; its errors name the line and column.
+/// As `create`, for a plan given as text and expanded (`expand_text`).
 pub fn create_from_text(db: &Path, s: &TextSweep) -> Result<i64, CreateError> {
     check_limits(s.deadline, s.budget, s.now)?;
-    let plan = plan::parse(s.plan_text).map_err(CreateError::PlanText)?;
-    // Nothing is in the work directory yet: a `files` parameter matches what is there then.
-    let base = experiments_dir(db);
-    let jobs = plan::expand(&plan, &base, s.seed).map_err(CreateError::PlanText)?;
-    if jobs.total > s.max_jobs {
-        return Err(CreateError::Invalid(format!(
-            "plan: makes {} jobs; at most {} are accepted here",
-            jobs.total, s.max_jobs
-        )));
-    }
     let name = if s.name.trim().is_empty() { "sweep" } else { s.name.trim() };
     let new = NewExperiment {
         name,
-        plan_text: s.plan_text,
+        plan_text: s.plan.text,
         root_dir: "",
         work_dir: "",
         algorithm: s.algorithm.name(),
@@ -137,7 +161,7 @@ pub fn create_from_text(db: &Path, s: &TextSweep) -> Result<i64, CreateError> {
         estimate_secs: s.estimate_secs,
         now: s.now,
     };
-    store_new(db, &new, &s.resources, &jobs, true)
+    store_new(db, &new, &s.resources, &s.plan.jobs, true)
 }
 
 /// A work directory no other sweep has used, `ID` in `base` (`ID.2`, `ID.3`... when taken), with
@@ -209,18 +233,19 @@ mod tests {
     use super::*;
 
     fn sweep_in(db: &Path) -> (i64, PathBuf) {
+        let text = "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n";
+        let plan = expand_text(db, text, 0, 100).unwrap();
+        assert_eq!(plan.jobs(), 2);
         let s = TextSweep {
             name: "s",
-            plan_text: "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n",
+            plan: &plan,
             resources: Vec::new(),
             algorithm: Algorithm::Cost,
             deadline: 3600.0,
             budget: Money::from_credits(10),
             max_retries: 0,
             estimate_secs: None,
-            seed: 0,
             now: 0.0,
-            max_jobs: 100,
         };
         let id = create_from_text(db, &s).unwrap();
         let work = Store::open(db).unwrap().experiment(id).unwrap().work_dir;

@@ -194,6 +194,7 @@ impl App {
             config.db.clone(),
             config.max_active_sweeps,
             config.max_kept_sweeps,
+            config.sweep_job_rate,
         )?);
         Ok(App {
             inner: Mutex::new(inner),

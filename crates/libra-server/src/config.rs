@@ -80,6 +80,11 @@ pub struct Config {
     pub submit_rate: f64,
     /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
     pub submit_burst: u32,
+    /// Jobs of hosted sweeps' plans one user may create per second on average, and at once the
+    /// jobs of the largest plan a sweep may have (100,000): each job is a record the creation
+    /// writes, so creating and cancelling sweeps in a loop would otherwise keep the disk busy.
+    /// Beyond, creating a sweep is answered 429 with Retry-After.
+    pub sweep_job_rate: f64,
     /// Seconds over which the audit log counts a refused request (401, 403, 429) like one it
     /// has just written (same address, status, method and route) instead of writing each: the
     /// first is written at once, the rest as one entry with their count when the window ends.
@@ -297,6 +302,10 @@ pub const DEFAULT_MAX_ACTIVE_SWEEPS: u32 = 10;
 pub const DEFAULT_MAX_KEPT_SWEEPS: u32 = 100;
 pub const DEFAULT_SUBMIT_RATE: f64 = 50.0;
 pub const DEFAULT_SUBMIT_BURST: u32 = 500;
+/// Plan jobs per second per user: a sweep of the largest plan (100,000 jobs) every 100 s, one
+/// of 1,000 jobs every second; a loop of creations writes about 65 KB/s rather than the 6.5 MB/s
+/// it could unbounded.
+pub const DEFAULT_SWEEP_JOB_RATE: f64 = 1000.0;
 /// The audit log's window for repeated refusals, seconds: a flood of refused requests (bad
 /// tokens, a rate-limited client) costs one write per window, not one per request.
 pub const DEFAULT_AUDIT_REPEAT_WINDOW: f64 = 10.0;
@@ -336,6 +345,7 @@ impl Default for Config {
             max_kept_sweeps: DEFAULT_MAX_KEPT_SWEEPS,
             submit_rate: DEFAULT_SUBMIT_RATE,
             submit_burst: DEFAULT_SUBMIT_BURST,
+            sweep_job_rate: DEFAULT_SWEEP_JOB_RATE,
             audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
             audit_keep_days: None,
             output_keep_days: None,
@@ -503,6 +513,12 @@ impl Config {
                 self.submit_burst
             )));
         }
+        if !(self.sweep_job_rate > 0.0 && self.sweep_job_rate <= 1e7) {
+            return Err(ServerError::Invalid(format!(
+                "sweep_job_rate: {} is not accepted: give the jobs of hosted sweeps' plans one user may create per second, above 0 and at most 1e7",
+                Shown(self.sweep_job_rate)
+            )));
+        }
         libra_core::policy::build_policy_with(&self.policy, self.pricing, self.placement)
             .map_err(|e| ServerError::Invalid(e.to_string()))?;
         self.executor.validate()?;
@@ -628,6 +644,15 @@ mod tests {
             e.starts_with("max_kept_sweeps: 1000001 is not accepted: give the most ended hosted sweeps"),
             "{e}"
         );
+        assert_eq!(c0.sweep_job_rate, DEFAULT_SWEEP_JOB_RATE);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e8] {
+            let e = Config { sweep_job_rate: bad, ..c0.clone() }.validate().unwrap_err().to_string();
+            assert!(e.starts_with("sweep_job_rate: ") && e.contains("is not accepted: give the jobs"), "{e}");
+        }
+        let c: Config = toml::from_str("sweep_job_rate = 0.5").unwrap();
+        Config { sweep_job_rate: c.sweep_job_rate, ..c0.clone() }.validate().unwrap();
+        let e = toml::from_str::<Config>("sweep_job_rate = \"fast\"").unwrap_err().to_string();
+        assert!(e.contains("sweep_job_rate"), "{e}");
         let e =
             Config { command_quota_mb: MAX_OUTPUT_QUOTA_MB + 1, ..c0 }.validate().unwrap_err().to_string();
         assert!(e.starts_with("command_quota_mb: 10485761 is not accepted: give MiB from 1 to"), "{e}");

@@ -494,3 +494,52 @@ fn a_users_ended_sweeps_are_held_to_max_kept_sweeps_and_no_one_elses_are_removed
     assert_eq!(count("SELECT COUNT(*) FROM resources WHERE exp_id NOT IN (SELECT id FROM experiments)"), 0);
     drop(server);
 }
+
+/// Each job of a sweep's plan is a record its creation writes, and `max_kept_sweeps` removes
+/// ended sweeps as new ones come: one user creating and cancelling the largest sweeps in a loop
+/// would keep the server's disk writing (about 6.5 MB a 100,000-job creation) for free. A user
+/// may create plan jobs at `sweep_job_rate` a second, up to the largest plan at once: past it
+/// the creation is answered 429 with the wait, before anything is written, and other users'
+/// creations go on.
+#[test]
+fn creating_sweeps_in_a_loop_is_held_to_sweep_job_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, url, admin, alice) =
+        server_with_alice_on(Config { sweep_job_rate: 2.0, ..common::test_config(dir.path()) });
+    admin.user_add(&UserAdd::new("bob", "pw-bob", false)).unwrap();
+    let bob = Client::new(&url, Some(Client::new(&url, None).login("bob", "pw-bob").unwrap().token));
+    // The largest plan a sweep may have, from a full bucket; budget 0, so it stalls at once.
+    let largest = "parameter x integer range from 1 to 100000 step 1\ntask main\n    exec true\nendtask\n";
+    let first = alice.sweep_create(&sweep(largest, RES, 0)).unwrap();
+    alice.sweep_action(first.id, "cancel").unwrap();
+    wait(&alice, first.id, "the cancel", |s| s.state == "cancelled");
+    let broker = dir.path().join("sweeps").join("broker.db");
+    let count = |sql: &str| -> i64 {
+        rusqlite::Connection::open(&broker).unwrap().query_row(sql, [], |r| r.get(0)).unwrap()
+    };
+    let jobs_before = count("SELECT COUNT(*) FROM jobs");
+    assert_eq!(jobs_before, 100_000);
+    // Her bucket is empty: the same again, and a plan of 1,000 jobs, wait (at 2 jobs a second).
+    for plan in
+        [largest, "parameter x integer range from 1 to 1000 step 1\ntask main\n    exec true\nendtask\n"]
+    {
+        let (code, message) = status(alice.sweep_create(&sweep(plan, RES, 0)).unwrap_err());
+        assert_eq!(code, 429, "{message}");
+        assert!(message.contains("sweep_job_rate") && message.contains("try again in"), "{message}");
+    }
+    assert_eq!(count("SELECT COUNT(*) FROM experiments"), 1, "a refused creation made a sweep");
+    assert_eq!(count("SELECT COUNT(*) FROM jobs"), jobs_before, "a refused creation wrote jobs");
+    // Another user's bucket is their own.
+    let bobs = bob.sweep_create(&sweep(PLAN, RES, 1000)).unwrap();
+    wait(&bob, bobs.id, "bob's sweep to finish", |s| s.state == "done");
+    // What she gains back in a few seconds makes a small sweep.
+    std::thread::sleep(Duration::from_millis(1500));
+    alice
+        .sweep_create(&sweep(
+            "parameter x integer range from 1 to 2 step 1\ntask main\n    exec true\nendtask\n",
+            RES,
+            0,
+        ))
+        .unwrap();
+    drop(server);
+}

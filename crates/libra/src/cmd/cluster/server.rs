@@ -132,6 +132,10 @@ pub struct ServerArgs {
     /// ... and at once (default 500); beyond, 429 with Retry-After.
     #[arg(long)]
     pub submit_burst: Option<u32>,
+    /// Jobs of hosted sweeps' plans one user may create per second on average (default 1000),
+    /// and at once the largest plan's 100,000; beyond, creating a sweep is answered 429.
+    #[arg(long, value_name = "JOBS")]
+    pub sweep_job_rate: Option<f64>,
     /// Seconds over which the audit log counts refusals (401, 403, 429) alike to one it wrote
     /// (same address, status, method and route) and writes them as one entry with their count
     /// (default 10; 0 writes every refusal): 10, 30s, 1m.
@@ -303,6 +307,10 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.submit_burst {
         c.submit_burst = v;
         src.flag("submit_burst", "submit-burst", None);
+    }
+    if let Some(v) = a.sweep_job_rate {
+        c.sweep_job_rate = v;
+        src.flag("sweep_job_rate", "sweep-job-rate", None);
     }
     if let Some(v) = a.audit_repeat_window {
         c.audit_repeat_window = v;
