@@ -604,8 +604,26 @@ impl Client {
         self.get(&format!("/api/sweeps/{id}/usage"))
     }
 
+    /// Every job's result, in job order, read a page at a time (`sweep_results_page`) until
+    /// a page comes back empty (a server may answer fewer than asked).
     pub fn sweep_results(&self, id: i64) -> Result<Vec<SweepJob>, ClientError> {
-        self.get(&format!("/api/sweeps/{id}/results"))
+        let mut all: Vec<SweepJob> = Vec::new();
+        loop {
+            let after = all.last().map_or(0, |j| j.job);
+            let page = self.sweep_results_page(id, 10_000, after)?;
+            // Each page starts past the last job read: one that does not is not a page of
+            // this request (a server of before pages), and is the whole answer.
+            if page.first().is_none_or(|j| j.job <= after) {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
+    }
+
+    /// At most `limit` jobs' results (the server answers at most 10,000), in job order, from
+    /// the job after job number `after` (0: from the first).
+    pub fn sweep_results_page(&self, id: i64, limit: u32, after: u64) -> Result<Vec<SweepJob>, ClientError> {
+        self.get(&format!("/api/sweeps/{id}/results?limit={limit}&after={after}"))
     }
 
     pub fn sweep_set_deadline(&self, id: i64, d: &SweepDeadline) -> Result<SweepInfo, ClientError> {

@@ -114,8 +114,13 @@ pub fn usage_points(spans: &[(usize, f64, Option<f64>)], n: usize, max: usize) -
 }
 
 pub fn results(store: &Store, exp: i64) -> Result<Vec<SweepJob>, StoreError> {
+    results_page(store, exp, 0, u32::MAX)
+}
+
+/// `results`, a page at a time: at most `limit` jobs, from the job after job number `after`.
+pub fn results_page(store: &Store, exp: i64, after: u64, limit: u32) -> Result<Vec<SweepJob>, StoreError> {
     Ok(store
-        .results(exp)?
+        .results_page(exp, after, limit)?
         .into_iter()
         .map(|r| SweepJob {
             job: r.index + 1,

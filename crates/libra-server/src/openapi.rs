@@ -225,7 +225,7 @@ const ROUTES: &[Route] = &[
     (
         "get",
         "/api/sweeps/{id}/results",
-        "Each job: parameters, state, resource, attempts, cost, output directory",
+        "Each job in job order, a page at a time: parameters, state, resource, attempts, cost, output directory (?limit=N, default 1000, at most 10000; ?after=JOB: from the job after that job number)",
         None,
         list::<SweepJob>,
         "user",

@@ -31,6 +31,11 @@ pub const MAX_JOBS: u64 = 100_000;
 /// The largest plan and resources texts a hosted sweep may be created with.
 pub const MAX_PLAN_BYTES: usize = 256 * 1024;
 pub const MAX_RESOURCES_BYTES: usize = 64 * 1024;
+/// The most jobs' results one request is answered with (`GET /api/sweeps/{id}/results`, the
+/// listings' page): a sweep holds up to `MAX_JOBS`, whose results in one answer took about
+/// 100 MB of the server's memory each, so one user asking for them on many connections at once
+/// could take the server's memory from everyone.
+pub const MAX_RESULTS_PAGE: u32 = 10_000;
 
 pub struct Sweeps {
     pub db: PathBuf,
@@ -832,9 +837,11 @@ impl Sweeps {
         Ok(view::usage(&store, exp, now)?)
     }
 
-    pub fn results(&self, who: &Caller, exp: i64) -> Result<Vec<SweepJob>, ApiError> {
+    /// A page of the jobs' results: at most `limit` (1 to `MAX_RESULTS_PAGE`), from the job
+    /// after job number `after`.
+    pub fn results(&self, who: &Caller, exp: i64, after: u64, limit: u32) -> Result<Vec<SweepJob>, ApiError> {
         let (store, _) = self.owned(who, exp)?;
-        Ok(view::results(&store, exp)?)
+        Ok(view::results_page(&store, exp, after, limit.clamp(1, MAX_RESULTS_PAGE))?)
     }
 
     /// A new deadline (Unix seconds) or budget; a stalled sweep runs again under it.

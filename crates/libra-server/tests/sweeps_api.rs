@@ -543,3 +543,43 @@ fn creating_sweeps_in_a_loop_is_held_to_sweep_job_rate() {
         .unwrap();
     drop(server);
 }
+
+/// A sweep holds up to 100,000 jobs, and its results in one answer took about 100 MB of the
+/// server's memory while it was made: one user asking for them on many connections at once
+/// could take the server's memory from everyone. The results come a page at a time, in job
+/// order, at most 10,000 a request whatever is asked, and the client reads them all page by
+/// page.
+#[test]
+fn a_sweeps_results_come_a_page_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _url, _admin, alice) = server_with_alice_on(common::test_config(dir.path()));
+    let plan = "parameter x integer range from 1 to 12000 step 1\ntask main\n    exec true\nendtask\n";
+    // Budget 0: it stalls at once, every job pending.
+    let s = alice.sweep_create(&sweep(plan, RES, 0)).unwrap();
+    // A page as (how many, first job, last job), checked to run on without a gap.
+    let span = |page: &[libra_api::SweepJob]| {
+        assert!(page.windows(2).all(|w| w[1].job == w[0].job + 1), "a page out of order or with a gap");
+        (page.len(), page.first().map(|j| j.job), page.last().map(|j| j.job))
+    };
+    // Asked for everything, on one request: one page.
+    let everything: Vec<libra_api::SweepJob> = alice.get(&format!("/api/sweeps/{}/results", s.id)).unwrap();
+    assert_eq!(span(&everything), (1000, Some(1), Some(1000)), "the default page");
+    let most = alice.sweep_results_page(s.id, u32::MAX, 0).unwrap();
+    assert_eq!(span(&most), (10_000, Some(1), Some(10_000)), "at most 10,000 a request");
+    let next = alice.sweep_results_page(s.id, 1500, 10_000).unwrap();
+    assert_eq!(span(&next), (1500, Some(10_001), Some(11_500)));
+    assert_eq!(
+        span(&alice.sweep_results_page(s.id, 1500, 11_500).unwrap()),
+        (500, Some(11_501), Some(12_000))
+    );
+    assert!(alice.sweep_results_page(s.id, 1500, 12_000).unwrap().is_empty());
+    assert_eq!(next[0].params["x"], "10001", "{:?}", next[0].params);
+    // The client reads every page.
+    assert_eq!(span(&alice.sweep_results(s.id).unwrap()), (12_000, Some(1), Some(12_000)));
+    let (code, message) = status(
+        alice.get::<serde_json::Value>(&format!("/api/sweeps/{}/results?limit=many", s.id)).unwrap_err(),
+    );
+    assert_eq!(code, 400, "{message}");
+    assert!(message.contains("limit"), "{message}");
+    drop(server);
+}

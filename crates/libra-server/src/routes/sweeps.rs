@@ -61,12 +61,24 @@ pub async fn usage(
     with_caller(&app, &headers, move |who, s| s.usage(&who, id, now())).await
 }
 
+#[derive(Deserialize)]
+pub struct ResultsQuery {
+    /// At most this many jobs (default 1000, at most `MAX_RESULTS_PAGE`) ...
+    #[serde(default)]
+    limit: Option<u32>,
+    /// ... from the job after this job number (default: from the first).
+    #[serde(default)]
+    after: u64,
+}
+
 pub async fn results(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     InPath(id): InPath<i64>,
+    Params(q): Params<ResultsQuery>,
 ) -> Res<Vec<SweepJob>> {
-    with_caller(&app, &headers, move |who, s| s.results(&who, id)).await
+    let limit = q.limit.unwrap_or(1000);
+    with_caller(&app, &headers, move |who, s| s.results(&who, id, q.after, limit)).await
 }
 
 pub async fn set_deadline(
