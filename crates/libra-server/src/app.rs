@@ -523,7 +523,7 @@ impl Inner {
                 "submissions: {name} may submit at most {rate} jobs per second ({burst} at once); try again in {wait} s"
             ),
             Taken::Change(action) => format!(
-                "{action}: {name} may submit or change jobs at most {rate} times per second ({burst} at once; update, hold and release count as submissions); try again in {wait} s"
+                "{action}: {name} may submit or change jobs at most {rate} times per second ({burst} at once; update, hold and release, and a hosted sweep's pause, resume, deadline and budget, count as submissions); try again in {wait} s"
             ),
             Taken::Quote => format!(
                 "quote: {name} may ask at most {rate} quotes per second ({burst} at once, as many as submissions); try again in {wait} s"

@@ -17,7 +17,7 @@ use libra_api::{SweepCreate, SweepInfo, SweepJob, SweepUsage};
 use libra_broker::create::{create_from_text, expand_text, CreateError, TextSweep};
 use libra_broker::engine::{self, EngineOptions};
 use libra_broker::resources::{self, KindSpec};
-use libra_broker::state::ExperimentState;
+use libra_broker::state::{ExperimentState, StateError};
 use libra_broker::store::{Store, StoreError};
 use libra_broker::view;
 use libra_core::dbc::Algorithm;
@@ -191,6 +191,9 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::NoExperiment(id) => ApiError::NotFound(format!("no sweep {id} on this server")),
+            // A change the sweep's state does not allow now (a pause of a sweep the engine has
+            // just stalled): the caller's request meets the sweep's state, not a fault here.
+            StoreError::State(e @ StateError::Transition { .. }) => ApiError::Conflict(e.to_string()),
             StoreError::Sql(e) if crate::store::is_disk_full(&e) => {
                 ApiError::StoreFull(format!("broker store: {e}"))
             }

@@ -583,3 +583,48 @@ fn a_sweeps_results_come_a_page_at_a_time() {
     assert!(message.contains("limit"), "{message}");
     drop(server);
 }
+
+/// Pausing, resuming, moving a hosted sweep's deadline or budget each write the sweeps'
+/// database (a resume may start its engine again), and one client repeating them kept a core of
+/// the server busy: they take from the user's bucket of submissions and job changes, and past it
+/// are answered 429. A cancel is never held back.
+#[test]
+fn a_sweeps_changes_take_from_the_users_rate_and_a_cancel_never_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _url, _admin, alice) = server_with_alice_on(Config {
+        submit_rate: 0.001,
+        submit_burst: 4,
+        ..common::test_config(dir.path())
+    });
+    // Budget 0: it stalls at once, and stays there.
+    let s = alice.sweep_create(&sweep(PLAN, RES, 0)).unwrap();
+    wait(&alice, s.id, "the sweep to stall", |s| s.state == "stalled");
+    // A stalled sweep cannot be paused: the request meets the sweep's state (409), as a change
+    // it still counts.
+    let (code, message) = status(alice.sweep_action(s.id, "pause").unwrap_err());
+    assert_eq!(code, 409, "{message}");
+    assert!(message.contains("stalled"), "{message}");
+    alice.sweep_action(s.id, "resume").unwrap();
+    alice.sweep_set_budget(s.id, Money::from_credits(0)).unwrap();
+    alice.sweep_set_deadline(s.id, &SweepDeadline { deadline: None, deadline_in: Some(600.0) }).unwrap();
+    for (what, refused) in [
+        ("pause", alice.sweep_action(s.id, "pause").map(|_| ())),
+        ("budget", alice.sweep_set_budget(s.id, Money::from_credits(0)).map(|_| ())),
+        (
+            "deadline",
+            alice
+                .sweep_set_deadline(s.id, &SweepDeadline { deadline: None, deadline_in: Some(60.0) })
+                .map(|_| ()),
+        ),
+    ] {
+        let (code, message) = status(refused.unwrap_err());
+        assert_eq!(code, 429, "{what}: {message}");
+        assert!(message.contains("sweep") && message.contains("try again in"), "{what}: {message}");
+    }
+    // The refused changes changed nothing: the deadline is the one set last.
+    let info = alice.sweep(s.id).unwrap();
+    assert!(info.deadline - info.now > 300.0, "{info:?}");
+    alice.sweep_action(s.id, "cancel").unwrap();
+    wait(&alice, s.id, "the cancel", |s| s.state == "cancelled");
+    drop(server);
+}

@@ -20,8 +20,30 @@ async fn with_caller<T: Send + 'static>(
     headers: &HeaderMap,
     f: impl FnOnce(Caller, &Arc<crate::sweeps::Sweeps>) -> Result<T, ApiError> + Send + 'static,
 ) -> Res<T> {
+    steered(app, headers, None, f).await
+}
+
+/// `with_caller` for a change of a sweep named `change` (pause, resume, a new deadline or
+/// budget), which takes a token from the caller's bucket of submissions and job changes
+/// (`Inner::take_change`) first: each is a write to the sweeps' database (a resume may start the
+/// sweep's engine again), and repeated without end one user's changes kept a core of the server
+/// busy (150 a second from one client on a sweep of 100,000 jobs). A cancel is never limited.
+async fn steered<T: Send + 'static>(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    change: Option<String>,
+    f: impl FnOnce(Caller, &Arc<crate::sweeps::Sweeps>) -> Result<T, ApiError> + Send + 'static,
+) -> Res<T> {
     let headers = headers.clone();
-    let who = app.run(move |g| g.caller(&headers)).await?;
+    let who = app
+        .run(move |g| {
+            let who = g.caller(&headers)?;
+            if let Some(change) = change {
+                g.take_change(&who, &change, now())?;
+            }
+            Ok(who)
+        })
+        .await?;
     let sweeps = app.sweeps.clone();
     crate::app::blocking(move || f(who, &sweeps)).await.map(Json)
 }
@@ -87,7 +109,7 @@ pub async fn set_deadline(
     InPath(id): InPath<i64>,
     Body(req): Body<SweepDeadline>,
 ) -> Res<SweepInfo> {
-    with_caller(&app, &headers, move |who, s| {
+    steered(&app, &headers, Some("sweep deadline".into()), move |who, s| {
         let t = now();
         let d = match (req.deadline, req.deadline_in) {
             (Some(d), None) => d,
@@ -109,7 +131,10 @@ pub async fn set_budget(
     InPath(id): InPath<i64>,
     Body(req): Body<SweepBudget>,
 ) -> Res<SweepInfo> {
-    with_caller(&app, &headers, move |who, s| s.set_limits(&who, id, None, Some(req.budget), now())).await
+    steered(&app, &headers, Some("sweep budget".into()), move |who, s| {
+        s.set_limits(&who, id, None, Some(req.budget), now())
+    })
+    .await
 }
 
 pub async fn action(
@@ -118,5 +143,7 @@ pub async fn action(
     InPath((id, action)): InPath<(i64, String)>,
     _ignored: axum::body::Bytes,
 ) -> Res<SweepInfo> {
-    with_caller(&app, &headers, move |who, s| s.action(&who, id, &action, now())).await
+    // A cancel is never held back; an action that is none is refused by `Sweeps::action`.
+    let change = (action != "cancel").then(|| format!("sweep {action}"));
+    steered(&app, &headers, change, move |who, s| s.action(&who, id, &action, now())).await
 }
