@@ -80,7 +80,8 @@ CREATE TABLE IF NOT EXISTS attempts (
 );
 CREATE INDEX IF NOT EXISTS attempts_by_state ON attempts(exp_id, state);
 -- Each job's attempts (`results` counts them and sums their charges): without it every job read
--- every attempt of the database, and the results of a finished sweep of 100,000 jobs took hours.
+-- every attempt of the database (a page of 1,000 jobs of a finished sweep of 20,000 took 2.9 s;
+-- the whole results of one of 100,000, some 24 minutes).
 CREATE INDEX IF NOT EXISTS attempts_by_job ON attempts(job_id);
 CREATE TABLE IF NOT EXISTS payments (
     id INTEGER PRIMARY KEY,
