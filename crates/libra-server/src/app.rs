@@ -4,6 +4,7 @@
 //! through `App::run`, on tokio's blocking pool, never on the async workers; routes that only
 //! read the store use `App::read` instead: a WAL read connection, without the lock.
 
+use crate::buckets::{Buckets, Short};
 use crate::config::Config;
 use crate::error::{ApiError, ServerError};
 use crate::store;
@@ -142,16 +143,14 @@ pub struct Inner {
     pub refusals_cap: Option<i64>,
     /// The token cache (`TokenCache`), shared with the read path.
     tokens: std::sync::Arc<TokenCache>,
-    /// Per-user submission token buckets: (tokens left, when last filled).
-    submit_buckets: HashMap<i64, (f64, f64)>,
+    /// Each user's bucket of submissions and job changes (`submit_rate`, `submit_burst`).
+    submit_buckets: Buckets,
     /// Each user's bucket of quotes, as large and as fast as their submissions' (`take_quote`).
-    quote_buckets: HashMap<i64, (f64, f64)>,
+    quote_buckets: Buckets,
     pub token_ttl: f64,
     /// The most login tokens one user keeps (`max_tokens_per_user`).
     pub max_tokens_per_user: u32,
     pub max_active_jobs: u32,
-    submit_rate: f64,
-    submit_burst: u32,
     /// What admission and the agent exchange must respect of the executor in force.
     pub exec: crate::executor::ExecLimits,
 }
@@ -433,13 +432,11 @@ impl Inner {
             command_quota: quota_bytes(config.command_quota_mb),
             refusals_cap: refusals_cap(config.max_kept_refusals),
             tokens,
-            submit_buckets: HashMap::new(),
-            quote_buckets: HashMap::new(),
+            submit_buckets: Buckets::new(config.submit_rate, f64::from(config.submit_burst)),
+            quote_buckets: Buckets::new(config.submit_rate, f64::from(config.submit_burst)),
             token_ttl: config.token_ttl,
             max_tokens_per_user: config.max_tokens_per_user,
             max_active_jobs: config.max_active_jobs,
-            submit_rate: config.submit_rate,
-            submit_burst: config.submit_burst,
             exec,
         };
         inner
@@ -500,23 +497,12 @@ impl Inner {
     /// A token from `user`'s bucket (`submit_rate`, `submit_burst`) for `what`, or 429 with the
     /// whole seconds until one is there.
     fn take_token(&mut self, user: &crate::auth::Caller, now: f64, what: Taken) -> Result<(), ApiError> {
-        let (rate, burst) = (self.submit_rate, f64::from(self.submit_burst));
         let buckets = match what {
             Taken::Quote => &mut self.quote_buckets,
             Taken::Submission | Taken::Change(_) => &mut self.submit_buckets,
         };
-        if buckets.len() > 100_000 {
-            // Full buckets only: forgetting them changes nothing.
-            buckets.retain(|_, (tokens, last)| *tokens + (now - *last) * rate < burst);
-        }
-        let (tokens, last) = buckets.entry(user.id).or_insert((burst, now));
-        *tokens = (*tokens + (now - *last).max(0.0) * rate).min(burst);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            return Ok(());
-        }
-        let wait = ((1.0 - *tokens) / rate).ceil().max(1.0) as u64;
+        let (rate, burst) = (buckets.rate(), buckets.burst());
+        let Err(Short { wait, .. }) = buckets.take(user.id, 1.0, now) else { return Ok(()) };
         let name = &user.name;
         let message = match what {
             Taken::Submission => format!(

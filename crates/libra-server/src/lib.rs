@@ -5,6 +5,7 @@
 pub mod app;
 pub mod audit;
 pub mod auth;
+mod buckets;
 mod change;
 pub mod config;
 pub mod connections;

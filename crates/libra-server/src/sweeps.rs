@@ -11,6 +11,7 @@
 //! administrators may use them.
 
 use crate::auth::Caller;
+use crate::buckets::{Buckets, Short};
 use crate::error::{ApiError, ServerError};
 use crate::store::hosted;
 use libra_api::{SweepCreate, SweepInfo, SweepJob, SweepUsage};
@@ -72,11 +73,9 @@ pub struct Sweeps {
     /// same key waits for the first to end (`Sweeps::claim_key`), then finds its sweep.
     keys_in_flight: Mutex<HashSet<(i64, String)>>,
     key_freed: std::sync::Condvar,
-    /// Each user's bucket of plan jobs (`sweep_job_rate`, `Sweeps::take_jobs`): tokens and when
-    /// they were counted.
-    job_buckets: Mutex<HashMap<i64, (f64, f64)>>,
-    /// `sweep_job_rate`: plan jobs a user's bucket gains per second (it holds `MAX_JOBS`).
-    job_rate: f64,
+    /// Each user's bucket of plan jobs (`sweep_job_rate` a second, `MAX_JOBS` at once;
+    /// `Sweeps::take_jobs`).
+    job_buckets: Mutex<Buckets>,
 }
 
 /// A creation's hold on its idempotency key (`Sweeps::claim_key`), let go when dropped.
@@ -244,8 +243,7 @@ impl Sweeps {
             being_created: Mutex::new(HashMap::new()),
             keys_in_flight: Mutex::new(HashSet::new()),
             key_freed: std::sync::Condvar::new(),
-            job_buckets: Mutex::new(HashMap::new()),
-            job_rate,
+            job_buckets: Mutex::new(Buckets::new(job_rate, MAX_JOBS as f64)),
         };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
@@ -755,29 +753,16 @@ impl Sweeps {
     /// made: without this one user creating and cancelling sweeps in a loop kept the disk
     /// writing about 6.5 MB/s (a 100,000-job plan a second).
     fn take_jobs(&self, who: &Caller, jobs: u64, now: f64) -> Result<(), ApiError> {
-        let (rate, burst) = (self.job_rate, MAX_JOBS as f64);
         let mut buckets = self.job_buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if buckets.len() > 100_000 {
-            // Full buckets only: forgetting them changes nothing.
-            buckets.retain(|_, (tokens, last)| *tokens + (now - *last) * rate < burst);
-        }
-        let (tokens, last) = buckets.entry(who.id).or_insert((burst, now));
-        *tokens = (*tokens + (now - *last).max(0.0) * rate).min(burst);
-        *last = now;
-        let want = jobs as f64;
-        if *tokens >= want {
-            *tokens -= want;
-            return Ok(());
-        }
-        let wait = ((want - *tokens) / rate).ceil().max(1.0) as u64;
+        let Err(Short { held, wait }) = buckets.take(who.id, jobs as f64, now) else { return Ok(()) };
         Err(ApiError::TooMany(
             format!(
                 "sweeps: {} may create hosted sweeps of at most {} jobs per second on average and {} at once (sweep_job_rate); this plan makes {} jobs and {} are available now: try again in {} s, or make a smaller plan",
                 who.name,
-                Shown(rate),
+                Shown(buckets.rate()),
                 MAX_JOBS,
                 jobs,
-                tokens.floor() as u64,
+                held.floor() as u64,
                 wait
             ),
             wait,
@@ -786,12 +771,7 @@ impl Sweeps {
 
     /// Puts back `jobs` tokens taken by a creation that made nothing.
     fn give_back_jobs(&self, who: &Caller, jobs: u64, now: f64) {
-        let rate = self.job_rate;
-        let mut buckets = self.job_buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((tokens, last)) = buckets.get_mut(&who.id) {
-            *tokens = (*tokens + (now - *last).max(0.0) * rate + jobs as f64).min(MAX_JOBS as f64);
-            *last = now;
-        }
+        self.job_buckets.lock().unwrap_or_else(|p| p.into_inner()).give_back(who.id, jobs as f64, now);
     }
 
     /// Takes a place for a sweep `who` creates, unless they already have `max_unfinished`
