@@ -80,10 +80,10 @@ pub struct Config {
     pub submit_rate: f64,
     /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
     pub submit_burst: u32,
-    /// Jobs of hosted sweeps' plans one user may create per second on average, and at once the
-    /// jobs of the largest plan a sweep may have (100,000): each job is a record the creation
-    /// writes, so creating and cancelling sweeps in a loop would otherwise keep the disk busy.
-    /// Beyond, creating a sweep is answered 429 with Retry-After.
+    /// Jobs of hosted sweeps one user may create or run again (a rerun) per second on average,
+    /// and at once the jobs of the largest plan a sweep may have (100,000): each job is a record
+    /// the creation or rerun writes, so creating (or rerunning) and cancelling sweeps in a loop
+    /// would otherwise keep the disk busy. Beyond, 429 with Retry-After.
     pub sweep_job_rate: f64,
     /// Seconds over which the audit log counts a refused request (401, 403, 429) like one it
     /// has just written (same address, status, method and route) instead of writing each: the
@@ -515,7 +515,7 @@ impl Config {
         }
         if !(self.sweep_job_rate > 0.0 && self.sweep_job_rate <= 1e7) {
             return Err(ServerError::Invalid(format!(
-                "sweep_job_rate: {} is not accepted: give the jobs of hosted sweeps' plans one user may create per second, above 0 and at most 1e7",
+                "sweep_job_rate: {} is not accepted: give the jobs of hosted sweeps one user may create or run again per second, above 0 and at most 1e7",
                 Shown(self.sweep_job_rate)
             )));
         }

@@ -132,8 +132,8 @@ pub struct ServerArgs {
     /// ... and at once (default 500); beyond, 429 with Retry-After.
     #[arg(long)]
     pub submit_burst: Option<u32>,
-    /// Jobs of hosted sweeps' plans one user may create per second on average (default 1000),
-    /// and at once the largest plan's 100,000; beyond, creating a sweep is answered 429.
+    /// Jobs of hosted sweeps one user may create or run again per second on average (default
+    /// 1000), and at once the largest plan's 100,000; beyond, a creation or rerun is answered 429.
     #[arg(long, value_name = "JOBS")]
     pub sweep_job_rate: Option<f64>,
     /// Seconds over which the audit log counts refusals (401, 403, 429) alike to one it wrote
