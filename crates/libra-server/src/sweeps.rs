@@ -874,7 +874,8 @@ impl Sweeps {
         now: f64,
     ) -> Result<SweepInfo, ApiError> {
         let (store, owner) = self.owned(who, exp)?;
-        let state = store.experiment(exp)?.state;
+        let e = store.experiment(exp)?;
+        let state = e.state;
         let ended = state.is_final();
         let conflict = || ApiError::Conflict(format!("sweep {exp} is {state}: it cannot {action}"));
         match action {
@@ -910,6 +911,13 @@ impl Sweeps {
                 }
             }
             "rerun" => {
+                // Until a cancel has ended, its engine is still marking the jobs cancelled: a
+                // rerun then would race with it, and would count too few jobs to run again.
+                if state == ExperimentState::Cancelled && e.finished.is_none() {
+                    return Err(ApiError::Conflict(format!(
+                        "sweep {exp} is being cancelled: rerun it once the cancel has ended (its status shows when it finished)"
+                    )));
+                }
                 // Each failed or cancelled job is written again, and runs again.
                 let c = store.counts(exp)?;
                 self.take_jobs(who, c.failed + c.cancelled, "this rerun runs again", now)?;

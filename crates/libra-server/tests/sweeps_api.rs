@@ -540,6 +540,19 @@ fn creating_sweeps_in_a_loop_is_held_to_sweep_job_rate() {
         100_000,
         "a refused rerun changed jobs"
     );
+    // A rerun while a cancel is still being carried out (its engine marking the jobs) would
+    // race with it and count too few jobs: it waits for the cancel's end.
+    let set = |sql: &str, id: i64| {
+        rusqlite::Connection::open(&broker).unwrap().execute(sql, [id]).unwrap();
+    };
+    let mid = bob.sweep_create(&sweep(PLAN, RES, 0)).unwrap();
+    wait(&bob, mid.id, "bob's sweep to stall", |s| s.state == "stalled");
+    set("UPDATE experiments SET state = 'cancelled', finished = NULL WHERE id = ?1", mid.id);
+    let (code, message) = status(bob.sweep_action(mid.id, "rerun").unwrap_err());
+    assert_eq!(code, 409, "{message}");
+    assert!(message.contains("being cancelled"), "{message}");
+    set("UPDATE experiments SET finished = 1 WHERE id = ?1", mid.id);
+    bob.sweep_action(mid.id, "rerun").unwrap();
     // Another user's bucket is their own.
     let bobs = bob.sweep_create(&sweep(PLAN, RES, 1000)).unwrap();
     wait(&bob, bobs.id, "bob's sweep to finish", |s| s.state == "done");
