@@ -25,6 +25,10 @@ pub enum StateError {
     Unknown(String),
     #[error("sweep {exp} is {from}: it cannot become {to}")]
     Transition { exp: i64, from: ExperimentState, to: ExperimentState },
+    /// A rerun while a cancel is still being carried out: its engine is still marking the jobs
+    /// cancelled, so the rerun would race with it (and count too few jobs to run again).
+    #[error("sweep {exp} is being cancelled: rerun it once the cancel has ended (its status shows when it finished)")]
+    Cancelling { exp: i64 },
 }
 
 impl ExperimentState {

@@ -672,8 +672,21 @@ impl Store {
     }
 
     /// `rerun --failed`: failed jobs become pending with a fresh retry count.
+    /// How many jobs a rerun would run again (the failed and the cancelled), or
+    /// `StateError::Cancelling` while a cancel of the sweep has not ended.
+    pub fn rerunnable(&self, exp: i64) -> Result<u64, StoreError> {
+        let e = self.experiment(exp)?;
+        if e.state == ExperimentState::Cancelled && e.finished.is_none() {
+            return Err(crate::state::StateError::Cancelling { exp }.into());
+        }
+        let c = self.counts(exp)?;
+        Ok(c.failed + c.cancelled)
+    }
+
+    /// Sets the failed and cancelled jobs pending again (`rerunnable` says how many, and
+    /// refuses while a cancel has not ended).
     pub fn rerun_failed(&self, exp: i64) -> Result<usize, StoreError> {
-        self.experiment(exp)?;
+        self.rerunnable(exp)?;
         let n = self.conn.execute(
             "UPDATE jobs SET state = 'pending', failures = 0 WHERE exp_id = ?1 AND state = 'failed'",
             [exp],
@@ -768,5 +781,44 @@ mod tests {
         assert!(!plan.iter().any(|step| step.contains("TEMP B-TREE")), "a sort: {plan:#?}");
         assert!(plan.iter().any(|step| step.contains("USING INDEX jobs_by_index")), "{plan:#?}");
         assert_eq!(plan.iter().filter(|step| step.contains("INDEX attempts_by_job")).count(), 2, "{plan:#?}");
+    }
+
+    /// While a cancel is being carried out (the sweep cancelled, not yet finished) its engine
+    /// is still marking the jobs cancelled: a rerun then, from any process, would race with it.
+    #[test]
+    fn a_rerun_waits_for_a_cancel_to_end() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("broker.db");
+        let text = "parameter x integer range from 1 to 3 step 1\ntask main\n    exec true\nendtask\n";
+        let plan = crate::create::expand_text(&db, text, 0, 10).unwrap();
+        let sweep = crate::create::TextSweep {
+            name: "s",
+            plan: &plan,
+            resources: Vec::new(),
+            algorithm: libra_core::dbc::Algorithm::Cost,
+            deadline: 3600.0,
+            budget: Money::from_credits(1),
+            max_retries: 0,
+            estimate_secs: None,
+            now: 0.0,
+        };
+        let exp = crate::create::create_from_text(&db, &sweep).unwrap();
+        let store = Store::open(&db).unwrap();
+        store
+            .conn
+            .execute("UPDATE jobs SET state = 'cancelled' WHERE exp_id = ?1 AND idx > 0", [exp])
+            .unwrap();
+        store
+            .conn
+            .execute("UPDATE experiments SET state = 'cancelled', finished = NULL WHERE id = ?1", [exp])
+            .unwrap();
+        let e = store.rerun_failed(exp).unwrap_err();
+        assert!(matches!(e, StoreError::State(crate::state::StateError::Cancelling { .. })), "{e}");
+        assert!(e.to_string().contains("being cancelled"), "{e}");
+        assert_eq!(store.counts(exp).unwrap().cancelled, 2, "a refused rerun changed jobs");
+        store.conn.execute("UPDATE experiments SET finished = 1 WHERE id = ?1", [exp]).unwrap();
+        assert_eq!(store.rerunnable(exp).unwrap(), 2);
+        store.rerun_failed(exp).unwrap();
+        assert_eq!(store.counts(exp).unwrap().pending, 3);
     }
 }

@@ -192,7 +192,9 @@ impl From<StoreError> for ApiError {
             StoreError::NoExperiment(id) => ApiError::NotFound(format!("no sweep {id} on this server")),
             // A change the sweep's state does not allow now (a pause of a sweep the engine has
             // just stalled): the caller's request meets the sweep's state, not a fault here.
-            StoreError::State(e @ StateError::Transition { .. }) => ApiError::Conflict(e.to_string()),
+            StoreError::State(e @ (StateError::Transition { .. } | StateError::Cancelling { .. })) => {
+                ApiError::Conflict(e.to_string())
+            }
             StoreError::Sql(e) if crate::store::is_disk_full(&e) => {
                 ApiError::StoreFull(format!("broker store: {e}"))
             }
@@ -874,8 +876,7 @@ impl Sweeps {
         now: f64,
     ) -> Result<SweepInfo, ApiError> {
         let (store, owner) = self.owned(who, exp)?;
-        let e = store.experiment(exp)?;
-        let state = e.state;
+        let state = store.experiment(exp)?.state;
         let ended = state.is_final();
         let conflict = || ApiError::Conflict(format!("sweep {exp} is {state}: it cannot {action}"));
         match action {
@@ -911,16 +912,10 @@ impl Sweeps {
                 }
             }
             "rerun" => {
-                // Until a cancel has ended, its engine is still marking the jobs cancelled: a
-                // rerun then would race with it, and would count too few jobs to run again.
-                if state == ExperimentState::Cancelled && e.finished.is_none() {
-                    return Err(ApiError::Conflict(format!(
-                        "sweep {exp} is being cancelled: rerun it once the cancel has ended (its status shows when it finished)"
-                    )));
-                }
-                // Each failed or cancelled job is written again, and runs again.
-                let c = store.counts(exp)?;
-                self.take_jobs(who, c.failed + c.cancelled, "this rerun runs again", now)?;
+                // Each failed or cancelled job is written again, and runs again; refused while
+                // a cancel has not ended (`Store::rerunnable`).
+                let again = store.rerunnable(exp)?;
+                self.take_jobs(who, again, "this rerun runs again", now)?;
                 store.rerun_failed(exp)?;
                 if store.counts(exp)?.pending > 0 {
                     store.set_state(exp, ExperimentState::Running, None)?;
