@@ -79,22 +79,29 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn compute(outcomes: &[Outcome], nodes: usize) -> Metrics {
-        let jobs = outcomes.len();
-        let accepted = outcomes.iter().filter(|o| o.accepted).count();
-        let completed_in_time = outcomes.iter().filter(|o| o.met_deadline()).count();
-        let qos_satisfied = outcomes.iter().filter(|o| o.qos_satisfied()).count();
-        let revenue: Money = outcomes.iter().map(Outcome::charged).sum();
-        let budgets: Money = outcomes.iter().map(|o| o.budget).sum();
-        let waits: Vec<f64> = outcomes.iter().filter_map(|o| o.start.map(|s| s - o.submit)).collect();
+    /// The figures of `outcomes` (a slice, or the outcomes of a run's records read in place:
+    /// any iterator that can be gone through more than once).
+    pub fn compute<'a, I>(outcomes: I, nodes: usize) -> Metrics
+    where
+        I: IntoIterator<Item = &'a Outcome>,
+        I::IntoIter: Clone,
+    {
+        let outcomes = outcomes.into_iter();
+        let jobs = outcomes.clone().count();
+        let accepted = outcomes.clone().filter(|o| o.accepted).count();
+        let completed_in_time = outcomes.clone().filter(|o| o.met_deadline()).count();
+        let qos_satisfied = outcomes.clone().filter(|o| o.qos_satisfied()).count();
+        let revenue: Money = outcomes.clone().map(Outcome::charged).sum();
+        let budgets: Money = outcomes.clone().map(|o| o.budget).sum();
+        let waits: Vec<f64> = outcomes.clone().filter_map(|o| o.start.map(|s| s - o.submit)).collect();
         let slowdowns: Vec<f64> = outcomes
-            .iter()
+            .clone()
             .filter_map(|o| o.finish.map(|f| ((f - o.submit) / o.runtime.max(SLOWDOWN_BOUND)).max(1.0)))
             .collect();
         let work: f64 =
-            outcomes.iter().filter(|o| o.finish.is_some()).map(|o| o.runtime * o.procs as f64).sum();
-        let first = outcomes.iter().map(|o| o.submit).fold(f64::INFINITY, f64::min);
-        let last = outcomes.iter().filter_map(|o| o.finish).fold(f64::NEG_INFINITY, f64::max);
+            outcomes.clone().filter(|o| o.finish.is_some()).map(|o| o.runtime * o.procs as f64).sum();
+        let first = outcomes.clone().map(|o| o.submit).fold(f64::INFINITY, f64::min);
+        let last = outcomes.clone().filter_map(|o| o.finish).fold(f64::NEG_INFINITY, f64::max);
         let span = last - first;
         let mean = |v: &[f64]| {
             if v.is_empty() {

@@ -288,7 +288,10 @@ impl Chooser {
         }
         let kept = self.heap.into_sorted_vec();
         let cost = kept.iter().map(|r| r.cost).max().unwrap_or(Money::ZERO);
-        Some((kept.into_iter().map(|r| r.key.2).collect(), cost))
+        // A fresh vector of the nodes alone: `into_iter().map().collect()` would reuse the
+        // heap's memory, several times the size, and callers keep the nodes for the job's life.
+        let nodes = kept.iter().map(|r| r.key.2).collect();
+        Some((nodes, cost))
     }
 }
 
@@ -388,6 +391,21 @@ mod tests {
             }
             proptest::prop_assert_eq!(merged.finish(), choose(&cands, procs, Money(budget), p, d));
         }
+    }
+
+    /// The nodes a choice gives are held for the job's life (the simulator's record, the
+    /// server's job), so they come in memory of their own size, not the chooser's heap's.
+    #[test]
+    fn a_choice_holds_no_more_memory_than_its_nodes() {
+        let procs = 64;
+        let mut ch = Chooser::new(procs, Money(1_000), Placement::BestFit, Placement::BestFit);
+        for node in 0..100 {
+            let res_free = f64::from(node as u32 % 7);
+            ch.push(Candidate { node, res_free, load: 0.0, rate: 0.0, cost: Some(Money(1)) });
+        }
+        let (nodes, _) = ch.finish().expect("64 of 100 nodes within budget");
+        assert_eq!(nodes.len(), procs);
+        assert_eq!(nodes.capacity(), procs, "the nodes' vector is only as large as they are");
     }
 
     proptest::proptest! {

@@ -7,6 +7,7 @@
 //! workload, so the heap only ever holds one pending completion per running job.
 
 mod events;
+mod live;
 mod reference;
 mod replay;
 mod spaceshared;
@@ -117,11 +118,10 @@ pub fn simulate(jobs: &[SimJob], policy: &dyn Policy, cluster: ClusterConfig) ->
 }
 
 fn finish(name: &str, cluster: ClusterConfig, records: Vec<JobRecord>, events: u64) -> SimResult {
-    let outcomes: Vec<Outcome> = records.iter().map(|r| r.outcome.clone()).collect();
     SimResult {
         policy: name.to_string(),
         nodes: cluster.nodes,
-        metrics: Metrics::compute(&outcomes, cluster.nodes),
+        metrics: Metrics::compute(records.iter().map(|r| &r.outcome), cluster.nodes),
         records,
         events,
     }

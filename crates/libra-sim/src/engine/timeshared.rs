@@ -9,13 +9,14 @@
 //! the jobs on that node only.
 
 use super::events::IndexedHeap;
+use super::live::{Live, Reusable};
 use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Policy};
 use libra_core::share::{node_shares, JobControl};
 use libra_core::{Cluster, JobSlot, NodeIdx};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Active {
     /// Actual CPU-seconds done as of `as_of`.
     done: f64,
@@ -41,6 +42,18 @@ struct Active {
     /// the job anyway: the trace's record is elsewhere in memory, and reading it for this one
     /// number was a cache miss at every rate change.
     runtime: f64,
+}
+
+impl Reusable for Active {
+    /// Every field as `insert` leaves it for `arrive` to set, the vectors' memory kept.
+    fn clear(&mut self) {
+        let (mut nodes, mut pos, mut rates) =
+            (std::mem::take(&mut self.nodes), std::mem::take(&mut self.pos), std::mem::take(&mut self.rates));
+        nodes.clear();
+        pos.clear();
+        rates.clear();
+        *self = Active { nodes, pos, rates, ..Active::default() };
+    }
 }
 
 impl Active {
@@ -100,7 +113,7 @@ struct State<'a> {
     jobs: &'a [SimJob],
     policy: &'a dyn Policy,
     cluster: Cluster,
-    active: Vec<Option<Active>>,
+    active: Live<Active>,
     nodes: Vec<NodeSim>,
     queue: IndexedHeap,
     /// Marks a job as already collected in the current event (the event number).
@@ -118,7 +131,7 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
         jobs,
         policy,
         cluster: Cluster::homogeneous(cfg.nodes, cfg.price_base),
-        active: vec![None; jobs.len()],
+        active: Live::with_jobs(jobs.len()),
         nodes: vec![NodeSim::default(); cfg.nodes],
         queue: IndexedHeap::with_jobs(jobs.len()),
         mark: vec![0; jobs.len()],
@@ -164,42 +177,34 @@ impl State<'_> {
                 rec.outcome.accepted = true;
                 rec.outcome.start = Some(now);
                 rec.outcome.cost = cost;
-                rec.nodes = nodes.clone();
+                rec.nodes = nodes;
+                let nodes = &rec.nodes;
                 if job.runtime <= 0.0 {
                     rec.outcome.finish = Some(now);
                     return;
                 }
                 let reserved = self.policy.reserved_estimate(&spec, user);
-                if self.cluster.commit(i as u64, reserved, now + job.deadline, &nodes, now).is_err() {
+                if self.cluster.commit(i as u64, reserved, now + job.deadline, nodes, now).is_err() {
                     // Only a policy bug can get here (a node that does not exist, or a job
                     // committed twice); count the job as rejected rather than crash a sweep.
                     rec.verdict = Verdict::Rejected(libra_core::RejectReason::Resources);
                     rec.outcome.accepted = false;
                     return;
                 }
-                let pos = nodes
-                    .iter()
-                    .enumerate()
-                    .map(|(at, &n)| {
-                        self.nodes[n].jobs.push(OnNode { job: i, weight: 0.0, rate: 0.0, at });
-                        self.nodes[n].jobs.len() - 1
-                    })
-                    .collect();
-                // Every rate is set by the job control on all its nodes just below.
-                let rates = vec![0.0; nodes.len()];
-                self.active[i] = Some(Active {
-                    done: 0.0,
-                    as_of: now,
-                    rate: 0.0,
-                    nodes: nodes.clone(),
-                    pos,
-                    rates,
-                    least: 0.0,
-                    refold: true,
-                    slot: self.cluster.slot_of(i as u64),
-                    runtime: job.runtime,
-                });
-                self.job_control(&nodes, now);
+                let slot = self.cluster.slot_of(i as u64);
+                let a = self.active.insert(i);
+                for (at, &n) in nodes.iter().enumerate() {
+                    self.nodes[n].jobs.push(OnNode { job: i, weight: 0.0, rate: 0.0, at });
+                    a.pos.push(self.nodes[n].jobs.len() - 1);
+                    // Every rate is set by the job control on all its nodes just below.
+                    a.rates.push(0.0);
+                }
+                a.nodes.extend_from_slice(nodes);
+                a.as_of = now;
+                a.refold = true;
+                a.slot = slot;
+                a.runtime = job.runtime;
+                self.job_control(nodes, now);
             }
             Decision::Reject { reason, .. } => rec.verdict = Verdict::Rejected(reason),
             Decision::Queue => {
@@ -210,24 +215,29 @@ impl State<'_> {
     }
 
     fn complete(&mut self, i: usize, now: f64, rec: &mut JobRecord) {
-        let Some(a) = self.active[i].take() else { return };
+        let Some(a) = self.active.get_mut(i) else { return };
+        let pos = std::mem::take(&mut a.pos);
         rec.outcome.finish = Some(now);
         let job = &self.jobs[i];
         self.policy.observe(Some(u64::from(job.user)), job.estimate, job.runtime);
-        let nodes = a.nodes;
-        for (&n, &p) in nodes.iter().zip(&a.pos) {
+        // The job's nodes are its record's (`arrive`).
+        for (&n, &p) in rec.nodes.iter().zip(&pos) {
             let list = &mut self.nodes[n].jobs;
             debug_assert_eq!(list[p].job, i);
             list.swap_remove(p);
             // The job that was last now sits at `p`: tell it.
             if let Some(&moved) = list.get(p) {
-                if let Some(m) = self.active[moved.job].as_mut() {
+                if let Some(m) = self.active.get_mut(moved.job) {
                     m.pos[moved.at] = p;
                 }
             }
         }
+        if let Some(a) = self.active.get_mut(i) {
+            a.pos = pos;
+        }
+        self.active.remove(i);
         self.cluster.release(i as u64);
-        self.job_control(&nodes, now);
+        self.job_control(&rec.nodes, now);
     }
 
     /// Job control on each of `touched`, then new rates and completion times for every job on
@@ -245,7 +255,7 @@ impl State<'_> {
         }
         // Bring progress up to now at the old rates before anything changes.
         for &k in &affected {
-            if let Some(a) = self.active[k].as_mut() {
+            if let Some(a) = self.active.get_mut(k) {
                 a.done += a.rate * (now - a.as_of);
                 a.as_of = now;
             }
@@ -255,8 +265,9 @@ impl State<'_> {
         // per job here (`Cluster::share_in`), rather than once per node it is on below.
         let once = control == JobControl::Libra
             && affected.iter().all(|&k| {
-                let share = self.active[k]
-                    .as_ref()
+                let share = self
+                    .active
+                    .get(k)
                     .and_then(|a| a.slot)
                     .and_then(|s| self.cluster.share_in(s, k as u64, now));
                 if let Some(share) = share {
@@ -297,7 +308,7 @@ impl State<'_> {
             for j in node.jobs.iter_mut() {
                 let rate = if sum > 1e-12 { (j.weight / sum).min(1.0) } else { 1.0 / count };
                 let old = std::mem::replace(&mut j.rate, rate);
-                if let Some(a) = self.active[j.job].as_mut() {
+                if let Some(a) = self.active.get_mut(j.job) {
                     a.set_rate(j.at, old, rate);
                 }
             }
@@ -309,7 +320,7 @@ impl State<'_> {
     }
 
     fn reschedule(&mut self, k: usize, now: f64) {
-        let Some(a) = self.active[k].as_mut() else { return };
+        let Some(a) = self.active.get_mut(k) else { return };
         let rate = a.least_rate();
         a.rate = rate;
         let (done, runtime, slot) = (a.done, a.runtime, a.slot);
