@@ -43,7 +43,9 @@ pub struct App {
     /// Read-only connections to the store for the read-only routes (`App::read`).
     readers: store::Readers,
     /// The callers the token cache holds, shared with the state (`Inner::caller`).
-    tokens: std::sync::Arc<TokenCache>,
+    pub(crate) tokens: std::sync::Arc<TokenCache>,
+    /// Each user's bucket of reads (`read_rate`, `read_burst`; `crate::read_limit`).
+    pub(crate) read_buckets: Mutex<Buckets>,
 }
 
 /// Callers by token digest, so most requests skip a query. Every change to a user or a token
@@ -91,6 +93,14 @@ impl TokenCache {
             }
         }
         Ok(c)
+    }
+
+    /// The caller `digest` names if the cache holds it and it has not expired: no query. A
+    /// request whose token is not held here is looked up by its handler (`caller`), which
+    /// keeps it for the next.
+    pub fn cached(&self, digest: &str, now: f64) -> Option<crate::auth::Caller> {
+        let m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        m.1.get(digest).filter(|c| c.expires > now).cloned()
     }
 
     /// Empties the cache (after the change to users or tokens is committed).
@@ -195,6 +205,7 @@ impl App {
             config.max_kept_sweeps,
             config.sweep_job_rate,
         )?);
+        let read_buckets = Mutex::new(Buckets::new(config.read_rate, f64::from(config.read_burst)));
         Ok(App {
             inner: Mutex::new(inner),
             work: Notify::new(),
@@ -213,6 +224,7 @@ impl App {
             executor,
             readers,
             tokens,
+            read_buckets,
         })
     }
 

@@ -101,7 +101,7 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     // shared string: nothing is copied unless the request is refused.)
     let route = req.extensions().get::<MatchedPath>().cloned();
     let admin_action = method != Method::GET && path.starts_with("/api/admin/");
-    let (req, mut detail) = if admin_action {
+    let (req, detail) = if admin_action {
         let (parts, body) = req.into_parts();
         match axum::body::to_bytes(body, crate::routes::MAX_BODY_BYTES).await {
             Ok(bytes) => {
@@ -138,21 +138,6 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
     if !admin_action && !refused {
         return resp;
     }
-    // A refusal's own words say why; the error bodies are small JSON.
-    let resp = if refused || !status.is_success() {
-        let (parts, body) = resp.into_parts();
-        let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
-        if let Ok(e) = serde_json::from_slice::<libra_api::ErrorBody>(&bytes) {
-            let why = cut(&e.error, MAX_DETAIL);
-            detail = Some(match detail {
-                Some(d) => cut(&format!("{why} (request: {d})"), 2 * MAX_DETAIL),
-                None => why,
-            });
-        }
-        Response::from_parts(parts, Body::from(bytes))
-    } else {
-        resp
-    };
     finish(&app, resp, &method, &path, route, address, counted_as, digest, detail).await
 }
 
@@ -192,6 +177,29 @@ async fn finish(
             return resp;
         }
     }
+    // A refusal's own words say why (the error bodies are small JSON), read only for an entry
+    // that is written: a client sending thousands of refused requests a second, each counted
+    // in memory, costs no more than the refusals themselves.
+    let status = resp.status();
+    let refused =
+        matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS);
+    let (resp, detail) = if refused || !status.is_success() {
+        let (parts, body) = resp.into_parts();
+        let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+        let detail = match serde_json::from_slice::<libra_api::ErrorBody>(&bytes) {
+            Ok(e) => {
+                let why = cut(&e.error, MAX_DETAIL);
+                Some(match detail {
+                    Some(d) => cut(&format!("{why} (request: {d})"), 2 * MAX_DETAIL),
+                    None => why,
+                })
+            }
+            Err(_) => detail,
+        };
+        (Response::from_parts(parts, Body::from(bytes)), detail)
+    } else {
+        (resp, detail)
+    };
     let (method, path, status) = (method.as_str().to_string(), path.to_string(), resp.status().as_u16());
     let written = app
         .run(move |g| {

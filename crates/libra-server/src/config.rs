@@ -80,6 +80,10 @@ pub struct Config {
     pub submit_rate: f64,
     /// ... and at once (the token bucket's size); beyond, 429 with Retry-After.
     pub submit_burst: u32,
+    /// Reads (GET requests) per second one user may make on average ...
+    pub read_rate: f64,
+    /// ... and at once; beyond, 429 with Retry-After. Administrators are not held to it.
+    pub read_burst: u32,
     /// Jobs of hosted sweeps one user may create or run again (a rerun) per second on average,
     /// and at once the jobs of the largest plan a sweep may have (100,000): each job is a record
     /// the creation or rerun writes, so creating (or rerunning) and cancelling sweeps in a loop
@@ -302,6 +306,12 @@ pub const DEFAULT_MAX_ACTIVE_SWEEPS: u32 = 10;
 pub const DEFAULT_MAX_KEPT_SWEEPS: u32 = 100;
 pub const DEFAULT_SUBMIT_RATE: f64 = 50.0;
 pub const DEFAULT_SUBMIT_BURST: u32 = 500;
+/// Reads per second one user may make on average (`read_rate`), and at once (`read_burst`): a
+/// read of a hosted sweep of 100,000 jobs takes the server about 5 ms, so one user's reads at
+/// the default rate take at most half a core. A broker's `libra` resource asks after each of
+/// its running jobs twice a second: 50 of them running at once fit under the default.
+pub const DEFAULT_READ_RATE: f64 = 100.0;
+pub const DEFAULT_READ_BURST: u32 = 1000;
 /// Plan jobs per second per user: a sweep of the largest plan (100,000 jobs) every 100 s, one
 /// of 1,000 jobs every second; a loop of creations writes about 65 KB/s rather than the 6.5 MB/s
 /// it could unbounded.
@@ -345,6 +355,8 @@ impl Default for Config {
             max_kept_sweeps: DEFAULT_MAX_KEPT_SWEEPS,
             submit_rate: DEFAULT_SUBMIT_RATE,
             submit_burst: DEFAULT_SUBMIT_BURST,
+            read_rate: DEFAULT_READ_RATE,
+            read_burst: DEFAULT_READ_BURST,
             sweep_job_rate: DEFAULT_SWEEP_JOB_RATE,
             audit_repeat_window: DEFAULT_AUDIT_REPEAT_WINDOW,
             audit_keep_days: None,
@@ -513,6 +525,13 @@ impl Config {
                 self.submit_burst
             )));
         }
+        if !(self.read_rate > 0.0 && self.read_rate <= 1e6) || self.read_burst == 0 {
+            return Err(ServerError::Invalid(format!(
+                "read_rate, read_burst: {} per second, {} at once is not accepted: give a rate above 0 (at most 1e6) and a burst of at least 1",
+                Shown(self.read_rate),
+                self.read_burst
+            )));
+        }
         if !(self.sweep_job_rate > 0.0 && self.sweep_job_rate <= 1e7) {
             return Err(ServerError::Invalid(format!(
                 "sweep_job_rate: {} is not accepted: give the jobs of hosted sweeps one user may create or run again per second, above 0 and at most 1e7",
@@ -653,6 +672,21 @@ mod tests {
         Config { sweep_job_rate: c.sweep_job_rate, ..c0.clone() }.validate().unwrap();
         let e = toml::from_str::<Config>("sweep_job_rate = \"fast\"").unwrap_err().to_string();
         assert!(e.contains("sweep_job_rate"), "{e}");
+        assert_eq!((c0.read_rate, c0.read_burst), (DEFAULT_READ_RATE, DEFAULT_READ_BURST));
+        for (rate, burst) in [(0.0, 1), (-1.0, 1), (f64::NAN, 1), (f64::INFINITY, 1), (2e6, 1), (1.0, 0)] {
+            let e = Config { read_rate: rate, read_burst: burst, ..c0.clone() }
+                .validate()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("read_rate, read_burst: ") && e.contains("is not accepted: give a rate"),
+                "{e}"
+            );
+        }
+        let c: Config = toml::from_str("read_rate = 0.5\nread_burst = 3").unwrap();
+        Config { read_rate: c.read_rate, read_burst: c.read_burst, ..c0.clone() }.validate().unwrap();
+        let e = toml::from_str::<Config>("read_burst = -1").unwrap_err().to_string();
+        assert!(e.contains("read_burst"), "{e}");
         let e =
             Config { command_quota_mb: MAX_OUTPUT_QUOTA_MB + 1, ..c0 }.validate().unwrap_err().to_string();
         assert!(e.starts_with("command_quota_mb: 10485761 is not accepted: give MiB from 1 to"), "{e}");

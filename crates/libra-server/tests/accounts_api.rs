@@ -259,6 +259,67 @@ fn per_user_submission_rate_and_active_jobs_are_limited_with_retry_after() {
     hal.submit(&job(1.0)).unwrap();
 }
 
+/// Reads cost no credit and take the server's time (a hosted sweep's status of 100,000 jobs
+/// about 5 ms): one user reading in a loop is answered 429 with Retry-After past `read_burst`,
+/// and reads again as the bucket fills at `read_rate`. Their writes, another user's reads and
+/// an administrator's are not held back, and the refusal is in the audit log.
+#[test]
+fn a_users_reads_in_a_loop_are_held_to_the_read_rate() {
+    let s = server(|c| {
+        c.read_rate = 0.5;
+        c.read_burst = 5;
+    });
+    s.idle_node("n1", 4.0);
+    let fay = s.user("fay", 1000);
+    let mut done = 0;
+    let (code, msg) = loop {
+        match fay.balance() {
+            Ok(_) => done += 1,
+            Err(e) => break refused(e),
+        }
+        assert!(done < 100, "100 reads in a loop, none refused");
+    };
+    // The first read with a new token looks it up in the store and is not counted.
+    assert!((5..=6).contains(&done), "{done} reads before the first refusal");
+    assert!(code == 429 && msg.starts_with("reads: fay") && msg.contains("read_rate"), "{code} {msg}");
+    assert!(msg.contains("try again in"), "{msg}");
+    // Raw HTTP (the client hides the headers), with a second login of fay's: the bucket is the
+    // user's, not the token's. The new token's first read is its lookup, the second is counted.
+    let token = Client::new(&s.url, None).login("fay", "pw-fay").unwrap().token;
+    let get = || {
+        ureq::get(&format!("{}/api/jobs", s.url))
+            .set("Authorization", &format!("Bearer {token}"))
+            .call()
+            .map_err(Box::new)
+    };
+    assert_eq!(get().map(|r| r.status()).ok(), Some(200));
+    let resp = match get().map_err(|e| *e) {
+        Err(ureq::Error::Status(429, resp)) => resp,
+        other => panic!("expected 429, got {:?}", other.map(|r| r.status())),
+    };
+    let wait: u64 = resp.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=2).contains(&wait), "Retry-After: {wait}");
+    // Writes have limits of their own.
+    fay.submit(&job(1.0)).unwrap();
+    // Another user's bucket is their own; an administrator is not held to one.
+    let gil = s.user("gil", 10);
+    for _ in 0..5 {
+        gil.balance().unwrap();
+    }
+    let admin = s.admin();
+    for _ in 0..20 {
+        admin.jobs(true).unwrap();
+    }
+    // Refused reads are logged as any refusal.
+    let logged: i64 = s
+        .db()
+        .query_row("SELECT count(*) FROM audit WHERE status = 429 AND method = 'GET'", [], |r| r.get(0))
+        .unwrap();
+    assert!(logged >= 1, "{logged}");
+    // The bucket fills again: a token every two seconds.
+    wait_until("fay's next read", || fay.balance().ok());
+}
+
 /// `update`, `hold` and `release` re-admit a job or write the ledger as a submission does, and
 /// any of them can be repeated on one job without end: they take from the user's submission
 /// rate, so holding and releasing one job over and over neither takes the scheduler's time nor

@@ -24,6 +24,8 @@ fn reads_during_a_submission_flood() {
     config.sync_full = true;
     config.submit_rate = 1e6;
     config.submit_burst = u32::MAX;
+    config.read_rate = 1e6;
+    config.read_burst = u32::MAX;
     config.max_active_jobs = u32::MAX;
     let bg = start_background(config).unwrap();
     let url = format!("http://{}", bg.addr);

@@ -403,6 +403,12 @@ fn run_remote(
         std::thread::sleep(Duration::from_millis(500));
         match client.job(info.id) {
             Ok(i) => info = i,
+            // Past the cluster's rate of reads (`read_rate`: many jobs of one user polled
+            // at once): the answer comes a moment later, nothing is wrong.
+            Err(libra_api::ClientError::Status { status: 429, message }) => {
+                tracing::debug!(job = info.id, "polling the Libra cluster: {message}");
+                std::thread::sleep(Duration::from_secs(1));
+            }
             Err(e) => tracing::warn!(job = info.id, "polling the Libra cluster: {e}"),
         }
     }

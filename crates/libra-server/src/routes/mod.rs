@@ -132,6 +132,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/node/sync", post(node::sync))
         .route("/api/slurm/jobcomp", post(node::slurm_jobcomp))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // Inside the audit log's layer, so that a refused read is logged as any refusal.
+        .layer(axum::middleware::from_fn_with_state(app.clone(), crate::read_limit::limit))
         .layer(axum::middleware::from_fn_with_state(app.clone(), crate::audit::record))
         .with_state(app)
         // The portal serves only `/` and `/assets/*`: nothing under `/api` is shadowed.

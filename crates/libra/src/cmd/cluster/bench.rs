@@ -104,6 +104,8 @@ fn server(dir: &Path, name: &str, node_timeout: f64) -> Result<Background> {
         // submits everything.
         submit_rate: 1e6,
         submit_burst: u32::MAX,
+        read_rate: 1e6,
+        read_burst: u32::MAX,
         max_active_jobs: u32::MAX,
         ..Config::default()
     };

@@ -132,6 +132,14 @@ pub struct ServerArgs {
     /// ... and at once (default 500); beyond, 429 with Retry-After.
     #[arg(long)]
     pub submit_burst: Option<u32>,
+    /// Reads (GET requests: status, listings, a hosted sweep's progress) per second one user
+    /// may make on average (default 100) ...
+    #[arg(long)]
+    pub read_rate: Option<f64>,
+    /// ... and at once (default 1000); beyond, 429 with Retry-After. Administrators are not
+    /// held to it.
+    #[arg(long)]
+    pub read_burst: Option<u32>,
     /// Jobs of hosted sweeps one user may create or run again per second on average (default
     /// 1000), and at once the largest plan's 100,000; beyond, a creation or rerun is answered 429.
     #[arg(long, value_name = "JOBS")]
@@ -307,6 +315,14 @@ pub fn config(a: &ServerArgs) -> Result<(Config, Sources)> {
     if let Some(v) = a.submit_burst {
         c.submit_burst = v;
         src.flag("submit_burst", "submit-burst", None);
+    }
+    if let Some(v) = a.read_rate {
+        c.read_rate = v;
+        src.flag("read_rate", "read-rate", None);
+    }
+    if let Some(v) = a.read_burst {
+        c.read_burst = v;
+        src.flag("read_burst", "read-burst", None);
     }
     if let Some(v) = a.sweep_job_rate {
         c.sweep_job_rate = v;
