@@ -62,11 +62,13 @@ pub fn info(store: &Store, exp: i64, owner: &str, now: f64) -> Result<SweepInfo,
     })
 }
 
-pub fn usage(store: &Store, exp: i64, now: f64) -> Result<SweepUsage, StoreError> {
+/// The sweep's usage, and how many attempts it read to make it (its cost grows with them).
+pub fn usage(store: &Store, exp: i64, now: f64) -> Result<(SweepUsage, usize), StoreError> {
     let e = store.experiment(exp)?;
     let resources: Vec<String> = store.resources(exp)?.into_iter().map(|r| r.name).collect();
-    let points = usage_points(&store.attempt_spans(exp)?, resources.len(), MAX_USAGE_POINTS);
-    Ok(SweepUsage { id: exp, resources, start: e.created, points, now })
+    let spans = store.attempt_spans(exp)?;
+    let points = usage_points(&spans, resources.len(), MAX_USAGE_POINTS);
+    Ok((SweepUsage { id: exp, resources, start: e.created, points, now }, spans.len()))
 }
 
 /// The step function of jobs in execution per resource from attempts' (resource, start, end):

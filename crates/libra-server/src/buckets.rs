@@ -48,6 +48,16 @@ impl Buckets {
         Err(Short { held: *tokens, wait: ((n - *tokens) / rate).ceil().max(1.0) as u64 })
     }
 
+    /// Takes `n` more tokens from `user`'s bucket at `now` for something already done whose
+    /// cost was known only after (a read that grew with what it read): the bucket may go into
+    /// debt, down to minus its size, and what comes next waits until it is paid.
+    pub fn charge(&mut self, user: i64, n: f64, now: f64) {
+        let (rate, burst) = (self.rate, self.burst);
+        let (tokens, last) = self.users.entry(user).or_insert((burst, now));
+        *tokens = ((*tokens + (now - *last).max(0.0) * rate).min(burst) - n).max(-burst);
+        *last = now;
+    }
+
     /// Puts back `n` tokens taken from `user`'s bucket for something that was not done.
     pub fn give_back(&mut self, user: i64, n: f64, now: f64) {
         let (rate, burst) = (self.rate, self.burst);
@@ -87,6 +97,20 @@ mod tests {
         b.take(1, 3.0, 100.0).unwrap();
         // A clock that steps back adds nothing.
         assert!(b.take(1, 1.0, 50.0).is_err());
+    }
+
+    #[test]
+    fn a_charge_after_the_fact_may_leave_a_debt_that_later_takes_wait_for() {
+        let mut b = Buckets::new(10.0, 100.0);
+        b.take(1, 1.0, 0.0).unwrap();
+        b.charge(1, 149.0, 0.0);
+        // 99 - 149 = -50: five seconds at 10 a second to pay, then one more for a token.
+        assert_eq!(b.take(1, 1.0, 0.0), Err(Short { held: -50.0, wait: 6 }));
+        assert!(b.take(1, 1.0, 5.0).is_err());
+        b.take(1, 1.0, 5.2).unwrap();
+        // Never more than one bucket's worth of debt.
+        b.charge(1, 1e9, 10.0);
+        assert_eq!(b.take(1, 1.0, 10.0), Err(Short { held: -100.0, wait: 11 }));
     }
 
     #[test]

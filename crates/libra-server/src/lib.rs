@@ -19,7 +19,7 @@ mod nodes;
 pub mod openapi;
 pub mod peer;
 mod queue;
-mod read_limit;
+pub(crate) mod read_limit;
 pub mod routes;
 pub mod sched;
 mod settle;

@@ -1,9 +1,14 @@
 //! Each user's reads at a rate (`read_rate`, `read_burst`). A read costs no credit and each
-//! takes the server's time: a status of a hosted sweep of 100,000 jobs about 5 ms, a listing of
-//! a user's sweeps as much, so one user's clients reading in a loop kept most of the server's
-//! cores busy (two Python clients: 1.35 of 2 cores) and everyone else's requests waiting.
+//! takes the server's time (a status of a hosted sweep of 100,000 jobs took 5 ms, 83 ms once
+//! they had run, before the broker kept its totals), so one user's clients reading in a loop
+//! kept most of the server's cores busy (two Python clients: 1.35 of 2 cores) and everyone
+//! else's requests waiting.
 //! Writes have limits of their own (submissions, quotes, changes, a sweep's jobs); cancels
 //! are never limited.
+//!
+//! A read whose work grows with what it reads (a page of results, the usage of a sweep's every
+//! attempt) says so on its response (`ReadCost`), and the rest is taken after it: a page of
+//! 10,000 results costs 11 reads, the usage of a sweep of 100,000 attempts 101.
 //!
 //! One middleware sees every request, so a new route cannot forget it. It asks only the token
 //! cache, never the store: a request whose token the cache does not hold (the first with a new
@@ -22,32 +27,56 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
-pub async fn limit(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    if let Some(e) = refused(&app, &req) {
-        return e.into_response();
+/// What a read cost in all, in reads, when more than one: set on its response by a handler whose
+/// work grows with the rows it read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadCost(pub u32);
+
+/// Rows a read may read for the one token every read takes: a read of 1,000 jobs' results
+/// takes the server about what a status does.
+const ROWS_PER_READ: usize = 1000;
+
+impl ReadCost {
+    pub fn of_rows(rows: usize) -> Self {
+        ReadCost(u32::try_from(1 + rows / ROWS_PER_READ).unwrap_or(u32::MAX))
     }
-    next.run(req).await
 }
 
-/// 429 when `req` is a read by a user whose bucket is empty.
-fn refused(app: &App, req: &Request) -> Option<ApiError> {
+pub async fn limit(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let user = match taken(&app, &req) {
+        Ok(user) => user,
+        Err(e) => return e.into_response(),
+    };
+    let resp = next.run(req).await;
+    if let (Some(user), Some(&ReadCost(n))) = (user, resp.extensions().get::<ReadCost>()) {
+        if n > 1 {
+            let mut buckets = app.read_buckets.lock().unwrap_or_else(|p| p.into_inner());
+            buckets.charge(user, f64::from(n - 1), now());
+        }
+    }
+    resp
+}
+
+/// For a read by a user held to the rate: the user, once a token is taken from their bucket,
+/// or 429 when it is empty. `None` for any other request.
+fn taken(app: &App, req: &Request) -> Result<Option<i64>, ApiError> {
     if !(req.method() == Method::GET || req.method() == Method::HEAD)
         || !req.uri().path().starts_with("/api/")
     {
-        return None;
+        return Ok(None);
     }
-    let token = crate::auth::bearer(req.headers())?;
+    let Some(token) = crate::auth::bearer(req.headers()) else { return Ok(None) };
     let t = now();
-    let who = app.tokens.cached(&crate::auth::token_digest(token), t)?;
+    let Some(who) = app.tokens.cached(&crate::auth::token_digest(token), t) else { return Ok(None) };
     if who.admin || who.sweep.is_some() {
-        return None;
+        return Ok(None);
     }
     let mut buckets = app.read_buckets.lock().unwrap_or_else(|p| p.into_inner());
     let (rate, burst) = (buckets.rate(), buckets.burst());
-    let Err(Short { wait, .. }) = buckets.take(who.id, 1.0, t) else { return None };
-    Some(ApiError::TooMany(
+    let Err(Short { wait, .. }) = buckets.take(who.id, 1.0, t) else { return Ok(Some(who.id)) };
+    Err(ApiError::TooMany(
         format!(
-            "reads: {} may make at most {rate} reads (GET requests) per second ({burst} at once; read_rate, read_burst); try again in {wait} s",
+            "reads: {} may make at most {rate} reads (GET requests) per second ({burst} at once; read_rate, read_burst; a page of results counts a read per 1,000 jobs, a sweep's usage a read per 1,000 attempts); try again in {wait} s",
             who.name
         ),
         wait,

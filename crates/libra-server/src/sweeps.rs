@@ -819,7 +819,8 @@ impl Sweeps {
         self.info(&store, exp, &owner, now)
     }
 
-    pub fn usage(&self, who: &Caller, exp: i64, now: f64) -> Result<SweepUsage, ApiError> {
+    /// The sweep's usage, and how many attempts were read to make it.
+    pub fn usage(&self, who: &Caller, exp: i64, now: f64) -> Result<(SweepUsage, usize), ApiError> {
         let (store, _) = self.owned(who, exp)?;
         Ok(view::usage(&store, exp, now)?)
     }

@@ -608,6 +608,47 @@ fn a_sweeps_results_come_a_page_at_a_time() {
     drop(server);
 }
 
+/// A read whose work grows with its rows counts a read per 1,000 of them against the user's
+/// `read_rate` (`ReadCost`): a page of 3,000 results four reads, a sweep's usage one per 1,000
+/// attempts. So the pages of a large sweep, or its usage over and over, are held to the rate
+/// as a loop of statuses is, and a read that costs more than the bucket holds leaves a debt.
+#[test]
+fn a_large_read_counts_a_read_per_thousand_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _url, _admin, alice) =
+        server_with_alice_on(Config { read_rate: 0.001, read_burst: 10, ..common::test_config(dir.path()) });
+    let plan = "parameter x integer range from 1 to 3000 step 1\ntask main\n    exec true\nendtask\n";
+    // Budget 0: it stalls at once, every job pending.
+    let s = alice.sweep_create(&sweep(plan, RES, 0)).unwrap();
+    // The creation looked the token up, so every read counts: one, then a page of 3,000 is
+    // four more of the ten.
+    alice.sweep(s.id).unwrap();
+    assert_eq!(alice.sweep_results_page(s.id, 3000, 0).unwrap().len(), 3000);
+    let mut more = 0;
+    let (code, message) = loop {
+        match alice.sweep(s.id) {
+            Ok(_) => more += 1,
+            Err(e) => break status(e),
+        }
+        assert!(more < 20, "20 reads after the page, none refused");
+    };
+    assert_eq!(more, 5, "ten reads, four of them the page's");
+    assert!(code == 429 && message.contains("a read per 1,000"), "{code} {message}");
+    // A page read on an almost empty bucket leaves a debt: the next read waits for it.
+    let dir = tempfile::tempdir().unwrap();
+    let (server2, _url, _admin, bob) =
+        server_with_alice_on(Config { read_rate: 1.0, read_burst: 2, ..common::test_config(dir.path()) });
+    let s = bob.sweep_create(&sweep(plan, RES, 0)).unwrap();
+    bob.sweep(s.id).unwrap();
+    assert_eq!(bob.sweep_results_page(s.id, 3000, 0).unwrap().len(), 3000);
+    let (code, message) = status(bob.sweep(s.id).unwrap_err());
+    // Two held: one read, then the page's one and three more after it, a debt of three: four
+    // seconds to the next read at one a second (three, should a second have passed).
+    assert!(code == 429, "{code} {message}");
+    assert!(message.contains("try again in 4 s") || message.contains("try again in 3 s"), "{message}");
+    drop((server, server2));
+}
+
 /// Pausing, resuming, moving a hosted sweep's deadline or budget each write the sweeps'
 /// database (a resume may start its engine again), and one client repeating them kept a core of
 /// the server busy: they take from the user's bucket of submissions and job changes, and past it

@@ -5,9 +5,10 @@ use super::{Body, InPath, Params};
 use crate::app::{now, App};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::read_limit::ReadCost;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::Json;
+use axum::{Extension, Json};
 use libra_api::{SweepBudget, SweepCreate, SweepDeadline, SweepInfo, SweepJob, SweepUsage};
 use serde::Deserialize;
 use std::sync::Arc;
@@ -75,12 +76,14 @@ pub async fn get(State(app): State<Arc<App>>, headers: HeaderMap, InPath(id): In
     with_caller(&app, &headers, move |who, s| s.get(&who, id, now())).await
 }
 
+/// A read that grows with the attempts it reads (`ReadCost`).
 pub async fn usage(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     InPath(id): InPath<i64>,
-) -> Res<SweepUsage> {
-    with_caller(&app, &headers, move |who, s| s.usage(&who, id, now())).await
+) -> Result<(Extension<ReadCost>, Json<SweepUsage>), ApiError> {
+    let Json((usage, read)) = with_caller(&app, &headers, move |who, s| s.usage(&who, id, now())).await?;
+    Ok((Extension(ReadCost::of_rows(read)), Json(usage)))
 }
 
 #[derive(Deserialize)]
@@ -98,9 +101,10 @@ pub async fn results(
     headers: HeaderMap,
     InPath(id): InPath<i64>,
     Params(q): Params<ResultsQuery>,
-) -> Res<Vec<SweepJob>> {
+) -> Result<(Extension<ReadCost>, Json<Vec<SweepJob>>), ApiError> {
     let limit = q.limit.unwrap_or(1000);
-    with_caller(&app, &headers, move |who, s| s.results(&who, id, q.after, limit)).await
+    let Json(page) = with_caller(&app, &headers, move |who, s| s.results(&who, id, q.after, limit)).await?;
+    Ok((Extension(ReadCost::of_rows(page.len())), Json(page)))
 }
 
 pub async fn set_deadline(

@@ -256,15 +256,18 @@ pub async fn list(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Params(q): Params<ListQuery>,
-) -> Res<Vec<JobInfo>> {
-    app.read(headers, move |db, who| {
-        if q.all {
-            who.require_admin("list everyone's jobs")?;
-        }
-        let limit = q.limit.unwrap_or(1000).min(MAX_PAGE);
-        Ok(Json(store::jobs(db, if q.all { None } else { Some(who.id) }, limit, q.after)?))
-    })
-    .await
+) -> Result<(axum::Extension<crate::read_limit::ReadCost>, Json<Vec<JobInfo>>), ApiError> {
+    let page = app
+        .read(headers, move |db, who| {
+            if q.all {
+                who.require_admin("list everyone's jobs")?;
+            }
+            let limit = q.limit.unwrap_or(1000).min(MAX_PAGE);
+            Ok(store::jobs(db, if q.all { None } else { Some(who.id) }, limit, q.after)?)
+        })
+        .await?;
+    // A page of 10,000 jobs is ten reads' work (`crate::read_limit`).
+    Ok((axum::Extension(crate::read_limit::ReadCost::of_rows(page.len())), Json(page)))
 }
 
 pub async fn job(State(app): State<Arc<App>>, headers: HeaderMap, InPath(id): InPath<u64>) -> Res<JobInfo> {
