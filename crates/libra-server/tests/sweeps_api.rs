@@ -649,6 +649,55 @@ fn a_large_read_counts_a_read_per_thousand_rows() {
     drop((server, server2));
 }
 
+/// A sweep's jobs on a Libra cluster are asked after together, one listing a round, not each
+/// by itself: twenty running at once asked forty times a second, past the cluster's read rate
+/// for their owner, whose own reads were then refused. Here the cluster holds its users to four
+/// reads a second; after the sweep's jobs have run there for six seconds, their owner still
+/// reads.
+#[test]
+fn a_sweeps_jobs_on_a_libra_cluster_are_asked_after_together() {
+    // The cluster the jobs go to: a node that takes them and never ends them.
+    let b = libra_testkit::TestServer::start_with(|c| {
+        c.read_rate = 4.0;
+        c.read_burst = 40;
+    });
+    b.idle_node("n1", 64.0);
+    let bob = b.user("bob", 100_000);
+    // Read once, so that the server knows this login: every read of it after counts.
+    bob.balance().unwrap();
+    let token = Client::new(&b.url, None).login("bob", "pw-bob").unwrap().token;
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _url, _admin, alice) = server_with_alice_on(Config {
+        sweep_clusters: vec![b.url.clone()],
+        ..common::test_config(dir.path())
+    });
+    let res = format!(
+        "[[resource]]\nname = \"b\"\nkind = \"libra\"\nslots = 20\nprice = 10\nurl = \"{}\"\ntoken = \"{token}\"\n",
+        b.url
+    );
+    let plan = "parameter x integer range from 1 to 20 step 1\ntask main\n    exec true\nendtask\n";
+    let s = alice
+        .sweep_create(&SweepCreate {
+            estimate: Some(10.0),
+            deadline_in: Some(3600.0),
+            ..sweep(plan, &res, 100_000)
+        })
+        .unwrap();
+    let admin_b = b.admin();
+    libra_testkit::wait_until("the sweep's twenty jobs on the cluster", || {
+        (admin_b.jobs(true).unwrap().iter().filter(|j| j.state.is_active()).count() >= 20).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(6));
+    // Asked one by one: 40 reads a second for 6 s against 4 a second and 40 at once, and
+    // refused (the cluster counts its refusals in /metrics).
+    let metrics = ureq::get(&format!("{}/metrics", b.url)).call().unwrap().into_string().unwrap();
+    let refused: Vec<&str> = metrics.lines().filter(|l| l.starts_with("libra_refusals_total{")).collect();
+    assert!(refused.is_empty(), "{refused:?}");
+    bob.balance().expect("the owner's reads are not taken by the sweep's questions");
+    alice.sweep_action(s.id, "cancel").unwrap();
+    drop(server);
+}
+
 /// Pausing, resuming, moving a hosted sweep's deadline or budget each write the sweeps'
 /// database (a resume may start its engine again), and one client repeating them kept a core of
 /// the server busy: they take from the user's bucket of submissions and job changes, and past it

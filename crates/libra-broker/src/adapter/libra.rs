@@ -4,6 +4,7 @@
 //! while, and nothing is recorded on the cluster); the cluster runs it and bills what it charged,
 //! which is what the broker pays.
 
+use super::cluster_poll::{Poll, Watch};
 use super::{write_marker, AdapterError, Launch, Outcome, ResourceAdapter};
 use crate::plan::{substitute, Command, ExecKind, Plan, Vars};
 use crate::resources::{LibraSpec, LIBRA_MIN_ESTIMATE_SECS};
@@ -21,6 +22,8 @@ pub struct LibraCluster {
     /// The main task as one shell script, `$names` still to substitute per job.
     script: String,
     on_cluster: Arc<Shared>,
+    /// The jobs asked after, all at once (`cluster_poll`).
+    poll: Arc<Poll>,
 }
 
 /// `OnCluster` under its lock, and the signal that a resumed attempt has found its job.
@@ -118,7 +121,8 @@ impl LibraCluster {
             .map(|(c, ign)| if *ign { format!("{{ {c}; true; }}") } else { c.clone() })
             .collect::<Vec<_>>()
             .join(" && ");
-        Ok(LibraCluster { name: name.to_string(), client, script, on_cluster: Arc::default() })
+        let poll = Poll::new(client.clone());
+        Ok(LibraCluster { name: name.to_string(), client, script, on_cluster: Arc::default(), poll })
     }
 }
 
@@ -132,11 +136,11 @@ impl LibraCluster {
             resource: self.name.clone(),
             msg: format!("{}: {e}", l.dir.display()),
         })?;
-        let (client, on_cluster) = (self.client.clone(), self.on_cluster.clone());
+        let (client, on_cluster, poll) = (self.client.clone(), self.on_cluster.clone(), self.poll.clone());
         let script = subst(&self.script, &l.vars);
         let name = format!("sweep-job-{}", l.vars.get("jobname").cloned().unwrap_or_default());
         std::thread::spawn(move || {
-            let o = run_remote(&client, &on_cluster, &l, script, name, resumed);
+            let o = run_remote(&client, &on_cluster, &poll, &l, script, name, resumed);
             if let Some(o) = o {
                 if !o.rejected {
                     write_marker(&l.dir, &o);
@@ -209,24 +213,27 @@ impl ResourceAdapter for LibraCluster {
         }
         on.collecting = false;
         drop(on);
-        settled_charges(&self.client, billed)
+        settled_charges(&self.poll, billed)
     }
 }
+
+/// How long a running job waits for the resource's round of questions (`cluster_poll`, one
+/// every `PERIOD`) before it asks the cluster by itself.
+const NO_ROUND: Duration = Duration::from_secs(5);
 
 /// How long a cancel waits for the nodes of its cancelled jobs to report them stopped (a kill
 /// comes with a node's next exchange, its end with the one after: two report periods, 2 s
 /// each by default).
 const SETTLING_GRACE: Duration = Duration::from_secs(6);
 
-/// `info` asked again until no part of the job runs on a node (its charge is final), up to
-/// `SETTLING_GRACE`.
-fn stopped_on_its_nodes(client: &Client, mut info: libra_api::JobInfo) -> libra_api::JobInfo {
+/// `info` asked again (by `watch`) until no part of the job runs on a node (its charge is
+/// final), up to `SETTLING_GRACE`.
+fn stopped_on_its_nodes(watch: &mut Watch, mut info: libra_api::JobInfo) -> libra_api::JobInfo {
     let until = Instant::now() + SETTLING_GRACE;
-    while info.parts_running > 0 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(200));
-        match client.job(info.id) {
-            Ok(i) => info = i,
-            Err(e) => tracing::debug!(job = info.id, "asking for an ended job's charge: {e}"),
+    while info.parts_running > 0 {
+        let Some(left) = until.checked_duration_since(Instant::now()) else { break };
+        if let Some(i) = watch.next(left) {
+            info = i;
         }
     }
     info
@@ -236,19 +243,23 @@ fn stopped_on_its_nodes(client: &Client, mut info: libra_api::JobInfo) -> libra_
 /// runs on a node (`JobInfo::parts_running`), up to `SETTLING_GRACE`. A server before that
 /// field says 0 at once: its charge at the cancel is taken, as it was.
 fn settled_charges(
-    client: &Client,
+    poll: &Arc<Poll>,
     mut jobs: Vec<(u64, i64, libra_api::JobInfo)>,
 ) -> Vec<(i64, libra_core::Money)> {
     let until = Instant::now() + SETTLING_GRACE;
-    while jobs.iter().any(|(_, _, info)| info.parts_running > 0) && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(200));
-        for (id, _, info) in jobs.iter_mut().filter(|(_, _, info)| info.parts_running > 0) {
-            match client.job(*id) {
-                Ok(now) => *info = now,
-                Err(e) => tracing::debug!(job = *id, "asking for a cancelled job's charge: {e}"),
+    let mut watches: Vec<Watch> = jobs.iter().map(|(id, _, _)| poll.watch(*id)).collect();
+    while jobs.iter().any(|(_, _, info)| info.parts_running > 0) {
+        let Some(left) = until.checked_duration_since(Instant::now()) else { break };
+        // The first waits for the next round; the others have it by then.
+        for (w, (_, _, info)) in
+            watches.iter_mut().zip(jobs.iter_mut()).filter(|(_, (_, _, i))| i.parts_running > 0)
+        {
+            if let Some(now) = w.next(left) {
+                *info = now;
             }
         }
     }
+    drop(watches);
     for (id, _, info) in jobs.iter().filter(|(_, _, info)| info.parts_running > 0) {
         tracing::warn!(
             job = *id,
@@ -318,6 +329,7 @@ fn admissible(client: &Client, spec: &JobSpec, base: &Outcome) -> Result<(), Box
 fn run_remote(
     client: &Client,
     on_cluster: &Shared,
+    poll: &Arc<Poll>,
     l: &Launch,
     script: String,
     name: String,
@@ -395,27 +407,27 @@ fn run_remote(
         });
     }
     let mut info = info;
+    // Asked after with every other job of the resource, in one request (`cluster_poll`).
+    let mut watch = poll.watch(info.id);
     while info.state.is_active() {
         if lock(on_cluster).cancelled {
             // `cancel_all` cancelled it.
             return None;
         }
-        std::thread::sleep(Duration::from_millis(500));
-        match client.job(info.id) {
-            Ok(i) => info = i,
-            // Past the cluster's rate of reads (`read_rate`: many jobs of one user polled
-            // at once): the answer comes a moment later, nothing is wrong.
-            Err(libra_api::ClientError::Status { status: 429, message }) => {
-                tracing::debug!(job = info.id, "polling the Libra cluster: {message}");
-                std::thread::sleep(Duration::from_secs(1));
-            }
-            Err(e) => tracing::warn!(job = info.id, "polling the Libra cluster: {e}"),
+        match watch.next(NO_ROUND) {
+            Some(i) => info = i,
+            // No answer to the resource's questions in that time: asked by itself.
+            None => match client.job(info.id) {
+                Ok(i) => info = i,
+                Err(e) => tracing::warn!(job = info.id, "polling the Libra cluster: {e}"),
+            },
         }
     }
     lock(on_cluster).jobs.remove(&info.id);
     // Ended by the cluster's word (cancelled there by its owner, out of credit): its node bills
     // what it ran on until the kill a moment later, which is what the sweep pays.
-    let info = stopped_on_its_nodes(client, info);
+    let info = stopped_on_its_nodes(&mut watch, info);
+    drop(watch);
     if let Ok(out) = client.output(info.id) {
         let _ = std::fs::write(l.dir.join("stdout"), out.stdout);
         let _ = std::fs::write(l.dir.join("stderr"), out.stderr);

@@ -10,6 +10,7 @@
 //! `Outcome` with `rejected = true`, which the engine treats as the resource being unavailable.
 //! The `slurm` kind hands each attempt to Slurm as a batch job that runs the local keeper.
 
+mod cluster_poll;
 mod descendants;
 pub mod libra;
 pub mod local;
