@@ -274,6 +274,14 @@ impl Client {
         self.get(&format!("/api/jobs?all={all}&limit={limit}{after}"))
     }
 
+    /// The caller's jobs of `ids` (at most 1,000), newest first; ids of no job of theirs are
+    /// left out. A server from before `?ids=` answers its newest jobs instead: the caller
+    /// checks that every job it got is one it asked for.
+    pub fn jobs_by_ids(&self, ids: &[u64]) -> Result<Vec<JobInfo>, ClientError> {
+        let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
+        self.get(&format!("/api/jobs?ids={list}"))
+    }
+
     /// Users by name, a page at a time: at most `limit`, after the name `after` if given.
     pub fn users_page(&self, limit: u32, after: Option<&str>) -> Result<Vec<UserInfo>, ClientError> {
         let after = after.map_or(String::new(), |a| format!("&after={}", encode(a)));

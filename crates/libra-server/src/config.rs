@@ -310,7 +310,7 @@ pub const DEFAULT_SUBMIT_BURST: u32 = 500;
 /// status of a hosted sweep takes the server about 1.4 ms whatever its size, and a read that
 /// grows with its rows counts one per 1,000, so one user's reads at the default rate take
 /// about a seventh of a core. A broker's `libra` resource asks after all its
-/// jobs on a cluster in one listing twice a second (`libra_broker`'s `cluster_poll`).
+/// jobs on a cluster by their ids in one request twice a second (`libra_broker`'s `cluster_poll`).
 pub const DEFAULT_READ_RATE: f64 = 100.0;
 pub const DEFAULT_READ_BURST: u32 = 1000;
 /// Plan jobs per second per user: a sweep of the largest plan (100,000 jobs) every 100 s, one

@@ -77,7 +77,7 @@ const ROUTES: &[Route] = &[
     (
         "get",
         "/api/jobs",
-        "The caller's jobs, newest first (?all=true: everyone's, administrators only; ?limit=N&after=JOB: a page)",
+        "The caller's jobs, newest first (?all=true: everyone's, administrators only; ?limit=N&after=JOB: a page; ?ids=1,2,3: those jobs only, at most 1000, one read per 1000 jobs)",
         None,
         list::<JobInfo>,
         "user",

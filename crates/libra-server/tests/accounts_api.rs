@@ -483,6 +483,34 @@ fn tokens_expired_a_week_ago_are_removed_by_the_server() {
     assert_eq!(left("lately"), 1);
 }
 
+/// `?ids=` answers those of the caller's jobs only (another user's are left out, as is an id
+/// of no job), newest first; an administrator's `all=true` sees anyone's. A broker asks after
+/// all its jobs on a cluster this way, one request for up to 1,000.
+#[test]
+fn jobs_are_asked_for_by_their_ids() {
+    let s = server(|_| {});
+    s.idle_node("n1", 4.0);
+    let fay = s.user("fay", 1000);
+    let gil = s.user("gil", 1000);
+    let f: Vec<u64> = (0..3).map(|_| fay.submit(&job(1.0)).unwrap().id).collect();
+    let g = gil.submit(&job(1.0)).unwrap().id;
+    let got: Vec<u64> = fay.jobs_by_ids(&[f[0], f[2], g, 999_999]).unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(got, vec![f[2], f[0]], "fay's own, newest first");
+    let all: Vec<u64> = s
+        .admin()
+        .get::<Vec<libra_api::JobInfo>>(&format!("/api/jobs?all=true&ids={},{g}", f[1]))
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(all, vec![g, f[1]]);
+    let (code, msg) = refused(fay.get::<serde_json::Value>("/api/jobs?ids=1,x").unwrap_err());
+    assert!(code == 400 && msg.starts_with("ids: '1,x' is not accepted"), "{code} {msg}");
+    let many: Vec<u64> = (1..=1001).collect();
+    let (code, msg) = refused(fay.jobs_by_ids(&many).unwrap_err());
+    assert!(code == 400 && msg.contains("give at most 1000"), "{code} {msg}");
+}
+
 #[test]
 fn listings_are_paginated() {
     let s = server(|_| {});

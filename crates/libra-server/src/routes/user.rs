@@ -247,6 +247,35 @@ pub struct ListQuery {
     /// The next page: jobs older than this job id.
     #[serde(default)]
     after: Option<u64>,
+    /// These jobs only (comma-separated ids, at most `MAX_IDS`): a broker asking after all
+    /// its jobs on this cluster at once (`libra_broker`'s `cluster_poll`).
+    #[serde(default)]
+    ids: Option<String>,
+}
+
+/// The most jobs one `?ids=` may name.
+pub const MAX_IDS: usize = 1000;
+
+/// `?ids=1,2,3` as job ids, or 400 naming the field and what is accepted.
+fn parse_ids(text: &str) -> Result<Vec<u64>, ApiError> {
+    let ids: Vec<u64> = text
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| {
+            ApiError::BadRequest(format!(
+                "ids: '{}' is not accepted: give job ids separated by commas (at most {MAX_IDS})",
+                text.chars().take(100).collect::<String>()
+            ))
+        })?;
+    if ids.len() > MAX_IDS {
+        return Err(ApiError::BadRequest(format!(
+            "ids: {} job ids is not accepted: give at most {MAX_IDS} (ask again for the rest)",
+            ids.len()
+        )));
+    }
+    Ok(ids)
 }
 
 /// The most entries one page of a listing may hold.
@@ -262,8 +291,12 @@ pub async fn list(
             if q.all {
                 who.require_admin("list everyone's jobs")?;
             }
+            let user = if q.all { None } else { Some(who.id) };
+            if let Some(ids) = &q.ids {
+                return Ok(store::jobs_by_ids(db, user, &parse_ids(ids)?)?);
+            }
             let limit = q.limit.unwrap_or(1000).min(MAX_PAGE);
-            Ok(store::jobs(db, if q.all { None } else { Some(who.id) }, limit, q.after)?)
+            Ok(store::jobs(db, user, limit, q.after)?)
         })
         .await?;
     // A page of 10,000 jobs is ten reads' work (`crate::read_limit`).

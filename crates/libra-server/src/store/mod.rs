@@ -791,6 +791,18 @@ pub fn jobs(
     rows.collect()
 }
 
+/// The jobs of `ids` (`user`'s only, when given), newest first; ids of no such job are left out.
+pub fn jobs_by_ids(conn: &Connection, user: Option<i64>, ids: &[u64]) -> rusqlite::Result<Vec<JobInfo>> {
+    let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+    let sql = format!(
+        "SELECT {JOB_COLUMNS} FROM jobs j JOIN users u ON u.id = j.user_id \
+         WHERE j.id IN (SELECT value FROM json_each(?1)) AND (?2 IS NULL OR j.user_id = ?2) ORDER BY j.id DESC"
+    );
+    let mut st = conn.prepare_cached(&sql)?;
+    let rows = st.query_map(params![list, user], job_from_row)?;
+    rows.collect()
+}
+
 /// A job's output: each node's part (from the given file offsets when `rank` is given), and
 /// the parts joined. Jobs from before output was kept per node have only the joined copy.
 pub fn output(
