@@ -608,6 +608,18 @@ impl Store {
         Ok(out)
     }
 
+    /// What changes whenever the sweep's attempts do (one starts, one ends, what one measured
+    /// changes), from the kept totals (`JOB_COUNTS`): every attempt, those running, the sum of
+    /// their wall times' bits and of their charges. Two reads with the same version read the
+    /// same attempts' spans (`attempt_spans`), so a usage made from them may be kept.
+    pub fn attempts_version(&self, exp: i64) -> Result<(i64, i64, u64, i64), StoreError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT COALESCE(SUM(n), 0), COALESCE(SUM(CASE WHEN state = 'running' THEN n ELSE 0 END), 0), \
+             COALESCE(SUM(wall), 0.0), COALESCE(SUM(cents), 0) FROM attempt_totals WHERE exp_id = ?1",
+        )?;
+        Ok(st.query_row([exp], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, f64>(2)?.to_bits(), r.get(3)?)))?)
+    }
+
     pub fn counts(&self, exp: i64) -> Result<Counts, StoreError> {
         let mut c = Counts::default();
         // Kept by triggers (`JOB_COUNTS`): the same numbers as counting the jobs.

@@ -76,7 +76,16 @@ pub struct Sweeps {
     /// Each user's bucket of plan jobs (`sweep_job_rate` a second, `MAX_JOBS` at once;
     /// `Sweeps::take_jobs`).
     job_buckets: Mutex<Buckets>,
+    /// The last usage made of each sweep, by what it was made from (`usage`).
+    usages: Mutex<HashMap<i64, (UsageVersion, SweepUsage)>>,
 }
+
+/// What a sweep's usage is made from: when it was created and its attempts' version
+/// (`Store::attempts_version`).
+type UsageVersion = (u64, (i64, i64, u64, i64));
+
+/// Usages kept at most; past it, all are forgotten (each is at most a few hundred points).
+const KEPT_USAGES: usize = 256;
 
 /// A creation's hold on its idempotency key (`Sweeps::claim_key`), let go when dropped.
 struct KeyClaim<'a> {
@@ -246,6 +255,7 @@ impl Sweeps {
             keys_in_flight: Mutex::new(HashSet::new()),
             key_freed: std::sync::Condvar::new(),
             job_buckets: Mutex::new(Buckets::new(job_rate, MAX_JOBS as f64)),
+            usages: Mutex::new(HashMap::new()),
         };
         s.store().map_err(|e| ServerError::Invalid(format!("broker database {}: {e}", s.db.display())))?;
         Ok(s)
@@ -819,10 +829,25 @@ impl Sweeps {
         self.info(&store, exp, &owner, now)
     }
 
-    /// The sweep's usage, and how many attempts were read to make it.
+    /// The sweep's usage, and how many attempts were read to make it: none when its attempts
+    /// have not changed since it was last made, which is kept. A usage reads every attempt of
+    /// the sweep (46 to 130 ms for 100,000), and the portal asks it every two seconds.
     pub fn usage(&self, who: &Caller, exp: i64, now: f64) -> Result<(SweepUsage, usize), ApiError> {
         let (store, _) = self.owned(who, exp)?;
-        Ok(view::usage(&store, exp, now)?)
+        let version = (store.experiment(exp)?.created.to_bits(), store.attempts_version(exp)?);
+        let lock = || self.usages.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((v, usage)) = lock().get(&exp) {
+            if *v == version {
+                return Ok((SweepUsage { now, ..usage.clone() }, 0));
+            }
+        }
+        let (usage, read) = view::usage(&store, exp, now)?;
+        let mut kept = lock();
+        if kept.len() >= KEPT_USAGES {
+            kept.clear();
+        }
+        kept.insert(exp, (version, usage.clone()));
+        Ok((usage, read))
     }
 
     /// A page of the jobs' results: at most `limit` (1 to `MAX_RESULTS_PAGE`), from the job

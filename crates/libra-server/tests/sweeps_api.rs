@@ -649,6 +649,58 @@ fn a_large_read_counts_a_read_per_thousand_rows() {
     drop((server, server2));
 }
 
+/// A sweep's usage reads every attempt (a read per 1,000 of them against `read_rate`); asked
+/// again with no attempt changed (the portal asks every two seconds), the usage made last is
+/// answered, for one read, and an attempt that starts makes it anew.
+#[test]
+fn a_usage_asked_again_unchanged_costs_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { read_rate: 0.001, read_burst: 20, ..common::test_config(dir.path()) };
+    let broker = config.broker_db();
+    let (server, _url, _admin, alice) = server_with_alice_on(config);
+    let plan = "parameter x integer range from 1 to 3000 step 1\ntask main\n    exec true\nendtask\n";
+    // Budget 0: it stalls at once; its attempts are written here, 3,000 of them ended.
+    let s = alice.sweep_create(&sweep(plan, RES, 0)).unwrap();
+    let db = rusqlite::Connection::open(&broker).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    let attempt = |job: i64, started: f64, ended: Option<f64>| {
+        db.execute(
+            "INSERT INTO attempts (job_id, exp_id, pos, state, started, ended, wall, cpu, price, hold_cents, charged_cents, dir) \
+             VALUES (?1, ?2, 0, ?3, ?4, ?5, 1.0, 1.0, 1.0, 0, 0, '')",
+            rusqlite::params![job, s.id, if ended.is_some() { "done" } else { "running" }, started, ended],
+        )
+        .unwrap();
+    };
+    let jobs: Vec<i64> = db
+        .prepare("SELECT id FROM jobs WHERE exp_id = ?1 ORDER BY idx")
+        .unwrap()
+        .query_map([s.id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    db.execute_batch("BEGIN").unwrap();
+    for (k, &job) in jobs.iter().enumerate() {
+        attempt(job, s.created + k as f64, Some(s.created + k as f64 + 0.5));
+    }
+    db.execute_batch("COMMIT").unwrap();
+    // Four reads (3,000 attempts), then one: the same answer.
+    let first = alice.sweep_usage(s.id).unwrap();
+    let again = alice.sweep_usage(s.id).unwrap();
+    assert_eq!(format!("{:?}", first.points), format!("{:?}", again.points));
+    // An attempt starts: made anew (four reads), and it shows.
+    attempt(jobs[0], s.created + 5000.0, None);
+    let after = alice.sweep_usage(s.id).unwrap();
+    assert_ne!(format!("{:?}", after.points), format!("{:?}", again.points), "a usage kept past a change");
+    // 20 - 4 - 1 - 4 = 11 reads left.
+    let mut more = 0;
+    while alice.sweep(s.id).is_ok() {
+        more += 1;
+        assert!(more < 30, "30 reads, none refused");
+    }
+    assert_eq!(more, 11, "a usage asked again unchanged costs one read");
+    drop(server);
+}
+
 /// A sweep's jobs on a Libra cluster are asked after together, one listing a round, not each
 /// by itself: twenty running at once asked forty times a second, past the cluster's read rate
 /// for their owner, whose own reads were then refused. Here the cluster holds its users to four
