@@ -115,15 +115,9 @@ pub async fn record(State(app): State<Arc<App>>, req: Request, next: Next) -> Re
                 ))
                 .into_response();
                 return finish(
-                    &app,
-                    r,
-                    &method,
-                    &path,
-                    route,
-                    address,
-                    counted_as,
-                    digest,
-                    Some("(body too large)".into()),
+                    &app, r, &method, &path, route, address, counted_as, digest,
+                    // The refusal's own words name the limit (`finish` reads them).
+                    None,
                 )
                 .await;
             }

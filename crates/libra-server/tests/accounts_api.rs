@@ -483,6 +483,30 @@ fn tokens_expired_a_week_ago_are_removed_by_the_server() {
     assert_eq!(left("lately"), 1);
 }
 
+/// An administrator's request too large to read is refused (413) and still logged, with the
+/// refusal's own words naming the limit.
+#[test]
+fn an_oversized_administrator_request_is_logged_with_the_limit() {
+    let s = server(|_| {});
+    let token = Client::new(&s.url, None).login("admin", libra_testkit::TEST_ADMIN_PW).unwrap().token;
+    let big = format!("{{\"name\": \"x\", \"password\": \"{}\"}}", "p".repeat(3 * 1024 * 1024));
+    let r = ureq::post(&format!("{}/api/admin/users", s.url))
+        .set("Authorization", &format!("Bearer {token}"))
+        .set("content-type", "application/json")
+        .send_string(&big);
+    assert!(matches!(r, Err(ureq::Error::Status(413, _))), "{:?}", r.map(|r| r.status()));
+    let (status, detail): (i64, String) = s
+        .db()
+        .query_row(
+            "SELECT status, detail FROM audit WHERE path = '/api/admin/users' ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(status, 413);
+    assert!(detail.starts_with("request body: larger than the 2097152 bytes accepted"), "{detail}");
+}
+
 /// `?ids=` answers those of the caller's jobs only (another user's are left out, as is an id
 /// of no job), newest first; an administrator's `all=true` sees anyone's. A broker asks after
 /// all its jobs on a cluster this way, one request for up to 1,000.
