@@ -62,7 +62,7 @@ pub fn init(level: &str, format: LogFormat) -> Result<(), String> {
 }
 
 /// Whether standard error is a terminal that wants colour (`NO_COLOR` set to anything turns
-/// it off, as https://no-color.org asks).
+/// it off, as <https://no-color.org> asks).
 fn colour_on_stderr() -> bool {
     use std::io::IsTerminal;
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())

@@ -17,7 +17,7 @@ file may then be removed). Secrets are never taken on the command line, where ev
 Example:\n  libra node --server https://manager:7878 --ca /etc/libra/cert.pem --join-token-file /etc/libra/join-token"
 )]
 pub struct NodeArgs {
-    /// Configuration file (TOML): the [node] table of the site's file (see CONFIGURATION.md).
+    /// Configuration file (TOML): the `[node]` table of the site's file (see CONFIGURATION.md).
     /// Every setting in it can be overridden by the flags below.
     #[arg(long, env = "LIBRA_NODE_CONFIG")]
     pub config: Option<PathBuf>,

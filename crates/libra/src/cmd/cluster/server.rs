@@ -17,7 +17,7 @@ libra server --listen 0.0.0.0:7878 --tls-self-signed --join-token-file /etc/libr
 libra server --listen 0.0.0.0:7878 --tls-cert /etc/libra/cert.pem --tls-key /etc/libra/key.pem --join-token-file /etc/libra/join-token"
 )]
 pub struct ServerArgs {
-    /// Configuration file (TOML): the [server] table of the site's file (see CONFIGURATION.md;
+    /// Configuration file (TOML): the `[server]` table of the site's file (see CONFIGURATION.md;
     /// a file without tables is read as the server's settings). Every setting in it can be
     /// overridden by the flags below. SIGHUP reads it again: pricing, policy, placement,
     /// node_timeout, log_level, audit_keep_days, output_keep_days, output_quota_mb,

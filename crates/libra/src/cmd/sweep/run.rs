@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 pub struct RunArgs {
     /// The plan file (Nimrod/G syntax).
     pub plan: PathBuf,
-    /// The resources file (TOML, one [[resource]] per resource).
+    /// The resources file (TOML, one `[[resource]]` per resource).
     ///
     /// Each resource: `name`, `kind` (local | testqueue | libra | slurm), `slots`, `price`
     /// (credits per CPU-second), optional `job_secs` (expected seconds per job before
@@ -29,11 +29,11 @@ pub struct RunArgs {
     /// `url`, `token` (default: LIBRA_TOKEN, else your `libra login` for that url); slurm (each job an sbatch job): `partition`, `cpus_per_job`,
     /// `sbatch_args = ["--time=30"]`.
     ///
-    /// [[resource]]
-    /// name = "laptop"
-    /// kind = "local"
-    /// slots = 2
-    /// price = 1.5
+    ///     [[resource]]
+    ///     name = "laptop"
+    ///     kind = "local"
+    ///     slots = 2
+    ///     price = 1.5
     #[arg(long, short, verbatim_doc_comment)]
     pub resources: PathBuf,
     /// When every job must be done: from now (3600, 90m, 2h) or a time (2026-11-22T21:00:00Z,
