@@ -307,9 +307,9 @@ pub const DEFAULT_MAX_KEPT_SWEEPS: u32 = 100;
 pub const DEFAULT_SUBMIT_RATE: f64 = 50.0;
 pub const DEFAULT_SUBMIT_BURST: u32 = 500;
 /// Reads per second one user may make on average (`read_rate`), and at once (`read_burst`): a
-/// status of a hosted sweep takes the server about 1.4 ms whatever its size, and a read that
+/// status of a hosted sweep takes the server about 0.4 ms whatever its size, and a read that
 /// grows with its rows counts one per 1,000, so one user's reads at the default rate take
-/// about a seventh of a core. A broker's `libra` resource asks after all its
+/// about a twentieth of a core. A broker's `libra` resource asks after all its
 /// jobs on a cluster by their ids in one request twice a second (`libra_broker`'s `cluster_poll`).
 pub const DEFAULT_READ_RATE: f64 = 100.0;
 pub const DEFAULT_READ_BURST: u32 = 1000;
