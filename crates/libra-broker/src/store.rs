@@ -276,6 +276,19 @@ pub struct Counts {
     pub cancelled: u64,
 }
 
+impl Counts {
+    /// `n` jobs in `state` (any state but the four named counts as cancelled).
+    fn add(&mut self, state: &str, n: u64) {
+        match state {
+            "pending" => self.pending += n,
+            "running" => self.running += n,
+            "done" => self.done += n,
+            "failed" => self.failed += n,
+            _ => self.cancelled += n,
+        }
+    }
+}
+
 pub struct Store {
     pub conn: Connection,
 }
@@ -626,13 +639,7 @@ impl Store {
         let mut st = self.conn.prepare_cached("SELECT state, n FROM job_counts WHERE exp_id = ?1")?;
         for row in st.query_map([exp], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))? {
             let (s, n) = row?;
-            match s.as_str() {
-                "pending" => c.pending = n,
-                "running" => c.running = n,
-                "done" => c.done = n,
-                "failed" => c.failed = n,
-                _ => c.cancelled += n,
-            }
+            c.add(&s, n);
         }
         Ok(c)
     }
@@ -960,13 +967,7 @@ mod tests {
                 st.query_map([exp], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))).unwrap()
             {
                 let (state, n) = row.unwrap();
-                match state.as_str() {
-                    "pending" => c.pending = n,
-                    "running" => c.running = n,
-                    "done" => c.done = n,
-                    "failed" => c.failed = n,
-                    _ => c.cancelled += n,
-                }
+                c.add(&state, n);
             }
             c
         };
