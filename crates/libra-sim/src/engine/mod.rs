@@ -100,8 +100,25 @@ pub struct SimResult {
     pub events: u64,
 }
 
+/// How often a run reports its progress (`simulate_with_progress`): every this many arrivals.
+/// A call costs an indirect call; at this pace it is not measurable beside the arrivals.
+pub const PROGRESS_EVERY: usize = 4096;
+
 /// Runs `jobs` (sorted by submit time) through `policy`.
 pub fn simulate(jobs: &[SimJob], policy: &dyn Policy, cluster: ClusterConfig) -> SimResult {
+    simulate_with_progress(jobs, policy, cluster, &|_| {})
+}
+
+/// `simulate`, calling `progress(n)` as each `n` more jobs have arrived: every
+/// `PROGRESS_EVERY` arrivals and once more for the rest after the last, so the calls add up to
+/// the jobs of the run. The completions after the last arrival are not counted: a run's tail.
+pub fn simulate_with_progress(
+    jobs: &[SimJob],
+    policy: &dyn Policy,
+    cluster: ClusterConfig,
+    progress: &(dyn Fn(usize) + Sync),
+) -> SimResult {
+    let mut arrived = Arrived { progress, told: 0 };
     // On a thread of rayon's pool (this one when it is, as in an experiment's runs): a policy
     // that reads a large cluster's nodes in stripes side by side hands a stripe to an idle
     // thread of the pool, and one that has been running the simulation takes it quickly.
@@ -109,12 +126,38 @@ pub fn simulate(jobs: &[SimJob], policy: &dyn Policy, cluster: ClusterConfig) ->
     // it, which cost more than the stripes saved (20,000 jobs on 10,000 nodes).
     let (records, events) = rayon::scope(|_| {
         if policy.space_shared() {
-            spaceshared::run(jobs, policy, cluster)
+            spaceshared::run(jobs, policy, cluster, &mut arrived)
         } else {
-            timeshared::run(jobs, policy, cluster)
+            timeshared::run(jobs, policy, cluster, &mut arrived)
         }
     });
+    arrived.rest(jobs.len());
     finish(policy.name(), cluster, records, events)
+}
+
+/// What a run has told of its arrivals (`simulate_with_progress`).
+pub(crate) struct Arrived<'a> {
+    progress: &'a (dyn Fn(usize) + Sync),
+    told: usize,
+}
+
+impl Arrived<'_> {
+    /// `n` jobs have arrived so far.
+    #[inline]
+    pub(crate) fn at(&mut self, n: usize) {
+        if n % PROGRESS_EVERY == 0 {
+            (self.progress)(n - self.told);
+            self.told = n;
+        }
+    }
+
+    /// The run is over: every one of its `n` jobs has arrived.
+    fn rest(&mut self, n: usize) {
+        if n > self.told {
+            (self.progress)(n - self.told);
+            self.told = n;
+        }
+    }
 }
 
 fn finish(name: &str, cluster: ClusterConfig, records: Vec<JobRecord>, events: u64) -> SimResult {

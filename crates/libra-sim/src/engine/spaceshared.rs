@@ -3,12 +3,17 @@
 //! exceed its estimate: the backfilling reservations only know the estimate).
 
 use super::events::EventQueue;
-use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
+use super::{blank_record, spec_of, Arrived, ClusterConfig, JobRecord, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Dispatch, Policy, Queued};
 use libra_core::Cluster;
 
-pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (Vec<JobRecord>, u64) {
+pub(super) fn run(
+    jobs: &[SimJob],
+    policy: &dyn Policy,
+    cfg: ClusterConfig,
+    arrived: &mut Arrived<'_>,
+) -> (Vec<JobRecord>, u64) {
     let mut records: Vec<JobRecord> = jobs.iter().map(blank_record).collect();
     let mut cluster = Cluster::homogeneous(cfg.nodes, cfg.price_base);
     let mut queue: Vec<Queued> = Vec::new();
@@ -51,6 +56,7 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
                     records[i].verdict = Verdict::Rejected(libra_core::RejectReason::Resources);
                 }
             }
+            arrived.at(next_arrival);
             // Arrivals at the same instant are scheduled together, as one batch.
             if jobs.get(next_arrival).is_some_and(|j| j.submit == now) && events.peek_time() != Some(now) {
                 continue;

@@ -410,3 +410,31 @@ proptest! {
         prop_assert!(!followed.records[first].outcome.accepted);
     }
 }
+
+/// A run tells its arrivals as they come, every `PROGRESS_EVERY` and the rest at its end, under
+/// both node models: the counts add up to the jobs, the calls are as many as the blocks, and
+/// the outcome is the run's without the progress.
+#[test]
+fn a_run_tells_its_arrivals_as_they_come() {
+    let n = 2 * PROGRESS_EVERY + 100;
+    let jobs: Vec<SimJob> =
+        (0..n).map(|i| job(i as u64, i as f64 * 5.0, 20.0, 400.0, 1 + (i % 3) as u32)).collect();
+    let cfg = ClusterConfig { nodes: 8, price_base: 1.0 };
+    for name in ["libra+$", "fcfs-bf"] {
+        let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
+        let (calls, sum) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let seen = std::sync::Mutex::new(Vec::new());
+        let told = simulate_with_progress(&jobs, policy.as_ref(), cfg, &|k| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            let total = sum.fetch_add(k, Ordering::Relaxed) + k;
+            seen.lock().unwrap().push(total);
+        });
+        assert_eq!(sum.load(Ordering::Relaxed), n, "{name}");
+        assert_eq!(calls.load(Ordering::Relaxed), 3, "{name}");
+        assert_eq!(*seen.lock().unwrap(), vec![PROGRESS_EVERY, 2 * PROGRESS_EVERY, n], "{name}");
+        let policy = libra_core::build_policy(name, PricingParams::default()).unwrap();
+        let quiet = simulate(&jobs, policy.as_ref(), cfg);
+        assert_eq!(told.records, quiet.records, "{name}");
+        assert!(told.records.iter().any(|r| r.outcome.accepted), "{name}: nothing ran");
+    }
+}

@@ -10,7 +10,7 @@
 
 use super::events::IndexedHeap;
 use super::live::{Live, Reusable};
-use super::{blank_record, spec_of, ClusterConfig, JobRecord, Verdict};
+use super::{blank_record, spec_of, Arrived, ClusterConfig, JobRecord, Verdict};
 use crate::workload::SimJob;
 use libra_core::policy::{Decision, Policy};
 use libra_core::share::{node_shares, JobControl};
@@ -125,7 +125,12 @@ struct State<'a> {
     event_no: u64,
 }
 
-pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (Vec<JobRecord>, u64) {
+pub(super) fn run(
+    jobs: &[SimJob],
+    policy: &dyn Policy,
+    cfg: ClusterConfig,
+    arrived: &mut Arrived<'_>,
+) -> (Vec<JobRecord>, u64) {
     let mut records: Vec<JobRecord> = jobs.iter().map(blank_record).collect();
     let mut st = State {
         jobs,
@@ -160,6 +165,7 @@ pub(super) fn run(jobs: &[SimJob], policy: &dyn Policy, cfg: ClusterConfig) -> (
             let i = next_arrival;
             next_arrival += 1;
             st.arrive(i, &mut records[i]);
+            arrived.at(next_arrival);
         }
     }
     (records, events)

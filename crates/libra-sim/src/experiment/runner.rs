@@ -1,6 +1,6 @@
 //! Runs many simulations in parallel (rayon) with an optional progress callback.
 
-use crate::engine::{simulate, ClusterConfig, SimResult};
+use crate::engine::{simulate_with_progress, ClusterConfig, SimResult};
 use crate::workload::SimJob;
 use libra_core::policy::{build_policy_with, Placement, PolicyError};
 use libra_core::PricingParams;
@@ -21,6 +21,17 @@ pub struct RunSpec {
 /// Runs every spec, in parallel, returning results in the order of `specs`. `tick` is called
 /// once per finished run (from worker threads).
 pub fn run_all(specs: &[RunSpec], tick: &(dyn Fn() + Sync)) -> Result<Vec<SimResult>, PolicyError> {
+    run_all_with_progress(specs, tick, &|_| {})
+}
+
+/// `run_all`, with `arrived(n)` called as `n` more jobs of any run have arrived
+/// (`engine::simulate_with_progress`; from worker threads): the calls add up to the jobs of
+/// every spec.
+pub fn run_all_with_progress(
+    specs: &[RunSpec],
+    tick: &(dyn Fn() + Sync),
+    arrived: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<SimResult>, PolicyError> {
     // Fail on a bad policy name before spending any time.
     for s in specs {
         build_policy_with(&s.policy, s.pricing, s.placement)?;
@@ -29,7 +40,7 @@ pub fn run_all(specs: &[RunSpec], tick: &(dyn Fn() + Sync)) -> Result<Vec<SimRes
         .par_iter()
         .map(|s| {
             let policy = build_policy_with(&s.policy, s.pricing, s.placement)?;
-            let r = simulate(&s.workload, policy.as_ref(), s.cluster);
+            let r = simulate_with_progress(&s.workload, policy.as_ref(), s.cluster, arrived);
             tick();
             Ok(r)
         })

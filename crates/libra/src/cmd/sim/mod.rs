@@ -20,7 +20,8 @@ pub enum SimCommand {
     /// Simulate one workload under one policy or all of them and print the metrics.
     ///
     /// The workload is an SWF trace with the Libra+$ QoS model (--trace), an explicit job list
-    /// (--jobs), or one of the Libra paper's batches (--batch).
+    /// (--jobs), or one of the Libra paper's batches (--batch). On a terminal, a bar on
+    /// standard error counts the jobs arrived in every run while they run.
     ///
     /// Example: libra sim run --trace ../shared/traces/SDSC-SP2-1998-4.2-cln.swf.gz --policy all
     Run(run::RunArgs),

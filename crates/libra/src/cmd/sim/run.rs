@@ -5,9 +5,10 @@ use crate::output::{emit, Render, Text};
 use anyhow::Context;
 use clap::Args;
 use comfy_table::Table;
+use indicatif::{ProgressBar, ProgressStyle};
 use libra_core::policy::{build_policy, Placement, POLICY_NAMES};
 use libra_sim::engine::{ClusterConfig, SimResult, Verdict};
-use libra_sim::experiment::runner::{run_all, RunSpec};
+use libra_sim::experiment::runner::{run_all_with_progress, RunSpec};
 use libra_sim::workload::{as_recorded, jobs_csv, libra_batches::LibraBatch, libraplus, SimJob};
 use serde::Serialize;
 use serde_json::json;
@@ -92,12 +93,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             placement: a.placement.filter(|_| chooses || a.policy != "all"),
         });
     }
-    let results = run_all(&specs, &|| {})?;
+    let results = run_with_progress(&specs)?;
     if let Some(path) = &a.decisions_csv {
         write_decisions_csv(path, &results, &workload)
             .with_context(|| format!("writing decisions to {}", path.display()))?;
     }
     emit(&Run { a: &a, source: &source, nodes, workload: &workload, results: &results }, a.json)
+}
+
+/// Runs the specs with a bar of the jobs arrived so far in every run on standard error (drawn
+/// only on a terminal, and cleared at the end): a trace of a million jobs takes minutes under
+/// the time-shared policies.
+fn run_with_progress(specs: &[RunSpec]) -> anyhow::Result<Vec<SimResult>> {
+    let total: usize = specs.iter().map(|s| s.workload.len()).sum();
+    let bar = ProgressBar::new(total as u64);
+    let template = "simulating [{bar:30}] {human_pos}/{human_len} jobs arrived ({elapsed}, about {eta} left)";
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let results = run_all_with_progress(specs, &|| {}, &|n| bar.inc(n as u64));
+    bar.finish_and_clear();
+    Ok(results?)
 }
 
 /// What `libra sim run` prints: every policy's metrics (and decisions, with --decisions).
