@@ -6,7 +6,9 @@
 use super::placement::{least_budget, Candidate, Chooser, Placement, Unread};
 use super::stripes::{Split, StripeChunks};
 use super::suggest::earliest_deadline;
-use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion};
+use super::{
+    has_avx2, new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion,
+};
 use crate::cluster::{Cluster, EntryShare, KeptPass, KeptShares, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
@@ -602,18 +604,6 @@ impl LibraPlus {
                     .map(|budget| Suggestion { deadline, budget }),
             },
         }
-    }
-}
-
-/// Whether this processor runs AVX2 (detected once by the standard library, then cached).
-fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
     }
 }
 

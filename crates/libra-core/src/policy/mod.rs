@@ -311,6 +311,20 @@ impl Ahead {
     }
 }
 
+/// Whether this processor runs AVX2 (detected once by the standard library, then cached): the
+/// screens of a pass over the nodes (`libra`'s and `libra+$`'s) are compiled for it beside the
+/// portable code.
+pub(crate) fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The share a new job needs on a node: `E / D`, with a zero-length job needing nothing.
 pub(crate) fn new_job_share(estimate: f64, deadline: f64) -> f64 {
     if estimate <= 0.0 {

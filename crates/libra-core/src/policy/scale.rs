@@ -271,6 +271,7 @@ proptest! {
         budget in 0i64..100_000,
         procs in 1u32..12,
         placement in 0usize..3,
+        bar in prop_oneof![Just(0.5), Just(1.0), 0.0f64..4.0],
     ) {
         let (c, end) = build(&cpus, &ops);
         let now = end + later;
@@ -288,8 +289,13 @@ proptest! {
         // Busy nodes in three stripes, dealt one-word chunks in turn (`Split::EVERY_CLUSTER`),
         // so that every stripe reads some and what each keeps must be merged.
         prop_assert_eq!(&lp.clone().judging_every_cluster().decide_only(&spec, None, &c, now), &direct);
-        // The screen compiled for AVX2 (where the processor has it) passes the same nodes.
+        // The screens compiled for AVX2 (where the processor has it) pass the same nodes:
+        // `libra`'s against no bar, the bars its pass meets (loads and the shares beside
+        // them), and a tie.
         prop_assert!(lp.screens_agree(&spec, &c, now));
+        for bar in [f64::INFINITY, bar, bar + spec.estimate() / spec.deadline(), 0.0] {
+            prop_assert!(Libra::screens_agree(&spec, &c, now, bar), "bar {}", bar);
+        }
     }
 
     /// The shares admission reads (`node_shares`: 16 bytes a job on a node whose jobs are all
