@@ -21,7 +21,8 @@ pub enum SimCommand {
     ///
     /// The workload is an SWF trace with the Libra+$ QoS model (--trace), an explicit job list
     /// (--jobs), or one of the Libra paper's batches (--batch). On a terminal, a bar on
-    /// standard error counts the jobs arrived in every run while they run.
+    /// standard error counts the jobs arrived in every run and the runs finished; once every
+    /// job has arrived it says the runs are finishing the jobs still running.
     ///
     /// Example: libra sim run --trace ../shared/traces/SDSC-SP2-1998-4.2-cln.swf.gz --policy all
     Run(run::RunArgs),

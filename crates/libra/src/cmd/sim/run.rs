@@ -106,14 +106,59 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
 /// the time-shared policies.
 fn run_with_progress(specs: &[RunSpec]) -> anyhow::Result<Vec<SimResult>> {
     let total: usize = specs.iter().map(|s| s.workload.len()).sum();
-    let bar = ProgressBar::new(total as u64);
-    let template = "simulating [{bar:30}] {human_pos}/{human_len} jobs arrived ({elapsed}, about {eta} left)";
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    let results = run_all_with_progress(specs, &|| {}, &|n| bar.inc(n as u64));
-    bar.finish_and_clear();
+    let progress = RunProgress::new(ProgressBar::new(total as u64), specs.len());
+    progress.bar.enable_steady_tick(std::time::Duration::from_millis(500));
+    let results = run_all_with_progress(specs, &|| progress.run_done(), &|n| progress.arrived(n));
+    progress.bar.finish_and_clear();
     Ok(results?)
+}
+
+/// The bar of `run_with_progress`. It counts arrivals, since how many events a run makes is not
+/// known ahead; once every job has arrived, the runs still finish the jobs they hold (a run's
+/// tail, which can take a while on a saturated cluster), so the bar then says so and counts the
+/// runs that have finished, without an estimate it could not make.
+struct RunProgress {
+    bar: ProgressBar,
+    runs: usize,
+    finished: std::sync::atomic::AtomicUsize,
+    in_tail: std::sync::atomic::AtomicBool,
+}
+
+impl RunProgress {
+    const ARRIVING: &'static str =
+        "simulating [{bar:30}] {human_pos}/{human_len} jobs arrived, {msg} ({elapsed}, about {eta} left)";
+    const TAIL: &'static str =
+        "simulating: every job has arrived, {msg}; finishing the jobs still running ({elapsed})";
+
+    fn new(bar: ProgressBar, runs: usize) -> Self {
+        if let Ok(style) = ProgressStyle::with_template(Self::ARRIVING) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        let p = RunProgress { bar, runs, finished: Default::default(), in_tail: Default::default() };
+        p.say_runs(0);
+        p
+    }
+
+    fn say_runs(&self, finished: usize) {
+        self.bar.set_message(format!("{finished}/{} runs finished", self.runs));
+    }
+
+    /// `n` more jobs of some run have arrived.
+    fn arrived(&self, n: usize) {
+        self.bar.inc(n as u64);
+        let all = self.bar.length().is_some_and(|len| self.bar.position() >= len);
+        if all && !self.in_tail.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            if let Ok(style) = ProgressStyle::with_template(Self::TAIL) {
+                self.bar.set_style(style);
+            }
+        }
+    }
+
+    /// One more run has finished.
+    fn run_done(&self) {
+        let finished = self.finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        self.say_runs(finished);
+    }
 }
 
 /// What `libra sim run` prints: every policy's metrics (and decisions, with --decisions).
@@ -330,4 +375,30 @@ fn result_json(r: &SimResult, jobs: &[SimJob], decisions: bool) -> serde_json::V
         v["decisions"] = json!(d);
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunProgress;
+    use indicatif::ProgressBar;
+
+    /// The bar counts arrivals, says how many runs have finished, and once every job has
+    /// arrived says that the runs are finishing their jobs (a run's tail) instead of showing a
+    /// full bar with nothing left.
+    #[test]
+    fn the_bar_tells_the_tail_apart_from_the_arrivals() {
+        let p = RunProgress::new(ProgressBar::hidden(), 2);
+        p.bar.set_length(10);
+        assert_eq!(p.bar.message(), "0/2 runs finished");
+        p.arrived(4);
+        p.arrived(5);
+        assert_eq!(p.bar.position(), 9);
+        assert!(!p.in_tail.load(std::sync::atomic::Ordering::Relaxed));
+        p.run_done();
+        assert_eq!(p.bar.message(), "1/2 runs finished");
+        p.arrived(1);
+        assert!(p.in_tail.load(std::sync::atomic::Ordering::Relaxed));
+        p.run_done();
+        assert_eq!(p.bar.message(), "2/2 runs finished");
+    }
 }
