@@ -227,11 +227,11 @@ impl Libra {
         }
         let last = last?;
         let bar = next_above(share);
-        let (cpt, clock) = (spec.cpus_per_task(), cluster.bound_clock(now));
+        let (cpt, clock, avx2) = (spec.cpus_per_task(), cluster.bound_clock(now), has_avx2());
         for (w, &idle) in words.iter().enumerate().take(last / 64 + 1) {
             // The busy nodes of the word below `last`, screened by their bytes first.
             let below = if w == last / 64 { (1u64 << (last % 64)) - 1 } else { u64::MAX };
-            let mut pass = screen_word_fastest(has_avx2(), cluster.hot_word(w), share, cpt, clock, bar);
+            let mut pass = screen_word_fastest(avx2, cluster.hot_word(w), share, cpt, clock, bar);
             pass &= !idle & below;
             while pass != 0 {
                 let j = w * 64 + pass.trailing_zeros() as usize;
