@@ -49,11 +49,13 @@ fn job_cap(cpus: f64, cpus_per_task: u32) -> f64 {
     cpus.min(f64::from(cpus_per_task.max(1)))
 }
 
-/// What admission reads of each node before the node itself, kept side by side for every node
-/// (48 bytes): its capacity and base price, how many jobs it has, the lower bound on its load
-/// (`load_line`) and the earliest deadline among its jobs. On 10,000 nodes most nodes an arrival meets are refused by these bytes
-/// or are idle, and reading them instead of each node's own struct (three times the size) is
-/// most of what a pass over the nodes costs.
+/// What admission reads of a node before the node itself: its capacity and base price, how
+/// many jobs it has, the lower bound on its load (`load_line`) and the earliest deadline among
+/// its jobs. On 10,000 nodes most nodes an arrival meets are refused by these bytes or are
+/// idle, and reading them instead of each node's own struct is most of what a pass over the
+/// nodes costs. The cluster keeps each field side by side for every node, in an array of its
+/// own (`HotNodes`), and hands out a node's as this copy (`Cluster::node_hot`) or a word's
+/// (`HotWord`).
 #[derive(Debug, Clone, Copy)]
 pub struct NodeHot {
     line: NodeLine,
@@ -61,13 +63,98 @@ pub struct NodeHot {
     price_base: f64,
     jobs: u32,
     /// At most the absolute deadline of every job on the node (+inf on an idle node): the
-    /// least of them, each rounded down to an `f32` (`f32_at_most`), so that it fits beside
-    /// `jobs` and the struct stays 48 bytes. Kept at commit and release; a deadline never moves.
+    /// least of them, each rounded down to an `f32` (`f32_at_most`), 4 bytes a node in the pass.
+    /// Kept at commit and release; a deadline never moves.
     first_deadline: f32,
 }
 
-// The pass over 10,000 nodes reads these side by side: a larger struct is more of its bytes.
-const _: () = assert!(std::mem::size_of::<NodeHot>() == 48);
+/// Every node's `NodeHot`, one array per field, so that a pass over the nodes reads only the
+/// fields it asks of them, side by side, four nodes to a vector. Kept as one struct per node
+/// (48 bytes, the nodes' fields interleaved) the pass over 10,000 nodes read all 48 bytes of
+/// each and spent most of its instructions taking them apart; the load lines alone are 16
+/// bytes a node, and a progress update writes those alone.
+#[derive(Debug, Clone, Default)]
+struct HotNodes {
+    lines: Vec<NodeLine>,
+    cpus: Vec<f64>,
+    price_base: Vec<f64>,
+    jobs: Vec<u32>,
+    first_deadline: Vec<f32>,
+}
+
+impl HotNodes {
+    fn push(&mut self, spec: &NodeSpec) {
+        let hot = NodeHot::of(spec);
+        self.lines.push(hot.line);
+        self.cpus.push(hot.cpus);
+        self.price_base.push(hot.price_base);
+        self.jobs.push(hot.jobs);
+        self.first_deadline.push(hot.first_deadline);
+    }
+
+    #[inline(always)]
+    fn get(&self, i: NodeIdx) -> NodeHot {
+        NodeHot {
+            line: self.lines[i],
+            cpus: self.cpus[i],
+            price_base: self.price_base[i],
+            jobs: self.jobs[i],
+            first_deadline: self.first_deadline[i],
+        }
+    }
+
+    /// Nodes `lo..hi`.
+    #[inline]
+    fn word(&self, lo: usize, hi: usize) -> HotWord<'_> {
+        HotWord {
+            lines: &self.lines[lo..hi],
+            cpus: &self.cpus[lo..hi],
+            price_base: &self.price_base[lo..hi],
+            jobs: &self.jobs[lo..hi],
+            first_deadline: &self.first_deadline[lo..hi],
+        }
+    }
+}
+
+/// The `NodeHot`s of the nodes of one idle word (`Cluster::hot_word`), read field by field from
+/// the cluster's arrays.
+#[derive(Debug, Clone, Copy)]
+pub struct HotWord<'a> {
+    lines: &'a [NodeLine],
+    cpus: &'a [f64],
+    price_base: &'a [f64],
+    jobs: &'a [u32],
+    first_deadline: &'a [f32],
+}
+
+impl<'a> HotWord<'a> {
+    /// How many nodes (64 but in the last word).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// Each node's `NodeHot`, in index order. The arrays are zipped rather than indexed, so
+    /// that a screen over them compiles to one load a vector per field it reads (the fields
+    /// it does not read are not loaded at all).
+    #[inline(always)]
+    pub fn iter(&self) -> impl Iterator<Item = NodeHot> + 'a {
+        self.lines.iter().zip(self.cpus).zip(self.price_base).zip(self.jobs).zip(self.first_deadline).map(
+            |((((&line, &cpus), &price_base), &jobs), &first_deadline)| NodeHot {
+                line,
+                cpus,
+                price_base,
+                jobs,
+                first_deadline,
+            },
+        )
+    }
+}
 
 /// The greatest `f32` at most `x`; -inf for NaN (a bound that proves nothing).
 fn f32_at_most(x: f64) -> f32 {
@@ -766,19 +853,19 @@ pub struct Cluster {
     closed: usize,
     /// Each node's `NodeHot` (its lower bound on its load among them), side by side so that
     /// admission reads a few bytes per node before it reads the node.
-    hot: Vec<NodeHot>,
+    hot: HotNodes,
     /// Bit `i % 64` of word `i / 64` is set when node `i` has no jobs: a pass can take the
     /// busy nodes and the idle ones apart, each in index order, without reading either.
     idle_bits: Vec<u64>,
     /// The distinct (capacity, base price) pairs among the nodes, to the bit, with how many
     /// nodes have each.
     kinds: Vec<((u64, u64), usize)>,
-    /// The latest instant at which a job's line was kept through a progress update
-    /// (`set_progress`). A kept line is a lower bound from that update on, not before it, and
-    /// its nodes' `from` was not moved, so no bound is given at an earlier instant
-    /// (`bound_clock`). A simulator's clock never goes back; +0 at first, which only turns the
-    /// bounds off at negative instants.
-    kept_since: f64,
+    /// The latest instant at which any job's line was added, made again or kept through a
+    /// progress update (`commit`, `set_progress`). Each node's line is a lower bound from the
+    /// latest update of its own jobs' lines on, so every node's is from this one on, and no
+    /// bound is given at an earlier instant (`bound_clock`). A simulator's clock never goes
+    /// back; +0 at first, which only turns the bounds off at negative instants.
+    bounds_from: f64,
 }
 
 impl Cluster {
@@ -821,7 +908,7 @@ impl Cluster {
         if !self.nodes[i].is_open() {
             self.closed += 1;
         }
-        self.hot.push(NodeHot::of(&self.nodes[i].spec));
+        self.hot.push(&self.nodes[i].spec);
         if i % 64 == 0 {
             self.idle_bits.push(0);
         }
@@ -914,7 +1001,7 @@ impl Cluster {
         if i < self.nodes.len() {
             self.count_kind(i, -1);
             self.nodes[i].spec.price_base = price;
-            self.hot[i].price_base = price;
+            self.hot.price_base[i] = price;
             self.count_kind(i, 1);
         }
     }
@@ -1035,12 +1122,13 @@ impl Cluster {
             node.push_entry(slot, &progress, cap);
             node.mem_used = node.mem_used.saturating_add(mem_mb);
             node.disk_used = node.disk_used.saturating_add(disk_mb);
-            let hot = &mut self.hot[n];
-            hot.line.add(line, now);
-            hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
-            hot.first_deadline = hot.first_deadline.min(f32_at_most(deadline_abs));
+            let hot = &mut self.hot;
+            hot.lines[n].add(line);
+            hot.jobs[n] = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
+            hot.first_deadline[n] = hot.first_deadline[n].min(f32_at_most(deadline_abs));
             self.idle_bits[n / 64] &= !(1u64 << (n % 64));
         }
+        self.bounds_from = self.bounds_from.max(now);
         self.index.insert(job, slot);
         Ok(())
     }
@@ -1090,9 +1178,10 @@ impl Cluster {
             c.as_of = now;
             let old = c.line;
             let keep_line = advanced && c.stale_steps < MAX_STALE_STEPS;
+            // The line kept or made again holds from now on: so do the bounds of its nodes.
+            self.bounds_from = self.bounds_from.max(now);
             if keep_line {
                 c.stale_steps += 1;
-                self.kept_since = self.kept_since.max(now);
             } else {
                 c.stale_steps = 0;
                 c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate);
@@ -1115,7 +1204,7 @@ impl Cluster {
                     self.nodes[n].entry_progress_changed(entries, pos, was, &p);
                 }
                 if !keep_line {
-                    self.hot[n].line.replace(old, c.line, now);
+                    self.hot.lines[n].replace(old, c.line);
                 }
             }
         }
@@ -1139,17 +1228,17 @@ impl Cluster {
             node.remove_entry(entries, pos);
             node.mem_used = node.mem_used.saturating_sub(c.mem_mb);
             node.disk_used = node.disk_used.saturating_sub(c.disk_mb);
-            let hot = &mut self.hot[n];
-            hot.jobs = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
+            let hot = &mut self.hot;
+            hot.jobs[n] = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
             if node.slots.is_empty() {
-                hot.line.clear();
-                hot.first_deadline = f32::INFINITY;
+                hot.lines[n].clear();
+                hot.first_deadline[n] = f32::INFINITY;
                 self.idle_bits[n / 64] |= 1u64 << (n % 64);
             } else {
-                hot.line.remove(c.line);
+                hot.lines[n].remove(c.line);
                 // Only the job that held the earliest deadline moves it.
-                if f32_at_most(c.deadline_abs) <= hot.first_deadline {
-                    hot.first_deadline = node.deadlines.iter().copied().fold(f32::INFINITY, f32::min);
+                if f32_at_most(c.deadline_abs) <= hot.first_deadline[n] {
+                    hot.first_deadline[n] = node.deadlines.iter().copied().fold(f32::INFINITY, f32::min);
                 }
             }
             // The entry that moved into `pos` belongs to another job: tell it where it is now.
@@ -1263,15 +1352,15 @@ impl Cluster {
     /// share is above its capacity refuses the job, as the full sum would.
     #[inline]
     pub fn load_lower_bound(&self, i: NodeIdx, now: f64) -> f64 {
-        self.hot[i].load_lower_bound(self.bound_clock(now))
+        self.hot.get(i).load_lower_bound(self.bound_clock(now))
     }
 
     /// The instant to read `NodeHot::load_lower_bound` at for a query at `now`: `now` itself,
-    /// or NaN (no bound: 0) when a line was kept through an update after `now`
-    /// (`kept_since`). A pass over the nodes takes it once.
+    /// or NaN (no bound: 0) when a line was added, made again or kept at an update after `now`
+    /// (`bounds_from`). A pass over the nodes takes it once.
     #[inline]
     pub fn bound_clock(&self, now: f64) -> f64 {
-        if now >= self.kept_since {
+        if now >= self.bounds_from {
             now
         } else {
             f64::NAN
@@ -1280,16 +1369,17 @@ impl Cluster {
 
     /// Node `i`'s `NodeHot`.
     #[inline]
-    pub fn node_hot(&self, i: NodeIdx) -> &NodeHot {
-        &self.hot[i]
+    pub fn node_hot(&self, i: NodeIdx) -> NodeHot {
+        self.hot.get(i)
     }
 
     /// The `NodeHot`s of the nodes of idle word `w` (`idle_words`: nodes `64 * w` on, at most
     /// 64), for a pass that screens a word's nodes at once.
     #[inline]
-    pub fn hot_word(&self, w: usize) -> &[NodeHot] {
-        let lo = (w * 64).min(self.hot.len());
-        &self.hot[lo..self.hot.len().min(lo + 64)]
+    pub fn hot_word(&self, w: usize) -> HotWord<'_> {
+        let n = self.hot.lines.len();
+        let lo = (w * 64).min(n);
+        self.hot.word(lo, n.min(lo + 64))
     }
 
     /// Two sums over node `i`'s jobs at `now`, in entry order, as a loop over `node_shares`
@@ -1620,7 +1710,16 @@ mod tests {
                 kinds.sort_unstable();
                 kinds.dedup();
                 proptest::prop_assert_eq!(c.node_kinds(), kinds.len());
-                for (node, hot) in c.nodes.iter().zip(&c.hot) {
+                let h = &c.hot;
+                for len in [h.cpus.len(), h.price_base.len(), h.jobs.len(), h.first_deadline.len()] {
+                    proptest::prop_assert_eq!((h.lines.len(), len), (c.nodes.len(), c.nodes.len()));
+                }
+                for (i, node) in c.nodes.iter().enumerate() {
+                    let hot = c.node_hot(i);
+                    // A word's view of the arrays gives each node's own (floats to the bit:
+                    // `Debug` prints the shortest decimal that reads back to the same float).
+                    let in_word = c.hot_word(i / 64).iter().nth(i % 64).map(|w| format!("{w:?}"));
+                    proptest::prop_assert_eq!(in_word, Some(format!("{hot:?}")));
                     // What admission reads first is the node's own.
                     proptest::prop_assert_eq!(hot.jobs as usize, node.slots.len());
                     proptest::prop_assert_eq!(hot.cpus().to_bits(), node.spec.cpus.to_bits());

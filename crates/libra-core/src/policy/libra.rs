@@ -5,10 +5,8 @@
 
 use super::placement::{Candidate, Chooser, Placement};
 use super::suggest::earliest_deadline;
-use super::{
-    has_avx2, new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion,
-};
-use crate::cluster::{Cluster, NodeHot, NodeIdx, SHARE_EPS};
+use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Simd, Suggestion};
+use crate::cluster::{Cluster, HotWord, NodeHot, NodeIdx, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::policy::LibraPlus;
@@ -64,7 +62,7 @@ impl Libra {
         let share = new_job_share(e, d);
         let hot = cluster.node_hot(j);
         let clock = cluster.bound_clock(now);
-        if refused_by_capacity(hot, share, spec.cpus_per_task(), clock) {
+        if refused_by_capacity(&hot, share, spec.cpus_per_task(), clock) {
             return None;
         }
         // The same bound against `bar`, without reading the node's jobs.
@@ -141,7 +139,7 @@ impl Libra {
             }
             true
         };
-        let (clock, avx2) = (cluster.bound_clock(now), has_avx2());
+        let (clock, simd) = (cluster.bound_clock(now), Simd::detect());
         'nodes: {
             // The nodes of each idle word (64) are screened together, with no branch per node,
             // against the bar as the word begins: most nodes are refused here, and a branch
@@ -156,11 +154,11 @@ impl Libra {
                 if word_bar <= share {
                     break 'nodes;
                 }
-                let mut pass = screen_word_fastest(avx2, cluster.hot_word(w), share, cpt, clock, word_bar);
+                let mut pass = screen_word_fastest(simd, cluster.hot_word(w), share, cpt, clock, word_bar);
                 while pass != 0 {
                     let j = w * 64 + pass.trailing_zeros() as usize;
                     pass &= pass - 1;
-                    if refused_by_bound(cluster.node_hot(j), share, cpt, clock, bar(&chooser)) {
+                    if refused_by_bound(&cluster.node_hot(j), share, cpt, clock, bar(&chooser)) {
                         continue;
                     }
                     if let Some(first) = ahead.push(j, cluster) {
@@ -227,11 +225,11 @@ impl Libra {
         }
         let last = last?;
         let bar = next_above(share);
-        let (cpt, clock, avx2) = (spec.cpus_per_task(), cluster.bound_clock(now), has_avx2());
+        let (cpt, clock, simd) = (spec.cpus_per_task(), cluster.bound_clock(now), Simd::detect());
         for (w, &idle) in words.iter().enumerate().take(last / 64 + 1) {
             // The busy nodes of the word below `last`, screened by their bytes first.
             let below = if w == last / 64 { (1u64 << (last % 64)) - 1 } else { u64::MAX };
-            let mut pass = screen_word_fastest(avx2, cluster.hot_word(w), share, cpt, clock, bar);
+            let mut pass = screen_word_fastest(simd, cluster.hot_word(w), share, cpt, clock, bar);
             pass &= !idle & below;
             while pass != 0 {
                 let j = w * 64 + pass.trailing_zeros() as usize;
@@ -280,10 +278,10 @@ fn refused_by_bound(hot: &NodeHot, share: f64, cpus_per_task: u32, clock: f64, b
 
 /// Bit `b` set when node `b` of `hots` (a word's nodes) is not `refused_by_bound` against `bar`.
 #[inline(always)]
-fn screen_word(hots: &[NodeHot], share: f64, cpus_per_task: u32, clock: f64, bar: f64) -> u64 {
+fn screen_word(hots: HotWord<'_>, share: f64, cpus_per_task: u32, clock: f64, bar: f64) -> u64 {
     let mut pass = 0u64;
     for (b, hot) in hots.iter().enumerate() {
-        pass |= u64::from(!refused_by_bound(hot, share, cpus_per_task, clock, bar)) << b;
+        pass |= u64::from(!refused_by_bound(&hot, share, cpus_per_task, clock, bar)) << b;
     }
     pass
 }
@@ -297,40 +295,67 @@ fn screen_word(hots: &[NodeHot], share: f64, cpus_per_task: u32, clock: f64, bar
 /// Only on a processor with AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn screen_word_avx2(hots: &[NodeHot], share: f64, cpus_per_task: u32, clock: f64, bar: f64) -> u64 {
+unsafe fn screen_word_avx2(hots: HotWord<'_>, share: f64, cpus_per_task: u32, clock: f64, bar: f64) -> u64 {
     screen_word(hots, share, cpus_per_task, clock, bar)
 }
 
-/// `screen_word` by the fastest code this processor runs (`avx2`: `has_avx2()`).
+/// `screen_word` compiled for AVX-512 (`Simd::Avx512`): the same bits again.
+///
+/// # Safety
+/// Only on a processor with AVX-512 F, DQ and VL.
+#[rustversion::since(1.89)]
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl")]
+unsafe fn screen_word_avx512(hots: HotWord<'_>, share: f64, cpus_per_task: u32, clock: f64, bar: f64) -> u64 {
+    screen_word(hots, share, cpus_per_task, clock, bar)
+}
+
+/// Before Rust 1.89 there is no AVX-512 to compile for, and `Simd::detect` never finds it.
+///
+/// # Safety
+/// As the AVX2 screen's.
+#[rustversion::before(1.89)]
+#[cfg(target_arch = "x86_64")]
+unsafe fn screen_word_avx512(hots: HotWord<'_>, share: f64, cpus_per_task: u32, clock: f64, bar: f64) -> u64 {
+    // SAFETY: the caller's promise covers AVX2, which AVX-512 implies.
+    unsafe { screen_word_avx2(hots, share, cpus_per_task, clock, bar) }
+}
+
+/// `screen_word` by the fastest code this processor runs (`simd`: `Simd::detect()`).
 #[inline(always)]
 fn screen_word_fastest(
-    avx2: bool,
-    hots: &[NodeHot],
+    simd: Simd,
+    hots: HotWord<'_>,
     share: f64,
     cpus_per_task: u32,
     clock: f64,
     bar: f64,
 ) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if avx2 {
-        // SAFETY: `avx2` is set only when the processor has it.
-        return unsafe { screen_word_avx2(hots, share, cpus_per_task, clock, bar) };
+    match simd {
+        // SAFETY: `Simd::detect` gives each level only when the processor has it.
+        Simd::Avx512 => return unsafe { screen_word_avx512(hots, share, cpus_per_task, clock, bar) },
+        Simd::Avx2 => return unsafe { screen_word_avx2(hots, share, cpus_per_task, clock, bar) },
+        Simd::Portable => {}
     }
-    let _ = avx2;
+    let _ = simd;
     screen_word(hots, share, cpus_per_task, clock, bar)
 }
 
 #[cfg(test)]
 impl Libra {
-    /// Whether the screen by the fastest code this processor runs gives every word of
-    /// `cluster` the same bits as the portable one, for `spec` at `now` against `bar`.
+    /// Whether the screen by each vector code this processor runs (`Simd::available`) gives
+    /// every word of `cluster` the same bits as the portable one, for `spec` at `now` against
+    /// `bar`.
     pub(super) fn screens_agree(spec: &JobSpec, cluster: &Cluster, now: f64, bar: f64) -> bool {
         let share = new_job_share(spec.estimate(), spec.deadline());
         let (cpt, clock) = (spec.cpus_per_task(), cluster.bound_clock(now));
-        (0..cluster.idle_words().len()).all(|w| {
-            let hot = cluster.hot_word(w);
-            screen_word(hot, share, cpt, clock, bar)
-                == screen_word_fastest(has_avx2(), hot, share, cpt, clock, bar)
+        Simd::available().into_iter().all(|simd| {
+            (0..cluster.idle_words().len()).all(|w| {
+                let hot = cluster.hot_word(w);
+                screen_word(hot, share, cpt, clock, bar)
+                    == screen_word_fastest(simd, hot, share, cpt, clock, bar)
+            })
         })
     }
 }

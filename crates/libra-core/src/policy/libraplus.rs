@@ -6,10 +6,10 @@
 use super::placement::{least_budget, Candidate, Chooser, Placement, Unread};
 use super::stripes::{Split, StripeChunks};
 use super::suggest::earliest_deadline;
-use super::{
-    has_avx2, new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Suggestion,
+use super::{new_job_share, nodes_with_resources, Ahead, Decision, Policy, RejectReason, Simd, Suggestion};
+use crate::cluster::{
+    Cluster, EntryShare, HotWord, KeptPass, KeptShares, NodeHot, NodeIdx, NodeSpec, SHARE_EPS,
 };
-use crate::cluster::{Cluster, EntryShare, KeptPass, KeptShares, NodeHot, NodeIdx, NodeSpec, SHARE_EPS};
 use crate::job::JobSpec;
 use crate::money::Money;
 use crate::pricing::{cost_at, libraplus_rate, putil, PricingParams};
@@ -477,7 +477,7 @@ impl LibraPlus {
             share,
             clock: cluster.bound_clock(now),
             judge: cluster.node_count() >= self.judge_from_nodes,
-            avx2: has_avx2(),
+            simd: Simd::detect(),
         };
         let mut priced = 0usize;
         let mut idle = IdleKinds::default();
@@ -502,7 +502,7 @@ impl LibraPlus {
                 if known == Some(true) {
                     continue;
                 }
-                if pass.refused(hot, bound) {
+                if pass.refused(&hot, bound) {
                     // So is every idle node of its kind: the same values, the same comparisons.
                     if known.is_none() {
                         idle.add(key, None, procs);
@@ -609,22 +609,25 @@ impl LibraPlus {
 
 #[cfg(test)]
 impl LibraPlus {
-    /// Whether the screen by the fastest code this processor runs (`Pass::screen_fastest`)
-    /// gives every word of `cluster` the same bits as the portable one, for `spec` at `now`.
+    /// Whether the screen by each vector code this processor runs (`Pass::screen_fastest` at
+    /// each of `Simd::available`) gives every word of `cluster` the same bits as the portable
+    /// one, for `spec` at `now`.
     pub(super) fn screens_agree(&self, spec: &JobSpec, cluster: &Cluster, now: f64) -> bool {
-        let pass = Pass {
-            policy: self,
-            spec,
-            cluster,
-            now,
-            share: new_job_share(spec.estimate(), spec.deadline()),
-            clock: cluster.bound_clock(now),
-            judge: true,
-            avx2: has_avx2(),
-        };
-        (0..cluster.idle_words().len()).all(|w| {
-            let hot = cluster.hot_word(w);
-            pass.screen(hot) == pass.screen_fastest(hot)
+        Simd::available().into_iter().all(|simd| {
+            let pass = Pass {
+                policy: self,
+                spec,
+                cluster,
+                now,
+                share: new_job_share(spec.estimate(), spec.deadline()),
+                clock: cluster.bound_clock(now),
+                judge: true,
+                simd,
+            };
+            (0..cluster.idle_words().len()).all(|w| {
+                let hot = cluster.hot_word(w);
+                pass.screen(hot) == pass.screen_fastest(hot)
+            })
         })
     }
 }
@@ -641,8 +644,8 @@ struct Pass<'a> {
     clock: f64,
     /// Whether busy nodes are judged out of budget by their bytes (`JUDGE_FROM_NODES`).
     judge: bool,
-    /// Whether the processor has AVX2 (`screen_fastest`).
-    avx2: bool,
+    /// The widest vector code the processor runs (`screen_fastest`).
+    simd: Simd,
 }
 
 impl Pass<'_> {
@@ -657,10 +660,10 @@ impl Pass<'_> {
 
     /// Bit `b` set when node `b` of `hot` (a word's nodes) is not `refused` by its bytes.
     #[inline(always)]
-    fn screen(&self, hot: &[NodeHot]) -> u64 {
+    fn screen(&self, hot: HotWord<'_>) -> u64 {
         let mut pass = 0u64;
         for (b, hot) in hot.iter().enumerate() {
-            pass |= u64::from(!self.refused(hot, hot.load_lower_bound(self.clock))) << b;
+            pass |= u64::from(!self.refused(&hot, hot.load_lower_bound(self.clock))) << b;
         }
         pass
     }
@@ -673,17 +676,41 @@ impl Pass<'_> {
     /// Only on a processor with AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn screen_avx2(&self, hot: &[NodeHot]) -> u64 {
+    unsafe fn screen_avx2(&self, hot: HotWord<'_>) -> u64 {
         self.screen(hot)
     }
 
-    /// `screen` by the fastest code this processor runs.
+    /// `screen` compiled for AVX-512 (`Simd::Avx512`): the same bits again.
+    ///
+    /// # Safety
+    /// Only on a processor with AVX-512 F, DQ and VL.
+    #[rustversion::since(1.89)]
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512dq,avx512vl")]
+    unsafe fn screen_avx512(&self, hot: HotWord<'_>) -> u64 {
+        self.screen(hot)
+    }
+
+    /// Before Rust 1.89 there is no AVX-512 to compile for, and `Simd::detect` never finds it.
+    ///
+    /// # Safety
+    /// As the AVX2 screen's.
+    #[rustversion::before(1.89)]
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn screen_avx512(&self, hot: HotWord<'_>) -> u64 {
+        // SAFETY: the caller's promise covers AVX2, which AVX-512 implies.
+        unsafe { self.screen_avx2(hot) }
+    }
+
+    /// `screen` by the fastest code this processor runs (`Pass::simd`).
     #[inline]
-    fn screen_fastest(&self, hot: &[NodeHot]) -> u64 {
+    fn screen_fastest(&self, hot: HotWord<'_>) -> u64 {
         #[cfg(target_arch = "x86_64")]
-        if self.avx2 {
-            // SAFETY: `avx2` is set only when the processor has it (`Pass::avx2`).
-            return unsafe { self.screen_avx2(hot) };
+        match self.simd {
+            // SAFETY: `Simd::detect` gives each level only when the processor has it.
+            Simd::Avx512 => return unsafe { self.screen_avx512(hot) },
+            Simd::Avx2 => return unsafe { self.screen_avx2(hot) },
+            Simd::Portable => {}
         }
         self.screen(hot)
     }
@@ -808,9 +835,9 @@ impl Pass<'_> {
                     bits &= bits - 1;
                     let hot = cluster.node_hot(j);
                     let over = self.judge
-                        && LibraPlus::res_free_upper_bound(hot, estimate, deadline, self.clock, now)
+                        && LibraPlus::res_free_upper_bound(&hot, estimate, deadline, self.clock, now)
                             .is_some_and(|free| {
-                                free < bars.get(hot, || {
+                                free < bars.get(&hot, || {
                                     self.policy.least_res_free_within(
                                         hot.cpus(),
                                         hot.price_base(),

@@ -354,7 +354,7 @@ proptest! {
         for n in 0..c.node_count() {
             let (_, res_max, res_free) = load_and_res_free(&c, n, estimate, deadline, now);
             let hot = c.node_hot(n);
-            if let Some(upper) = LibraPlus::res_free_upper_bound(hot, estimate, deadline, clock, now) {
+            if let Some(upper) = LibraPlus::res_free_upper_bound(&hot, estimate, deadline, clock, now) {
                 prop_assert!(upper >= res_free, "node {}: bound {} below RESFree {}", n, upper, res_free);
             }
             let spec = &c.node(n).spec;
