@@ -69,10 +69,10 @@ pub struct NodeHot {
 }
 
 /// Every node's `NodeHot`, one array per field, so that a pass over the nodes reads only the
-/// fields it asks of them, side by side, four nodes to a vector. Kept as one struct per node
-/// (48 bytes, the nodes' fields interleaved) the pass over 10,000 nodes read all 48 bytes of
-/// each and spent most of its instructions taking them apart; the load lines alone are 16
-/// bytes a node, and a progress update writes those alone.
+/// fields it asks of them, side by side, four or eight nodes to a vector (`policy::Simd`).
+/// Kept as one struct per node (48 bytes, the nodes' fields interleaved), the pass over 10,000
+/// nodes read all 48 bytes of each and spent most of its instructions taking them apart. The
+/// load lines alone are 16 bytes a node, and a progress update writes those alone.
 #[derive(Debug, Clone, Default)]
 struct HotNodes {
     lines: Vec<NodeLine>,
