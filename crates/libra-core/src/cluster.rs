@@ -128,17 +128,6 @@ pub struct HotWord<'a> {
 }
 
 impl<'a> HotWord<'a> {
-    /// How many nodes (64 but in the last word).
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.lines.len()
-    }
-
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
-    }
-
     /// Each node's `NodeHot`, in index order. The arrays are zipped rather than indexed, so
     /// that a screen over them compiles to one load a vector per field it reads (the fields
     /// it does not read are not loaded at all).
