@@ -569,6 +569,18 @@ fn bench_aims_judges_the_runs_it_reports() {
         serde_json::json!(f(&one[0]["sim_s"]) < 60.0 && f(&one[0]["peak_rss_mib"]) < 2048.0)
     );
 
+    // A probe of the processors before each round of each case (2 + 2 + 1) and after the last.
+    let probes = v["core_probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 2 + 2 + 1 + 1, "{v}");
+    assert_eq!(probes[0]["at"], "before round 1 of case 1");
+    assert_eq!(probes[5]["at"], "after the last round");
+    for p in probes {
+        let (alone, beside) = (f(&p["alone_s"]), f(&p["beside_busy_s"]));
+        assert!(alone > 0.0 && beside > 0.0, "{p}");
+        assert!(close(f(&p["slowdown"]), beside / alone), "{p}");
+        assert_eq!(p["shared"], serde_json::json!(f(&p["slowdown"]) > 1.25), "{p}");
+    }
+
     // The table says the same in words.
     let text = libra()
         .args([
@@ -589,6 +601,7 @@ fn bench_aims_judges_the_runs_it_reports() {
     assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("within 3x of edf-bf") && text.contains("(not the issue's sizes)"), "{text}");
+    assert!(text.contains("Processors: a fixed piece of arithmetic beside a spinning thread"), "{text}");
 
     for (args, named) in [
         (vec!["--aims", "--rounds", "0"], "--rounds"),

@@ -1,6 +1,7 @@
 //! `libra sim bench`: wall time, jobs per second and peak memory of the simulator. Each case
 //! runs in a fresh child process (`libra sim bench-one`) so its peak memory is its own.
 
+use super::cores::{probe, SHARED_ABOVE};
 use super::load::{read_trace, trace_path};
 use crate::cpu::process_cpu;
 use crate::output::{emit, table, Said, Text};
@@ -38,7 +39,10 @@ pub struct BenchArgs {
     /// synthetic trace (100,000 jobs on 10,000 nodes by default), the ratio taken within each
     /// round; the verdicts on medians over --rounds rounds, each round running the policies in
     /// turn. Each time-shared run is timed again with its own decisions replayed (the engine's
-    /// work alone, which no admission can save). About 3 minutes on 2 cores.
+    /// work alone, which no admission can save). Before each round and after the last, a probe
+    /// times a fixed piece of arithmetic alone and beside a spinning thread: about 1x when the
+    /// processors run side by side, about 2x when they share one core, as a virtual machine's
+    /// can for minutes at a time (`core_probes` in --json). About 3 minutes on 2 cores.
     #[arg(long)]
     pub aims: bool,
     /// With --aims: the rounds of each case.
@@ -308,11 +312,14 @@ fn run_aims(a: BenchArgs) -> anyhow::Result<()> {
     let rounds = a.rounds as usize;
     let total: usize = cases.iter().map(|c| c.rounds(rounds) * c.policies().len()).sum();
     let pb = indicatif::ProgressBar::new(total as u64);
-    let (mut aims, mut cases_run) = (Vec::new(), Vec::new());
-    for case in &cases {
+    let (mut aims, mut cases_run, mut probes) = (Vec::new(), Vec::new(), Vec::new());
+    for (c, case) in cases.iter().enumerate() {
         let n = case.rounds(rounds);
         let mut runs = Vec::new();
         for r in 0..n {
+            // Whether the processors run side by side before this round (`cores`).
+            pb.set_message(format!("round {}/{n}: probing the processors", r + 1));
+            probes.push(probe(format!("before round {} of case {}", r + 1, c + 1)));
             let mut round = Vec::new();
             for p in case.policies() {
                 let args = case.args(p);
@@ -330,6 +337,7 @@ fn run_aims(a: BenchArgs) -> anyhow::Result<()> {
         }
         aims.extend(judge(case, &runs));
     }
+    probes.push(probe("after the last round"));
     pb.finish_and_clear();
     let secs =
         |v: &[f64], digits: usize| v.iter().map(|x| format!("{x:.digits$}")).collect::<Vec<_>>().join(" / ");
@@ -365,8 +373,24 @@ fn run_aims(a: BenchArgs) -> anyhow::Result<()> {
         ]);
     }
     let note = "Each ratio compares runs of one round; the engine alone is the run again with its own decisions replayed (bench-one --replay).";
+    let slowdowns = probes.iter().map(|p| format!("{:.2}", p.slowdown)).collect::<Vec<_>>().join(" / ");
+    let shared = probes.iter().filter(|p| p.shared).count();
+    let cores = format!(
+        "Processors: a fixed piece of arithmetic beside a spinning thread took {slowdowns} times as long as alone, before each round and after the last (about 1: they run side by side; about 2: they share one core). {}",
+        if shared == 0 {
+            "They ran side by side at every probe.".to_string()
+        } else {
+            format!(
+                "At {shared} of {} probes they shared a core (above {SHARED_ABOVE}x): the runs near those are slower than this machine is, and a build that uses the second processor more loses most there.",
+                probes.len()
+            )
+        }
+    );
     emit(
-        &Said::new(&serde_json::json!({ "aims": aims, "cases": cases_run }), Text::new().line(t).line(note)),
+        &Said::new(
+            &serde_json::json!({ "aims": aims, "cases": cases_run, "core_probes": probes }),
+            Text::new().line(t).line(note).line(cores),
+        ),
         a.json,
     )
 }

@@ -2,6 +2,7 @@
 
 mod aims;
 mod bench;
+mod cores;
 mod experiment;
 mod load;
 mod output;
