@@ -3,7 +3,7 @@
 //! the policies only read it. No clock: every query takes `now`.
 
 use crate::job::JobSpec;
-use crate::load_line::{job_line, JobLine, NodeLine, MAX_STALE_STEPS};
+use crate::load_line::{job_line, JobLine, NodeLine, BASE_SPAN, MAX_STALE_STEPS};
 use crate::share::{required_share, ControlledJob};
 use crate::still::{Still, StillBounds, StillJobs};
 use serde::{Deserialize, Serialize};
@@ -72,7 +72,7 @@ pub struct NodeHot {
 /// fields it asks of them, side by side, four or eight nodes to a vector (`policy::Simd`).
 /// Kept as one struct per node (48 bytes, the nodes' fields interleaved), the pass over 10,000
 /// nodes read all 48 bytes of each and spent most of its instructions taking them apart. The
-/// load lines alone are 16 bytes a node, and a progress update writes those alone.
+/// load polynomials alone are 24 bytes a node, and a progress update writes those alone.
 #[derive(Debug, Clone, Default)]
 struct HotNodes {
     lines: Vec<NodeLine>,
@@ -855,6 +855,10 @@ pub struct Cluster {
     /// bound is given at an earlier instant (`bound_clock`). A simulator's clock never goes
     /// back; +0 at first, which only turns the bounds off at negative instants.
     bounds_from: f64,
+    /// The instant the jobs' polynomials count their time from (`load_line`): at or before
+    /// `bounds_from`, so every bound is read at a `tau >= 0`; moved to the instant of an update
+    /// more than `BASE_SPAN` after it (`rebase_bounds`). +0 at first.
+    bound_base: f64,
 }
 
 impl Cluster {
@@ -1070,7 +1074,8 @@ impl Cluster {
         let cap =
             nodes.iter().map(|&n| self.nodes[n].spec.job_cap(cpus_per_task)).fold(f64::INFINITY, f64::min);
         let admitted_share = required_share(estimate, 0.0, deadline_abs, now, cap, cap);
-        let line = job_line(estimate, deadline_abs, admitted_share, cap, 0.0, now, 0.0);
+        self.rebase_bounds_if_due(now);
+        let line = job_line(estimate, deadline_abs, admitted_share, cap, 0.0, now, 0.0, self.bound_base);
         let c = Commitment {
             job,
             estimate,
@@ -1155,6 +1160,8 @@ impl Cluster {
     }
 
     fn set_progress_at(&mut self, slot: usize, cpu_done: f64, rate: f64, now: f64) {
+        self.rebase_bounds_if_due(now);
+        let base = self.bound_base;
         if let Some(c) = self.slots[slot].as_mut() {
             // The record only moved along its own rate (the simulator's update of a job whose
             // rate did not change, most of its updates): its line may stay as it is for a few
@@ -1173,7 +1180,8 @@ impl Cluster {
                 c.stale_steps += 1;
             } else {
                 c.stale_steps = 0;
-                c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate);
+                c.line =
+                    job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu_done, now, rate, base);
             }
             let p = &mut self.progress[slot];
             let was = is_still(p);
@@ -1195,6 +1203,33 @@ impl Cluster {
                 if !keep_line {
                     self.hot.lines[n].replace(old, c.line);
                 }
+            }
+        }
+    }
+
+    /// Before a job's polynomial is made at `now`: when `now` is more than `BASE_SPAN` past the
+    /// base, the base moves to `now` and every job's polynomial is made again from its record,
+    /// each node's sum with them. A few times a simulated day, O(entries) each; a server's
+    /// first update moves the base from +0 to the clock it runs on.
+    fn rebase_bounds_if_due(&mut self, now: f64) {
+        if !now.is_finite() || now - self.bound_base <= BASE_SPAN {
+            return;
+        }
+        self.bound_base = now;
+        self.bounds_from = self.bounds_from.max(now);
+        for line in &mut self.hot.lines {
+            line.clear();
+        }
+        for c in self.slots.iter_mut().flatten() {
+            // Made as if the record had been advanced to now along its own rate (an update
+            // more than `BASE_SPAN` old could not be counted from the base exactly): that is
+            // one kept step (`MAX_STALE_STEPS`), so the line may be kept through one fewer.
+            let (cpu, t0, steps) =
+                if c.as_of < now { (c.cpu_at(now), now, 1) } else { (c.cpu_done, c.as_of, 0) };
+            c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu, t0, c.rate, now);
+            c.stale_steps = steps;
+            for &n in &c.nodes {
+                self.hot.lines[n].add(c.line);
             }
         }
     }
@@ -1344,13 +1379,16 @@ impl Cluster {
         self.hot.get(i).load_lower_bound(self.bound_clock(now))
     }
 
-    /// The instant to read `NodeHot::load_lower_bound` at for a query at `now`: `now` itself,
-    /// or NaN (no bound: 0) when a line was added, made again or kept at an update after `now`
-    /// (`bounds_from`). A pass over the nodes takes it once.
+    /// Where to read `NodeHot::load_lower_bound` for a query at `now`: the time from the base,
+    /// `now - bound_base`, or NaN (no bound: 0) when a line was added, made again or kept at an
+    /// update after `now` (`bounds_from`). A pass over the nodes takes it once.
     #[inline]
     pub fn bound_clock(&self, now: f64) -> f64 {
-        if now >= self.bounds_from {
-            now
+        // `now - bound_base` is exact (Sterbenz) while `now` is within twice the base, or the
+        // base is 0: past that (a clock that ran for ages with no update) nothing is said.
+        let base = self.bound_base;
+        if now >= self.bounds_from && (base == 0.0 || now <= 2.0 * base) {
+            now - base
         } else {
             f64::NAN
         }
