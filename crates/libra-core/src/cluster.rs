@@ -3,7 +3,7 @@
 //! the policies only read it. No clock: every query takes `now`.
 
 use crate::job::JobSpec;
-use crate::load_line::{job_line, JobLine, NodeLine, BASE_SPAN, MAX_STALE_STEPS};
+use crate::load_line::{job_line, JobLine, NodeLine, NodeLines, NodeLinesSlice, BASE_SPAN, MAX_STALE_STEPS};
 use crate::share::{required_share, ControlledJob};
 use crate::still::{Still, StillBounds, StillJobs};
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,7 @@ pub struct NodeHot {
 /// load polynomials alone are 24 bytes a node, and a progress update writes those alone.
 #[derive(Debug, Clone, Default)]
 struct HotNodes {
-    lines: Vec<NodeLine>,
+    lines: NodeLines,
     cpus: Vec<f64>,
     price_base: Vec<f64>,
     jobs: Vec<u32>,
@@ -95,7 +95,7 @@ impl HotNodes {
     #[inline(always)]
     fn get(&self, i: NodeIdx) -> NodeHot {
         NodeHot {
-            line: self.lines[i],
+            line: self.lines.get(i),
             cpus: self.cpus[i],
             price_base: self.price_base[i],
             jobs: self.jobs[i],
@@ -107,7 +107,7 @@ impl HotNodes {
     #[inline]
     fn word(&self, lo: usize, hi: usize) -> HotWord<'_> {
         HotWord {
-            lines: &self.lines[lo..hi],
+            lines: self.lines.slice(lo, hi),
             cpus: &self.cpus[lo..hi],
             price_base: &self.price_base[lo..hi],
             jobs: &self.jobs[lo..hi],
@@ -120,7 +120,7 @@ impl HotNodes {
 /// the cluster's arrays.
 #[derive(Debug, Clone, Copy)]
 pub struct HotWord<'a> {
-    lines: &'a [NodeLine],
+    lines: NodeLinesSlice<'a>,
     cpus: &'a [f64],
     price_base: &'a [f64],
     jobs: &'a [u32],
@@ -134,7 +134,7 @@ impl<'a> HotWord<'a> {
     #[inline(always)]
     pub fn iter(&self) -> impl Iterator<Item = NodeHot> + 'a {
         self.lines.iter().zip(self.cpus).zip(self.price_base).zip(self.jobs).zip(self.first_deadline).map(
-            |((((&line, &cpus), &price_base), &jobs), &first_deadline)| NodeHot {
+            |((((line, &cpus), &price_base), &jobs), &first_deadline)| NodeHot {
                 line,
                 cpus,
                 price_base,
@@ -1117,7 +1117,7 @@ impl Cluster {
             node.mem_used = node.mem_used.saturating_add(mem_mb);
             node.disk_used = node.disk_used.saturating_add(disk_mb);
             let hot = &mut self.hot;
-            hot.lines[n].add(line);
+            hot.lines.add(n, line);
             hot.jobs[n] = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
             hot.first_deadline[n] = hot.first_deadline[n].min(f32_at_most(deadline_abs));
             self.idle_bits[n / 64] &= !(1u64 << (n % 64));
@@ -1201,7 +1201,7 @@ impl Cluster {
                     self.nodes[n].entry_progress_changed(entries, pos, was, &p);
                 }
                 if !keep_line {
-                    self.hot.lines[n].replace(old, c.line);
+                    self.hot.lines.replace(n, old, c.line);
                 }
             }
         }
@@ -1217,9 +1217,7 @@ impl Cluster {
         }
         self.bound_base = now;
         self.bounds_from = self.bounds_from.max(now);
-        for line in &mut self.hot.lines {
-            line.clear();
-        }
+        self.hot.lines.clear_all();
         for c in self.slots.iter_mut().flatten() {
             // Made as if the record had been advanced to now along its own rate (an update
             // more than `BASE_SPAN` old could not be counted from the base exactly): that is
@@ -1229,7 +1227,7 @@ impl Cluster {
             c.line = job_line(c.estimate, c.deadline_abs, c.admitted_share, c.cap, cpu, t0, c.rate, now);
             c.stale_steps = steps;
             for &n in &c.nodes {
-                self.hot.lines[n].add(c.line);
+                self.hot.lines.add(n, c.line);
             }
         }
     }
@@ -1255,11 +1253,11 @@ impl Cluster {
             let hot = &mut self.hot;
             hot.jobs[n] = u32::try_from(node.slots.len()).unwrap_or(u32::MAX);
             if node.slots.is_empty() {
-                hot.lines[n].clear();
+                hot.lines.clear(n);
                 hot.first_deadline[n] = f32::INFINITY;
                 self.idle_bits[n / 64] |= 1u64 << (n % 64);
             } else {
-                hot.lines[n].remove(c.line);
+                hot.lines.remove(n, c.line);
                 // Only the job that held the earliest deadline moves it.
                 if f32_at_most(c.deadline_abs) <= hot.first_deadline[n] {
                     hot.first_deadline[n] = node.deadlines.iter().copied().fold(f32::INFINITY, f32::min);

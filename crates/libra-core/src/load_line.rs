@@ -237,6 +237,92 @@ impl NodeLine {
     }
 }
 
+/// Every node's `NodeLine`, one array per coefficient, so that a screen over a word's nodes
+/// loads each coefficient of four or eight nodes in one vector (as one 24-byte struct per
+/// node, the screen took them apart element by element).
+#[derive(Debug, Clone, Default)]
+pub struct NodeLines {
+    a: Vec<i64>,
+    b: Vec<i64>,
+    c: Vec<i64>,
+}
+
+impl NodeLines {
+    pub fn push(&mut self, l: NodeLine) {
+        self.a.push(l.a);
+        self.b.push(l.b);
+        self.c.push(l.c);
+    }
+
+    pub fn len(&self) -> usize {
+        self.a.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.a.is_empty()
+    }
+
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> NodeLine {
+        NodeLine { a: self.a[i], b: self.b[i], c: self.c[i] }
+    }
+
+    fn with(&mut self, i: usize, f: impl FnOnce(&mut NodeLine)) {
+        let mut l = self.get(i);
+        f(&mut l);
+        (self.a[i], self.b[i], self.c[i]) = (l.a, l.b, l.c);
+    }
+
+    /// `NodeLine::add` on node `i`'s.
+    pub fn add(&mut self, i: usize, l: JobLine) {
+        self.with(i, |n| n.add(l));
+    }
+
+    /// `NodeLine::replace` on node `i`'s.
+    pub fn replace(&mut self, i: usize, old: JobLine, new: JobLine) {
+        self.with(i, |n| n.replace(old, new));
+    }
+
+    /// `NodeLine::remove` on node `i`'s.
+    pub fn remove(&mut self, i: usize, l: JobLine) {
+        self.with(i, |n| n.remove(l));
+    }
+
+    /// `NodeLine::clear` on node `i`'s.
+    pub fn clear(&mut self, i: usize) {
+        self.with(i, NodeLine::clear);
+    }
+
+    /// Every node's cleared.
+    pub fn clear_all(&mut self) {
+        for v in [&mut self.a, &mut self.b, &mut self.c] {
+            v.iter_mut().for_each(|x| *x = 0);
+        }
+    }
+
+    /// Nodes `lo..hi`.
+    #[inline]
+    pub fn slice(&self, lo: usize, hi: usize) -> NodeLinesSlice<'_> {
+        NodeLinesSlice { a: &self.a[lo..hi], b: &self.b[lo..hi], c: &self.c[lo..hi] }
+    }
+}
+
+/// Some nodes' `NodeLine`s (`NodeLines::slice`).
+#[derive(Debug, Clone, Copy)]
+pub struct NodeLinesSlice<'a> {
+    a: &'a [i64],
+    b: &'a [i64],
+    c: &'a [i64],
+}
+
+impl<'a> NodeLinesSlice<'a> {
+    /// Each node's, in index order, zipped rather than indexed (see `Cluster::hot_word`).
+    #[inline(always)]
+    pub fn iter(&self) -> impl Iterator<Item = NodeLine> + 'a {
+        self.a.iter().zip(self.b).zip(self.c).map(|((&a, &b), &c)| NodeLine { a, b, c })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::MAX_STALE_STEPS;
