@@ -857,7 +857,7 @@ pub struct Cluster {
     bounds_from: f64,
     /// The instant the jobs' polynomials count their time from (`load_line`): at or before
     /// `bounds_from`, so every bound is read at a `tau >= 0`; moved to the instant of an update
-    /// more than `BASE_SPAN` after it (`rebase_bounds`). +0 at first.
+    /// more than `BASE_SPAN` after it (`rebase_bounds_if_due`). +0 at first.
     bound_base: f64,
 }
 

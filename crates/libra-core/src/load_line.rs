@@ -67,8 +67,8 @@ const B_MAX: f64 = 256.0; // 2^8
 const C_MAX: f64 = 1.0 / 256.0; // 2^-8
 
 /// How far (seconds) the clock may run past the base before the cluster moves the base to now
-/// and makes every job's polynomial again from its record (`Cluster::rebase_bounds`): 2^16 s,
-/// about 18 hours, so that the grid's rounding stays within 2^-30 of a share.
+/// and makes every job's polynomial again from its record (`Cluster::rebase_bounds_if_due`):
+/// 2^16 s, about 18 hours, so that the grid's rounding stays within 2^-30 of a share.
 pub const BASE_SPAN: f64 = 65_536.0;
 
 /// How many progress updates in a row may leave a job's polynomial as it was, when each only
