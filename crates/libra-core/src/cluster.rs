@@ -1218,10 +1218,18 @@ impl Cluster {
     /// base, the base moves to `now` and every job's polynomial is made again from its record,
     /// each node's sum with them. A few times a simulated day, O(entries) each; a server's
     /// first update moves the base from +0 to the clock it runs on.
+    #[inline(always)]
     fn rebase_bounds_if_due(&mut self, now: f64) {
-        if !now.is_finite() || now - self.bound_base <= BASE_SPAN {
-            return;
+        if now.is_finite() && now - self.bound_base > BASE_SPAN {
+            self.rebase_bounds(now);
         }
+    }
+
+    /// `rebase_bounds_if_due`'s move of the base to `now`, out of line: the check is made at
+    /// every update, the move a few times a simulated day.
+    #[cold]
+    #[inline(never)]
+    fn rebase_bounds(&mut self, now: f64) {
         self.bound_base = now;
         self.bounds_from = self.bounds_from.max(now);
         self.hot.lines.clear_all();
